@@ -1,0 +1,308 @@
+// Package inventory is the Redis owner of Tatkal seat state. Each shard's
+// keys share one hash tag and change only through the embedded Lua scripts,
+// so every change is atomic and linearisable per shard. PostgreSQL remains
+// the system of record: Rebuild reloads a shard from it under a new epoch,
+// and a shard whose state is missing refuses holds (fail closed).
+package inventory
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lua/common.lua
+	commonLua string
+	//go:embed lua/hold.lua
+	holdLua string
+	//go:embed lua/release.lua
+	releaseLua string
+	//go:embed lua/confirm.lua
+	confirmLua string
+	//go:embed lua/load.lua
+	loadLua string
+	//go:embed lua/snapshot.lua
+	snapshotLua string
+	//go:embed lua/avail.lua
+	availLua string
+)
+
+// MaxLegs is the most legs a shard can track: two bytes of mask per berth.
+const MaxLegs = 16
+
+// Store runs the seat scripts against Redis.
+type Store struct {
+	rdb      redis.UniversalClient
+	prefix   string
+	hold     *redis.Script
+	release  *redis.Script
+	confirm  *redis.Script
+	load     *redis.Script
+	snapshot *redis.Script
+	avail    *redis.Script
+}
+
+// New returns a Store whose keys start with prefix (one per deployment, so
+// several can share a Redis).
+func New(rdb redis.UniversalClient, prefix string) *Store {
+	script := func(body string) *redis.Script { return redis.NewScript(commonLua + "\n" + body) }
+	return &Store{
+		rdb:      rdb,
+		prefix:   prefix,
+		hold:     script(holdLua),
+		release:  script(releaseLua),
+		confirm:  script(confirmLua),
+		load:     script(loadLua),
+		snapshot: script(snapshotLua),
+		avail:    script(availLua),
+	}
+}
+
+// Redis returns the client, for health checks.
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
+
+func (s *Store) key(shardID int64, name string) string {
+	return s.prefix + ":{s" + strconv.FormatInt(shardID, 10) + "}:" + name
+}
+
+func (s *Store) idemKey(shardID, userID int64, idem string) string {
+	return s.key(shardID, "idem:"+strconv.FormatInt(userID, 10)+":"+idem)
+}
+
+// Outcome is the decision of one hold attempt.
+type Outcome string
+
+const (
+	Held            Outcome = "HELD"
+	WaitlistOffered Outcome = "WAITLIST_OFFERED"
+	SoldOut         Outcome = "SOLD_OUT"
+	NotReady        Outcome = "NOT_READY"      // shard state missing: rebuild, then retry
+	LiveHold        Outcome = "LIVE_HOLD"      // the user already has a live hold here
+	DailyCap        Outcome = "DAILY_CAP"      // the user reached the day's Tatkal cap
+	BadPassengers   Outcome = "BAD_PASSENGERS" // too many or too few passengers
+	NoID            Outcome = "NO_ID"          // nobody carries a validated ID
+	BadJourney      Outcome = "BAD_JOURNEY"
+)
+
+// HoldRequest is one attempt, already validated by the booking service.
+type HoldRequest struct {
+	ShardID   int64
+	HoldID    string
+	UserID    int64
+	IdemKey   string
+	From, To  int // stop sequence numbers; legs From..To-1
+	ExpiresAt time.Time
+	DailyCap  int
+	// Prefs has one byte per passenger: a berth type code or '-' for none.
+	Prefs         []byte
+	IDOK          bool
+	AllowWaitlist bool
+	IdemTTL       time.Duration
+	MaxPassengers int
+}
+
+// HoldResult is the script's answer.
+type HoldResult struct {
+	Outcome    Outcome
+	Epoch      int64
+	HoldID     string // the new hold, the replayed one, or the user's live hold for LiveHold
+	ExpiresAt  time.Time
+	Berths     []int
+	WaitlistNo int
+	Replayed   bool // the idempotency key was seen before; this is the prior answer
+}
+
+// Hold runs the HOLD script.
+func (s *Store) Hold(ctx context.Context, r HoldRequest) (HoldResult, error) {
+	keys := []string{
+		s.key(r.ShardID, "meta"), s.key(r.ShardID, "occ"), s.key(r.ShardID, "btype"),
+		s.key(r.ShardID, "coach"), s.key(r.ShardID, "cnt"), s.key(r.ShardID, "holds"),
+		s.key(r.ShardID, "exp"), s.key(r.ShardID, "live"), s.key(r.ShardID, "daily"),
+		s.idemKey(r.ShardID, r.UserID, r.IdemKey),
+	}
+	args := []any{
+		r.HoldID, r.UserID, r.From, r.To, r.ExpiresAt.UnixMilli(), r.DailyCap, string(r.Prefs),
+		boolArg(r.IDOK), boolArg(r.AllowWaitlist), int64(r.IdemTTL / time.Second), r.MaxPassengers,
+	}
+	res, err := s.hold.Run(ctx, s.rdb, keys, args...).StringSlice()
+	if err != nil {
+		return HoldResult{}, fmt.Errorf("hold script shard %d: %w", r.ShardID, err)
+	}
+	out := HoldResult{Outcome: Outcome(res[0])}
+	if len(res) > 1 {
+		if out.Epoch, err = strconv.ParseInt(res[1], 10, 64); err != nil {
+			return HoldResult{}, fmt.Errorf("hold script shard %d: bad epoch %q", r.ShardID, res[1])
+		}
+	}
+	switch out.Outcome {
+	case "REPLAY":
+		out.Replayed = true
+		err = parseAnswer(res[2], &out)
+	case Held, WaitlistOffered, SoldOut:
+		err = parseAnswer(res[2], &out)
+	case LiveHold:
+		out.HoldID = res[2]
+	}
+	if err != nil {
+		return HoldResult{}, fmt.Errorf("hold script shard %d: %w", r.ShardID, err)
+	}
+	return out, nil
+}
+
+// parseAnswer decodes "OUTCOME|hold_id|expires_ms|berths or waitlist no".
+func parseAnswer(s string, out *HoldResult) error {
+	f := strings.Split(s, "|")
+	if len(f) != 4 {
+		return fmt.Errorf("bad answer %q", s)
+	}
+	out.Outcome = Outcome(f[0])
+	out.HoldID = f[1]
+	if out.Outcome == SoldOut {
+		return nil
+	}
+	ms, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return fmt.Errorf("bad answer %q", s)
+	}
+	out.ExpiresAt = time.UnixMilli(ms).UTC()
+	if out.Outcome == WaitlistOffered {
+		out.WaitlistNo, err = strconv.Atoi(f[3])
+		return err
+	}
+	out.Berths, err = parseInts(f[3])
+	return err
+}
+
+func parseInts(csv string) ([]int, error) {
+	if csv == "" {
+		return nil, nil
+	}
+	parts := strings.Split(csv, ",")
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("bad berth list %q", csv)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// ReleaseMode says why seats go back.
+type ReleaseMode string
+
+const (
+	// ReleaseHold frees a live hold that expired, failed or was cancelled.
+	ReleaseHold ReleaseMode = "release"
+	// ReleaseUndo erases an attempt whose durable write failed, idempotency key included.
+	ReleaseUndo ReleaseMode = "undo"
+	// ReleaseCancel frees the seats of a cancelled confirmed or waitlisted booking.
+	ReleaseCancel ReleaseMode = "cancel"
+)
+
+// ErrNotReady means the shard has no state in Redis; rebuild it first.
+var ErrNotReady = errors.New("shard state not loaded")
+
+// Release runs RELEASE. It answers RELEASED, GONE (nothing to do),
+// CONFIRMED (the hold is sold; use ReleaseCancel) or STILL_HELD.
+func (s *Store) Release(ctx context.Context, shardID int64, holdID string, mode ReleaseMode, userID int64, idemKey string) (string, error) {
+	keys := []string{
+		s.key(shardID, "meta"), s.key(shardID, "occ"), s.key(shardID, "cnt"), s.key(shardID, "holds"),
+		s.key(shardID, "exp"), s.key(shardID, "live"), s.key(shardID, "daily"),
+		s.idemKey(shardID, userID, idemKey),
+	}
+	res, err := s.release.Run(ctx, s.rdb, keys, holdID, string(mode)).StringSlice()
+	if err != nil {
+		return "", fmt.Errorf("release hold %s: %w", holdID, err)
+	}
+	if res[0] == string(NotReady) {
+		return "", fmt.Errorf("release hold %s: %w", holdID, ErrNotReady)
+	}
+	return res[0], nil
+}
+
+// Confirm runs CONFIRM: CONFIRMED (also when it already was) or GONE.
+func (s *Store) Confirm(ctx context.Context, shardID int64, holdID string) (string, error) {
+	keys := []string{s.key(shardID, "meta"), s.key(shardID, "cnt"), s.key(shardID, "holds"), s.key(shardID, "exp"), s.key(shardID, "live")}
+	res, err := s.confirm.Run(ctx, s.rdb, keys, holdID).StringSlice()
+	if err != nil {
+		return "", fmt.Errorf("confirm hold %s: %w", holdID, err)
+	}
+	if res[0] == string(NotReady) {
+		return "", fmt.Errorf("confirm hold %s: %w", holdID, ErrNotReady)
+	}
+	return res[0], nil
+}
+
+// Availability is what AVAIL reports for one journey.
+type Availability struct {
+	Free         int // berths free on every leg of the journey
+	WaitlistLeft int
+	Total        int
+}
+
+// Available counts berths free for a whole journey (not the per-leg
+// minimum: fragmented legs do not add up to a berth).
+func (s *Store) Available(ctx context.Context, shardID int64, from, to int) (Availability, error) {
+	res, err := s.avail.Run(ctx, s.rdb, []string{s.key(shardID, "meta"), s.key(shardID, "occ")}, from, to).Slice()
+	if err != nil {
+		return Availability{}, fmt.Errorf("availability shard %d: %w", shardID, err)
+	}
+	if res[0] == string(NotReady) {
+		return Availability{}, fmt.Errorf("availability shard %d: %w", shardID, ErrNotReady)
+	}
+	return Availability{Free: int(res[1].(int64)), WaitlistLeft: int(res[2].(int64)), Total: int(res[3].(int64))}, nil
+}
+
+// Wipe deletes a shard's state, as a Redis loss would. Tests and the
+// console's guarded rebuild use it.
+func (s *Store) Wipe(ctx context.Context, shardID int64) error {
+	names := []string{"meta", "occ", "btype", "coach", "cnt", "holds", "exp", "live", "daily"}
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = s.key(shardID, n)
+	}
+	if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
+		return fmt.Errorf("wipe shard %d: %w", shardID, err)
+	}
+	return nil
+}
+
+// Ready reports whether the shard's state is loaded, and its epoch.
+func (s *Store) Ready(ctx context.Context, shardID int64) (bool, int64, error) {
+	v, err := s.rdb.HGet(ctx, s.key(shardID, "meta"), "epoch").Int64()
+	if errors.Is(err, redis.Nil) {
+		return false, 0, nil
+	}
+	if err != nil {
+		return false, 0, fmt.Errorf("shard %d epoch: %w", shardID, err)
+	}
+	return true, v, nil
+}
+
+// DueHolds lists live holds in Redis whose expiry is at or before t; the
+// sweeper reconciles each with PostgreSQL.
+func (s *Store) DueHolds(ctx context.Context, shardID int64, t time.Time, limit int64) ([]string, error) {
+	ids, err := s.rdb.ZRangeByScore(ctx, s.key(shardID, "exp"), &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatInt(t.UnixMilli(), 10), Count: limit,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("due holds shard %d: %w", shardID, err)
+	}
+	return ids, nil
+}

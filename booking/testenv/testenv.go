@@ -1,0 +1,188 @@
+// Package testenv gives each test its own freshly migrated PostgreSQL
+// database (cloned from a template built once per schema) and its own Redis
+// key prefix, so tests run in parallel and never see each other's data.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"tatkal/booking/db"
+	"tatkal/booking/inventory"
+	"tatkal/migrations"
+)
+
+// Env is one test's private world.
+type Env struct {
+	DatabaseURL string
+	Pool        *pgxpool.Pool
+	Redis       *redis.Client
+	RedisURL    string
+	KeyPrefix   string
+	Store       *inventory.Store
+}
+
+// BaseURL is the server the test databases live on.
+func BaseURL() string {
+	if u := os.Getenv("TATKAL_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// RedisURL is the Redis the tests use.
+func RedisURL() string {
+	if u := os.Getenv("TATKAL_TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// New creates the test's database and Redis prefix and removes both when
+// the test ends.
+func New(t testing.TB) *Env {
+	t.Helper()
+	ctx := context.Background()
+	tmpl, err := template(ctx)
+	if err != nil {
+		t.Fatalf("test template database: %v", err)
+	}
+	name := "tatkal_t_" + randHex(6)
+	url := withDatabase(BaseURL(), name)
+	if err := db.CreateDatabaseFrom(ctx, url, tmpl); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	pool, err := db.Open(ctx, url, 40)
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	opt, err := redis.ParseURL(RedisURL())
+	if err != nil {
+		t.Fatalf("parse redis url: %v", err)
+	}
+	rdb := redis.NewClient(opt)
+	prefix := "t" + randHex(5)
+	env := &Env{DatabaseURL: url, Pool: pool, Redis: rdb, RedisURL: RedisURL(), KeyPrefix: prefix, Store: inventory.New(rdb, prefix)}
+	t.Cleanup(func() {
+		pool.Close()
+		env.WipeRedis(t)
+		rdb.Close()
+		dropDatabase(name)
+	})
+	return env
+}
+
+// WipeRedis deletes every key of this test, as a Redis restart would.
+func (e *Env) WipeRedis(t testing.TB) {
+	ctx := context.Background()
+	iter := e.Redis.Scan(ctx, 0, e.KeyPrefix+":*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Errorf("scan redis: %v", err)
+		return
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		if err := e.Redis.Del(ctx, keys[:n]...).Err(); err != nil {
+			t.Errorf("wipe redis: %v", err)
+			return
+		}
+		keys = keys[n:]
+	}
+}
+
+func dropDatabase(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, BaseURL())
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)") //nolint:errcheck
+}
+
+// template returns the name of a migrated database to clone, building it
+// once per schema version (the name carries a hash of the migrations).
+func template(ctx context.Context) (string, error) {
+	h := sha256.New()
+	fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error { //nolint:errcheck
+		if err == nil && !d.IsDir() {
+			b, _ := fs.ReadFile(migrations.FS, path)
+			h.Write([]byte(path))
+			h.Write(b)
+		}
+		return nil
+	})
+	name := "tatkal_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
+	conn, err := pgx.Connect(ctx, BaseURL())
+	if err != nil {
+		return "", fmt.Errorf("reach PostgreSQL: %w", err)
+	}
+	defer conn.Close(ctx)
+	// Serialise builders across test binaries running in parallel.
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(7461238)"); err != nil {
+		return "", err
+	}
+	defer conn.Exec(ctx, "SELECT pg_advisory_unlock(7461238)") //nolint:errcheck
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if exists {
+		return name, nil
+	}
+	building := name + "_build"
+	conn.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)") //nolint:errcheck
+	url := withDatabase(BaseURL(), building)
+	if err := db.CreateDatabase(ctx, url); err != nil {
+		return "", err
+	}
+	pool, err := db.Open(ctx, url, 4)
+	if err != nil {
+		return "", err
+	}
+	err = db.Migrate(ctx, pool)
+	pool.Close()
+	if err != nil {
+		return "", err
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+func withDatabase(url, name string) string {
+	// Replace the path of the URL, keeping its query.
+	base, query, _ := strings.Cut(url, "?")
+	if i := strings.LastIndex(base, "/"); i > len("postgres://") {
+		base = base[:i]
+	}
+	out := base + "/" + name
+	if query != "" {
+		out += "?" + query
+	}
+	return out
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) //nolint:errcheck
+	return hex.EncodeToString(b)
+}

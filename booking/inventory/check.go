@@ -1,0 +1,249 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// LegCounts are one leg's figures from both owners.
+type LegCounts struct {
+	Leg            int
+	Total          int
+	RedisFree      int
+	RedisHeld      int
+	RedisConfirmed int
+	PGHeld         int
+	PGConfirmed    int
+}
+
+// Report is the result of checking one shard's invariants.
+type Report struct {
+	ShardID    int64
+	Epoch      int64
+	Ready      bool
+	Legs       []LegCounts
+	Violations []string
+	CheckedAt  time.Time
+}
+
+// OK reports whether no invariant is broken.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// String renders the report for a terminal.
+func (r Report) String() string {
+	var b strings.Builder
+	status := "OK"
+	if !r.OK() {
+		status = fmt.Sprintf("%d VIOLATION(S)", len(r.Violations))
+	}
+	fmt.Fprintf(&b, "shard %d  epoch %d  %s\n", r.ShardID, r.Epoch, status)
+	fmt.Fprintf(&b, "  %-4s %6s %6s %6s %6s  %6s %6s\n", "leg", "total", "free", "held", "conf", "pgheld", "pgconf")
+	for _, l := range r.Legs {
+		fmt.Fprintf(&b, "  %-4d %6d %6d %6d %6d  %6d %6d\n", l.Leg, l.Total, l.RedisFree, l.RedisHeld, l.RedisConfirmed, l.PGHeld, l.PGConfirmed)
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "  ! %s\n", v)
+	}
+	return b.String()
+}
+
+// InFlightGrace is how young a Redis hold without a row may be and still
+// count as a write in progress rather than a violation.
+const InFlightGrace = 10 * time.Second
+
+// Check verifies one shard's invariants, Redis against PostgreSQL: per leg
+// free + live holds + confirmed = total with both sides agreeing; no berth
+// taken twice on any leg; every hold and booking agrees between the two;
+// one booking per hold; every confirmed passenger has one berth for the
+// whole journey. Under live traffic the two owners are read a moment apart,
+// so a disagreement is re-checked a few times before it is reported.
+func Check(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64, holdWindow time.Duration) (Report, error) {
+	var rep Report
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		rep, err = checkOnce(ctx, pool, s, shardID, holdWindow)
+		if err != nil || rep.OK() {
+			return rep, err
+		}
+		select {
+		case <-ctx.Done():
+			return rep, ctx.Err()
+		case <-time.After(time.Duration(100*(attempt+1)) * time.Millisecond):
+		}
+	}
+	return rep, nil
+}
+
+type pgHold struct {
+	id       string
+	state    string // H C W X or '' for holds that occupy nothing
+	from, to int
+	berths   []int
+	npax     int
+}
+
+func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64, holdWindow time.Duration) (Report, error) {
+	rep := Report{ShardID: shardID, CheckedAt: time.Now()}
+	var total, legs int
+	if err := pool.QueryRow(ctx, `SELECT total_berths, legs FROM inventory_shards WHERE id = $1`, shardID).Scan(&total, &legs); err != nil {
+		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
+	}
+	snap, err := s.Snapshot(ctx, shardID)
+	if err != nil {
+		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
+	}
+	rep.Ready, rep.Epoch = snap.Ready, snap.Epoch
+
+	// PostgreSQL's view: what occupies berths and waitlist places.
+	rows, err := pool.Query(ctx, `
+		SELECT h.id::text, h.kind, h.state, coalesce(b.status, ''), h.from_seq, h.to_seq, h.berths, h.seat_count
+		FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id
+		WHERE h.shard_id = $1 AND h.state IN ('HELD', 'CONFIRMED')`, shardID)
+	if err != nil {
+		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
+	}
+	pg := map[string]pgHold{}
+	var id, kind, state, bstatus string
+	var from, to, npax int
+	var berths []int32
+	if _, err := pgx.ForEachRow(rows, []any{&id, &kind, &state, &bstatus, &from, &to, &berths, &npax}, func() error {
+		h := pgHold{id: id, from: from, to: to, npax: npax}
+		switch {
+		case state == "HELD" && kind == "SEAT":
+			h.state = "H"
+		case state == "HELD":
+			h.state = "W"
+		case bstatus == "CONFIRMED":
+			h.state = "C"
+		case bstatus == "WAITLISTED":
+			h.state = "X"
+		case bstatus == "":
+			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s is CONFIRMED but has no booking", id))
+		}
+		if h.state == "H" || h.state == "C" {
+			for _, b := range berths {
+				h.berths = append(h.berths, int(b))
+			}
+		}
+		pg[id] = h
+		return nil
+	}); err != nil {
+		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
+	}
+
+	pgHeld, pgConf := make([]int, legs), make([]int, legs)
+	claimed := make([]uint16, total)
+	ids := make([]string, 0, len(pg))
+	for id := range pg {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		h := pg[id]
+		var mask uint16
+		for l := h.from; l < h.to; l++ {
+			mask |= 1 << l
+			if h.state == "H" {
+				pgHeld[l] += len(h.berths)
+			}
+			if h.state == "C" {
+				pgConf[l] += len(h.berths)
+			}
+		}
+		for _, b := range h.berths {
+			if b < 0 || b >= total {
+				rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s: berth %d out of range", id, b))
+				continue
+			}
+			if claimed[b]&mask != 0 {
+				rep.Violations = append(rep.Violations, fmt.Sprintf("berth %d sold twice: hold %s overlaps another on legs %d-%d", b, id, h.from, h.to-1))
+			}
+			claimed[b] |= mask
+		}
+	}
+
+	// Bookings: one per hold, and every confirmed passenger on one berth for
+	// the whole journey.
+	var dupHolds, badPax int
+	if err := pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM (SELECT hold_id FROM bookings WHERE shard_id = $1 GROUP BY hold_id HAVING count(*) > 1) d),
+		(SELECT count(*) FROM booking_passengers p JOIN bookings b ON b.id = p.booking_id
+		  WHERE b.shard_id = $1 AND b.status = 'CONFIRMED'
+		    AND (p.status <> 'CONFIRMED' OR p.berth_idx IS NULL OR p.from_seq <> b.from_seq OR p.to_seq <> b.to_seq))`,
+		shardID).Scan(&dupHolds, &badPax); err != nil {
+		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
+	}
+	if dupHolds > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d hold(s) with more than one booking", dupHolds))
+	}
+	if badPax > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d confirmed passenger(s) without one berth for the whole journey", badPax))
+	}
+	var paxMismatch int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM bookings b JOIN holds h ON h.id = b.hold_id
+		WHERE b.shard_id = $1 AND b.status = 'CONFIRMED' AND h.kind = 'SEAT'
+		  AND (SELECT count(*) FROM booking_passengers p WHERE p.booking_id = b.id AND p.status = 'CONFIRMED') <> h.seat_count`,
+		shardID).Scan(&paxMismatch); err != nil {
+		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
+	}
+	if paxMismatch > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d booking(s) whose confirmed passengers differ from the hold's seat count", paxMismatch))
+	}
+
+	if !snap.Ready {
+		rep.Violations = append(rep.Violations, "Redis has no state for this shard (holds are refused until it is rebuilt)")
+		for l := 0; l < legs; l++ {
+			rep.Legs = append(rep.Legs, LegCounts{Leg: l, Total: total, PGHeld: pgHeld[l], PGConfirmed: pgConf[l]})
+		}
+		return rep, nil
+	}
+	rep.Violations = append(rep.Violations, snap.SelfCheck()...)
+	if snap.Berths != total || snap.Legs != legs {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("Redis shape %d berths x %d legs, PostgreSQL %d x %d", snap.Berths, snap.Legs, total, legs))
+		return rep, nil
+	}
+
+	// Redis records against rows. A Redis hold without a row may be a write
+	// in flight: it is forgiven while young.
+	now := time.Now()
+	redisIDs := map[string]bool{}
+	for _, h := range snap.Holds {
+		redisIDs[h.ID] = true
+		p, ok := pg[h.ID]
+		created := time.UnixMilli(h.ExpiresMs).Add(-holdWindow)
+		switch {
+		case !ok && (h.State == 'H' || h.State == 'W') && now.Sub(created) < InFlightGrace:
+			// in flight
+		case !ok:
+			rep.Violations = append(rep.Violations, fmt.Sprintf("Redis has hold %s (%c) that PostgreSQL does not hold", h.ID, h.State))
+		case p.state != string(h.State):
+			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s is %s in PostgreSQL but %c in Redis", h.ID, p.state, h.State))
+		case !slices.Equal(p.berths, h.Berths) && p.state != "W" && p.state != "X":
+			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s berths %v in PostgreSQL, %v in Redis", h.ID, p.berths, h.Berths))
+		}
+	}
+	for _, id := range ids {
+		if !redisIDs[id] {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s (%s) is missing from Redis", id, pg[id].state))
+		}
+	}
+	free := snap.Free()
+	for l := 0; l < legs; l++ {
+		lc := LegCounts{Leg: l, Total: total, RedisFree: free[l], RedisHeld: snap.Held[l], RedisConfirmed: snap.Confirmed[l],
+			PGHeld: pgHeld[l], PGConfirmed: pgConf[l]}
+		rep.Legs = append(rep.Legs, lc)
+		if lc.RedisConfirmed != lc.PGConfirmed {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("leg %d: %d confirmed in Redis, %d in PostgreSQL", l, lc.RedisConfirmed, lc.PGConfirmed))
+		}
+		if lc.RedisHeld < lc.PGHeld {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("leg %d: %d held in Redis, %d in PostgreSQL", l, lc.RedisHeld, lc.PGHeld))
+		}
+	}
+	return rep, nil
+}

@@ -1,0 +1,309 @@
+package inventory_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"tatkal/booking/inventory"
+)
+
+// The tests run against the real Redis (DESIGN.md: never mocks of it).
+var (
+	redisOnce sync.Once
+	redisCli  *redis.Client
+	redisErr  error
+)
+
+func redisURL() string {
+	if u := os.Getenv("TATKAL_TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+func sharedRedis(tb testing.TB) *redis.Client {
+	tb.Helper()
+	redisOnce.Do(func() {
+		opt, err := redis.ParseURL(redisURL())
+		if err != nil {
+			redisErr = err
+			return
+		}
+		opt.PoolSize = 64
+		redisCli = redis.NewClient(opt)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		redisErr = redisCli.Ping(ctx).Err()
+	})
+	if redisErr != nil {
+		tb.Fatalf("redis at %s: %v", redisURL(), redisErr)
+	}
+	return redisCli
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// newStore returns a Store under a fresh key prefix whose keys are deleted
+// when the test ends.
+func newStore(tb testing.TB) (*inventory.Store, *redis.Client, string) {
+	tb.Helper()
+	rdb := sharedRedis(tb)
+	prefix := "it" + randHex(6)
+	tb.Cleanup(func() { deletePrefix(tb, rdb, prefix) })
+	return inventory.New(rdb, prefix), rdb, prefix
+}
+
+func prefixKeys(tb testing.TB, rdb *redis.Client, prefix string) []string {
+	tb.Helper()
+	ctx := context.Background()
+	var keys []string
+	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		tb.Errorf("scan %s: %v", prefix, err)
+	}
+	return keys
+}
+
+func deletePrefix(tb testing.TB, rdb *redis.Client, prefix string) {
+	keys := prefixKeys(tb, rdb, prefix)
+	ctx := context.Background()
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		if err := rdb.Del(ctx, keys[:n]...).Err(); err != nil {
+			tb.Errorf("delete %s keys: %v", prefix, err)
+			return
+		}
+		keys = keys[n:]
+	}
+}
+
+// shape builds berth types and coaches: coaches of perCoach berths each,
+// types cycling through pattern.
+func shape(coaches, perCoach int, pattern string) (types, coach []byte) {
+	for c := 0; c < coaches; c++ {
+		for i := 0; i < perCoach; i++ {
+			types = append(types, pattern[(c*perCoach+i)%len(pattern)])
+			coach = append(coach, byte(c+1))
+		}
+	}
+	return types, coach
+}
+
+func mustLoad(tb testing.TB, s *inventory.Store, shard int64, st inventory.ShardState) {
+	tb.Helper()
+	ok, err := s.Load(context.Background(), shard, st)
+	if err != nil {
+		tb.Fatalf("load shard %d: %v", shard, err)
+	}
+	if !ok {
+		tb.Fatalf("load shard %d epoch %d: refused as stale", shard, st.Epoch)
+	}
+}
+
+// expiry is a fixed, millisecond-exact hold expiry.
+var expiry = time.UnixMilli(4102444800123).UTC() // 2100-01-01
+
+var holdSeq struct {
+	sync.Mutex
+	n int
+}
+
+func newHoldID() string {
+	holdSeq.Lock()
+	defer holdSeq.Unlock()
+	holdSeq.n++
+	return fmt.Sprintf("h%05d-%s", holdSeq.n, randHex(4))
+}
+
+// req is a valid hold request with test defaults: ID checked, cap 4,
+// up to 4 passengers, no waitlist, a 10-minute idempotency window.
+func req(shard, user int64, from, to int, prefs string) inventory.HoldRequest {
+	return inventory.HoldRequest{
+		ShardID:       shard,
+		HoldID:        newHoldID(),
+		UserID:        user,
+		IdemKey:       "k-" + randHex(6),
+		From:          from,
+		To:            to,
+		ExpiresAt:     expiry,
+		DailyCap:      4,
+		Prefs:         []byte(prefs),
+		IDOK:          true,
+		IdemTTL:       10 * time.Minute,
+		MaxPassengers: 4,
+	}
+}
+
+func mustHold(tb testing.TB, s *inventory.Store, r inventory.HoldRequest) inventory.HoldResult {
+	tb.Helper()
+	res, err := s.Hold(context.Background(), r)
+	if err != nil {
+		tb.Fatalf("hold %+v: %v", r, err)
+	}
+	return res
+}
+
+func mustHeld(tb testing.TB, s *inventory.Store, r inventory.HoldRequest) inventory.HoldResult {
+	tb.Helper()
+	res := mustHold(tb, s, r)
+	if res.Outcome != inventory.Held || res.Replayed {
+		tb.Fatalf("hold user %d %d-%d %q: got %+v, want a fresh HELD", r.UserID, r.From, r.To, r.Prefs, res)
+	}
+	if res.HoldID != r.HoldID || !res.ExpiresAt.Equal(r.ExpiresAt) || len(res.Berths) != len(r.Prefs) {
+		tb.Fatalf("hold user %d: answer %+v does not match request id %s expiry %v pax %d", r.UserID, res, r.HoldID, r.ExpiresAt, len(r.Prefs))
+	}
+	return res
+}
+
+func mustRelease(tb testing.TB, s *inventory.Store, shard int64, id string, mode inventory.ReleaseMode, user int64, key, want string) {
+	tb.Helper()
+	got, err := s.Release(context.Background(), shard, id, mode, user, key)
+	if err != nil {
+		tb.Fatalf("release %s (%s): %v", id, mode, err)
+	}
+	if got != want {
+		tb.Fatalf("release %s (%s) = %s, want %s", id, mode, got, want)
+	}
+}
+
+func mustConfirm(tb testing.TB, s *inventory.Store, shard int64, id, want string) {
+	tb.Helper()
+	got, err := s.Confirm(context.Background(), shard, id)
+	if err != nil {
+		tb.Fatalf("confirm %s: %v", id, err)
+	}
+	if got != want {
+		tb.Fatalf("confirm %s = %s, want %s", id, got, want)
+	}
+}
+
+// snap takes a snapshot, fails on SelfCheck findings and sorts the records.
+func snap(tb testing.TB, s *inventory.Store, shard int64) inventory.Snapshot {
+	tb.Helper()
+	sn, err := s.Snapshot(context.Background(), shard)
+	if err != nil {
+		tb.Fatalf("snapshot shard %d: %v", shard, err)
+	}
+	if bad := sn.SelfCheck(); len(bad) > 0 {
+		tb.Fatalf("shard %d self-check:\n%s", shard, strings.Join(bad, "\n"))
+	}
+	if bad := strictCheck(sn); len(bad) > 0 {
+		tb.Fatalf("shard %d strict check:\n%s", shard, strings.Join(bad, "\n"))
+	}
+	sortHolds(sn.Holds)
+	return sn
+}
+
+func sortHolds(h []inventory.HoldRecord) {
+	sort.Slice(h, func(i, j int) bool { return h[i].ID < h[j].ID })
+}
+
+// strictCheck adds what SelfCheck does not look at: the per-leg counters
+// against the records (held = berths of H records, confirmed = berths of C
+// records), the waitlist length against W and X records, and one berth per
+// passenger for seat records, none for waitlist records.
+func strictCheck(sn inventory.Snapshot) []string {
+	if !sn.Ready {
+		return nil
+	}
+	var bad []string
+	held, conf := make([]int, sn.Legs), make([]int, sn.Legs)
+	wl := 0
+	for _, h := range sn.Holds {
+		if h.From < 0 || h.To > sn.Legs || h.From >= h.To {
+			bad = append(bad, fmt.Sprintf("hold %s: journey %d-%d outside %d legs", h.ID, h.From, h.To, sn.Legs))
+			continue
+		}
+		switch h.State {
+		case 'H', 'C':
+			if len(h.Berths) != h.Passengers {
+				bad = append(bad, fmt.Sprintf("hold %s (%c): %d berths for %d passengers", h.ID, h.State, len(h.Berths), h.Passengers))
+			}
+			if len(slices.Compact(slices.Sorted(slices.Values(h.Berths)))) != len(h.Berths) {
+				bad = append(bad, fmt.Sprintf("hold %s: a berth twice in %v", h.ID, h.Berths))
+			}
+			c := held
+			if h.State == 'C' {
+				c = conf
+			}
+			for l := h.From; l < h.To; l++ {
+				c[l] += len(h.Berths)
+			}
+		case 'W', 'X':
+			if len(h.Berths) != 0 || h.WaitlistNo < 1 {
+				bad = append(bad, fmt.Sprintf("hold %s (%c): berths %v, waitlist no %d", h.ID, h.State, h.Berths, h.WaitlistNo))
+			}
+			wl += h.Passengers
+		default:
+			bad = append(bad, fmt.Sprintf("hold %s: state %q", h.ID, h.State))
+		}
+	}
+	if !slices.Equal(held, sn.Held) {
+		bad = append(bad, fmt.Sprintf("held counters %v, records say %v", sn.Held, held))
+	}
+	if !slices.Equal(conf, sn.Confirmed) {
+		bad = append(bad, fmt.Sprintf("confirmed counters %v, records say %v", sn.Confirmed, conf))
+	}
+	if wl != sn.WaitlistLen {
+		bad = append(bad, fmt.Sprintf("waitlist length %d, records say %d", sn.WaitlistLen, wl))
+	}
+	if sn.WaitlistLen > sn.WaitlistCap {
+		bad = append(bad, fmt.Sprintf("waitlist length %d over cap %d", sn.WaitlistLen, sn.WaitlistCap))
+	}
+	return bad
+}
+
+func legMask(from, to int) uint16 {
+	var m uint16
+	for l := from; l < to; l++ {
+		m |= 1 << l
+	}
+	return m
+}
+
+func findHold(sn inventory.Snapshot, id string) (inventory.HoldRecord, bool) {
+	for _, h := range sn.Holds {
+		if h.ID == id {
+			return h, true
+		}
+	}
+	return inventory.HoldRecord{}, false
+}
+
+func hashGet(tb testing.TB, rdb *redis.Client, key, field string) (string, bool) {
+	tb.Helper()
+	v, err := rdb.HGet(context.Background(), key, field).Result()
+	if err == redis.Nil {
+		return "", false
+	}
+	if err != nil {
+		tb.Fatalf("hget %s %s: %v", key, field, err)
+	}
+	return v, true
+}
+
+// shardKey mirrors the Store's key layout, to look at per-user hashes the
+// snapshot does not carry (live holds, daily counts, idempotency keys).
+func shardKey(prefix string, shard int64, name string) string {
+	return fmt.Sprintf("%s:{s%d}:%s", prefix, shard, name)
+}

@@ -1,0 +1,54 @@
+package booking
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// JobInserter is the part of a River client the booking service uses: jobs
+// go in with the state change that causes them, in the same transaction.
+type JobInserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	InsertManyFastTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) (int, error)
+}
+
+// QueueHolds carries hold expiry and seat-state sync, kept apart from slower
+// work so a backlog elsewhere never delays a seat coming back.
+const QueueHolds = "holds"
+
+// ExpireHoldArgs releases a hold still HELD at its expiry.
+type ExpireHoldArgs struct {
+	HoldID  uuid.UUID `json:"hold_id"`
+	ShardID int64     `json:"shard_id"`
+}
+
+func (ExpireHoldArgs) Kind() string { return "hold_expire" }
+func (ExpireHoldArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueHolds, MaxAttempts: 50}
+}
+
+// SeatSyncArgs makes Redis agree with PostgreSQL about one hold after a
+// confirmation or cancellation (the same call is also made at once; the job
+// repeats it in case Redis was unreachable then).
+type SeatSyncArgs struct {
+	HoldID  uuid.UUID `json:"hold_id"`
+	ShardID int64     `json:"shard_id"`
+}
+
+func (SeatSyncArgs) Kind() string { return "seat_sync" }
+func (SeatSyncArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueHolds, MaxAttempts: 50}
+}
+
+// SweepArgs runs the periodic sweeper: overdue holds, Redis holds without a
+// row, shards whose Redis state is missing.
+type SweepArgs struct{}
+
+func (SweepArgs) Kind() string { return "hold_sweep" }
+func (SweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueHolds, MaxAttempts: 3}
+}

@@ -1,0 +1,335 @@
+package booking
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"tatkal/booking/db"
+	"tatkal/booking/inventory"
+)
+
+const holdViewSQL = `
+	SELECT h.id, h.user_id, h.shard_id, h.kind, h.state, h.state_reason, h.expires_at, h.created_at,
+	       h.passengers, h.berths, coalesce(h.waitlist_no, 0), h.fare_paise, h.fare_breakup,
+	       h.from_seq, h.to_seq, coalesce(b.pnr, ''), coalesce(b.status, ''), coalesce(b.refund_due_paise, 0)
+	FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id
+	WHERE h.id = $1`
+
+// Status returns the hold as its owner may see it; another user's hold is
+// not found, exactly as a hold that does not exist.
+func (s *Service) Status(ctx context.Context, userID int64, id uuid.UUID) (HoldView, error) {
+	v, err := s.view(ctx, s.pool, id)
+	if err != nil {
+		return HoldView{}, err
+	}
+	if v.UserID != userID {
+		return HoldView{}, Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
+	}
+	return v, nil
+}
+
+type queryer interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
+func (s *Service) view(ctx context.Context, q queryer, id uuid.UUID) (HoldView, error) {
+	var v HoldView
+	var pax, breakup []byte
+	var berths []int32
+	var from, to int
+	err := q.QueryRow(ctx, holdViewSQL, id).Scan(&v.ID, &v.UserID, &v.ShardID, &v.Kind, &v.State, &v.Reason,
+		&v.ExpiresAt, &v.CreatedAt, &pax, &berths, &v.WaitlistNo, &v.Fare.TotalPaise, &breakup, &from, &to,
+		&v.PNR, &v.BookingStat, &v.RefundDue)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return HoldView{}, Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
+	}
+	if err != nil {
+		return HoldView{}, fmt.Errorf("read hold %s: %w", id, err)
+	}
+	if err := json.Unmarshal(pax, &v.Passengers); err != nil {
+		return HoldView{}, fmt.Errorf("read hold %s passengers: %w", id, err)
+	}
+	if err := json.Unmarshal(breakup, &v.Fare.Breakup); err != nil {
+		return HoldView{}, fmt.Errorf("read hold %s fare: %w", id, err)
+	}
+	shard, err := s.catalog.ByID(ctx, v.ShardID)
+	if err != nil {
+		return HoldView{}, err
+	}
+	v.Train, v.Date, v.Class = shard.Train, shard.Date, shard.Class
+	v.From, v.To = shard.Stops[from].Code, shard.Stops[to].Code
+	for _, b := range berths {
+		v.Berths = append(v.Berths, berthInfo(shard, int(b)))
+	}
+	return v, nil
+}
+
+// Confirm turns a live hold into a booking with a PNR, in one transaction:
+// compare-and-set on the hold state, one booking per hold, berths fixed per
+// passenger. Confirming a confirmed hold returns its booking. The payments
+// work calls this on a successful charge.
+func (s *Service) Confirm(ctx context.Context, id uuid.UUID) (HoldView, error) {
+	var shardID int64
+	var already bool
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		var state, kind string
+		var userID int64
+		var from, to, wl int
+		var fare int64
+		var pax []byte
+		var berths []int32
+		err := tx.QueryRow(ctx, `SELECT shard_id, user_id, state, kind, from_seq, to_seq, coalesce(waitlist_no, 0),
+			fare_paise, passengers, berths FROM holds WHERE id = $1 FOR UPDATE`, id).
+			Scan(&shardID, &userID, &state, &kind, &from, &to, &wl, &fare, &pax, &berths)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
+		}
+		if err != nil {
+			return err
+		}
+		if state == HoldConfirmed {
+			already = true
+			return nil
+		}
+		if state != HoldHeld {
+			return Errorf(ECONFLICT, "HOLD_"+state, "Hold %s is %s and can no longer be confirmed.", id, state)
+		}
+		if err := inventory.LockShardShared(ctx, tx, shardID); err != nil {
+			return err
+		}
+		shard, err := s.catalog.ByID(ctx, shardID)
+		if err != nil {
+			return err
+		}
+		var passengers []Passenger
+		if err := json.Unmarshal(pax, &passengers); err != nil {
+			return fmt.Errorf("passengers: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE holds SET state = 'CONFIRMED', updated_at = now(),
+			state_version = state_version + 1 WHERE id = $1`, id); err != nil {
+			return err
+		}
+		status := BookingConfirmed
+		var wlPtr *int
+		if kind == KindWaitlist {
+			status, wlPtr = BookingWaitlisted, &wl
+		}
+		var bookingID int64
+		for attempt := 0; ; attempt++ {
+			pnr, err := NewPNR(shard.OriginRegion, s.rules.BookingLocation)
+			if err != nil {
+				return err
+			}
+			err = tx.QueryRow(ctx, `INSERT INTO bookings (pnr, hold_id, user_id, shard_id, from_seq, to_seq, status, waitlist_no, fare_paise)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (pnr) DO NOTHING RETURNING id`,
+				pnr, id, userID, shardID, from, to, status, wlPtr, fare).Scan(&bookingID)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, pgx.ErrNoRows) || attempt > 5 {
+				return fmt.Errorf("insert booking: %w", err)
+			}
+		}
+		batch := &pgx.Batch{}
+		for i, p := range passengers {
+			var idx *int
+			var coach *string
+			var no *int
+			var btype *string
+			if kind == KindSeat {
+				b := int(berths[i])
+				info := berthInfo(shard, b)
+				idx, coach, no, btype = &b, &info.Coach, &info.BerthNo, &info.Type
+			}
+			batch.Queue(`INSERT INTO booking_passengers (booking_id, seq, shard_id, name, age, gender, id_type, id_ref,
+				berth_idx, coach, berth_no, berth_type, from_seq, to_seq, status)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+				bookingID, i+1, shardID, p.Name, p.Age, p.Gender, p.IDType, p.IDRef, idx, coach, no, btype, from, to, status)
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("insert passengers: %w", err)
+		}
+		_, err = s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: id, ShardID: shardID}, &river.InsertOpts{ScheduledAt: time.Now().Add(10 * time.Second)})
+		return err
+	})
+	if err != nil {
+		if ErrorCode(err) == EINTERNAL {
+			return HoldView{}, fmt.Errorf("confirm hold %s: %w", id, err)
+		}
+		return HoldView{}, err
+	}
+	if !already {
+		if _, err := s.store.Confirm(ctx, shardID, id.String()); err != nil {
+			s.log.Warn("confirm in Redis failed; the seat-sync job will retry", "hold", id, "err", err)
+		}
+	}
+	return s.view(ctx, s.pool, id)
+}
+
+// NewPNR makes a 10-digit PNR: the origin's region digit, the booking
+// location, then seven random digits (DOMAIN.md, "Codes").
+func NewPNR(region int, location string) (string, error) {
+	n, err := rand.Int(rand.Reader, big.NewInt(10_000_000))
+	if err != nil {
+		return "", fmt.Errorf("pnr: %w", err)
+	}
+	return fmt.Sprintf("%d%s%07d", region, location, n.Int64()), nil
+}
+
+// Cancel applies Tatkal cancellation rules for the hold's owner: a live hold
+// is released at once; a confirmed Tatkal ticket is cancelled with no
+// refund; a waitlisted one with the fare less clerkage per passenger. The
+// seats go back to the pool either way. Cancelling twice is harmless.
+func (s *Service) Cancel(ctx context.Context, userID int64, id uuid.UUID) (HoldView, error) {
+	v, err := s.Status(ctx, userID, id)
+	if err != nil {
+		return HoldView{}, err
+	}
+	shard, err := s.catalog.ByID(ctx, v.ShardID)
+	if err != nil {
+		return HoldView{}, err
+	}
+	var mode inventory.ReleaseMode
+	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := inventory.LockShardShared(ctx, tx, v.ShardID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE holds SET state = 'CANCELLED', state_reason = 'cancelled by passenger',
+			updated_at = now(), state_version = state_version + 1 WHERE id = $1 AND state = 'HELD'`, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			mode = inventory.ReleaseHold
+			return nil
+		}
+		var bookingID, fare int64
+		var status string
+		var npax int
+		err = tx.QueryRow(ctx, `SELECT b.id, b.status, b.fare_paise, h.seat_count FROM bookings b JOIN holds h ON h.id = b.hold_id
+			WHERE b.hold_id = $1 FOR UPDATE OF b`, id).Scan(&bookingID, &status, &fare, &npax)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Errorf(ECONFLICT, "HOLD_"+v.State, "Hold %s is %s; there is nothing to cancel.", id, v.State)
+		}
+		if err != nil {
+			return err
+		}
+		if status == BookingCancelled {
+			return nil
+		}
+		refund := int64(0) // confirmed Tatkal: no refund on cancellation
+		if status == BookingWaitlisted {
+			if deadline := shard.DepartsAt.Add(-30 * time.Minute); !s.now().Before(deadline) {
+				return Errorf(ECONFLICT, "TOO_LATE", "Waitlisted tickets can be cancelled until 30 minutes before departure.")
+			}
+			refund = max(0, fare-shard.Fare.Clerkage*int64(npax))
+		}
+		if _, err := tx.Exec(ctx, `UPDATE bookings SET status = 'CANCELLED', refund_due_paise = $2, cancelled_at = now() WHERE id = $1`,
+			bookingID, refund); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE booking_passengers SET status = 'CANCELLED' WHERE booking_id = $1`, bookingID); err != nil {
+			return err
+		}
+		mode = inventory.ReleaseCancel
+		_, err = s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: id, ShardID: v.ShardID}, &river.InsertOpts{ScheduledAt: time.Now().Add(10 * time.Second)})
+		return err
+	})
+	if err != nil {
+		if ErrorCode(err) == EINTERNAL {
+			return HoldView{}, fmt.Errorf("cancel hold %s: %w", id, err)
+		}
+		return HoldView{}, err
+	}
+	if mode != "" {
+		if _, err := s.store.Release(ctx, v.ShardID, id.String(), mode, userID, ""); err != nil {
+			s.log.Warn("release in Redis failed; the sweeper or seat-sync job will retry", "hold", id, "err", err)
+		}
+	}
+	return s.Status(ctx, userID, id)
+}
+
+// ExpireHold releases a hold still HELD once its time is up. It returns a
+// positive duration when the hold was extended and the job should come back
+// later. Running it twice is harmless.
+func (s *Service) ExpireHold(ctx context.Context, id uuid.UUID) (time.Duration, error) {
+	var shardID, userID int64
+	var state string
+	var expires time.Time
+	var changed bool
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT shard_id, user_id, state, expires_at FROM holds WHERE id = $1 FOR UPDATE`, id).
+			Scan(&shardID, &userID, &state, &expires)
+		if err != nil {
+			return err
+		}
+		if state != HoldHeld || expires.After(s.now()) {
+			return nil
+		}
+		if err := inventory.LockShardShared(ctx, tx, shardID); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE holds SET state = 'EXPIRED', state_reason = 'hold window ended',
+			updated_at = now(), state_version = state_version + 1 WHERE id = $1`, id)
+		changed, state = err == nil, HoldExpired
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil // never durable: nothing to expire
+	}
+	if err != nil {
+		return 0, fmt.Errorf("expire hold %s: %w", id, err)
+	}
+	if state == HoldHeld {
+		return time.Until(expires), nil
+	}
+	if err := s.SyncSeat(ctx, id); err != nil {
+		return 0, err
+	}
+	if changed {
+		s.log.Info("hold expired", "hold", id, "shard", shardID)
+	}
+	return 0, nil
+}
+
+// SyncSeat makes Redis agree with PostgreSQL about one hold: released
+// states free their seats, confirmed ones are marked sold, cancelled
+// bookings free theirs. Idempotent.
+func (s *Service) SyncSeat(ctx context.Context, id uuid.UUID) error {
+	var shardID, userID int64
+	var state, bstatus string
+	err := s.pool.QueryRow(ctx, `SELECT h.shard_id, h.user_id, h.state, coalesce(b.status, '')
+		FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id WHERE h.id = $1`, id).Scan(&shardID, &userID, &state, &bstatus)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sync seat %s: %w", id, err)
+	}
+	switch {
+	case state == HoldHeld:
+		return nil
+	case bstatus == BookingCancelled:
+		_, err = s.store.Release(ctx, shardID, id.String(), inventory.ReleaseCancel, userID, "")
+	case state == HoldConfirmed:
+		_, err = s.store.Confirm(ctx, shardID, id.String())
+	default:
+		_, err = s.store.Release(ctx, shardID, id.String(), inventory.ReleaseHold, userID, "")
+	}
+	if errors.Is(err, inventory.ErrNotReady) {
+		return nil // the rebuild reads PostgreSQL, which already says the truth
+	}
+	if err != nil {
+		return fmt.Errorf("sync seat %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
+
+	"tatkal/booking/inventory"
+)
+
+// Caller is the authenticated account behind a request, as its session
+// token states it (no database read on the hot path).
+type Caller struct {
+	UserID    int64
+	Verified  bool
+	Agent     bool
+	CreatedAt time.Time
+}
+
+// Service holds, confirms, cancels and expires seats.
+type Service struct {
+	pool      *pgxpool.Pool
+	store     *inventory.Store
+	catalog   *Catalog
+	committer *Committer
+	jobs      JobInserter
+	rules     Rules
+	log       *slog.Logger
+	now       func() time.Time
+	rebuilds  singleflight.Group
+	avail     *availCache
+}
+
+// ServiceConfig wires a Service.
+type ServiceConfig struct {
+	Pool    *pgxpool.Pool
+	Store   *inventory.Store
+	Jobs    JobInserter
+	Rules   Rules
+	Log     *slog.Logger
+	Now     func() time.Time // nil means time.Now
+	Catalog *Catalog         // nil means a catalog caching for 5 s
+}
+
+// NewService returns a service. Run its committer with RunCommitter.
+func NewService(cfg ServiceConfig) *Service {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = NewCatalog(cfg.Pool, 5*time.Second)
+	}
+	return &Service{
+		pool:      cfg.Pool,
+		store:     cfg.Store,
+		catalog:   cfg.Catalog,
+		committer: NewCommitter(cfg.Pool, cfg.Jobs, cfg.Rules.DailyCap, cfg.Log),
+		jobs:      cfg.Jobs,
+		rules:     cfg.Rules,
+		log:       cfg.Log,
+		now:       cfg.Now,
+		avail:     newAvailCache(time.Second),
+	}
+}
+
+// RunCommitter runs the group-commit writers until ctx ends.
+func (s *Service) RunCommitter(ctx context.Context, writers int) { s.committer.Run(ctx, writers) }
+
+// Catalog returns the shard catalog.
+func (s *Service) Catalog() *Catalog { return s.catalog }
+
+// Store returns the Redis seat owner.
+func (s *Service) Store() *inventory.Store { return s.store }
+
+// Rules returns the rules in force.
+func (s *Service) Rules() Rules { return s.rules }
+
+var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9:._-]{8,128}$`)
+
+// Hold decides one attempt to take seats. HELD and WAITLIST_OFFERED are
+// answered only once the hold is durable in PostgreSQL.
+func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult, error) {
+	if !idemKeyRE.MatchString(req.IdempotencyKey) {
+		return HoldResult{}, Errorf(EINVALID, "BAD_IDEMPOTENCY_KEY", "The Idempotency-Key header must be 8-128 characters of letters, digits and :._-")
+	}
+	if req.Quota == "" {
+		req.Quota = "TQ"
+	}
+	shard, err := s.catalog.Find(ctx, req.Train, req.Date, req.Class, req.Quota)
+	if err != nil {
+		return HoldResult{}, err
+	}
+	from, okFrom := shard.StopSeq(req.From)
+	to, okTo := shard.StopSeq(req.To)
+	switch {
+	case !okFrom:
+		return HoldResult{}, Errorf(EINVALID, "BAD_STATION", "Train %s does not stop at %q.", shard.Train, req.From)
+	case !okTo:
+		return HoldResult{}, Errorf(EINVALID, "BAD_STATION", "Train %s does not stop at %q.", shard.Train, req.To)
+	case from >= to:
+		return HoldResult{}, Errorf(EINVALID, "BAD_JOURNEY", "%s comes before %s on train %s; check the direction of travel.", req.To, req.From, shard.Train)
+	}
+	now := s.now()
+	if err := s.checkWindow(shard, c, now); err != nil {
+		return HoldResult{}, err
+	}
+	prefs, idOK, err := ValidatePassengers(shard.Class, req.Passengers, s.rules)
+	if err != nil {
+		return HoldResult{}, err
+	}
+	fare := ComputeFare(shard.Fare, shard.Superfast, shard.Stops[to].Km-shard.Stops[from].Km, len(req.Passengers))
+	holdID, err := uuid.NewV7()
+	if err != nil {
+		return HoldResult{}, fmt.Errorf("hold id: %w", err)
+	}
+	expires := now.Add(s.rules.HoldWindow).Truncate(time.Millisecond)
+	res, err := s.store.Hold(ctx, inventory.HoldRequest{
+		ShardID: shard.ID, HoldID: holdID.String(), UserID: c.UserID, IdemKey: req.IdempotencyKey,
+		From: from, To: to, ExpiresAt: expires, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
+		AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0, IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
+	})
+	if err != nil {
+		s.log.Error("hold script failed", "shard", shard.Key(), "err", err)
+		return HoldResult{}, Errorf(EUNAVAIL, "SEATS_UNREACHABLE", "The seat service is not reachable right now. Nothing was held; please retry.")
+	}
+	switch res.Outcome {
+	case inventory.NotReady:
+		s.TriggerRebuild(shard.ID)
+		return HoldResult{}, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train are being recounted. Nothing was held; please retry in a moment.")
+	case inventory.LiveHold:
+		return HoldResult{}, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", res.HoldID)
+	case inventory.DailyCap:
+		return HoldResult{}, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", s.rules.DailyCap)
+	case inventory.BadPassengers, inventory.NoID, inventory.BadJourney:
+		return HoldResult{}, Errorf(EINVALID, string(res.Outcome), "The request breaks a booking rule (%s).", res.Outcome)
+	}
+	if res.Replayed {
+		return s.replay(ctx, c.UserID, shard, res)
+	}
+	if res.Outcome == inventory.SoldOut {
+		return HoldResult{Status: string(inventory.SoldOut)}, nil
+	}
+
+	kind := KindSeat
+	if res.Outcome == inventory.WaitlistOffered {
+		kind = KindWaitlist
+	}
+	row := holdRow{
+		ID: holdID, ShardID: shard.ID, UserID: c.UserID, IdemKey: req.IdempotencyKey, Kind: kind,
+		From: from, To: to, Berths: res.Berths, WaitlistNo: res.WaitlistNo, Passengers: req.Passengers,
+		Fare: fare, Epoch: res.Epoch, OpeningDay: openingDay(shard), ExpiresAt: expires, TokenID: req.AdmissionToken,
+	}
+	cr := s.committer.Submit(ctx, row)
+	if cr.err != nil || cr.verdict != committed {
+		// Not durable: take the seats back as if the attempt never happened.
+		if _, err := s.store.Release(context.WithoutCancel(ctx), shard.ID, holdID.String(), inventory.ReleaseUndo, c.UserID, req.IdempotencyKey); err != nil {
+			s.log.Error("undo hold failed; the sweeper will free it at expiry", "hold", holdID, "err", err)
+		}
+	}
+	switch {
+	case cr.err != nil:
+		s.log.Error("hold not durable", "hold", holdID, "err", cr.err)
+		return HoldResult{}, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
+	case cr.verdict == rejectedDuplicate:
+		return s.answerFromRecord(ctx, c.UserID, cr.existing)
+	case cr.verdict == rejectedLiveHold:
+		return HoldResult{}, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", cr.existing)
+	case cr.verdict == rejectedDailyCap:
+		return HoldResult{}, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", s.rules.DailyCap)
+	case cr.verdict == rejectedStaleEpoch:
+		return HoldResult{}, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train were just recounted. Nothing was held; please retry.")
+	}
+	out := HoldResult{HoldID: holdID, Status: string(res.Outcome), ExpiresAt: expires, WaitlistNo: res.WaitlistNo, Fare: fare}
+	for _, b := range res.Berths {
+		out.Berths = append(out.Berths, berthInfo(shard, b))
+	}
+	return out, nil
+}
+
+// checkWindow applies the window and account rules of DOMAIN.md.
+func (s *Service) checkWindow(shard *Shard, c Caller, now time.Time) error {
+	switch {
+	case now.Before(shard.OpensAt):
+		return Errorf(ECONFLICT, "WINDOW_NOT_OPEN", "Tatkal booking for train %s on %s opens at %s IST.",
+			shard.Train, shard.Date.Format(time.DateOnly), shard.OpensAt.In(IST).Format("15:04 on 2 Jan"))
+	case !now.Before(shard.ClosesAt):
+		return Errorf(ECONFLICT, "WINDOW_CLOSED", "Tatkal booking for train %s on %s closed at %s IST.",
+			shard.Train, shard.Date.Format(time.DateOnly), shard.ClosesAt.In(IST).Format("15:04 on 2 Jan"))
+	case !c.Verified:
+		return Errorf(EFORBIDDEN, "NOT_VERIFIED", "Only identity-verified accounts can book Tatkal tickets online. Verify your account first.")
+	case c.Agent && now.Before(shard.OpensAt.Add(s.rules.AgentBar)):
+		return Errorf(EFORBIDDEN, "AGENT_BARRED", "Agents may book Tatkal tickets from %s IST.", shard.OpensAt.Add(s.rules.AgentBar).In(IST).Format("15:04"))
+	}
+	return nil
+}
+
+// openingDay is the calendar day (IST) of the shard's window, the day the
+// per-account cap counts.
+func openingDay(s *Shard) time.Time {
+	t := s.OpensAt.In(IST)
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+func berthInfo(s *Shard, idx int) BerthInfo {
+	if idx < 0 || idx >= len(s.Berths) {
+		return BerthInfo{}
+	}
+	b := s.Berths[idx]
+	return BerthInfo{Coach: b.Coach, BerthNo: b.No, Type: b.Type}
+}
+
+// replay answers an idempotency key seen before. A HELD answer is repeated
+// only once its hold is durable, so a replay racing the first attempt
+// waits for that attempt's commit.
+func (s *Service) replay(ctx context.Context, userID int64, shard *Shard, res inventory.HoldResult) (HoldResult, error) {
+	if res.Outcome == inventory.SoldOut {
+		return HoldResult{Status: string(inventory.SoldOut), Replayed: true}, nil
+	}
+	id, err := uuid.Parse(res.HoldID)
+	if err != nil {
+		return HoldResult{}, fmt.Errorf("replay: bad hold id %q: %w", res.HoldID, err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for wait := 2 * time.Millisecond; ; wait = min(wait*2, 100*time.Millisecond) {
+		out, err := s.answerFromRecord(ctx, userID, id)
+		if ErrorCode(err) != ENOTFOUND {
+			return out, err
+		}
+		if time.Now().After(deadline) {
+			return HoldResult{}, Errorf(EUNAVAIL, "IN_PROGRESS", "An earlier request with this Idempotency-Key is still being processed; retry shortly.")
+		}
+		select {
+		case <-ctx.Done():
+			return HoldResult{}, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// answerFromRecord rebuilds the answer to a hold attempt from its row.
+func (s *Service) answerFromRecord(ctx context.Context, userID int64, id uuid.UUID) (HoldResult, error) {
+	v, err := s.Status(ctx, userID, id)
+	if err != nil {
+		return HoldResult{}, err
+	}
+	status := "HELD"
+	if v.Kind == KindWaitlist {
+		status = "WAITLIST_OFFERED"
+	}
+	return HoldResult{HoldID: v.ID, Status: status, ExpiresAt: v.ExpiresAt, Berths: v.Berths,
+		WaitlistNo: v.WaitlistNo, Fare: v.Fare, Replayed: true}, nil
+}
+
+// TriggerRebuild rebuilds a shard's Redis state in the background, once per
+// process at a time. Nothing depends on it finishing: holds keep being
+// refused until it does, and the sweeper triggers it again if it fails.
+func (s *Service) TriggerRebuild(shardID int64) {
+	go s.rebuilds.Do(fmt.Sprint(shardID), func() (any, error) { //nolint:errcheck
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if ok, _, err := s.store.Ready(ctx, shardID); err == nil && ok {
+			return nil, nil
+		}
+		epoch, err := inventory.Rebuild(ctx, s.pool, s.store, shardID)
+		if err != nil {
+			s.log.Error("rebuild failed", "shard", shardID, "err", err)
+			return nil, err
+		}
+		s.log.Info("rebuilt shard from PostgreSQL", "shard", shardID, "epoch", epoch)
+		return nil, nil
+	})
+}
+
+// Rebuild reloads a shard now, under a new epoch.
+func (s *Service) Rebuild(ctx context.Context, shardID int64) (int64, error) {
+	return inventory.Rebuild(ctx, s.pool, s.store, shardID)
+}
+
+var errNotYours = errors.New("not yours")

@@ -1,0 +1,109 @@
+// Package booking is the Tatkal domain: shards, holds, bookings, the rules
+// and fares, and the service that holds, confirms, cancels and expires
+// seats. Redis (booking/inventory) owns live seat state; PostgreSQL is the
+// record; River carries every deferred effect.
+package booking
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Hold states in PostgreSQL.
+const (
+	HoldHeld      = "HELD"
+	HoldConfirmed = "CONFIRMED"
+	HoldExpired   = "EXPIRED"
+	HoldReleased  = "RELEASED"
+	HoldCancelled = "CANCELLED"
+)
+
+// Hold kinds: seats, or a place on the Tatkal waitlist (TQWL).
+const (
+	KindSeat     = "SEAT"
+	KindWaitlist = "WAITLIST"
+)
+
+// Booking states.
+const (
+	BookingConfirmed  = "CONFIRMED"
+	BookingWaitlisted = "WAITLISTED"
+	BookingCancelled  = "CANCELLED"
+)
+
+// Passenger is one traveller on a hold or booking.
+type Passenger struct {
+	Name      string `json:"name"`
+	Age       int    `json:"age"`
+	Gender    string `json:"gender"`
+	BerthPref string `json:"berth_pref,omitempty"`
+	IDType    string `json:"id_type,omitempty"`
+	IDRef     string `json:"id_ref,omitempty"`
+}
+
+// HoldRequest is a passenger's attempt to take seats.
+type HoldRequest struct {
+	UserID         int64
+	IdempotencyKey string
+	Train          string
+	Date           time.Time // journey date (from the origin station)
+	Class          string
+	Quota          string
+	From, To       string // station codes
+	Passengers     []Passenger
+	AdmissionToken string
+}
+
+// FareLine is one part of a fare, in paise.
+type FareLine struct {
+	Item  string `json:"item"`
+	Paise int64  `json:"paise"`
+}
+
+// Fare is what a hold costs.
+type Fare struct {
+	TotalPaise int64      `json:"total_paise"`
+	Breakup    []FareLine `json:"breakup"`
+}
+
+// BerthInfo is a berth as a passenger sees it.
+type BerthInfo struct {
+	Coach   string `json:"coach"`
+	BerthNo int    `json:"berth"`
+	Type    string `json:"berth_type"`
+}
+
+// HoldResult answers a hold attempt.
+type HoldResult struct {
+	HoldID     uuid.UUID
+	Status     string // HELD, WAITLIST_OFFERED, SOLD_OUT
+	ExpiresAt  time.Time
+	Berths     []BerthInfo
+	WaitlistNo int
+	Fare       Fare
+	Replayed   bool
+}
+
+// HoldView is the durable state of a hold and its booking, for status pages.
+type HoldView struct {
+	ID          uuid.UUID
+	UserID      int64
+	ShardID     int64
+	Train       string
+	Date        time.Time
+	Class       string
+	From, To    string
+	Kind        string
+	State       string
+	Reason      string
+	ExpiresAt   time.Time
+	CreatedAt   time.Time
+	Passengers  []Passenger
+	Berths      []BerthInfo
+	WaitlistNo  int
+	Fare        Fare
+	PNR         string
+	BookingStat string
+	RefundDue   int64
+}

@@ -1,0 +1,108 @@
+// Package jobs wires River: the client, the workers (thin: each calls a
+// domain service) and the periodic schedule. Job args live beside the
+// domain that enqueues them; only main imports this package.
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"tatkal/booking"
+)
+
+// Config sets how the River client runs.
+type Config struct {
+	Work          bool          // run workers here (false: insert-only client)
+	SweepInterval time.Duration // periodic sweeper
+	Workers       int           // per queue
+	Logger        *slog.Logger
+}
+
+// Services are the domain services the workers call.
+type Services struct {
+	Booking *booking.Service
+}
+
+// NewClient returns a River client. With cfg.Work it runs the workers and
+// the periodic jobs; without, it only inserts (the services need one to
+// enqueue effects in their transactions before the workers exist).
+func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx.Tx], error) {
+	rc := &river.Config{Logger: cfg.Logger}
+	if cfg.Work {
+		if cfg.Workers == 0 {
+			cfg.Workers = 20
+		}
+		if cfg.SweepInterval == 0 {
+			cfg.SweepInterval = 30 * time.Second
+		}
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &expireHoldWorker{svc: svc.Booking})
+		river.AddWorker(workers, &seatSyncWorker{svc: svc.Booking})
+		river.AddWorker(workers, &sweepWorker{svc: svc.Booking})
+		rc.Workers = workers
+		rc.Queues = map[string]river.QueueConfig{
+			river.QueueDefault: {MaxWorkers: cfg.Workers},
+			booking.QueueHolds: {MaxWorkers: cfg.Workers},
+		}
+		rc.PeriodicJobs = []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return booking.SweepArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+		}
+		rc.FetchCooldown = 20 * time.Millisecond
+		rc.FetchPollInterval = 200 * time.Millisecond
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return client, nil
+}
+
+type expireHoldWorker struct {
+	river.WorkerDefaults[booking.ExpireHoldArgs]
+	svc *booking.Service
+}
+
+func (w *expireHoldWorker) Work(ctx context.Context, job *river.Job[booking.ExpireHoldArgs]) error {
+	again, err := w.svc.ExpireHold(ctx, job.Args.HoldID)
+	if err != nil {
+		return err
+	}
+	if again > 0 {
+		return river.JobSnooze(again)
+	}
+	return nil
+}
+
+type seatSyncWorker struct {
+	river.WorkerDefaults[booking.SeatSyncArgs]
+	svc *booking.Service
+}
+
+func (w *seatSyncWorker) Work(ctx context.Context, job *river.Job[booking.SeatSyncArgs]) error {
+	return w.svc.SyncSeat(ctx, job.Args.HoldID)
+}
+
+type sweepWorker struct {
+	river.WorkerDefaults[booking.SweepArgs]
+	svc *booking.Service
+}
+
+func (w *sweepWorker) Work(ctx context.Context, job *river.Job[booking.SweepArgs]) error {
+	rep, err := w.svc.Sweep(ctx)
+	if err != nil {
+		return err
+	}
+	if rep != (booking.SweepReport{}) {
+		slog.Info("sweep", "expired", rep.Expired, "orphans", rep.Orphans, "synced", rep.Synced, "rebuilt", rep.Rebuilt)
+	}
+	return nil
+}

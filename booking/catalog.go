@@ -82,9 +82,9 @@ type Catalog struct {
 	pool *pgxpool.Pool
 	ttl  time.Duration
 
-	mu     sync.Mutex
-	byKey  map[string]cached
-	byID   map[int64]cached
+	mu    sync.Mutex
+	byKey map[string]cached
+	byID  map[int64]cached
 }
 
 type cached struct {

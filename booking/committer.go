@@ -38,11 +38,11 @@ type holdRow struct {
 type commitVerdict int
 
 const (
-	committed commitVerdict = iota
-	rejectedDuplicate   // the user's idempotency key already has a hold
-	rejectedLiveHold    // the user has a live hold on another shard
-	rejectedDailyCap    // the user reached the day's cap across shards
-	rejectedStaleEpoch  // the shard was rebuilt since this hold was taken
+	committed          commitVerdict = iota
+	rejectedDuplicate                // the user's idempotency key already has a hold
+	rejectedLiveHold                 // the user has a live hold on another shard
+	rejectedDailyCap                 // the user reached the day's cap across shards
+	rejectedStaleEpoch               // the shard was rebuilt since this hold was taken
 )
 
 type commitResult struct {

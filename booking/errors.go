@@ -10,15 +10,15 @@ import (
 type Code string
 
 const (
-	EINVALID    Code = "invalid"       // the request is malformed or breaks a rule
-	EUNAUTH     Code = "unauthorized"  // no valid session
-	EFORBIDDEN  Code = "forbidden"     // valid session, not allowed
-	ENOTFOUND   Code = "not_found"     // no such thing (or not yours)
-	ECONFLICT   Code = "conflict"      // the state forbids it now
-	ELIMIT      Code = "limit"         // a per-user limit is reached
-	EUNAVAIL    Code = "unavailable"   // try again shortly; nothing changed
-	EOVERLOADED Code = "overloaded"    // shed at the door; try again later
-	EINTERNAL   Code = "internal"      // our fault; details only in the log
+	EINVALID    Code = "invalid"      // the request is malformed or breaks a rule
+	EUNAUTH     Code = "unauthorized" // no valid session
+	EFORBIDDEN  Code = "forbidden"    // valid session, not allowed
+	ENOTFOUND   Code = "not_found"    // no such thing (or not yours)
+	ECONFLICT   Code = "conflict"     // the state forbids it now
+	ELIMIT      Code = "limit"        // a per-user limit is reached
+	EUNAVAIL    Code = "unavailable"  // try again shortly; nothing changed
+	EOVERLOADED Code = "overloaded"   // shed at the door; try again later
+	EINTERNAL   Code = "internal"     // our fault; details only in the log
 )
 
 // Error is a failure a person may see. Reason refines Code for clients that

@@ -114,6 +114,11 @@ func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	if err := s.checkWindow(shard, c, now); err != nil {
 		return HoldResult{}, err
 	}
+	if shard.Mode == "queue" {
+		// Admission tokens come with the waiting room; until a token can be
+		// verified, a queue-mode shard grants nothing rather than trust one.
+		return HoldResult{}, Errorf(EFORBIDDEN, "ADMISSION_REQUIRED", "Tatkal booking for this train goes through the waiting room; join the queue first.")
+	}
 	prefs, idOK, err := ValidatePassengers(shard.Class, req.Passengers, s.rules)
 	if err != nil {
 		return HoldResult{}, err

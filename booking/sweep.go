@@ -19,10 +19,10 @@ const SweepGrace = 30 * time.Second
 
 // SweepReport says what one sweep did.
 type SweepReport struct {
-	Expired  int // overdue HELD rows released
-	Orphans  int // Redis holds with no row, released
-	Synced   int // Redis holds brought in line with their row
-	Rebuilt  int // shards whose Redis state was missing
+	Expired int // overdue HELD rows released
+	Orphans int // Redis holds with no row, released
+	Synced  int // Redis holds brought in line with their row
+	Rebuilt int // shards whose Redis state was missing
 }
 
 // Sweep catches whatever the per-hold jobs missed: HELD rows past expiry,

@@ -25,7 +25,8 @@ type Config struct {
 	Logger        *slog.Logger
 }
 
-// Services are the domain services the workers call.
+// Services are the domain services the workers call. Workers keep a
+// pointer to it, so it may be filled after the client is built.
 type Services struct {
 	Booking *booking.Service
 }
@@ -43,9 +44,9 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 			cfg.SweepInterval = 30 * time.Second
 		}
 		workers := river.NewWorkers()
-		river.AddWorker(workers, &expireHoldWorker{svc: svc.Booking})
-		river.AddWorker(workers, &seatSyncWorker{svc: svc.Booking})
-		river.AddWorker(workers, &sweepWorker{svc: svc.Booking})
+		river.AddWorker(workers, &expireHoldWorker{svc: svc})
+		river.AddWorker(workers, &seatSyncWorker{svc: svc})
+		river.AddWorker(workers, &sweepWorker{svc: svc})
 		rc.Workers = workers
 		rc.Queues = map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: cfg.Workers},
@@ -68,11 +69,11 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 
 type expireHoldWorker struct {
 	river.WorkerDefaults[booking.ExpireHoldArgs]
-	svc *booking.Service
+	svc *Services
 }
 
 func (w *expireHoldWorker) Work(ctx context.Context, job *river.Job[booking.ExpireHoldArgs]) error {
-	again, err := w.svc.ExpireHold(ctx, job.Args.HoldID)
+	again, err := w.svc.Booking.ExpireHold(ctx, job.Args.HoldID)
 	if err != nil {
 		return err
 	}
@@ -84,20 +85,20 @@ func (w *expireHoldWorker) Work(ctx context.Context, job *river.Job[booking.Expi
 
 type seatSyncWorker struct {
 	river.WorkerDefaults[booking.SeatSyncArgs]
-	svc *booking.Service
+	svc *Services
 }
 
 func (w *seatSyncWorker) Work(ctx context.Context, job *river.Job[booking.SeatSyncArgs]) error {
-	return w.svc.SyncSeat(ctx, job.Args.HoldID)
+	return w.svc.Booking.SyncSeat(ctx, job.Args.HoldID)
 }
 
 type sweepWorker struct {
 	river.WorkerDefaults[booking.SweepArgs]
-	svc *booking.Service
+	svc *Services
 }
 
 func (w *sweepWorker) Work(ctx context.Context, job *river.Job[booking.SweepArgs]) error {
-	rep, err := w.svc.Sweep(ctx)
+	rep, err := w.svc.Booking.Sweep(ctx)
 	if err != nil {
 		return err
 	}

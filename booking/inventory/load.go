@@ -100,7 +100,15 @@ func (s *Store) Load(ctx context.Context, shardID int64, st ShardState) (bool, e
 	daily := map[int64]int{}
 	wlCount, wlNext := 0, 0
 	var holds strings.Builder
+	seen := make(map[string]bool, len(st.Holds))
 	for _, h := range st.Holds {
+		if err := checkRecord(h, st.Legs); err != nil {
+			return false, fmt.Errorf("load shard %d: %w", shardID, err)
+		}
+		if seen[h.ID] {
+			return false, fmt.Errorf("load shard %d: hold %s listed twice", shardID, h.ID)
+		}
+		seen[h.ID] = true
 		var mask uint16
 		for l := h.From; l < h.To; l++ {
 			mask |= 1 << l
@@ -154,6 +162,34 @@ func (s *Store) Load(ctx context.Context, shardID int64, st ShardState) (bool, e
 		return false, fmt.Errorf("load shard %d: %w", shardID, err)
 	}
 	return res[0] == "LOADED", nil
+}
+
+// checkRecord refuses a record the scripts could never have written: the
+// counters and masks built from it would disagree with the records, and
+// RELEASE and CONFIRM would move them by the wrong amounts.
+func checkRecord(h HoldRecord, legs int) error {
+	if err := checkHoldID(h.ID); err != nil {
+		return err
+	}
+	if h.From < 0 || h.To > legs || h.From >= h.To {
+		return fmt.Errorf("hold %s: stops %d-%d outside %d legs", h.ID, h.From, h.To, legs)
+	}
+	if h.Passengers < 1 {
+		return fmt.Errorf("hold %s: %d passengers", h.ID, h.Passengers)
+	}
+	switch h.State {
+	case 'H', 'C':
+		if len(h.Berths) != h.Passengers {
+			return fmt.Errorf("hold %s: %d berths for %d passengers", h.ID, len(h.Berths), h.Passengers)
+		}
+	case 'W', 'X':
+		if len(h.Berths) != 0 {
+			return fmt.Errorf("hold %s: waitlist record with berths %v", h.ID, h.Berths)
+		}
+	default:
+		return fmt.Errorf("hold %s: unknown state %q", h.ID, h.State)
+	}
+	return nil
 }
 
 func addCounts(c map[string]int, prefix string, from, to, n int) {

@@ -119,8 +119,17 @@ type HoldResult struct {
 	Replayed   bool // the idempotency key was seen before; this is the prior answer
 }
 
-// Hold runs the HOLD script.
+// Hold runs the HOLD script. A request the script could not record
+// faithfully (a hold id carrying a separator of the stored formats, an
+// idempotency window under a second) is refused with an error before Redis
+// is touched: Redis does not undo a script's writes when it fails midway.
 func (s *Store) Hold(ctx context.Context, r HoldRequest) (HoldResult, error) {
+	if err := checkHoldID(r.HoldID); err != nil {
+		return HoldResult{}, fmt.Errorf("hold shard %d: %w", r.ShardID, err)
+	}
+	if r.IdemTTL < time.Second {
+		return HoldResult{}, fmt.Errorf("hold shard %d: idempotency window %v is under one second", r.ShardID, r.IdemTTL)
+	}
 	keys := []string{
 		s.key(r.ShardID, "meta"), s.key(r.ShardID, "occ"), s.key(r.ShardID, "btype"),
 		s.key(r.ShardID, "coach"), s.key(r.ShardID, "cnt"), s.key(r.ShardID, "holds"),
@@ -154,6 +163,15 @@ func (s *Store) Hold(ctx context.Context, r HoldRequest) (HoldResult, error) {
 		return HoldResult{}, fmt.Errorf("hold script shard %d: %w", r.ShardID, err)
 	}
 	return out, nil
+}
+
+// checkHoldID refuses ids that would break the answer ("|"), the LOAD
+// format ("=", newline) or be ambiguous (empty).
+func checkHoldID(id string) error {
+	if id == "" || strings.ContainsAny(id, "|=\n") {
+		return fmt.Errorf("bad hold id %q", id)
+	}
+	return nil
 }
 
 // parseAnswer decodes "OUTCOME|hold_id|expires_ms|berths or waitlist no".
@@ -218,9 +236,17 @@ const (
 // ErrNotReady means the shard has no state in Redis; rebuild it first.
 var ErrNotReady = errors.New("shard state not loaded")
 
+// ErrBadJourney means the stops do not make a journey on the shard's legs.
+var ErrBadJourney = errors.New("journey outside the shard's legs")
+
 // Release runs RELEASE. It answers RELEASED, GONE (nothing to do),
 // CONFIRMED (the hold is sold; use ReleaseCancel) or STILL_HELD.
 func (s *Store) Release(ctx context.Context, shardID int64, holdID string, mode ReleaseMode, userID int64, idemKey string) (string, error) {
+	switch mode {
+	case ReleaseHold, ReleaseUndo, ReleaseCancel:
+	default:
+		return "", fmt.Errorf("release hold %s: unknown mode %q", holdID, mode)
+	}
 	keys := []string{
 		s.key(shardID, "meta"), s.key(shardID, "occ"), s.key(shardID, "cnt"), s.key(shardID, "holds"),
 		s.key(shardID, "exp"), s.key(shardID, "live"), s.key(shardID, "daily"),
@@ -263,8 +289,14 @@ func (s *Store) Available(ctx context.Context, shardID int64, from, to int) (Ava
 	if err != nil {
 		return Availability{}, fmt.Errorf("availability shard %d: %w", shardID, err)
 	}
-	if res[0] == string(NotReady) {
+	switch res[0] {
+	case "OK":
+	case string(NotReady):
 		return Availability{}, fmt.Errorf("availability shard %d: %w", shardID, ErrNotReady)
+	case string(BadJourney):
+		return Availability{}, fmt.Errorf("availability shard %d, stops %d-%d: %w", shardID, from, to, ErrBadJourney)
+	default:
+		return Availability{}, fmt.Errorf("availability shard %d: unexpected answer %v", shardID, res[0])
 	}
 	return Availability{Free: int(res[1].(int64)), WaitlistLeft: int(res[2].(int64)), Total: int(res[3].(int64))}, nil
 }

@@ -2,6 +2,9 @@
 -- KEYS: 1 meta 2 occ 3 btype 4 coach 5 cnt 6 holds 7 exp 8 live 9 daily 10 idem
 -- ARGV: 1 hold_id 2 user 3 from 4 to 5 expires_ms 6 daily_cap 7 prefs
 --       8 id_ok 9 allow_waitlist 10 idem_ttl_s 11 max_pax
+-- Checked before any write: a script that fails midway keeps its writes.
+local idem_ttl = tonumber(ARGV[10])
+if not idem_ttl or idem_ttl < 1 then return redis.error_reply('hold: idempotency ttl must be at least 1 second') end
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
 if not epoch then return { 'NOT_READY' } end
 
@@ -30,7 +33,7 @@ local used = tonumber(redis.call('HGET', KEYS[9], user) or '0')
 if used >= tonumber(ARGV[6]) then return { 'DAILY_CAP', epoch } end
 
 local function remember(answer)
-  redis.call('SET', KEYS[10], epoch .. '|' .. answer, 'EX', tonumber(ARGV[10]))
+  redis.call('SET', KEYS[10], epoch .. '|' .. answer, 'EX', idem_ttl)
 end
 
 local need = leg_mask(from, to)

@@ -1,0 +1,146 @@
+// Package api serves the passenger JSON API under /v1: login, session
+// preparation, availability, hold, status and cancel. Errors are
+// application/problem+json with a stable code.
+package api
+
+import (
+	"context"
+	_ "embed"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tatkal/booking"
+	"tatkal/booking/auth"
+)
+
+//go:embed openapi.json
+var openAPI []byte
+
+// Config wires the API.
+type Config struct {
+	Service *booking.Service
+	Pool    *pgxpool.Pool
+	Signer  *auth.Signer
+	// MaxHoldsInFlight bounds concurrent hold requests; the excess is shed
+	// at once with 503 and Retry-After rather than queued without bound.
+	MaxHoldsInFlight int
+	SessionTTL       time.Duration
+	// BundleVersion names the static assets clients should prefetch.
+	BundleVersion string
+	Log           *slog.Logger
+	Now           func() time.Time
+}
+
+// API is the /v1 handler set.
+type API struct {
+	svc      *booking.Service
+	pool     *pgxpool.Pool
+	signer   *auth.Signer
+	inflight chan struct{}
+	ttl      time.Duration
+	bundle   string
+	log      *slog.Logger
+	now      func() time.Time
+}
+
+// New returns the API.
+func New(cfg Config) *API {
+	if cfg.MaxHoldsInFlight <= 0 {
+		cfg.MaxHoldsInFlight = 512
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.BundleVersion == "" {
+		cfg.BundleVersion = "pb_1"
+	}
+	return &API{svc: cfg.Service, pool: cfg.Pool, signer: cfg.Signer, inflight: make(chan struct{}, cfg.MaxHoldsInFlight),
+		ttl: cfg.SessionTTL, bundle: cfg.BundleVersion, log: cfg.Log, now: cfg.Now}
+}
+
+// Routes mounts every /v1 route, top to bottom.
+func (a *API) Routes(r chi.Router) {
+	r.Get("/v1/openapi.json", a.openAPI)
+	r.Post("/v1/auth/login", a.login)
+	r.Post("/v1/session/prepare", a.prepare)
+	r.Get("/v1/availability", a.availability)
+	r.Group(func(r chi.Router) {
+		r.Use(a.requireSession)
+		r.With(a.shed).Post("/v1/bookings/hold", a.hold)
+		r.Get("/v1/bookings/{hold_id}/status", a.status)
+		r.Post("/v1/bookings/{hold_id}/cancel", a.cancel)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, a.log, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_ROUTE", "There is no %s %s.", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, a.log, &booking.Error{Code: booking.EINVALID, Reason: "METHOD_NOT_ALLOWED",
+			Message: r.Method + " is not allowed on " + r.URL.Path + "."})
+	})
+}
+
+func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(openAPI) //nolint:errcheck
+}
+
+type ctxKey int
+
+const callerKey ctxKey = iota
+
+// requireSession checks the bearer token's signature: no backend call.
+func (a *API) requireSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := bearer(r)
+		if !ok {
+			writeError(w, r, a.log, booking.Errorf(booking.EUNAUTH, "NO_SESSION", "Log in first: send Authorization: Bearer <token>."))
+			return
+		}
+		s, err := a.signer.Verify(tok, a.now())
+		if err != nil {
+			writeError(w, r, a.log, booking.Errorf(booking.EUNAUTH, "BAD_SESSION", "Your session is invalid or has expired; log in again."))
+			return
+		}
+		c := booking.Caller{UserID: s.UserID, Verified: s.Verified, Agent: s.Agent, CreatedAt: s.CreatedAt}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey, c)))
+	})
+}
+
+func callerFrom(ctx context.Context) booking.Caller {
+	c, _ := ctx.Value(callerKey).(booking.Caller)
+	return c
+}
+
+// shed admits a bounded number of hold requests at once and turns the rest
+// away immediately, so overload never becomes an unbounded queue.
+func (a *API) shed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case a.inflight <- struct{}{}:
+			defer func() { <-a.inflight }()
+			next.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, r, a.log, booking.Errorf(booking.EOVERLOADED, "HIGH_DEMAND", "Very high demand right now. Nothing was held; please retry in a second."))
+		}
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	const p = "Bearer "
+	if len(h) <= len(p) || h[:len(p)] != p {
+		return "", false
+	}
+	return h[len(p):], true
+}

@@ -1,0 +1,234 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+)
+
+type holdRequest struct {
+	TrainNo     string              `json:"train_no"`
+	JourneyDate string              `json:"journey_date"`
+	Class       string              `json:"class"`
+	Quota       string              `json:"quota"`
+	From        string              `json:"from"`
+	To          string              `json:"to"`
+	Passengers  []booking.Passenger `json:"passengers"`
+}
+
+type fareJSON struct {
+	TotalPaise  int64              `json:"total_paise"`
+	TotalRupees string             `json:"total"`
+	Breakup     []booking.FareLine `json:"breakup"`
+}
+
+type holdResponse struct {
+	HoldID         *uuid.UUID          `json:"hold_id"`
+	Status         string              `json:"status"`
+	HoldExpiresAt  *time.Time          `json:"hold_expires_at,omitempty"`
+	Berths         []booking.BerthInfo `json:"berths,omitempty"`
+	WaitlistNo     int                 `json:"waitlist_no,omitempty"`
+	Fare           *fareJSON           `json:"fare,omitempty"`
+	PaymentOptions []string            `json:"payment_options,omitempty"`
+	Message        string              `json:"message"`
+}
+
+func fareOf(f booking.Fare) *fareJSON {
+	return &fareJSON{TotalPaise: f.TotalPaise, TotalRupees: rupees(f.TotalPaise), Breakup: f.Breakup}
+}
+
+// hold takes seats for a passenger: 201 for HELD or WAITLIST_OFFERED, 200
+// for SOLD_OUT, a problem document otherwise.
+func (a *API) hold(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "MISSING_IDEMPOTENCY_KEY", "Send an Idempotency-Key header, unique per booking attempt, so a retry never holds twice."))
+		return
+	}
+	var req holdRequest
+	if err := decode(w, r, &req); err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	if req.TrainNo == "" || req.Class == "" || req.From == "" || req.To == "" {
+		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "MISSING_FIELD", "train_no, journey_date, class, from and to are required."))
+		return
+	}
+	date, err := parseDate(req.JourneyDate)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	c := callerFrom(r.Context())
+	res, err := a.svc.Hold(r.Context(), c, booking.HoldRequest{
+		UserID: c.UserID, IdempotencyKey: key, Train: req.TrainNo, Date: date, Class: req.Class, Quota: req.Quota,
+		From: req.From, To: req.To, Passengers: req.Passengers, AdmissionToken: r.Header.Get("X-Admission-Token"),
+	})
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	if res.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if res.Status == "SOLD_OUT" {
+		writeJSON(w, http.StatusOK, holdResponse{Status: res.Status,
+			Message: "No seats are left for this journey and the Tatkal waitlist is full."})
+		return
+	}
+	resp := holdResponse{HoldID: &res.HoldID, Status: res.Status, HoldExpiresAt: &res.ExpiresAt, Berths: res.Berths,
+		WaitlistNo: res.WaitlistNo, Fare: fareOf(res.Fare), PaymentOptions: []string{"WALLET", "UPI", "CARD", "NB"}}
+	if res.Status == "HELD" {
+		resp.Message = "Seats held until " + res.ExpiresAt.In(booking.IST).Format("15:04:05") + " IST. Pay before then to get your ticket."
+	} else {
+		resp.Message = "No confirmed seats are left. You can take Tatkal waitlist place TQWL/" + strconv.Itoa(res.WaitlistNo) +
+			". A waitlisted Tatkal ticket cancelled later is refunded less clerkage; pay before " +
+			res.ExpiresAt.In(booking.IST).Format("15:04:05") + " IST to keep this place."
+	}
+	writeJSON(w, http.StatusCreated, resp)
+}
+
+type statusResponse struct {
+	HoldID           uuid.UUID           `json:"hold_id"`
+	State            string              `json:"state"`
+	PNR              *string             `json:"pnr"`
+	Train            string              `json:"train_no"`
+	JourneyDate      string              `json:"journey_date"`
+	Class            string              `json:"class"`
+	From             string              `json:"from"`
+	To               string              `json:"to"`
+	Passengers       []passengerStatus   `json:"passengers"`
+	HoldExpiresAt    *time.Time          `json:"hold_expires_at,omitempty"`
+	WaitlistNo       int                 `json:"waitlist_no,omitempty"`
+	Fare             *fareJSON           `json:"fare"`
+	RefundDuePaise   int64               `json:"refund_due_paise"`
+	Message          string              `json:"message"`
+	NextCheckAfterMs int                 `json:"next_check_after_ms,omitempty"`
+	Berths           []booking.BerthInfo `json:"-"`
+}
+
+type passengerStatus struct {
+	Name   string             `json:"name"`
+	Age    int                `json:"age"`
+	Gender string             `json:"gender"`
+	Berth  *booking.BerthInfo `json:"berth,omitempty"`
+}
+
+func statusOf(v booking.HoldView, now time.Time) statusResponse {
+	s := statusResponse{HoldID: v.ID, Train: v.Train, JourneyDate: v.Date.Format(time.DateOnly), Class: v.Class,
+		From: v.From, To: v.To, WaitlistNo: v.WaitlistNo, Fare: fareOf(v.Fare), RefundDuePaise: v.RefundDue}
+	for i, p := range v.Passengers {
+		ps := passengerStatus{Name: p.Name, Age: p.Age, Gender: p.Gender}
+		if i < len(v.Berths) {
+			b := v.Berths[i]
+			ps.Berth = &b
+		}
+		s.Passengers = append(s.Passengers, ps)
+	}
+	if v.PNR != "" {
+		pnr := v.PNR
+		s.PNR = &pnr
+	}
+	switch {
+	case v.BookingStat == booking.BookingConfirmed:
+		s.State, s.Message = "CONFIRMED", "Your ticket is confirmed. PNR "+v.PNR+"."
+	case v.BookingStat == booking.BookingWaitlisted:
+		s.State, s.Message = "WAITLISTED", "Your ticket is waitlisted at TQWL/"+strconv.Itoa(v.WaitlistNo)+". PNR "+v.PNR+"."
+	case v.BookingStat == booking.BookingCancelled && v.RefundDue > 0:
+		s.State, s.Message = "CANCELLED", "Your ticket is cancelled. ₹"+rupees(v.RefundDue)+" will be refunded."
+	case v.BookingStat == booking.BookingCancelled:
+		s.State, s.Message = "CANCELLED", "Your ticket is cancelled. Confirmed Tatkal tickets are not refunded on cancellation."
+	case v.State == booking.HoldHeld:
+		exp := v.ExpiresAt
+		s.State, s.HoldExpiresAt, s.NextCheckAfterMs = "HELD", &exp, 5000
+		s.Message = "Seats held until " + v.ExpiresAt.In(booking.IST).Format("15:04:05") + " IST. Pay before then to get your ticket."
+		if now.After(v.ExpiresAt) {
+			s.Message = "Your hold has run out; the seats are being released."
+		}
+	case v.State == booking.HoldExpired:
+		s.State, s.Message = "EXPIRED", "Your hold ran out before payment; the seats were released. Nothing was charged."
+	case v.State == booking.HoldCancelled:
+		s.State, s.Message = "CANCELLED", "You cancelled this hold; the seats were released. Nothing was charged."
+	default:
+		s.State, s.Message = v.State, "This hold was released. Nothing was charged."
+	}
+	return s
+}
+
+func (a *API) holdID(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
+	id, err := uuid.Parse(chi.URLParam(r, "hold_id"))
+	if err != nil {
+		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_HOLD_ID", "%q is not a hold id.", chi.URLParam(r, "hold_id")))
+		return uuid.UUID{}, false
+	}
+	return id, true
+}
+
+// status tells the owner where a hold or booking stands, in plain words.
+func (a *API) status(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.holdID(w, r)
+	if !ok {
+		return
+	}
+	v, err := a.svc.Status(r.Context(), callerFrom(r.Context()).UserID, id)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statusOf(v, a.now()))
+}
+
+// cancel applies the Tatkal cancellation rules.
+func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.holdID(w, r)
+	if !ok {
+		return
+	}
+	v, err := a.svc.Cancel(r.Context(), callerFrom(r.Context()).UserID, id)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statusOf(v, a.now()))
+}
+
+type availabilityResponse struct {
+	Train       string    `json:"train_no"`
+	JourneyDate string    `json:"journey_date"`
+	Class       string    `json:"class"`
+	Quota       string    `json:"quota"`
+	From        string    `json:"from"`
+	To          string    `json:"to"`
+	StatusBand  string    `json:"status_band"`
+	ApproxCount int       `json:"approx_count"`
+	AsOf        time.Time `json:"as_of"`
+	TTLMs       int64     `json:"ttl_ms"`
+}
+
+// availability answers a cached band, a second old at most.
+func (a *API) availability(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("train") == "" || q.Get("date") == "" || q.Get("class") == "" {
+		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "MISSING_FIELD", "Query parameters train, date and class are required (quota, from and to are optional)."))
+		return
+	}
+	date, err := parseDate(q.Get("date"))
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	av, err := a.svc.Availability(r.Context(), q.Get("train"), date, q.Get("class"), q.Get("quota"), q.Get("from"), q.Get("to"))
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=1")
+	writeJSON(w, http.StatusOK, availabilityResponse{Train: av.Train, JourneyDate: av.Date.Format(time.DateOnly), Class: av.Class,
+		Quota: av.Quota, From: av.From, To: av.To, StatusBand: av.Band, ApproxCount: av.ApproxCount, AsOf: av.AsOf,
+		TTLMs: av.TTL.Milliseconds()})
+}

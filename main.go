@@ -1,0 +1,675 @@
+// Command tatkal runs the Tatkal booking stack and its back office: one
+// binary, subcommands for serving, working, migrating, seeding, checking
+// invariants and benchmarking.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
+
+	"tatkal/booking"
+	"tatkal/booking/api"
+	"tatkal/booking/auth"
+	"tatkal/booking/bench"
+	"tatkal/booking/db"
+	"tatkal/booking/inventory"
+	"tatkal/booking/seed"
+	"tatkal/jobs"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `tatkal: Tatkal train booking, fair under a 10:00 rush.
+
+Usage: tatkal <command> [flags]
+
+Commands:
+  dev       create the database, migrate, seed demo data, run everything here
+  serve     web + API (and the River workers unless --workers=false)
+  worker    River workers only (hold expiry, seat sync, sweeper)
+  migrate   apply database migrations (idempotent)
+  seed      demo | shard | users: create data for demos, tests, rehearsals
+  check     verify seat invariants, Redis against PostgreSQL
+  bench     measure the hold path against the raw Redis and PostgreSQL ceilings
+
+Configuration (environment):
+  DATABASE_URL         default postgres://127.0.0.1:5432/tatkal?sslmode=disable (created if missing)
+  REDIS_URL            default redis://127.0.0.1:6379/0
+  TATKAL_ADDR          default :8080
+  TATKAL_SESSION_KEY   hex, 32+ bytes; generated and kept in the database when unset
+  TATKAL_REDIS_PREFIX  default tk (keys of one deployment)
+  TATKAL_HOLD_WINDOW   default 3m
+  TATKAL_MAX_HOLDS_IN_FLIGHT  default 512 (the excess is shed with 503)
+
+Run "tatkal <command> --help" for a command's flags.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "--help" || args[0] == "-h" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cfg, err := configFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, "tatkal:", err)
+		return 2
+	}
+	cmds := map[string]func(context.Context, Config, []string, io.Writer) error{
+		"dev": cmdDev, "serve": cmdServe, "worker": cmdWorker, "migrate": cmdMigrate,
+		"seed": cmdSeed, "check": cmdCheck, "bench": cmdBench,
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "tatkal: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err := cmd(ctx, cfg, args[1:], stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintln(stderr, "tatkal:", err)
+			return 2
+		}
+		fmt.Fprintln(stderr, "tatkal:", err)
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ error }
+
+// Config is everything a process needs, from the environment.
+type Config struct {
+	DatabaseURL      string
+	RedisURL         string
+	Addr             string
+	SessionKey       []byte
+	RedisPrefix      string
+	HoldWindow       time.Duration
+	MaxHoldsInFlight int
+	SweepInterval    time.Duration
+}
+
+func configFromEnv() (Config, error) {
+	cfg := Config{
+		DatabaseURL:      env("DATABASE_URL", "postgres://127.0.0.1:5432/tatkal?sslmode=disable"),
+		RedisURL:         env("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		Addr:             env("TATKAL_ADDR", ":8080"),
+		RedisPrefix:      env("TATKAL_REDIS_PREFIX", "tk"),
+		HoldWindow:       3 * time.Minute,
+		MaxHoldsInFlight: 512,
+		SweepInterval:    30 * time.Second,
+	}
+	if v := os.Getenv("TATKAL_SESSION_KEY"); v != "" {
+		key, err := hex.DecodeString(v)
+		if err != nil || len(key) < 32 {
+			return cfg, errors.New("TATKAL_SESSION_KEY must be at least 32 bytes in hex")
+		}
+		cfg.SessionKey = key
+	}
+	if v := os.Getenv("TATKAL_HOLD_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 10*time.Second || d > 30*time.Minute {
+			return cfg, fmt.Errorf("TATKAL_HOLD_WINDOW %q: want a duration between 10s and 30m", v)
+		}
+		cfg.HoldWindow = d
+	}
+	if v := os.Getenv("TATKAL_MAX_HOLDS_IN_FLIGHT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("TATKAL_MAX_HOLDS_IN_FLIGHT %q: want a positive number", v)
+		}
+		cfg.MaxHoldsInFlight = n
+	}
+	return cfg, nil
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Main is one running tatkal process: its connections, services, River
+// client and HTTP server. Tests start it on port 0.
+type Main struct {
+	Config   Config
+	Pool     *pgxpool.Pool
+	Redis    redis.UniversalClient
+	Store    *inventory.Store
+	Booking  *booking.Service
+	River    *river.Client[pgx.Tx]
+	Server   *http.Server
+	Listener net.Listener
+	Work     bool // run River workers in this process
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Open connects to PostgreSQL and Redis and builds the services. A service
+// that cannot be reached is named, with how to start it.
+func Open(ctx context.Context, cfg Config, work bool) (*Main, error) {
+	m := &Main{Config: cfg, Work: work}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 60)
+	if err != nil {
+		return nil, fmt.Errorf("%w\nIs PostgreSQL running? Start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", err)
+	}
+	m.Pool = pool
+	opt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("parse REDIS_URL: %w", err)
+	}
+	opt.PoolSize = 200
+	m.Redis = redis.NewClient(opt)
+	if err := m.Redis.Ping(ctx).Err(); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("reach Redis at %s: %w\nIs Redis running? Start it with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no", opt.Addr, err)
+	}
+	return m, nil
+}
+
+// Build creates the services; the schema must be migrated first.
+func (m *Main) Build(ctx context.Context) error {
+	if len(m.Config.SessionKey) == 0 {
+		key, err := sessionKey(ctx, m.Pool)
+		if err != nil {
+			return err
+		}
+		m.Config.SessionKey = key
+	}
+	m.Store = inventory.New(m.Redis, m.Config.RedisPrefix)
+	rules := booking.DefaultRules()
+	rules.HoldWindow = m.Config.HoldWindow
+	svcs := &jobs.Services{}
+	// The service needs a River client to enqueue in its transactions and
+	// the workers need the service: build the client with the (not yet
+	// filled) services, then fill them.
+	client, err := jobs.NewClient(m.Pool, svcs, jobs.Config{Work: m.Work, SweepInterval: m.Config.SweepInterval, Logger: slog.Default()})
+	if err != nil {
+		return err
+	}
+	m.River = client
+	m.Booking = booking.NewService(booking.ServiceConfig{Pool: m.Pool, Store: m.Store, Jobs: client, Rules: rules})
+	svcs.Booking = m.Booking
+	return nil
+}
+
+// sessionKey returns the stored session key, generating it on first run.
+func sessionKey(ctx context.Context, pool *pgxpool.Pool) ([]byte, error) {
+	b := make([]byte, 32)
+	rand.Read(b) //nolint:errcheck
+	var v string
+	err := pool.QueryRow(ctx, `WITH ins AS (
+		INSERT INTO settings (key, value) VALUES ('session_key', $1) ON CONFLICT (key) DO NOTHING RETURNING value)
+		SELECT value FROM ins UNION ALL SELECT value FROM settings WHERE key = 'session_key' LIMIT 1`, hex.EncodeToString(b)).Scan(&v)
+	if err != nil {
+		return nil, fmt.Errorf("session key: %w", err)
+	}
+	return hex.DecodeString(v)
+}
+
+// Handler returns the HTTP routes of this process.
+func (m *Main) Handler() (http.Handler, error) {
+	signer, err := auth.NewSigner(m.Config.SessionKey)
+	if err != nil {
+		return nil, err
+	}
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }) //nolint:errcheck
+	r.Get("/readyz", m.ready)
+	api.New(api.Config{Service: m.Booking, Pool: m.Pool, Signer: signer, MaxHoldsInFlight: m.Config.MaxHoldsInFlight}).Routes(r)
+	return http.NewCrossOriginProtection().Handler(r), nil
+}
+
+// ready answers whether this process can serve: PostgreSQL, Redis and the
+// schema all current.
+func (m *Main) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"postgres": "ok", "redis": "ok", "migrations": "ok"}
+	ok := true
+	if err := m.Pool.Ping(ctx); err != nil {
+		checks["postgres"], ok = err.Error(), false
+	}
+	if err := m.Redis.Ping(ctx).Err(); err != nil {
+		checks["redis"], ok = err.Error(), false
+	}
+	if pending, err := db.Pending(ctx, m.Pool); err != nil {
+		checks["migrations"], ok = err.Error(), false
+	} else if len(pending) > 0 {
+		checks["migrations"], ok = "pending: "+strings.Join(pending, ", "), false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	json.NewEncoder(w).Encode(checks) //nolint:errcheck
+}
+
+// Start runs the committer, the River client (workers when m.Work) and,
+// when serve is set, the HTTP server on m.Config.Addr.
+func (m *Main) Start(ctx context.Context, serve bool) error {
+	ctx, m.cancel = context.WithCancel(ctx)
+	m.done = make(chan struct{})
+	go func() {
+		defer close(m.done)
+		m.Booking.RunCommitter(ctx, 3)
+	}()
+	if m.Work {
+		if err := m.River.Start(ctx); err != nil {
+			return fmt.Errorf("start river: %w", err)
+		}
+	}
+	if !serve {
+		return nil
+	}
+	h, err := m.Handler()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", m.Config.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
+	}
+	m.Listener = ln
+	m.Server = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := m.Server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("http server", "err", err)
+		}
+	}()
+	return nil
+}
+
+// URL is the base URL of the running server.
+func (m *Main) URL() string {
+	addr := m.Listener.Addr().(*net.TCPAddr)
+	return fmt.Sprintf("http://127.0.0.1:%d", addr.Port)
+}
+
+// Close stops serving, lets River finish running jobs, stops the committer
+// and closes connections.
+func (m *Main) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m.Server != nil {
+		m.Server.Shutdown(ctx) //nolint:errcheck
+	}
+	if m.River != nil && m.Work {
+		m.River.Stop(ctx) //nolint:errcheck
+	}
+	if m.cancel != nil {
+		m.cancel()
+		<-m.done
+	}
+	if m.Redis != nil {
+		m.Redis.Close()
+	}
+	if m.Pool != nil {
+		m.Pool.Close()
+	}
+}
+
+func flags(name, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet("tatkal "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nUsage: tatkal %s [flags]\n", help, name)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+	}
+	return nil
+}
+
+func cmdMigrate(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	fs := flags("migrate", "Apply tatkal's and River's database migrations. Safe to run again.")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 4)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := db.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "migrations are current")
+	return nil
+}
+
+func cmdServe(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	fs := flags("serve", "Serve the web pages and the /v1 API.")
+	workers := fs.Bool("workers", true, "also run the River workers in this process")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return serveUntilDone(ctx, cfg, *workers, true, out)
+}
+
+func cmdWorker(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	fs := flags("worker", "Run the River workers: hold expiry, seat sync, the sweeper.")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return serveUntilDone(ctx, cfg, true, false, out)
+}
+
+func serveUntilDone(ctx context.Context, cfg Config, work, serve bool, out io.Writer) error {
+	m, err := Open(ctx, cfg, work)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if pending, err := db.Pending(ctx, m.Pool); err != nil {
+		return fmt.Errorf("%w (run: tatkal migrate)", err)
+	} else if len(pending) > 0 {
+		return fmt.Errorf("migrations pending: %s (run: tatkal migrate)", strings.Join(pending, ", "))
+	}
+	if err := m.Build(ctx); err != nil {
+		return err
+	}
+	if err := m.Start(ctx, serve); err != nil {
+		return err
+	}
+	if serve {
+		fmt.Fprintf(out, "tatkal serving on %s (workers: %t)\n", m.URL(), work)
+	} else {
+		fmt.Fprintln(out, "tatkal worker running")
+	}
+	<-ctx.Done()
+	fmt.Fprintln(out, "shutting down")
+	return nil
+}
+
+func cmdCheck(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	fs := flags("check", "Verify seat invariants per shard, Redis against PostgreSQL. Exits 1 on any violation.")
+	shard := fs.Int64("shard", 0, "check only this shard id (default: every shard)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	m, err := Open(ctx, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	store := inventory.New(m.Redis, cfg.RedisPrefix)
+	ids := []int64{*shard}
+	if *shard == 0 {
+		rows, err := m.Pool.Query(ctx, `SELECT id FROM inventory_shards ORDER BY id`)
+		if err != nil {
+			return fmt.Errorf("list shards: %w", err)
+		}
+		if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return fmt.Errorf("list shards: %w", err)
+		}
+	}
+	bad := 0
+	for _, id := range ids {
+		rep, err := inventory.Check(ctx, m.Pool, store, id, cfg.HoldWindow)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(out, rep.String())
+		if !rep.OK() {
+			bad++
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d shard(s) violate an invariant", bad, len(ids))
+	}
+	fmt.Fprintf(out, "all %d shard(s) hold their invariants\n", len(ids))
+	return nil
+}
+
+func cmdSeed(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	if len(args) == 0 || (args[0] != "demo" && args[0] != "shard" && args[0] != "users") {
+		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
+			fmt.Fprintln(out, seedUsage)
+			return flag.ErrHelp
+		}
+		return usageError{errors.New("seed what? " + seedUsage)}
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 8)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if pending, err := db.Pending(ctx, pool); err != nil || len(pending) > 0 {
+		return fmt.Errorf("the schema is not current (run: tatkal migrate)")
+	}
+	switch args[0] {
+	case "demo":
+		fs := flags("seed demo", "Create the three demo trains of DOMAIN.md, their coaches and Tatkal shards for one journey date.")
+		date := fs.String("date", "", "journey date YYYY-MM-DD (default tomorrow, IST)")
+		opensIn := fs.Duration("opens-in", 0, "open every window this long from now (e.g. 2m; negative: already open); default the real opening times")
+		if err := parse(fs, args[1:]); err != nil {
+			return err
+		}
+		opts := seed.DemoOptions{}
+		if *date != "" {
+			d, err := time.ParseInLocation(time.DateOnly, *date, booking.IST)
+			if err != nil {
+				return usageError{fmt.Errorf("--date %q: want YYYY-MM-DD", *date)}
+			}
+			opts.JourneyDate = d
+		}
+		if isSet(fs, "opens-in") {
+			opts.OpensIn = opensIn
+		}
+		res, err := seed.Demo(ctx, pool, opts)
+		if err != nil {
+			return err
+		}
+		printDemo(out, res)
+	case "shard":
+		fs := flags("seed shard", "Create one Tatkal shard with K berths, for tests, benchmarks and rehearsals.")
+		train := fs.String("train", "12951", "train number (a demo train; run seed demo first)")
+		date := fs.String("date", "", "journey date YYYY-MM-DD (required)")
+		class := fs.String("class", "3A", "class")
+		berths := fs.Int("berths", 0, "berths to sell (default: the Tatkal quota, 30% of each coach)")
+		opensIn := fs.Duration("opens-in", 0, "window opens this long from now (negative: already open); default the real time")
+		mode := fs.String("mode", "direct", "direct (no waiting room) or queue")
+		wl := fs.Int("waitlist", -1, "TQWL cap (default: 60% of berths AC, 30% non-AC)")
+		if err := parse(fs, args[1:]); err != nil {
+			return err
+		}
+		if *mode != "direct" && *mode != "queue" {
+			return usageError{fmt.Errorf("--mode %q: want direct or queue", *mode)}
+		}
+		d, err := time.ParseInLocation(time.DateOnly, *date, booking.IST)
+		if err != nil {
+			return usageError{fmt.Errorf("--date %q: want YYYY-MM-DD", *date)}
+		}
+		spec := seed.ShardSpec{Train: *train, Date: d, Class: *class, Berths: *berths, Mode: *mode}
+		if isSet(fs, "opens-in") {
+			spec.OpensAt = time.Now().Add(*opensIn)
+		}
+		if *wl >= 0 {
+			spec.WaitlistCap = wl
+		}
+		id, err := seed.Shard(ctx, pool, spec)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "shard %d: train %s %s %s TQ\n", id, *train, *date, *class)
+	case "users":
+		fs := flags("seed users", "Create identity-verified passenger accounts P00001... each with one saved, validated passenger.")
+		count := fs.Int("count", 10, "how many")
+		prefix := fs.String("prefix", "user", "login prefix")
+		password := fs.String("password", "", "password for all of them (required)")
+		wallet := fs.Int("wallet", 0, "wallet balance in rupees (used once wallets exist)")
+		agent := fs.Bool("agent", false, "create agent accounts")
+		if err := parse(fs, args[1:]); err != nil {
+			return err
+		}
+		if *password == "" || *count < 1 || *prefix == "" {
+			return usageError{errors.New("seed users needs --password, a positive --count and a --prefix")}
+		}
+		ids, err := seed.Users(ctx, pool, seed.UsersSpec{Count: *count, Prefix: *prefix, Password: *password, WalletRupees: *wallet, Agent: *agent})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "created %d users %s%05d..%s%05d (ids %d..%d)\n", len(ids), *prefix, 1, *prefix, len(ids), ids[0], ids[len(ids)-1])
+	}
+	return nil
+}
+
+const seedUsage = `tatkal seed demo  [--date D] [--opens-in DUR]
+tatkal seed shard --date D [--train N] [--class C] [--berths K] [--opens-in DUR] [--mode direct|queue]
+tatkal seed users --count N --prefix P --password X [--wallet RUPEES]`
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func printDemo(out io.Writer, res seed.DemoResult) {
+	fmt.Fprintf(out, "journey date %s\n", res.JourneyDate.Format(time.DateOnly))
+	for _, s := range res.Shards {
+		fmt.Fprintf(out, "  shard %-3d %s %-3s %4d berths, %2d legs, TQWL cap %3d, window %s - %s IST\n", s.ID, s.Train, s.Class, s.Berths, s.Legs,
+			s.WaitlistCap, s.OpensAt.In(booking.IST).Format("Jan 2 15:04"), s.ClosesAt.In(booking.IST).Format("Jan 2 15:04"))
+	}
+}
+
+func cmdDev(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	fs := flags("dev", "Create the database, migrate, seed demo data, and run the server with workers on this machine.")
+	realTimes := fs.Bool("real-times", false, "open demo windows at the real Tatkal times instead of now")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	m, err := Open(ctx, cfg, true)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := db.Migrate(ctx, m.Pool); err != nil {
+		return err
+	}
+	opts := seed.DemoOptions{}
+	if !*realTimes {
+		open := -time.Minute
+		opts.OpensIn = &open
+	}
+	res, err := seed.Demo(ctx, m.Pool, opts)
+	if err != nil {
+		return err
+	}
+	const demoPassword = "tatkal-demo"
+	var n int
+	if err := m.Pool.QueryRow(ctx, `SELECT count(*) FROM users WHERE login LIKE 'demo%'`).Scan(&n); err != nil {
+		return fmt.Errorf("count demo users: %w", err)
+	}
+	if n == 0 {
+		if _, err := seed.Users(ctx, m.Pool, seed.UsersSpec{Count: 5, Prefix: "demo", Password: demoPassword, WalletRupees: 5000}); err != nil {
+			return err
+		}
+	}
+	if err := m.Build(ctx); err != nil {
+		return err
+	}
+	if err := m.Start(ctx, true); err != nil {
+		return err
+	}
+	url := m.URL()
+	printDemo(out, res)
+	fmt.Fprintf(out, `
+tatkal is running.
+  API        %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
+  health     %[1]s/healthz  %[1]s/readyz
+  logins     demo00001 .. demo00005, password %[2]s
+
+Book a seat with curl:
+  TOKEN=$(curl -s %[1]s/v1/auth/login -H 'Content-Type: application/json' \
+    -d '{"login":"demo00001","password":"%[2]s"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
+  curl -s %[1]s/v1/bookings/hold -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -H "Idempotency-Key: try-$(date +%%s)" -d '{"train_no":"12951","journey_date":"%[3]s","class":"3A",
+    "from":"MMCT","to":"NDLS","passengers":[{"name":"Asha Rao","age":34,"gender":"F","id_type":"PAN","id_ref":"ABCDE1234F"}]}'
+
+Ctrl-C stops it.
+`, url, demoPassword, res.JourneyDate.Format(time.DateOnly))
+	<-ctx.Done()
+	fmt.Fprintln(out, "shutting down")
+	return nil
+}
+
+func cmdBench(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	fs := flags("bench", "Measure the hold path on one hot shard: raw Lua ceiling, service, HTTP, durable holds; p50/p99.")
+	opts := bench.DefaultOptions()
+	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "length of each measurement")
+	fs.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "concurrent clients")
+	fs.IntVar(&opts.Berths, "berths", opts.Berths, "berths on the hot shard")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	m, err := Open(ctx, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := db.Migrate(ctx, m.Pool); err != nil {
+		return err
+	}
+	if err := m.Build(ctx); err != nil {
+		return err
+	}
+	if err := m.Start(ctx, true); err != nil {
+		return err
+	}
+	opts.BaseURL, opts.Pool, opts.Redis, opts.Service = m.URL(), m.Pool, m.Redis, m.Booking
+	opts.SessionKey = m.Config.SessionKey
+	rep, err := bench.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, rep.String())
+	return nil
+}

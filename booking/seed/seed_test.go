@@ -3,8 +3,9 @@ package seed
 import (
 	"context"
 	"errors"
-	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,7 +218,7 @@ func TestBerthLayouts(t *testing.T) {
 		{"12951", "A1", 1, "LB"}, {"12951", "A1", 2, "UB"}, {"12951", "A1", 3, "LB"}, {"12951", "A1", 4, "UB"},
 		{"12951", "A1", 5, "SL"}, {"12951", "A1", 6, "SU"}, {"12951", "A3", 47, "SL"}, {"12951", "A3", 48, "SU"},
 		{"12301", "H1", 1, "LB"}, {"12301", "H1", 2, "UB"}, {"12301", "H1", 24, "UB"},
-		{"12259", "S6", 7, "SL"}, {"12259", "S6", 70, "MB"}, {"12259", "S1", 71, "SL"},
+		{"12259", "S6", 7, "SL"}, {"12259", "S6", 69, "MB"}, {"12259", "S6", 70, "UB"}, {"12259", "S1", 71, "SL"},
 	}
 	for _, c := range cases {
 		if got := typeOf(c.train, c.coach, c.no); got != c.want {
@@ -319,29 +320,56 @@ func TestTatkalQuotaSpread(t *testing.T) {
 	res := seedDemo(t, env.Pool, DemoOptions{JourneyDate: ist(2025, 3, 11, 0, 0)})
 	for _, s := range res.Shards {
 		sb := checkShardBerths(t, env.Pool, s.Train, s.ID, s.Berths)
+		if s.Train == "12951" && (s.Class == "2A" || s.Class == "1A") {
+			// 2A: 14 of 48 (16 LB, 16 UB, 8 SL, 8 SU); 1A: 7 of 24.
+			want := map[string]int{"LB": 5, "UB": 5, "SL": 2, "SU": 2}
+			if s.Class == "1A" {
+				want = map[string]int{"LB": 4, "UB": 3}
+			}
+			got := map[string]map[string]int{}
+			for _, b := range sb {
+				if got[b.coach] == nil {
+					got[b.coach] = map[string]int{}
+				}
+				got[b.coach][b.typ]++
+			}
+			for coach, g := range got {
+				if !maps.Equal(g, want) {
+					t.Errorf("%s quota in %s: %v, want %v", s.Class, coach, g, want)
+				}
+			}
+		}
 		if s.Train != "12951" || s.Class != "3A" {
 			continue
 		}
-		// 21 of B1's 72 berths: berth floor(j*72/21)+1.
+		// 21 of each coach's 72 berths, in proportion to the types: 18 each
+		// of LB, MB, UB give 5.25, 9 each of SL, SU 2.625; the two left over
+		// go to the larger remainders (SL, SU).
+		perCoach := map[string]map[string]int{}
 		var b1 []int
-		types := map[string]int{}
 		for _, b := range sb {
+			if perCoach[b.coach] == nil {
+				perCoach[b.coach] = map[string]int{}
+			}
+			perCoach[b.coach][b.typ]++
 			if b.coach == "B1" {
 				b1 = append(b1, b.no)
 			}
-			types[b.typ]++
 		}
-		var want []int
-		for j := range 21 {
-			want = append(want, j*72/21+1)
-		}
-		if !slices.Equal(b1, want) {
-			t.Errorf("B1 quota berths %v, want %v", b1, want)
-		}
-		for _, typ := range []string{"LB", "MB", "UB", "SL", "SU"} {
-			if types[typ] < 168/8/2 {
-				t.Errorf("3A quota has %d %s berths of 168: not spread (%v)", types[typ], typ, types)
+		want := map[string]int{"LB": 5, "MB": 5, "UB": 5, "SL": 3, "SU": 3}
+		for coach, got := range perCoach {
+			if !maps.Equal(got, want) {
+				t.Errorf("3A quota in %s: %v, want %v", coach, got, want)
 			}
+		}
+		if len(perCoach) != 8 {
+			t.Errorf("3A quota spans %d coaches, want 8", len(perCoach))
+		}
+		if !slices.IsSorted(b1) || b1[0] > 8 || b1[len(b1)-1] < 64 || b1[10] < 24 || b1[10] > 48 {
+			t.Errorf("B1 quota berths %v: not in order or not spread over the coach", b1)
+		}
+		if testing.Verbose() {
+			t.Logf("B1 quota berths %v", b1)
 		}
 		if sb[0].coach != "B1" || sb[len(sb)-1].coach != "B8" {
 			t.Errorf("3A quota runs %s..%s, want B1..B8", sb[0].coach, sb[len(sb)-1].coach)
@@ -540,6 +568,9 @@ func TestShardErrors(t *testing.T) {
 	if !errors.Is(err, ErrShardExists) {
 		t.Errorf("duplicate shard: %v, want ErrShardExists", err)
 	}
+	if err != nil && !strings.HasPrefix(err.Error(), "seed shard 12951 2025-03-11 3A TQ: ") {
+		t.Errorf("error %q does not name the shard", err)
+	}
 	_, err = Shard(ctx, env.Pool, ShardSpec{Train: "12951", Date: day, Class: "3A", Quota: "TQ"})
 	if !errors.Is(err, ErrShardExists) {
 		t.Errorf("duplicate shard: %v, want ErrShardExists", err)
@@ -555,6 +586,7 @@ func TestShardErrors(t *testing.T) {
 		"bad quota":          {Train: "12951", Date: day.AddDate(0, 0, 1), Class: "3A", Quota: "XX"},
 		"negative berths":    {Train: "12951", Date: day.AddDate(0, 0, 1), Class: "3A", Berths: -1},
 		"no date":            {Train: "12951", Class: "3A"},
+		"over 255 coaches":   {Train: "12951", Date: day.AddDate(0, 0, 1), Class: "1A", Berths: 256 * 24},
 		"negative cap":       {Train: "12951", Date: day.AddDate(0, 0, 1), Class: "3A", WaitlistCap: new(-1)},
 	} {
 		if _, err := Shard(ctx, env.Pool, spec); err == nil {
@@ -566,12 +598,6 @@ func TestShardErrors(t *testing.T) {
 		if before[tbl] != after[tbl] {
 			t.Errorf("%s: %d rows before the failed calls, %d after", tbl, before[tbl], after[tbl])
 		}
-	}
-	if err == nil {
-		return
-	}
-	if msg := fmt.Sprint(err); len(msg) == 0 {
-		t.Error("empty error message")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +15,10 @@ import (
 // maxLegs mirrors the inventory_shards CHECK (and inventory.MaxLegs): a
 // berth's leg mask is two bytes in Redis.
 const maxLegs = 16
+
+// maxShardCoaches: the Redis state keeps one byte per berth for its coach
+// (inventory.ShardState.Coaches, numbered from 1).
+const maxShardCoaches = 255
 
 // tatkalPct is the share of each coach set aside for the Tatkal quota
 // (DOMAIN.md: "at most 30% of a coach").
@@ -172,6 +177,15 @@ func createShard(ctx context.Context, tx pgx.Tx, spec ShardSpec, skipExisting bo
 	if err != nil {
 		return shardInfo{}, err
 	}
+	coaches := 1
+	for i := 1; i < len(picked); i++ {
+		if picked[i].coach != picked[i-1].coach {
+			coaches++
+		}
+	}
+	if coaches > maxShardCoaches {
+		return shardInfo{}, fmt.Errorf("%d berths span %d coaches; the Redis state numbers at most %d", len(picked), coaches, maxShardCoaches)
+	}
 	wlCap := defaultWaitlistCap(len(picked), ac)
 	if spec.WaitlistCap != nil {
 		wlCap = *spec.WaitlistCap
@@ -267,14 +281,9 @@ func pickBerths(ctx context.Context, tx pgx.Tx, spec ShardSpec, lay layout, date
 
 	var picked []berthRef
 	if spec.Berths == 0 {
-		// Tatkal quota: 30% of each coach, spread evenly over its free
-		// berths (the j-th of k picks is free[j*n/k]) so the quota gets its
-		// share of lower, middle, upper and side berths rather than one bay.
+		// Tatkal quota: 30% of each coach, rounded down per coach.
 		for _, c := range coaches {
-			k := min(len(c.all)*tatkalPct/100, len(c.free))
-			for j := range k {
-				picked = append(picked, c.free[j*len(c.free)/k])
-			}
+			picked = append(picked, spread(c.free, min(len(c.all)*tatkalPct/100, len(c.free)))...)
 		}
 		if len(picked) == 0 {
 			return nil, fmt.Errorf("train %s has no free %s berths for a %d%% quota", spec.Train, spec.Class, tatkalPct)
@@ -324,4 +333,59 @@ func appendCoaches(ctx context.Context, tx pgx.Tx, train, class string, lay layo
 		return nil, fmt.Errorf("append %d %s coaches: %w", count, class, err)
 	}
 	return berths, nil
+}
+
+// spread picks k of a coach's free berths (given in berth order) so that
+// every berth type gets its proportional share, and each type's picks are
+// spread evenly along the coach (the middle of each of q equal stretches): the quota then holds lower, middle, upper
+// and side berths from every part of the coach, not one bay or one type.
+// A plain "every n-th berth" does not do that: every 3rd 2A berth is always
+// LB or UB, and an even spread of 21 over 72 never lands on a side upper.
+//
+// Shares are k*len(type)/len(free) rounded down; the berths left over go to
+// the types with the largest remainders (ties to the type seen first). The
+// result is in berth order.
+func spread(free []berthRef, k int) []berthRef {
+	if k <= 0 {
+		return nil
+	}
+	var types []string
+	groups := map[string][]int{} // positions in free, per type
+	for i, b := range free {
+		if _, ok := groups[b.typ]; !ok {
+			types = append(types, b.typ)
+		}
+		groups[b.typ] = append(groups[b.typ], i)
+	}
+	share := map[string]int{}
+	left := k
+	for _, t := range types {
+		share[t] = k * len(groups[t]) / len(free)
+		left -= share[t]
+	}
+	for ; left > 0; left-- {
+		best, bestRem := "", -1
+		for _, t := range types {
+			// Each type gets at most one extra berth.
+			if rem := k * len(groups[t]) % len(free); rem > bestRem && share[t] == k*len(groups[t])/len(free) {
+				best, bestRem = t, rem
+			}
+		}
+		share[best]++
+	}
+	var pos []int
+	for _, t := range types {
+		g, q := groups[t], share[t]
+		for j := range q {
+			// The middle of the j-th of q equal stretches, so the picks reach
+			// both ends of the coach.
+			pos = append(pos, g[(2*j+1)*len(g)/(2*q)])
+		}
+	}
+	slices.Sort(pos)
+	out := make([]berthRef, len(pos))
+	for i, p := range pos {
+		out[i] = free[p]
+	}
+	return out
 }

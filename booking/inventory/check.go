@@ -125,6 +125,9 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 			h.state = "X"
 		case bstatus == "":
 			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s is CONFIRMED but has no booking", id))
+			return nil
+		default:
+			return nil // a cancelled booking occupies nothing
 		}
 		if h.state == "H" || h.state == "C" {
 			for _, b := range berths {

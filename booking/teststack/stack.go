@@ -1,4 +1,6 @@
-package testenv
+// Package teststack starts the booking stack of one test: service,
+// committer, River workers and the /v1 API on a real HTTP server.
+package teststack
 
 import (
 	"context"
@@ -18,37 +20,37 @@ import (
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
 	"tatkal/booking/seed"
+	"tatkal/booking/testenv"
 	"tatkal/jobs"
 )
 
-// Stack is the booking stack of one test: service, committer, River
-// workers and the /v1 API on a real HTTP server.
+// Stack is one test's running booking stack.
 type Stack struct {
-	*Env
+	*testenv.Env
 	Service *booking.Service
 	River   *river.Client[pgx.Tx]
 	Server  *httptest.Server
 	Signer  *auth.Signer
 }
 
-// StackOptions adjust a stack; zero values mean defaults.
-type StackOptions struct {
+// Options adjust a stack; zero values mean defaults.
+type Options struct {
 	Rules            *booking.Rules
 	MaxHoldsInFlight int
 	Work             bool // run River workers (hold expiry, seat sync, sweeper)
 	SweepInterval    time.Duration
 }
 
-// NewStack builds and starts a stack on a fresh database.
-func NewStack(t testing.TB, opts StackOptions) *Stack {
+// New builds and starts a stack on a fresh database.
+func New(t testing.TB, opts Options) *Stack {
 	t.Helper()
-	env := New(t)
-	return StartStack(t, env, opts)
+	env := testenv.New(t)
+	return Start(t, env, opts)
 }
 
-// StartStack starts a stack on an existing env (two stacks on one env are
+// Start starts a stack on an existing env (two stacks on one env are
 // two app processes sharing PostgreSQL and Redis).
-func StartStack(t testing.TB, env *Env, opts StackOptions) *Stack {
+func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	t.Helper()
 	rules := booking.DefaultRules()
 	if opts.Rules != nil {

@@ -142,6 +142,7 @@ func TestConcurrentHolds(t *testing.T) {
 	for _, a := range held2 {
 		kept[a.res.HoldID] = 'H'
 	}
+	t.Logf("phase 1: %d of %d held; phase 2: %d of %d held", len(held), len(first), len(held2), len(second))
 	all := append(slices.Clone(held), held2...)
 	if len(sn.Holds) != len(kept) {
 		t.Fatalf("%d records, want %d", len(sn.Holds), len(kept))

@@ -346,8 +346,9 @@ func (m *Main) Close() {
 	}
 }
 
-func flags(name, help string) *flag.FlagSet {
+func flags(name, help string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("tatkal "+name, flag.ContinueOnError)
+	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "%s\n\nUsage: tatkal %s [flags]\n", help, name)
 		fs.PrintDefaults()
@@ -369,7 +370,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 }
 
 func cmdMigrate(ctx context.Context, cfg Config, args []string, out io.Writer) error {
-	fs := flags("migrate", "Apply tatkal's and River's database migrations. Safe to run again.")
+	fs := flags("migrate", "Apply tatkal's and River's database migrations. Safe to run again.", out)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -386,7 +387,7 @@ func cmdMigrate(ctx context.Context, cfg Config, args []string, out io.Writer) e
 }
 
 func cmdServe(ctx context.Context, cfg Config, args []string, out io.Writer) error {
-	fs := flags("serve", "Serve the web pages and the /v1 API.")
+	fs := flags("serve", "Serve the web pages and the /v1 API.", out)
 	workers := fs.Bool("workers", true, "also run the River workers in this process")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -395,7 +396,7 @@ func cmdServe(ctx context.Context, cfg Config, args []string, out io.Writer) err
 }
 
 func cmdWorker(ctx context.Context, cfg Config, args []string, out io.Writer) error {
-	fs := flags("worker", "Run the River workers: hold expiry, seat sync, the sweeper.")
+	fs := flags("worker", "Run the River workers: hold expiry, seat sync, the sweeper.", out)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -430,7 +431,7 @@ func serveUntilDone(ctx context.Context, cfg Config, work, serve bool, out io.Wr
 }
 
 func cmdCheck(ctx context.Context, cfg Config, args []string, out io.Writer) error {
-	fs := flags("check", "Verify seat invariants per shard, Redis against PostgreSQL. Exits 1 on any violation.")
+	fs := flags("check", "Verify seat invariants per shard, Redis against PostgreSQL. Exits 1 on any violation.", out)
 	shard := fs.Int64("shard", 0, "check only this shard id (default: every shard)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -487,7 +488,7 @@ func cmdSeed(ctx context.Context, cfg Config, args []string, out io.Writer) erro
 	}
 	switch args[0] {
 	case "demo":
-		fs := flags("seed demo", "Create the three demo trains of DOMAIN.md, their coaches and Tatkal shards for one journey date.")
+		fs := flags("seed demo", "Create the three demo trains of DOMAIN.md, their coaches and Tatkal shards for one journey date.", out)
 		date := fs.String("date", "", "journey date YYYY-MM-DD (default tomorrow, IST)")
 		opensIn := fs.Duration("opens-in", 0, "open every window this long from now (e.g. 2m; negative: already open); default the real opening times")
 		if err := parse(fs, args[1:]); err != nil {
@@ -510,7 +511,7 @@ func cmdSeed(ctx context.Context, cfg Config, args []string, out io.Writer) erro
 		}
 		printDemo(out, res)
 	case "shard":
-		fs := flags("seed shard", "Create one Tatkal shard with K berths, for tests, benchmarks and rehearsals.")
+		fs := flags("seed shard", "Create one Tatkal shard with K berths, for tests, benchmarks and rehearsals.", out)
 		train := fs.String("train", "12951", "train number (a demo train; run seed demo first)")
 		date := fs.String("date", "", "journey date YYYY-MM-DD (required)")
 		class := fs.String("class", "3A", "class")
@@ -541,7 +542,7 @@ func cmdSeed(ctx context.Context, cfg Config, args []string, out io.Writer) erro
 		}
 		fmt.Fprintf(out, "shard %d: train %s %s %s TQ\n", id, *train, *date, *class)
 	case "users":
-		fs := flags("seed users", "Create identity-verified passenger accounts P00001... each with one saved, validated passenger.")
+		fs := flags("seed users", "Create identity-verified passenger accounts P00001... each with one saved, validated passenger.", out)
 		count := fs.Int("count", 10, "how many")
 		prefix := fs.String("prefix", "user", "login prefix")
 		password := fs.String("password", "", "password for all of them (required)")
@@ -581,7 +582,7 @@ func printDemo(out io.Writer, res seed.DemoResult) {
 }
 
 func cmdDev(ctx context.Context, cfg Config, args []string, out io.Writer) error {
-	fs := flags("dev", "Create the database, migrate, seed demo data, and run the server with workers on this machine.")
+	fs := flags("dev", "Create the database, migrate, seed demo data, and run the server with workers on this machine.", out)
 	realTimes := fs.Bool("real-times", false, "open demo windows at the real Tatkal times instead of now")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -642,11 +643,14 @@ Ctrl-C stops it.
 }
 
 func cmdBench(ctx context.Context, cfg Config, args []string, out io.Writer) error {
-	fs := flags("bench", "Measure the hold path on one hot shard: raw Lua ceiling, service, HTTP, durable holds; p50/p99.")
+	fs := flags("bench", "Measure the hold path on one hot shard: raw Lua ceiling, service, HTTP, durable holds; p50/p99.", out)
 	opts := bench.DefaultOptions()
 	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "length of each measurement")
 	fs.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "concurrent clients")
 	fs.IntVar(&opts.Berths, "berths", opts.Berths, "berths on the hot shard")
+	fs.IntVar(&opts.PipelineBatch, "pipeline", opts.PipelineBatch, "script calls per pipeline in the raw Redis ceiling")
+	fs.IntVar(&opts.Writers, "writers", opts.Writers, "group-commit writers in the raw PostgreSQL ceiling (the service runs 3)")
+	fs.StringVar(&opts.ProfileDir, "cpuprofile-dir", "", "write a CPU profile of each phase here (<phase>.pprof)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -666,6 +670,7 @@ func cmdBench(ctx context.Context, cfg Config, args []string, out io.Writer) err
 	}
 	opts.BaseURL, opts.Pool, opts.Redis, opts.Service = m.URL(), m.Pool, m.Redis, m.Booking
 	opts.SessionKey = m.Config.SessionKey
+	opts.Log = slog.Default()
 	rep, err := bench.Run(ctx, opts)
 	if err != nil {
 		return err

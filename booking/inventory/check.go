@@ -32,13 +32,17 @@ type Report struct {
 	CheckedAt  time.Time
 }
 
-// OK reports whether no invariant is broken.
+// OK reports whether no invariant is broken. A shard with no Redis state
+// breaks none: it refuses every hold until it is rebuilt (fail closed).
 func (r Report) OK() bool { return len(r.Violations) == 0 }
 
 // String renders the report for a terminal.
 func (r Report) String() string {
 	var b strings.Builder
 	status := "OK"
+	if !r.Ready {
+		status = "NOT LOADED in Redis: holds are refused until it is rebuilt"
+	}
 	if !r.OK() {
 		status = fmt.Sprintf("%d VIOLATION(S)", len(r.Violations))
 	}
@@ -200,7 +204,6 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 	}
 
 	if !snap.Ready {
-		rep.Violations = append(rep.Violations, "Redis has no state for this shard (holds are refused until it is rebuilt)")
 		for l := 0; l < legs; l++ {
 			rep.Legs = append(rep.Legs, LegCounts{Leg: l, Total: total, PGHeld: pgHeld[l], PGConfirmed: pgConf[l]})
 		}

@@ -1,0 +1,2 @@
+// Package views will hold the templ components of every page.
+package views

@@ -3,6 +3,7 @@ module tatkal
 go 1.26.8
 
 require (
+	github.com/a-h/templ v0.3.1100
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0

@@ -35,7 +35,11 @@ import (
 	"tatkal/booking/bench"
 	"tatkal/booking/db"
 	"tatkal/booking/inventory"
+	"tatkal/booking/payment"
+	"tatkal/booking/payment/pspsim"
+	"tatkal/booking/prs"
 	"tatkal/booking/seed"
+	"tatkal/booking/web"
 	"tatkal/jobs"
 )
 
@@ -53,7 +57,9 @@ Usage: tatkal <command> [flags]
 Commands:
   dev       create the database, migrate, seed demo data, run everything here
   serve     web + API (and the River workers unless --workers=false)
-  worker    River workers only (hold expiry, seat sync, sweeper)
+  worker    River workers only (expiry, payments, refunds, core sync, sweeper)
+  psp       the payment gateway simulator (two gateways: UPI, cards, net banking)
+  prs       the reservation core simulator
   migrate   apply database migrations (idempotent)
   seed      demo | shard | users: create data for demos, tests, rehearsals
   check     verify seat invariants, Redis against PostgreSQL
@@ -67,6 +73,11 @@ Configuration (environment):
   TATKAL_REDIS_PREFIX  default tk (keys of one deployment)
   TATKAL_HOLD_WINDOW   default 3m
   TATKAL_MAX_HOLDS_IN_FLIGHT  default 512 (the excess is shed with 503)
+  TATKAL_PUBLIC_URL    default http://127.0.0.1:8080 (gateway callbacks and returns come here)
+  TATKAL_PSP_URL       default http://127.0.0.1:8081 (the gateways)
+  TATKAL_PRS_URL       default http://127.0.0.1:8082 (the reservation core)
+  TATKAL_PRS_KEY       default prs-dev-key
+  TATKAL_ADMIN_TOKEN   simulators' admin API token, default dev-admin
 
 Run "tatkal <command> --help" for a command's flags.
 `
@@ -86,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmds := map[string]func(context.Context, Config, []string, io.Writer) error{
 		"dev": cmdDev, "serve": cmdServe, "worker": cmdWorker, "migrate": cmdMigrate,
-		"seed": cmdSeed, "check": cmdCheck, "bench": cmdBench,
+		"seed": cmdSeed, "check": cmdCheck, "bench": cmdBench, "psp": cmdPSP, "prs": cmdPRS,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -120,6 +131,12 @@ type Config struct {
 	HoldWindow       time.Duration
 	MaxHoldsInFlight int
 	SweepInterval    time.Duration
+	PublicURL        string
+	PSPURL           string
+	PRSURL           string
+	PRSKey           string
+	AdminToken       string
+	Gateways         []payment.GatewayConfig
 }
 
 func configFromEnv() (Config, error) {
@@ -131,6 +148,14 @@ func configFromEnv() (Config, error) {
 		HoldWindow:       3 * time.Minute,
 		MaxHoldsInFlight: 512,
 		SweepInterval:    30 * time.Second,
+		PublicURL:        env("TATKAL_PUBLIC_URL", "http://127.0.0.1:8080"),
+		PSPURL:           env("TATKAL_PSP_URL", "http://127.0.0.1:8081"),
+		PRSURL:           env("TATKAL_PRS_URL", "http://127.0.0.1:8082"),
+		PRSKey:           env("TATKAL_PRS_KEY", "prs-dev-key"),
+		AdminToken:       env("TATKAL_ADMIN_TOKEN", "dev-admin"),
+	}
+	for _, g := range pspsim.DefaultGateways() {
+		cfg.Gateways = append(cfg.Gateways, payment.GatewayConfig{ID: g.ID, BaseURL: cfg.PSPURL, APIKey: g.APIKey, WebhookSecret: g.WebhookSecret})
 	}
 	if v := os.Getenv("TATKAL_SESSION_KEY"); v != "" {
 		key, err := hex.DecodeString(v)
@@ -171,6 +196,7 @@ type Main struct {
 	Redis    redis.UniversalClient
 	Store    *inventory.Store
 	Booking  *booking.Service
+	Payments *payment.Service
 	River    *river.Client[pgx.Tx]
 	Server   *http.Server
 	Listener net.Listener
@@ -224,8 +250,12 @@ func (m *Main) Build(ctx context.Context) error {
 		return err
 	}
 	m.River = client
-	m.Booking = booking.NewService(booking.ServiceConfig{Pool: m.Pool, Store: m.Store, Jobs: client, Rules: rules})
-	svcs.Booking = m.Booking
+	core := prs.NewClient(m.Config.PRSURL, m.Config.PRSKey, &http.Client{Timeout: 10 * time.Second})
+	m.Booking = booking.NewService(booking.ServiceConfig{Pool: m.Pool, Store: m.Store, Jobs: client, Rules: rules, Core: core})
+	m.Payments = payment.New(payment.Config{Pool: m.Pool, Redis: m.Redis, Prefix: m.Config.RedisPrefix, Booking: m.Booking, Jobs: client,
+		Gateways: m.Config.Gateways, CallbackURL: m.Config.PublicURL + "/v1/internal/payments/callback",
+		ReturnURL: m.Config.PublicURL + "/payments/return"})
+	svcs.Booking, svcs.Payments = m.Booking, m.Payments
 	return nil
 }
 
@@ -253,7 +283,8 @@ func (m *Main) Handler() (http.Handler, error) {
 	r.Use(middleware.Recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }) //nolint:errcheck
 	r.Get("/readyz", m.ready)
-	api.New(api.Config{Service: m.Booking, Pool: m.Pool, Signer: signer, MaxHoldsInFlight: m.Config.MaxHoldsInFlight}).Routes(r)
+	(&web.Pages{Booking: m.Booking, Payments: m.Payments, Log: slog.Default()}).Routes(r)
+	api.New(api.Config{Service: m.Booking, Payments: m.Payments, Pool: m.Pool, Signer: signer, MaxHoldsInFlight: m.Config.MaxHoldsInFlight}).Routes(r)
 	return http.NewCrossOriginProtection().Handler(r), nil
 }
 
@@ -614,6 +645,21 @@ func cmdDev(ctx context.Context, cfg Config, args []string, out io.Writer) error
 			return err
 		}
 	}
+	cfg.PublicURL = "http://" + strings.Replace(cfg.Addr, ":", "127.0.0.1:", 1)
+	if !strings.HasPrefix(cfg.Addr, ":") {
+		cfg.PublicURL = "http://" + cfg.Addr
+	}
+	m.Config.PublicURL = cfg.PublicURL
+	psp, err := startPSP(ctx, m.Pool, cfg, cfg.PSPURL)
+	if err != nil {
+		return err
+	}
+	defer psp.server.Shutdown(context.Background()) //nolint:errcheck
+	core, err := startPRS(ctx, m.Pool, cfg, cfg.PRSURL)
+	if err != nil {
+		return err
+	}
+	defer core.server.Shutdown(context.Background()) //nolint:errcheck
 	if err := m.Build(ctx); err != nil {
 		return err
 	}
@@ -626,7 +672,9 @@ func cmdDev(ctx context.Context, cfg Config, args []string, out io.Writer) error
 tatkal is running.
   API        %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
   health     %[1]s/healthz  %[1]s/readyz
-  logins     demo00001 .. demo00005, password %[2]s
+  gateways   %[4]s (simulated; faults: PUT %[4]s/admin/routes/{gw}/{method}, token %[6]s)
+  core       %[5]s (simulated reservation system; faults: PUT %[5]s/admin/faults)
+  logins     demo00001 .. demo00005, password %[2]s (wallets hold ₹5,000)
 
 Book a seat with curl:
   TOKEN=$(curl -s %[1]s/v1/auth/login -H 'Content-Type: application/json' \
@@ -634,9 +682,12 @@ Book a seat with curl:
   curl -s %[1]s/v1/bookings/hold -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
     -H "Idempotency-Key: try-$(date +%%s)" -d '{"train_no":"12951","journey_date":"%[3]s","class":"3A",
     "from":"MMCT","to":"NDLS","passengers":[{"name":"Asha Rao","age":34,"gender":"F","id_type":"PAN","id_ref":"ABCDE1234F"}]}'
+  # then pay from the wallet with the hold_id it printed:
+  curl -s %[1]s/v1/payments/initiate -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"hold_id":"<hold_id>","method":"WALLET","idempotency_key":"pay-'$(date +%%s)'"}'
 
 Ctrl-C stops it.
-`, url, demoPassword, res.JourneyDate.Format(time.DateOnly))
+`, url, demoPassword, res.JourneyDate.Format(time.DateOnly), psp.URL(), core.URL(), cfg.AdminToken)
 	<-ctx.Done()
 	fmt.Fprintln(out, "shutting down")
 	return nil
@@ -650,6 +701,7 @@ func cmdBench(ctx context.Context, cfg Config, args []string, out io.Writer) err
 	fs.IntVar(&opts.Berths, "berths", opts.Berths, "berths on the hot shard")
 	fs.IntVar(&opts.PipelineBatch, "pipeline", opts.PipelineBatch, "script calls per pipeline in the raw Redis ceiling")
 	fs.IntVar(&opts.Writers, "writers", opts.Writers, "group-commit writers in the raw PostgreSQL ceiling (the service runs 3)")
+	fs.IntVar(&opts.FreshUsers, "fresh-users", 0, "users each hold-only phase may spend, one per durable hold (default: concurrency + 8,000 per second of duration)")
 	fs.StringVar(&opts.ProfileDir, "cpuprofile-dir", "", "write a CPU profile of each phase here (<phase>.pprof)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -677,4 +729,90 @@ func cmdBench(ctx context.Context, cfg Config, args []string, out io.Writer) err
 	}
 	fmt.Fprint(out, rep.String())
 	return nil
+}
+
+// simulator is one of the stand-ins for an outside system, serving HTTP on
+// its own address.
+type simulator struct {
+	name   string
+	server *http.Server
+	ln     net.Listener
+}
+
+func (s *simulator) URL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d", s.ln.Addr().(*net.TCPAddr).Port)
+}
+
+func listenSim(name, rawURL string, h http.Handler) (*simulator, error) {
+	addr := strings.TrimPrefix(strings.TrimPrefix(rawURL, "http://"), "https://")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s simulator: listen on %s: %w", name, addr, err)
+	}
+	sim := &simulator{name: name, ln: ln, server: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}}
+	go func() {
+		if err := sim.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("simulator", "name", name, "err", err)
+		}
+	}()
+	return sim, nil
+}
+
+// startPSP runs the gateway simulator on addr until ctx ends.
+func startPSP(ctx context.Context, pool *pgxpool.Pool, cfg Config, addr string) (*simulator, error) {
+	srv, err := pspsim.New(ctx, pspsim.Config{Pool: pool, AdminToken: cfg.AdminToken, PublicURL: addr})
+	if err != nil {
+		return nil, err
+	}
+	go srv.Run(ctx)
+	return listenSim("psp", addr, srv.Handler())
+}
+
+// startPRS runs the reservation core simulator on addr.
+func startPRS(ctx context.Context, pool *pgxpool.Pool, cfg Config, addr string) (*simulator, error) {
+	srv, err := prs.NewServer(ctx, prs.ServerConfig{Pool: pool, APIKey: cfg.PRSKey, AdminToken: cfg.AdminToken})
+	if err != nil {
+		return nil, err
+	}
+	return listenSim("prs", addr, srv.Handler())
+}
+
+func cmdPSP(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	fs := flags("psp", "Run the payment gateway simulator: gateways swiftpay and bharatpg with UPI, CARD and NETBANKING routes,\nfaults settable at runtime through /admin/routes (TATKAL_ADMIN_TOKEN). State lives in schema psp.", out)
+	addr := fs.String("addr", cfg.PSPURL, "listen address (URL)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 20)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	sim, err := startPSP(ctx, pool, cfg, *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "payment gateway simulator on %s (admin token %s)\n", sim.URL(), cfg.AdminToken)
+	<-ctx.Done()
+	return sim.server.Shutdown(context.Background())
+}
+
+func cmdPRS(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	fs := flags("prs", "Run the reservation core simulator: confirmed bookings are synced here by PNR; faults at /admin/faults.\nState lives in schema prs.", out)
+	addr := fs.String("addr", cfg.PRSURL, "listen address (URL)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 20)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	sim, err := startPRS(ctx, pool, cfg, *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "reservation core simulator on %s (admin token %s)\n", sim.URL(), cfg.AdminToken)
+	<-ctx.Done()
+	return sim.server.Shutdown(context.Background())
 }

@@ -52,3 +52,29 @@ func (SweepArgs) Kind() string { return "hold_sweep" }
 func (SweepArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueHolds, MaxAttempts: 3}
 }
+
+// CoreSyncArgs sends a confirmed booking to the reservation core. Retried
+// with backoff for hours: the core may be down; the PNR makes it idempotent.
+type CoreSyncArgs struct {
+	BookingID int64  `json:"booking_id"`
+	PNR       string `json:"pnr"`
+}
+
+func (CoreSyncArgs) Kind() string { return "core_sync" }
+func (CoreSyncArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMoney, MaxAttempts: 200}
+}
+
+// RefundArgs executes one refund (wallet or gateway). Idempotent at the
+// gateway by the refund id.
+type RefundArgs struct {
+	RefundID uuid.UUID `json:"refund_id"`
+}
+
+func (RefundArgs) Kind() string { return "refund_execute" }
+func (RefundArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMoney, MaxAttempts: 200}
+}
+
+// QueueMoney carries payment inquiries, refunds and core sync.
+const QueueMoney = "money"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,7 +21,7 @@ import (
 const holdViewSQL = `
 	SELECT h.id, h.user_id, h.shard_id, h.kind, h.state, h.state_reason, h.expires_at, h.created_at,
 	       h.passengers, h.berths, coalesce(h.waitlist_no, 0), h.fare_paise, h.fare_breakup,
-	       h.from_seq, h.to_seq, coalesce(b.pnr, ''), coalesce(b.status, ''), coalesce(b.refund_due_paise, 0)
+	       h.from_seq, h.to_seq, coalesce(b.pnr, ''), coalesce(b.status, ''), coalesce(b.prs_state, ''), coalesce(b.refund_due_paise, 0)
 	FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id
 	WHERE h.id = $1`
 
@@ -48,7 +49,7 @@ func (s *Service) view(ctx context.Context, q queryer, id uuid.UUID) (HoldView, 
 	var from, to int
 	err := q.QueryRow(ctx, holdViewSQL, id).Scan(&v.ID, &v.UserID, &v.ShardID, &v.Kind, &v.State, &v.Reason,
 		&v.ExpiresAt, &v.CreatedAt, &pax, &berths, &v.WaitlistNo, &v.Fare.TotalPaise, &breakup, &from, &to,
-		&v.PNR, &v.BookingStat, &v.RefundDue)
+		&v.PNR, &v.BookingStat, &v.CoreState, &v.RefundDue)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return HoldView{}, Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
 	}
@@ -73,92 +74,23 @@ func (s *Service) view(ctx context.Context, q queryer, id uuid.UUID) (HoldView, 
 	return v, nil
 }
 
-// Confirm turns a live hold into a booking with a PNR, in one transaction:
-// compare-and-set on the hold state, one booking per hold, berths fixed per
-// passenger. Confirming a confirmed hold returns its booking. The payments
-// work calls this on a successful charge.
+// ConfirmResult says what ConfirmTx did.
+type ConfirmResult struct {
+	HoldID    uuid.UUID
+	ShardID   int64
+	BookingID int64
+	PNR       string
+	Already   bool // the hold was confirmed before; nothing changed
+}
+
+// Confirm turns a live hold into a booking with a PNR (see ConfirmTx), then
+// marks the seats sold in Redis. Confirming a confirmed hold returns its
+// booking.
 func (s *Service) Confirm(ctx context.Context, id uuid.UUID) (HoldView, error) {
-	var shardID int64
-	var already bool
+	var res ConfirmResult
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		var state, kind string
-		var userID int64
-		var from, to, wl int
-		var fare int64
-		var pax []byte
-		var berths []int32
-		err := tx.QueryRow(ctx, `SELECT shard_id, user_id, state, kind, from_seq, to_seq, coalesce(waitlist_no, 0),
-			fare_paise, passengers, berths FROM holds WHERE id = $1 FOR UPDATE`, id).
-			Scan(&shardID, &userID, &state, &kind, &from, &to, &wl, &fare, &pax, &berths)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
-		}
-		if err != nil {
-			return err
-		}
-		if state == HoldConfirmed {
-			already = true
-			return nil
-		}
-		if state != HoldHeld {
-			return Errorf(ECONFLICT, "HOLD_"+state, "Hold %s is %s and can no longer be confirmed.", id, state)
-		}
-		if err := inventory.LockShardShared(ctx, tx, shardID); err != nil {
-			return err
-		}
-		shard, err := s.catalog.ByID(ctx, shardID)
-		if err != nil {
-			return err
-		}
-		var passengers []Passenger
-		if err := json.Unmarshal(pax, &passengers); err != nil {
-			return fmt.Errorf("passengers: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE holds SET state = 'CONFIRMED', updated_at = now(),
-			state_version = state_version + 1 WHERE id = $1`, id); err != nil {
-			return err
-		}
-		status := BookingConfirmed
-		var wlPtr *int
-		if kind == KindWaitlist {
-			status, wlPtr = BookingWaitlisted, &wl
-		}
-		var bookingID int64
-		for attempt := 0; ; attempt++ {
-			pnr, err := NewPNR(shard.OriginRegion, s.rules.BookingLocation)
-			if err != nil {
-				return err
-			}
-			err = tx.QueryRow(ctx, `INSERT INTO bookings (pnr, hold_id, user_id, shard_id, from_seq, to_seq, status, waitlist_no, fare_paise)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (pnr) DO NOTHING RETURNING id`,
-				pnr, id, userID, shardID, from, to, status, wlPtr, fare).Scan(&bookingID)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, pgx.ErrNoRows) || attempt > 5 {
-				return fmt.Errorf("insert booking: %w", err)
-			}
-		}
-		batch := &pgx.Batch{}
-		for i, p := range passengers {
-			var idx *int
-			var coach *string
-			var no *int
-			var btype *string
-			if kind == KindSeat {
-				b := int(berths[i])
-				info := berthInfo(shard, b)
-				idx, coach, no, btype = &b, &info.Coach, &info.BerthNo, &info.Type
-			}
-			batch.Queue(`INSERT INTO booking_passengers (booking_id, seq, shard_id, name, age, gender, id_type, id_ref,
-				berth_idx, coach, berth_no, berth_type, from_seq, to_seq, status)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-				bookingID, i+1, shardID, p.Name, p.Age, p.Gender, p.IDType, p.IDRef, idx, coach, no, btype, from, to, status)
-		}
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return fmt.Errorf("insert passengers: %w", err)
-		}
-		_, err = s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: id, ShardID: shardID}, &river.InsertOpts{ScheduledAt: time.Now().Add(10 * time.Second)})
+		var err error
+		res, err = s.ConfirmTx(ctx, tx, id)
 		return err
 	})
 	if err != nil {
@@ -167,13 +99,128 @@ func (s *Service) Confirm(ctx context.Context, id uuid.UUID) (HoldView, error) {
 		}
 		return HoldView{}, err
 	}
-	if !already {
-		if _, err := s.store.Confirm(ctx, shardID, id.String()); err != nil {
-			s.log.Warn("confirm in Redis failed; the seat-sync job will retry", "hold", id, "err", err)
-		}
-	}
+	s.AfterConfirm(ctx, res)
 	return s.view(ctx, s.pool, id)
 }
+
+// ConfirmTx confirms a HELD hold inside tx: compare-and-set on the hold
+// state, one booking per hold, berths fixed per passenger, the e-ticket
+// notifications and the reservation-core sync enqueued, all in tx. The
+// payments work calls it in the same transaction that records the money.
+// Call AfterConfirm once tx commits.
+func (s *Service) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (ConfirmResult, error) {
+	res := ConfirmResult{HoldID: id}
+	var state, kind string
+	var userID int64
+	var from, to, wl int
+	var fare int64
+	var pax []byte
+	var berths []int32
+	err := tx.QueryRow(ctx, `SELECT shard_id, user_id, state, kind, from_seq, to_seq, coalesce(waitlist_no, 0),
+		fare_paise, passengers, berths FROM holds WHERE id = $1 FOR UPDATE`, id).
+		Scan(&res.ShardID, &userID, &state, &kind, &from, &to, &wl, &fare, &pax, &berths)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return res, Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
+	}
+	if err != nil {
+		return res, fmt.Errorf("lock hold: %w", err)
+	}
+	if state == HoldConfirmed {
+		res.Already = true
+		err := tx.QueryRow(ctx, `SELECT id, pnr FROM bookings WHERE hold_id = $1`, id).Scan(&res.BookingID, &res.PNR)
+		return res, err
+	}
+	if state != HoldHeld {
+		return res, Errorf(ECONFLICT, "HOLD_"+state, "Hold %s is %s and can no longer be confirmed.", id, state)
+	}
+	if err := inventory.LockShardShared(ctx, tx, res.ShardID); err != nil {
+		return res, err
+	}
+	shard, err := s.catalog.ByID(ctx, res.ShardID)
+	if err != nil {
+		return res, err
+	}
+	var passengers []Passenger
+	if err := json.Unmarshal(pax, &passengers); err != nil {
+		return res, fmt.Errorf("passengers: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE holds SET state = 'CONFIRMED', updated_at = now(),
+		state_version = state_version + 1 WHERE id = $1`, id); err != nil {
+		return res, err
+	}
+	status := BookingConfirmed
+	var wlPtr *int
+	if kind == KindWaitlist {
+		status, wlPtr = BookingWaitlisted, &wl
+	}
+	for attempt := 0; ; attempt++ {
+		pnr, err := NewPNR(shard.OriginRegion, s.rules.BookingLocation)
+		if err != nil {
+			return res, err
+		}
+		err = tx.QueryRow(ctx, `INSERT INTO bookings (pnr, hold_id, user_id, shard_id, from_seq, to_seq, status, waitlist_no, fare_paise)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (pnr) DO NOTHING RETURNING id`,
+			pnr, id, userID, res.ShardID, from, to, status, wlPtr, fare).Scan(&res.BookingID)
+		if err == nil {
+			res.PNR = pnr
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) || attempt > 5 {
+			return res, fmt.Errorf("insert booking: %w", err)
+		}
+	}
+	batch := &pgx.Batch{}
+	var seats []string
+	for i, p := range passengers {
+		var idx *int
+		var coach *string
+		var no *int
+		var btype *string
+		if kind == KindSeat {
+			b := int(berths[i])
+			info := berthInfo(shard, b)
+			idx, coach, no, btype = &b, &info.Coach, &info.BerthNo, &info.Type
+			seats = append(seats, fmt.Sprintf("%s %s/%d %s", p.Name, info.Coach, info.BerthNo, info.Type))
+		}
+		batch.Queue(`INSERT INTO booking_passengers (booking_id, seq, shard_id, name, age, gender, id_type, id_ref,
+			berth_idx, coach, berth_no, berth_type, from_seq, to_seq, status)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+			res.BookingID, i+1, res.ShardID, p.Name, p.Age, p.Gender, p.IDType, p.IDRef, idx, coach, no, btype, from, to, status)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return res, fmt.Errorf("insert passengers: %w", err)
+	}
+	journey := fmt.Sprintf("%s %s %s %s-%s on %s", shard.Train, shard.TrainName, shard.Class, shard.Stops[from].Code,
+		shard.Stops[to].Code, shard.Date.Format("2 Jan 2006"))
+	body := fmt.Sprintf("PNR %s confirmed: %s. %s. Fare Rs %s.", res.PNR, journey, strings.Join(seats, ", "), rupees(fare))
+	if kind == KindWaitlist {
+		body = fmt.Sprintf("PNR %s waitlisted at TQWL/%d: %s. Fare Rs %s. Waitlisted tickets are cancelled at charting with a refund.",
+			res.PNR, wl, journey, rupees(fare))
+	}
+	if err := Notify(ctx, tx, userID, "ETICKET", res.PNR, "E-ticket PNR "+res.PNR, body); err != nil {
+		return res, err
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: id, ShardID: res.ShardID}, &river.InsertOpts{ScheduledAt: time.Now().Add(10 * time.Second)}); err != nil {
+		return res, err
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR}, nil); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// AfterConfirm marks the seats sold in Redis once ConfirmTx has committed.
+// If Redis is unreachable the seat-sync job enqueued by ConfirmTx repeats it.
+func (s *Service) AfterConfirm(ctx context.Context, res ConfirmResult) {
+	if res.Already {
+		return
+	}
+	if _, err := s.store.Confirm(ctx, res.ShardID, res.HoldID.String()); err != nil {
+		s.log.Warn("confirm in Redis failed; the seat-sync job will retry", "hold", res.HoldID, "err", err)
+	}
+}
+
+func rupees(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }
 
 // NewPNR makes a 10-digit PNR: the origin's region digit, the booking
 // location, then seven random digits (DOMAIN.md, "Codes").
@@ -233,8 +280,20 @@ func (s *Service) Cancel(ctx context.Context, userID int64, id uuid.UUID) (HoldV
 			}
 			refund = max(0, fare-shard.Fare.Clerkage*int64(npax))
 		}
-		if _, err := tx.Exec(ctx, `UPDATE bookings SET status = 'CANCELLED', refund_due_paise = $2, cancelled_at = now() WHERE id = $1`,
-			bookingID, refund); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE bookings SET status = 'CANCELLED', refund_due_paise = $2, cancelled_at = now(),
+			cancel_reason = 'cancelled by passenger' WHERE id = $1`, bookingID, refund); err != nil {
+			return err
+		}
+		if refund > 0 {
+			if paymentID, paid, err := capturedPayment(ctx, tx, id); err != nil {
+				return err
+			} else if paid {
+				if _, _, err := s.RequestRefundTx(ctx, tx, paymentID, RefundWaitlistCancelled, refund); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: bookingID}, nil); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE booking_passengers SET status = 'CANCELLED' WHERE booking_id = $1`, bookingID); err != nil {

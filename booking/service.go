@@ -36,6 +36,7 @@ type Service struct {
 	now       func() time.Time
 	rebuilds  singleflight.Group
 	avail     *availCache
+	core      CoreClient
 }
 
 // ServiceConfig wires a Service.
@@ -47,6 +48,7 @@ type ServiceConfig struct {
 	Log     *slog.Logger
 	Now     func() time.Time // nil means time.Now
 	Catalog *Catalog         // nil means a catalog caching for 5 s
+	Core    CoreClient       // the reservation core confirmed bookings are synced to
 }
 
 // NewService returns a service. Run its committer with RunCommitter.
@@ -70,6 +72,7 @@ func NewService(cfg ServiceConfig) *Service {
 		log:       cfg.Log,
 		now:       cfg.Now,
 		avail:     newAvailCache(time.Second),
+		core:      cfg.Core,
 	}
 }
 

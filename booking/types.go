@@ -105,5 +105,6 @@ type HoldView struct {
 	Fare        Fare
 	PNR         string
 	BookingStat string
+	CoreState   string // PENDING until the reservation core acknowledges, SYNCED, REJECTED
 	RefundDue   int64
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"tatkal/booking"
+	"tatkal/booking/payment"
 )
 
 // Config sets how the River client runs.
@@ -23,19 +24,23 @@ type Config struct {
 	SweepInterval time.Duration // periodic sweeper
 	Workers       int           // per queue
 	Logger        *slog.Logger
+	// RescueStuckJobsAfter: a job left running by a dead process is retried
+	// after this long (River's default: an hour).
+	RescueStuckJobsAfter time.Duration
 }
 
 // Services are the domain services the workers call. Workers keep a
 // pointer to it, so it may be filled after the client is built.
 type Services struct {
-	Booking *booking.Service
+	Booking  *booking.Service
+	Payments *payment.Service
 }
 
 // NewClient returns a River client. With cfg.Work it runs the workers and
 // the periodic jobs; without, it only inserts (the services need one to
 // enqueue effects in their transactions before the workers exist).
 func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx.Tx], error) {
-	rc := &river.Config{Logger: cfg.Logger}
+	rc := &river.Config{Logger: cfg.Logger, RescueStuckJobsAfter: cfg.RescueStuckJobsAfter}
 	if cfg.Work {
 		if cfg.Workers == 0 {
 			cfg.Workers = 20
@@ -47,10 +52,15 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 		river.AddWorker(workers, &expireHoldWorker{svc: svc})
 		river.AddWorker(workers, &seatSyncWorker{svc: svc})
 		river.AddWorker(workers, &sweepWorker{svc: svc})
+		river.AddWorker(workers, &coreSyncWorker{svc: svc})
+		river.AddWorker(workers, &refundWorker{svc: svc})
+		river.AddWorker(workers, &inquiryWorker{svc: svc})
+		river.AddWorker(workers, &lateSuccessWorker{svc: svc})
 		rc.Workers = workers
 		rc.Queues = map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: cfg.Workers},
 			booking.QueueHolds: {MaxWorkers: cfg.Workers},
+			booking.QueueMoney: {MaxWorkers: cfg.Workers},
 		}
 		rc.PeriodicJobs = []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
@@ -106,4 +116,64 @@ func (w *sweepWorker) Work(ctx context.Context, job *river.Job[booking.SweepArgs
 		slog.Info("sweep", "expired", rep.Expired, "orphans", rep.Orphans, "synced", rep.Synced, "rebuilt", rep.Rebuilt)
 	}
 	return nil
+}
+
+type coreSyncWorker struct {
+	river.WorkerDefaults[booking.CoreSyncArgs]
+	svc *Services
+}
+
+func (w *coreSyncWorker) Work(ctx context.Context, job *river.Job[booking.CoreSyncArgs]) error {
+	return w.svc.Booking.SyncToCore(ctx, job.Args.BookingID)
+}
+
+// NextRetry keeps trying the reservation core for hours, never faster than
+// every few seconds nor slower than every five minutes.
+func (w *coreSyncWorker) NextRetry(job *river.Job[booking.CoreSyncArgs]) time.Time {
+	return time.Now().Add(min(time.Duration(job.Attempt*job.Attempt)*time.Second+2*time.Second, 5*time.Minute))
+}
+
+type refundWorker struct {
+	river.WorkerDefaults[booking.RefundArgs]
+	svc *Services
+}
+
+func (w *refundWorker) Work(ctx context.Context, job *river.Job[booking.RefundArgs]) error {
+	again, err := w.svc.Payments.ExecuteRefund(ctx, job.Args.RefundID)
+	if err != nil {
+		return err
+	}
+	if again > 0 {
+		return river.JobSnooze(again)
+	}
+	return nil
+}
+
+func (w *refundWorker) NextRetry(job *river.Job[booking.RefundArgs]) time.Time {
+	return time.Now().Add(min(time.Duration(job.Attempt*job.Attempt)*time.Second+time.Second, 5*time.Minute))
+}
+
+type inquiryWorker struct {
+	river.WorkerDefaults[payment.InquiryArgs]
+	svc *Services
+}
+
+func (w *inquiryWorker) Work(ctx context.Context, job *river.Job[payment.InquiryArgs]) error {
+	again, err := w.svc.Payments.Inquire(ctx, job.Args.PaymentID)
+	if err != nil {
+		return err
+	}
+	if again > 0 {
+		return river.JobSnooze(again)
+	}
+	return nil
+}
+
+type lateSuccessWorker struct {
+	river.WorkerDefaults[payment.LateSuccessArgs]
+	svc *Services
+}
+
+func (w *lateSuccessWorker) Work(ctx context.Context, job *river.Job[payment.LateSuccessArgs]) error {
+	return w.svc.Payments.ResolveLateSuccess(ctx, job.Args.PaymentID)
 }

@@ -15,6 +15,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/auth"
+	"tatkal/booking/payment"
 )
 
 //go:embed openapi.json
@@ -22,7 +23,8 @@ var openAPI []byte
 
 // Config wires the API.
 type Config struct {
-	Service *booking.Service
+	Service  *booking.Service
+	Payments *payment.Service
 	Pool    *pgxpool.Pool
 	Signer  *auth.Signer
 	// MaxHoldsInFlight bounds concurrent hold requests; the excess is shed
@@ -38,6 +40,7 @@ type Config struct {
 // API is the /v1 handler set.
 type API struct {
 	svc      *booking.Service
+	payments *payment.Service
 	pool     *pgxpool.Pool
 	signer   *auth.Signer
 	inflight chan struct{}
@@ -64,7 +67,7 @@ func New(cfg Config) *API {
 	if cfg.BundleVersion == "" {
 		cfg.BundleVersion = "pb_1"
 	}
-	return &API{svc: cfg.Service, pool: cfg.Pool, signer: cfg.Signer, inflight: make(chan struct{}, cfg.MaxHoldsInFlight),
+	return &API{svc: cfg.Service, payments: cfg.Payments, pool: cfg.Pool, signer: cfg.Signer, inflight: make(chan struct{}, cfg.MaxHoldsInFlight),
 		ttl: cfg.SessionTTL, bundle: cfg.BundleVersion, log: cfg.Log, now: cfg.Now}
 }
 
@@ -74,11 +77,16 @@ func (a *API) Routes(r chi.Router) {
 	r.Post("/v1/auth/login", a.login)
 	r.Post("/v1/session/prepare", a.prepare)
 	r.Get("/v1/availability", a.availability)
+	r.Post("/v1/internal/payments/callback", a.callback)
 	r.Group(func(r chi.Router) {
 		r.Use(a.requireSession)
 		r.With(a.shed).Post("/v1/bookings/hold", a.hold)
 		r.Get("/v1/bookings/{hold_id}/status", a.status)
 		r.Post("/v1/bookings/{hold_id}/cancel", a.cancel)
+		r.Post("/v1/payments/initiate", a.initiatePayment)
+		r.Get("/v1/payments/{payment_id}", a.getPayment)
+		r.Get("/v1/wallet", a.wallet)
+		r.Post("/v1/wallet/topup", a.topUp)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_ROUTE", "There is no %s %s.", r.Method, r.URL.Path))

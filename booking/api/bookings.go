@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/payment"
 )
 
 type holdRequest struct {
@@ -109,7 +110,7 @@ type statusResponse struct {
 	RefundDuePaise   int64               `json:"refund_due_paise"`
 	Message          string              `json:"message"`
 	NextCheckAfterMs int                 `json:"next_check_after_ms,omitempty"`
-	Berths           []booking.BerthInfo `json:"-"`
+	Payment          *payment.View       `json:"payment,omitempty"`
 }
 
 type passengerStatus struct {
@@ -135,6 +136,9 @@ func statusOf(v booking.HoldView, now time.Time) statusResponse {
 		s.PNR = &pnr
 	}
 	switch {
+	case v.BookingStat == booking.BookingConfirmed && v.CoreState == "PENDING":
+		s.State, s.NextCheckAfterMs = "CONFIRMING", 2000
+		s.Message = "Payment received and berths allotted: PNR " + v.PNR + ". The reservation system is recording your ticket; this takes a moment."
 	case v.BookingStat == booking.BookingConfirmed:
 		s.State, s.Message = "CONFIRMED", "Your ticket is confirmed. PNR "+v.PNR+"."
 	case v.BookingStat == booking.BookingWaitlisted:
@@ -180,7 +184,20 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statusOf(v, a.now()))
+	a.writeStatus(w, r, v)
+}
+
+func (a *API) writeStatus(w http.ResponseWriter, r *http.Request, v booking.HoldView) {
+	s := statusOf(v, a.now())
+	if a.payments != nil {
+		pays, err := a.payments.ForHold(r.Context(), v.ID)
+		if err != nil {
+			writeError(w, r, a.log, err)
+			return
+		}
+		describePayment(&s, v, pays)
+	}
+	writeJSON(w, http.StatusOK, s)
 }
 
 // cancel applies the Tatkal cancellation rules.
@@ -194,7 +211,7 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statusOf(v, a.now()))
+	a.writeStatus(w, r, v)
 }
 
 type availabilityResponse struct {

@@ -26,7 +26,7 @@ type UsersSpec struct {
 	Password string
 	// PasswordHash, when set, is used as-is and Password is ignored.
 	PasswordHash string
-	// WalletRupees is kept for when wallets exist; it is ignored today.
+	// WalletRupees is each account's opening wallet balance (a TOPUP entry).
 	WalletRupees int
 	// Unverified leaves the accounts UNVERIFIED; by default they are
 	// VERIFIED (Tatkal needs it since July 2025).
@@ -117,6 +117,22 @@ func createUsers(ctx context.Context, pool *pgxpool.Pool, spec UsersSpec) ([]int
 				return []any{ids[i], p.name, int32(p.age), p.gender, "", p.idType, p.idRef, true, created}, nil
 			})); err != nil {
 			return fmt.Errorf("copy passengers: %w", err)
+		}
+		if spec.WalletRupees <= 0 {
+			return nil
+		}
+		// The opening balance goes through the ledger like any top-up, so
+		// the balance always equals the sum of its entries.
+		paise := int64(spec.WalletRupees) * 100
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"wallet_accounts"}, []string{"user_id", "balance_paise"},
+			pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) { return []any{ids[i], paise}, nil })); err != nil {
+			return fmt.Errorf("copy wallets: %w", err)
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"wallet_entries"}, []string{"user_id", "kind", "ref", "amount_paise", "balance_after"},
+			pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
+				return []any{ids[i], "TOPUP", fmt.Sprintf("seed:%d", ids[i]), paise, paise}, nil
+			})); err != nil {
+			return fmt.Errorf("copy wallet entries: %w", err)
 		}
 		return nil
 	})

@@ -3,8 +3,12 @@
 package teststack
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -19,26 +23,47 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
+	"tatkal/booking/payment"
+	"tatkal/booking/payment/pspapi"
+	"tatkal/booking/payment/pspsim"
+	"tatkal/booking/prs"
 	"tatkal/booking/seed"
 	"tatkal/booking/testenv"
+	"tatkal/booking/web"
 	"tatkal/jobs"
 )
 
 // Stack is one test's running booking stack.
 type Stack struct {
 	*testenv.Env
-	Service *booking.Service
-	River   *river.Client[pgx.Tx]
-	Server  *httptest.Server
-	Signer  *auth.Signer
+	Service  *booking.Service
+	Payments *payment.Service
+	River    *river.Client[pgx.Tx]
+	Server   *httptest.Server
+	Signer   *auth.Signer
+	// The simulators: real HTTP servers with their own schemas.
+	PSP  *httptest.Server
+	Core *httptest.Server
 }
+
+const adminToken = "test-admin"
 
 // Options adjust a stack; zero values mean defaults.
 type Options struct {
 	Rules            *booking.Rules
 	MaxHoldsInFlight int
-	Work             bool // run River workers (hold expiry, seat sync, sweeper)
+	Work             bool // run River workers (hold expiry, seat sync, sweeper, payments)
 	SweepInterval    time.Duration
+	// Payment tuning (zero: the payment package's defaults).
+	HoldWindows        map[string]time.Duration
+	Extension          time.Duration
+	ResolutionDeadline time.Duration
+	LateGrace          time.Duration
+	CreateTimeout      time.Duration
+	// Routes replaces the simulator's default route behaviour.
+	Routes []pspapi.RouteConfig
+	// RescueStuckJobsAfter: how soon a job left running by a dead worker is retried.
+	RescueStuckJobsAfter time.Duration
 }
 
 // New builds and starts a stack on a fresh database.
@@ -57,23 +82,56 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		rules = *opts.Rules
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+
+	// The outside world first: the gateways and the reservation core.
+	gateways := pspsim.DefaultGateways()
+	psp, err := pspsim.New(ctx, pspsim.Config{Pool: env.Pool, AdminToken: adminToken, Gateways: gateways, Log: log,
+		Routes: opts.Routes, Seed: 1})
+	if err != nil {
+		t.Fatalf("psp simulator: %v", err)
+	}
+	pspServer := httptest.NewServer(psp.Handler())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		psp.Run(ctx)
+	}()
+	core, err := prs.NewServer(ctx, prs.ServerConfig{Pool: env.Pool, APIKey: "test-core", AdminToken: adminToken, Log: log})
+	if err != nil {
+		t.Fatalf("core simulator: %v", err)
+	}
+	coreServer := httptest.NewServer(core.Handler())
+
 	svcs := &jobs.Services{}
-	client, err := jobs.NewClient(env.Pool, svcs, jobs.Config{Work: opts.Work, SweepInterval: opts.SweepInterval, Logger: log, Workers: 10})
+	client, err := jobs.NewClient(env.Pool, svcs, jobs.Config{Work: opts.Work, SweepInterval: opts.SweepInterval, Logger: log, Workers: 10,
+		RescueStuckJobsAfter: opts.RescueStuckJobsAfter})
 	if err != nil {
 		t.Fatalf("river: %v", err)
 	}
 	svc := booking.NewService(booking.ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: log,
-		Catalog: booking.NewCatalog(env.Pool, time.Minute)})
-	svcs.Booking = svc
+		Catalog: booking.NewCatalog(env.Pool, time.Minute), Core: prs.NewClient(coreServer.URL, "test-core", &http.Client{Timeout: 5 * time.Second})})
+	srv := httptest.NewUnstartedServer(nil)
+	var gws []payment.GatewayConfig
+	for _, g := range gateways {
+		gws = append(gws, payment.GatewayConfig{ID: g.ID, BaseURL: pspServer.URL, APIKey: g.APIKey, WebhookSecret: g.WebhookSecret})
+	}
+	pay := payment.New(payment.Config{Pool: env.Pool, Redis: env.Redis, Prefix: env.KeyPrefix, Booking: svc, Jobs: client, Gateways: gws,
+		CallbackURL: "http://" + srv.Listener.Addr().String() + "/v1/internal/payments/callback",
+		ReturnURL:   "http://" + srv.Listener.Addr().String() + "/payments/return",
+		HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
+		LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, Log: log})
+	svcs.Booking, svcs.Payments = svc, pay
 	signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := chi.NewRouter()
-	api.New(api.Config{Service: svc, Pool: env.Pool, Signer: signer, MaxHoldsInFlight: opts.MaxHoldsInFlight, Log: log}).Routes(r)
-	srv := httptest.NewServer(r)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	api.New(api.Config{Service: svc, Payments: pay, Pool: env.Pool, Signer: signer, MaxHoldsInFlight: opts.MaxHoldsInFlight, Log: log}).Routes(r)
+	(&web.Pages{Booking: svc, Payments: pay, Log: log}).Routes(r)
+	srv.Config.Handler = r
+	srv.Start()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -86,6 +144,8 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	}
 	t.Cleanup(func() {
 		srv.Close()
+		pspServer.Close()
+		coreServer.Close()
 		if opts.Work {
 			stopCtx, c := context.WithTimeout(context.Background(), 10*time.Second)
 			client.Stop(stopCtx) //nolint:errcheck
@@ -94,7 +154,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		cancel()
 		wg.Wait()
 	})
-	return &Stack{Env: env, Service: svc, River: client, Server: srv, Signer: signer}
+	return &Stack{Env: env, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer}
 }
 
 // Token signs a session for a verified individual account.
@@ -160,4 +220,35 @@ func Must(t testing.TB, err error, what string, args ...any) {
 	if err != nil {
 		t.Fatalf("%s: %v", fmt.Sprintf(what, args...), err)
 	}
+}
+
+// admin sends an admin call to a simulator.
+func (s *Stack) admin(t testing.TB, base, path string, body any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("PUT", base+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("admin %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Fatalf("admin %s: %d %s", path, resp.StatusCode, msg)
+	}
+}
+
+// SetRoute changes one gateway route's behaviour at runtime.
+func (s *Stack) SetRoute(t testing.TB, rc pspapi.RouteConfig) {
+	s.admin(t, s.PSP.URL, "/admin/routes/"+rc.Gateway+"/"+rc.Method, rc)
+}
+
+// SetCoreFaults changes the reservation core's behaviour at runtime.
+func (s *Stack) SetCoreFaults(t testing.TB, f prs.Faults) {
+	s.admin(t, s.Core.URL, "/admin/faults", f)
 }

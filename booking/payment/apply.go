@@ -1,0 +1,225 @@
+package payment
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"tatkal/booking"
+	"tatkal/booking/db"
+	"tatkal/booking/payment/pspapi"
+)
+
+// apply moves a payment to what the gateway says (from a create answer, a
+// webhook or an inquiry), idempotently, and does what follows from it:
+// a success confirms the hold (or refunds a duplicate, or retakes the seats
+// of a lapsed hold); a definitive failure releases the seats; the bank's
+// acknowledgement extends the hold once.
+func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string) error {
+	var after []func()
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		after = after[:0]
+		var state string
+		var amount int64
+		var userID int64
+		var holdID uuid.UUID
+		err := tx.QueryRow(ctx, `SELECT state, amount_paise, user_id, hold_id FROM payments WHERE id = $1 FOR UPDATE`, id).
+			Scan(&state, &amount, &userID, &holdID)
+		if err != nil {
+			return fmt.Errorf("lock payment: %w", err)
+		}
+		if p.AmountPaise != 0 && p.AmountPaise != amount {
+			return booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The gateway reports ₹%s for a ₹%s payment.", rupees(p.AmountPaise), rupees(amount))
+		}
+		detail := map[string]any{"psp_ref": p.PSPRef, "gateway_status": p.Status}
+		set := func(to string, extra string, args ...any) error {
+			q := `UPDATE payments SET state = $2, psp_ref = coalesce(nullif($3, ''), psp_ref), bank_ref = coalesce(nullif($4, ''), bank_ref),
+				updated_at = now()` + extra + ` WHERE id = $1`
+			if _, err := tx.Exec(ctx, q, append([]any{id, to, p.PSPRef, p.BankRef}, args...)...); err != nil {
+				return fmt.Errorf("payment %s to %s: %w", id, to, err)
+			}
+			return event(ctx, tx, id, state, to, cause, detail)
+		}
+		switch p.Status {
+		case pspapi.StatusCreated:
+			if state != Initiated && state != Unknown {
+				return nil
+			}
+			next, _ := json.Marshal(p.NextAction)
+			return set(AwaitingUser, ", next_action = $5", next)
+		case pspapi.StatusPending:
+			if state != Initiated && state != Unknown && state != AwaitingUser {
+				return nil
+			}
+			if err := set(PendingAtBank, ""); err != nil {
+				return err
+			}
+			// The bank has it: give the seats one extension so a slow bank
+			// does not cost the passenger their berth.
+			h, err := booking.LockHoldTx(ctx, tx, holdID)
+			if err != nil {
+				return err
+			}
+			base := h.ExpiresAt
+			if now := time.Now(); base.Before(now) {
+				base = now
+			}
+			_, err = booking.ExtendHoldTx(ctx, tx, holdID, base.Add(s.cfg.Extension), true)
+			return err
+		case pspapi.StatusFailed:
+			if state == Success || state == Refunded {
+				s.log.Warn("gateway reports failure for a captured payment; ignored", "payment", id, "cause", cause)
+				return nil
+			}
+			if state == Failed {
+				return nil
+			}
+			detail["reason"] = p.FailureReason
+			if err := set(Failed, ", failure_reason = $5, resolved_at = now()", p.FailureReason); err != nil {
+				return err
+			}
+			h, err := booking.LockHoldTx(ctx, tx, holdID)
+			if err != nil {
+				return err
+			}
+			if released, err := s.booking.ReleaseTx(ctx, tx, h, booking.HoldReleased, "payment failed"); err != nil {
+				return err
+			} else if released {
+				after = append(after, func() { s.booking.AfterRelease(ctx, h) })
+			}
+			return booking.Notify(ctx, tx, userID, "PAYMENT_FAILED", id.String(), "Payment failed",
+				"Your payment of Rs "+rupees(amount)+" did not go through and nothing was charged. The seats were released.")
+		case pspapi.StatusSuccess:
+			if state == Success || state == Refunded {
+				return nil // a duplicate callback or a repeated inquiry
+			}
+			if err := set(Success, ", resolved_at = now()"); err != nil {
+				return err
+			}
+			return s.settle(ctx, tx, id, holdID, userID, amount, &after)
+		}
+		return fmt.Errorf("unknown gateway status %q", p.Status)
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range after {
+		f()
+	}
+	return nil
+}
+
+// settle decides, in tx, what a captured payment becomes: the hold's
+// ticket, a refund of a second charge, or (the hold having lapsed) a retake
+// of its seats or a refund.
+func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, userID, amount int64, after *[]func()) error {
+	h, err := booking.LockHoldTx(ctx, tx, holdID)
+	if err != nil {
+		return err
+	}
+	var others int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM payments WHERE hold_id = $1 AND id <> $2 AND state IN ('SUCCESS', 'REFUNDED')`,
+		holdID, id).Scan(&others); err != nil {
+		return fmt.Errorf("other payments of hold %s: %w", holdID, err)
+	}
+	refund := func(reason, message string) error {
+		if _, _, err := s.booking.RequestRefundTx(ctx, tx, id, reason, 0); err != nil {
+			return err
+		}
+		return booking.Notify(ctx, tx, userID, "REFUND_STARTED", id.String(), "Refund started", message)
+	}
+	switch {
+	case others > 0:
+		return refund(booking.RefundDuplicateCharge,
+			"You were charged twice for one booking. The second charge of Rs "+rupees(amount)+" is being refunded automatically.")
+	case h.State == booking.HoldHeld:
+		res, err := s.booking.ConfirmTx(ctx, tx, holdID)
+		if err != nil {
+			return err
+		}
+		*after = append(*after, func() { s.booking.AfterConfirm(ctx, res) })
+		return nil
+	case h.State == booking.HoldConfirmed:
+		return refund(booking.RefundDuplicateCharge,
+			"This booking was already paid for. Your payment of Rs "+rupees(amount)+" is being refunded automatically.")
+	case h.State == booking.HoldCancelled:
+		return refund(booking.RefundHoldCancelled,
+			"You cancelled this booking before the payment arrived. Rs "+rupees(amount)+" is being refunded automatically.")
+	default: // EXPIRED or RELEASED: the money came after the seats went back
+		_, err := s.jobs.InsertTx(ctx, tx, LateSuccessArgs{PaymentID: id}, &river.InsertOpts{})
+		return err
+	}
+}
+
+// ResolveLateSuccess handles a payment that succeeded after its hold had
+// lapsed: the same journey is held again and confirmed at the original fare
+// if seats are free within the grace period; otherwise the money goes back
+// in full (LATE_SUCCESS_NO_SEAT).
+func (s *Service) ResolveLateSuccess(ctx context.Context, id uuid.UUID) error {
+	var holdID uuid.UUID
+	var userID, amount int64
+	var state string
+	var released time.Time
+	var hstate string
+	err := s.pool.QueryRow(ctx, `SELECT p.hold_id, p.user_id, p.amount_paise, p.state, h.updated_at, h.state
+		FROM payments p JOIN holds h ON h.id = p.hold_id WHERE p.id = $1`, id).Scan(&holdID, &userID, &amount, &state, &released, &hstate)
+	if err != nil {
+		return fmt.Errorf("late success %s: %w", id, err)
+	}
+	if state != Success {
+		return nil
+	}
+	var handled bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refunds WHERE payment_id = $1)
+		OR EXISTS (SELECT 1 FROM bookings WHERE hold_id = $2)`, id, holdID).Scan(&handled); err != nil {
+		return fmt.Errorf("late success %s: %w", id, err)
+	}
+	if handled {
+		return nil
+	}
+	// A passenger who has since held or booked this train again gets the
+	// money back rather than a second ticket they did not ask for.
+	var rebooked bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM holds o JOIN holds h ON h.id = $1
+		WHERE o.user_id = h.user_id AND o.shard_id = h.shard_id AND o.id <> h.id AND o.state IN ('HELD', 'CONFIRMED')
+		  AND o.created_at > h.created_at)`, holdID).Scan(&rebooked); err != nil {
+		return fmt.Errorf("late success %s: %w", id, err)
+	}
+	if time.Since(released) < s.cfg.LateGrace && !rebooked {
+		res, outcome, err := s.booking.RetakeAndConfirm(ctx, holdID, func(tx pgx.Tx, res booking.ConfirmResult) error {
+			if err := event(ctx, tx, id, Success, Success, "late success: seats retaken", map[string]any{"pnr": res.PNR}); err != nil {
+				return err
+			}
+			return booking.Notify(ctx, tx, userID, "LATE_SUCCESS", id.String(), "Your payment arrived late: ticket confirmed",
+				"Your bank confirmed the payment after your hold ran out. The seats were still free, so PNR "+res.PNR+" is confirmed at the original fare.")
+		})
+		if err != nil {
+			return fmt.Errorf("late success %s: %w", id, err)
+		}
+		if outcome == booking.RetakeConfirmed {
+			s.log.Info("late success confirmed", "payment", id, "pnr", res.PNR)
+			return nil
+		}
+	}
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		var p pgx.Row = tx.QueryRow(ctx, `SELECT state FROM payments WHERE id = $1 FOR UPDATE`, id)
+		if err := p.Scan(&state); err != nil {
+			return err
+		}
+		if _, created, err := s.booking.RequestRefundTx(ctx, tx, id, booking.RefundLateSuccessNoSeat, 0); err != nil || !created {
+			return err
+		}
+		if err := event(ctx, tx, id, Success, Success, "late success: no seat, refunding", nil); err != nil {
+			return err
+		}
+		return booking.Notify(ctx, tx, userID, "REFUND_STARTED", id.String(), "Refund started",
+			"Your bank confirmed the payment after your hold ran out and the seats were gone. Rs "+rupees(amount)+" is being refunded in full.")
+	})
+}
+
+func rupees(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }

@@ -1,0 +1,84 @@
+package payment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"tatkal/booking"
+	"tatkal/booking/payment/pspapi"
+)
+
+// HandleWebhook verifies and applies one gateway callback. A callback with
+// a bad signature, a timestamp outside the replay window, an unknown
+// payment or an amount that does not match is refused, logged and changes
+// nothing. A duplicate is acknowledged and changes nothing.
+func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte) error {
+	reject := func(err *booking.Error) error {
+		s.log.Warn("webhook rejected", "gateway", h.Get(pspapi.HeaderGateway), "reason", err.Reason, "detail", err.Message)
+		return err
+	}
+	gw := h.Get(pspapi.HeaderGateway)
+	g := s.gateways[gw]
+	if g == nil {
+		return reject(booking.Errorf(booking.EUNAUTH, "UNKNOWN_GATEWAY", "Unknown gateway %q.", gw))
+	}
+	switch err := pspapi.Verify(g.cfg.WebhookSecret, h.Get(pspapi.HeaderTimestamp), h.Get(pspapi.HeaderSignature), body, time.Now()); {
+	case errors.Is(err, pspapi.ErrReplayed):
+		return reject(booking.Errorf(booking.EUNAUTH, "REPLAYED", "The callback's timestamp is outside the replay window."))
+	case err != nil:
+		return reject(booking.Errorf(booking.EUNAUTH, "BAD_SIGNATURE", "The callback's signature does not match."))
+	}
+	var w pspapi.Webhook
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil || w.EventID == "" {
+		return reject(booking.Errorf(booking.EINVALID, "MALFORMED_CALLBACK", "The callback body is not a valid event."))
+	}
+	id, err := uuid.Parse(w.MerchantRef)
+	if err != nil {
+		return reject(booking.Errorf(booking.EINVALID, "UNKNOWN_PAYMENT", "The callback names no payment of ours."))
+	}
+	var gateway, pspRef string
+	err = s.pool.QueryRow(ctx, `SELECT psp, coalesce(psp_ref, '') FROM payments WHERE id = $1`, id).Scan(&gateway, &pspRef)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && gateway != gw) {
+		return reject(booking.Errorf(booking.EINVALID, "UNKNOWN_PAYMENT", "The callback names no payment of ours at %s.", gw))
+	}
+	if err != nil {
+		return fmt.Errorf("webhook %s: %w", w.EventID, err)
+	}
+	if pspRef != "" && w.PSPRef != pspRef {
+		return reject(booking.Errorf(booking.EINVALID, "REF_MISMATCH", "The callback's gateway reference does not match the payment's."))
+	}
+	var seen bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_events WHERE gateway = $1 AND event_id = $2)`, gw, w.EventID).Scan(&seen); err != nil {
+		return fmt.Errorf("webhook %s: %w", w.EventID, err)
+	}
+	if seen {
+		return nil
+	}
+	p := pspapi.Payment{PSPRef: w.PSPRef, MerchantRef: w.MerchantRef, Status: w.Status, AmountPaise: w.AmountPaise,
+		BankRef: w.BankRef, FailureReason: w.FailureReason}
+	if w.AmountPaise <= 0 {
+		return reject(booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The callback carries no amount."))
+	}
+	if err := s.apply(ctx, id, p, "webhook "+w.EventID); err != nil {
+		var be *booking.Error
+		if errors.As(err, &be) {
+			return reject(be)
+		}
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO webhook_events (gateway, event_id, payment_id, status) VALUES ($1, $2, $3, $4)
+		ON CONFLICT DO NOTHING`, gw, w.EventID, id, w.Status); err != nil {
+		return fmt.Errorf("webhook %s: %w", w.EventID, err)
+	}
+	return nil
+}

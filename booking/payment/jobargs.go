@@ -1,0 +1,29 @@
+package payment
+
+import (
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"tatkal/booking"
+)
+
+// InquiryArgs asks the gateway where a payment stands, again and again with
+// backoff, until it is resolved.
+type InquiryArgs struct {
+	PaymentID uuid.UUID `json:"payment_id"`
+}
+
+func (InquiryArgs) Kind() string { return "payment_inquiry" }
+func (InquiryArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: booking.QueueMoney, MaxAttempts: 200}
+}
+
+// LateSuccessArgs resolves a payment that succeeded after its hold lapsed.
+type LateSuccessArgs struct {
+	PaymentID uuid.UUID `json:"payment_id"`
+}
+
+func (LateSuccessArgs) Kind() string { return "payment_late_success" }
+func (LateSuccessArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: booking.QueueMoney, MaxAttempts: 200}
+}

@@ -1,0 +1,74 @@
+package pspsim
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+
+	"tatkal/booking/payment/pspapi"
+)
+
+// requireAdmin admits calls carrying the admin token; with no token
+// configured the admin API is shut.
+func (s *Server) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.AdminToken == "" {
+			writeError(w, r, s.log, &apiError{status: http.StatusForbidden, code: pspapi.CodeForbidden,
+				msg: "the admin API is disabled: no admin token is configured"})
+			return
+		}
+		if !bearer(r, s.cfg.AdminToken) {
+			writeError(w, r, s.log, &apiError{status: http.StatusUnauthorized, code: pspapi.CodeUnauthorized,
+				msg: "send Authorization: Bearer <admin token>"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// handleListRoutes is GET /admin/routes: every route, by gateway and method.
+func (s *Server) handleListRoutes(w http.ResponseWriter, r *http.Request) error {
+	routes, err := s.allRoutes(r.Context(), s.pool)
+	if err != nil {
+		return err
+	}
+	list := make([]pspapi.RouteConfig, 0, len(routes))
+	for _, rc := range routes {
+		list = append(list, rc)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		return routeKey(list[i].Gateway, list[i].Method) < routeKey(list[j].Gateway, list[j].Method)
+	})
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// handlePutRoute is PUT /admin/routes/{gw}/{method}: replace one route's
+// settings. The body's gateway and method may be omitted; if given they
+// must match the path.
+func (s *Server) handlePutRoute(w http.ResponseWriter, r *http.Request) error {
+	gw, method := chiParam(r, "gw"), strings.ToUpper(chiParam(r, "method"))
+	if _, ok := s.gateways[gw]; !ok {
+		return notFound("unknown gateway %q", gw)
+	}
+	if !knownMethod(method) {
+		return invalid("method %q is not one of UPI, CARD, NETBANKING", chiParam(r, "method"))
+	}
+	var rc pspapi.RouteConfig
+	if err := decodeJSON(w, r, &rc); err != nil {
+		return err
+	}
+	if (rc.Gateway != "" && rc.Gateway != gw) || (rc.Method != "" && !strings.EqualFold(rc.Method, method)) {
+		return invalid("body names route %s/%s but the path names %s/%s", rc.Gateway, rc.Method, gw, method)
+	}
+	rc.Gateway, rc.Method = gw, method
+	if err := validateRoute(rc); err != nil {
+		return invalid("invalid route settings: %v", err)
+	}
+	if err := s.putRoute(r.Context(), rc); err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "route changed", "gateway", gw, "method", method, "config", rc)
+	writeJSON(w, http.StatusOK, rc)
+	return nil
+}

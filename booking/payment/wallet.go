@@ -1,0 +1,114 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"tatkal/booking"
+	"tatkal/booking/db"
+)
+
+// Entry is one wallet ledger line.
+type Entry struct {
+	ID           int64     `json:"id"`
+	Kind         string    `json:"kind"`
+	Ref          string    `json:"ref"`
+	AmountPaise  int64     `json:"amount_paise"`
+	BalanceAfter int64     `json:"balance_after_paise"`
+	At           time.Time `json:"at"`
+}
+
+// walletPost applies one ledger entry in tx: the balance moves by amount
+// (negative for a debit) and may never go below zero. The same (kind, ref)
+// is applied once; applying it again returns false and changes nothing.
+func walletPost(ctx context.Context, tx pgx.Tx, userID int64, kind, ref string, amount int64) (bool, error) {
+	var seen bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM wallet_entries WHERE kind = $1 AND ref = $2)`, kind, ref).Scan(&seen); err != nil {
+		return false, fmt.Errorf("wallet %s %s: %w", kind, ref, err)
+	}
+	if seen {
+		return false, nil
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO wallet_accounts (user_id) VALUES ($1) ON CONFLICT DO NOTHING`, userID); err != nil {
+		return false, fmt.Errorf("wallet account %d: %w", userID, err)
+	}
+	var balance int64
+	err := tx.QueryRow(ctx, `UPDATE wallet_accounts SET balance_paise = balance_paise + $2, updated_at = now()
+		WHERE user_id = $1 AND balance_paise + $2 >= 0 RETURNING balance_paise`, userID, amount).Scan(&balance)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, booking.Errorf(booking.ECONFLICT, "INSUFFICIENT_BALANCE", "Your wallet balance is too low for this payment; top up or choose another method.")
+	}
+	if err != nil {
+		return false, fmt.Errorf("wallet %s %s: %w", kind, ref, err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO wallet_entries (user_id, kind, ref, amount_paise, balance_after) VALUES ($1, $2, $3, $4, $5)`,
+		userID, kind, ref, amount, balance); err != nil {
+		return false, fmt.Errorf("wallet %s %s: %w", kind, ref, err)
+	}
+	return true, nil
+}
+
+// TopUp credits the wallet. ref makes it idempotent (a retried top-up with
+// the same reference is applied once). Real top-ups arrive from a gateway
+// collect; this is the ledger side of one.
+func (s *Service) TopUp(ctx context.Context, userID, amount int64, ref string) (int64, error) {
+	if amount <= 0 || amount > 10_00_000_00 {
+		return 0, booking.Errorf(booking.EINVALID, "BAD_AMOUNT", "A top-up must be between ₹0.01 and ₹10,00,000.")
+	}
+	if len(ref) < 8 || len(ref) > 128 {
+		return 0, booking.Errorf(booking.EINVALID, "BAD_IDEMPOTENCY_KEY", "A top-up needs an Idempotency-Key of 8-128 characters.")
+	}
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		_, err := walletPost(ctx, tx, userID, "TOPUP", fmt.Sprintf("%d:%s", userID, ref), amount)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	b, _, err := s.Wallet(ctx, userID, 0)
+	return b, err
+}
+
+// Wallet returns the balance and the latest limit ledger entries.
+func (s *Service) Wallet(ctx context.Context, userID int64, limit int) (int64, []Entry, error) {
+	var balance int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT balance_paise FROM wallet_accounts WHERE user_id = $1), 0)`, userID).Scan(&balance)
+	if err != nil {
+		return 0, nil, fmt.Errorf("wallet %d: %w", userID, err)
+	}
+	if limit <= 0 {
+		return balance, nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, kind, ref, amount_paise, balance_after, at FROM wallet_entries
+		WHERE user_id = $1 ORDER BY id DESC LIMIT $2`, userID, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("wallet %d: %w", userID, err)
+	}
+	entries, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Entry])
+	return balance, entries, err
+}
+
+// CheckLedger verifies every wallet: the balance equals the sum of its
+// entries, each entry's running balance is right, and none is negative.
+// It returns the users whose wallets disagree.
+func CheckLedger(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}) ([]int64, error) {
+	rows, err := q.Query(ctx, `
+		SELECT a.user_id FROM wallet_accounts a
+		LEFT JOIN (SELECT user_id, sum(amount_paise) AS total FROM wallet_entries GROUP BY user_id) e ON e.user_id = a.user_id
+		WHERE a.balance_paise <> coalesce(e.total, 0) OR a.balance_paise < 0
+		UNION
+		SELECT user_id FROM (
+			SELECT user_id, balance_after, sum(amount_paise) OVER (PARTITION BY user_id ORDER BY id) AS running
+			FROM wallet_entries) x
+		WHERE balance_after <> running OR balance_after < 0`)
+	if err != nil {
+		return nil, fmt.Errorf("check ledger: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}

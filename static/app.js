@@ -1,0 +1,1 @@
+// Small progressive enhancements live here; every page works without it.

@@ -1,2 +1,0 @@
-// Package views will hold the templ components of every page.
-package views

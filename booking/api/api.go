@@ -25,8 +25,8 @@ var openAPI []byte
 type Config struct {
 	Service  *booking.Service
 	Payments *payment.Service
-	Pool    *pgxpool.Pool
-	Signer  *auth.Signer
+	Pool     *pgxpool.Pool
+	Signer   *auth.Signer
 	// MaxHoldsInFlight bounds concurrent hold requests; the excess is shed
 	// at once with 503 and Retry-After rather than queued without bound.
 	MaxHoldsInFlight int

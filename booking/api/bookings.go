@@ -95,22 +95,22 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 }
 
 type statusResponse struct {
-	HoldID           uuid.UUID           `json:"hold_id"`
-	State            string              `json:"state"`
-	PNR              *string             `json:"pnr"`
-	Train            string              `json:"train_no"`
-	JourneyDate      string              `json:"journey_date"`
-	Class            string              `json:"class"`
-	From             string              `json:"from"`
-	To               string              `json:"to"`
-	Passengers       []passengerStatus   `json:"passengers"`
-	HoldExpiresAt    *time.Time          `json:"hold_expires_at,omitempty"`
-	WaitlistNo       int                 `json:"waitlist_no,omitempty"`
-	Fare             *fareJSON           `json:"fare"`
-	RefundDuePaise   int64               `json:"refund_due_paise"`
-	Message          string              `json:"message"`
-	NextCheckAfterMs int                 `json:"next_check_after_ms,omitempty"`
-	Payment          *payment.View       `json:"payment,omitempty"`
+	HoldID           uuid.UUID         `json:"hold_id"`
+	State            string            `json:"state"`
+	PNR              *string           `json:"pnr"`
+	Train            string            `json:"train_no"`
+	JourneyDate      string            `json:"journey_date"`
+	Class            string            `json:"class"`
+	From             string            `json:"from"`
+	To               string            `json:"to"`
+	Passengers       []passengerStatus `json:"passengers"`
+	HoldExpiresAt    *time.Time        `json:"hold_expires_at,omitempty"`
+	WaitlistNo       int               `json:"waitlist_no,omitempty"`
+	Fare             *fareJSON         `json:"fare"`
+	RefundDuePaise   int64             `json:"refund_due_paise"`
+	Message          string            `json:"message"`
+	NextCheckAfterMs int               `json:"next_check_after_ms,omitempty"`
+	Payment          *payment.View     `json:"payment,omitempty"`
 }
 
 type passengerStatus struct {

@@ -202,4 +202,3 @@ func refundReason(r string) string {
 	}
 	return "refund"
 }
-

@@ -26,9 +26,9 @@ type InitiateRequest struct {
 }
 
 var (
-	vpaRE  = regexp.MustCompile(`^[a-zA-Z0-9._-]{2,256}@[a-zA-Z]{2,64}$`)
-	keyRE  = regexp.MustCompile(`^[A-Za-z0-9:._-]{8,128}$`)
-	banks  = map[string]bool{"SBI": true, "HDFC": true, "ICICI": true, "AXIS": true, "KOTAK": true, "PNB": true, "BOB": true, "CANARA": true}
+	vpaRE       = regexp.MustCompile(`^[a-zA-Z0-9._-]{2,256}@[a-zA-Z]{2,64}$`)
+	keyRE       = regexp.MustCompile(`^[A-Za-z0-9:._-]{8,128}$`)
+	banks       = map[string]bool{"SBI": true, "HDFC": true, "ICICI": true, "AXIS": true, "KOTAK": true, "PNB": true, "BOB": true, "CANARA": true}
 	methodNames = map[string]string{Wallet: "wallet", UPI: "UPI", Card: "card", NetBanking: "net banking"}
 )
 
@@ -244,4 +244,3 @@ func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) er
 		return event(ctx, tx, id, state, Unknown, "create timed out or failed", map[string]any{"error": cause.Error()})
 	})
 }
-

@@ -113,4 +113,3 @@ func (s *Service) finishRefund(ctx context.Context, refundID, paymentID uuid.UUI
 			"Rs "+rupees(amount)+" has been refunded "+where+".")
 	})
 }
-

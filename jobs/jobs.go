@@ -27,6 +27,8 @@ type Config struct {
 	// RescueStuckJobsAfter: a job left running by a dead process is retried
 	// after this long (River's default: an hour).
 	RescueStuckJobsAfter time.Duration
+	// JobTimeout bounds one run of a job (River's default: a minute).
+	JobTimeout time.Duration
 }
 
 // Services are the domain services the workers call. Workers keep a
@@ -40,7 +42,7 @@ type Services struct {
 // the periodic jobs; without, it only inserts (the services need one to
 // enqueue effects in their transactions before the workers exist).
 func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx.Tx], error) {
-	rc := &river.Config{Logger: cfg.Logger, RescueStuckJobsAfter: cfg.RescueStuckJobsAfter}
+	rc := &river.Config{Logger: cfg.Logger, RescueStuckJobsAfter: cfg.RescueStuckJobsAfter, JobTimeout: cfg.JobTimeout}
 	if cfg.Work {
 		if cfg.Workers == 0 {
 			cfg.Workers = 20

@@ -1,41 +1,371 @@
 // Package bench measures the hold path on one hot shard against the raw
-// ceilings of Redis and PostgreSQL on the same machine, in the same run.
+// ceilings of Redis and PostgreSQL on the same machine, in the same run:
+// a figure is only meaningful beside what the hardware gave a minimal
+// program a moment earlier.
 package bench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"tatkal/booking"
+	"tatkal/booking/api"
+	"tatkal/booking/auth"
+	"tatkal/booking/inventory"
+	"tatkal/booking/seed"
 )
 
 // Options configure a run.
 type Options struct {
-	Duration    time.Duration
+	// Duration is the length of each measured phase.
+	Duration time.Duration
+	// Concurrency is the number of closed-loop clients in every phase.
 	Concurrency int
-	Berths      int
-	BaseURL     string
-	Pool        *pgxpool.Pool
-	Redis       redis.UniversalClient
-	Service     *booking.Service
-	SessionKey  []byte
+	// Berths on the hot shard.
+	Berths int
+	// BaseURL is a running server that serves the /v1 API over Service.
+	// Empty: Run serves the API itself on a loopback port.
+	BaseURL    string
+	Pool       *pgxpool.Pool
+	Redis      redis.UniversalClient
+	Service    *booking.Service
+	SessionKey []byte
+	// PipelineBatch is how many script calls share one round trip in the
+	// pipelined Lua ceiling.
+	PipelineBatch int
+	// Writers is how many group-commit writers the PostgreSQL ceiling runs;
+	// it should match the service's committer (main.go runs 3).
+	Writers int
+	// FreshUsers is how many users each hold-only phase may spend (one
+	// durable hold each). Zero: Concurrency plus 8,000 per second of
+	// Duration, above what this path reaches on a small machine; a phase
+	// that runs out stops early and says so.
+	FreshUsers int
+	// ProfileDir, when set, receives a CPU profile of each phase
+	// (<phase>.pprof) for `go tool pprof`.
+	ProfileDir string
+	// Log receives progress; nil discards it.
+	Log *slog.Logger
 }
 
 // DefaultOptions are what `tatkal bench` uses without flags.
 func DefaultOptions() Options {
-	return Options{Duration: 5 * time.Second, Concurrency: 64, Berths: 400}
+	return Options{Duration: 5 * time.Second, Concurrency: 64, Berths: 400, PipelineBatch: 50, Writers: 3}
 }
 
-// Report is a run's figures.
-type Report struct{}
+func (o Options) withDefaults() (Options, error) {
+	d := DefaultOptions()
+	if o.Duration <= 0 {
+		o.Duration = d.Duration
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = d.Concurrency
+	}
+	if o.Berths <= 0 {
+		o.Berths = d.Berths
+	}
+	if o.PipelineBatch <= 0 {
+		o.PipelineBatch = d.PipelineBatch
+	}
+	if o.Writers <= 0 {
+		o.Writers = d.Writers
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.Pool == nil:
+		return o, errors.New("bench: no PostgreSQL pool")
+	case o.Redis == nil:
+		return o, errors.New("bench: no Redis client")
+	case o.Service == nil:
+		return o, errors.New("bench: no booking service")
+	case len(o.SessionKey) < 32:
+		return o, errors.New("bench: the session key must be at least 32 bytes")
+	}
+	return o, nil
+}
 
-func (r Report) String() string { return "" }
+// hotWaitlist is the hot shard's waitlist cap: high enough that it never
+// sells out, so every answer of a hold-only phase is a durable hold.
+const hotWaitlist = 1_000_000
 
-// Run measures.
+// runEnv is what the phases share: the shards, their users and the way to
+// reach the API.
+type runEnv struct {
+	opts  Options
+	runID string
+	// shard is the hot shard of the cycle and hold-only phases; rushShard
+	// has the real waitlist cap, so the rush can sell it out.
+	shard, rushShard *booking.Shard
+	stops            []string
+	cycle            []int64    // one user per client for the hold-and-cancel cycle
+	fresh            [2][]int64 // the service and HTTP hold-only phases: one user per durable hold
+	rush             []int64    // the rush: one user per durable hold
+	tokens           map[int64]string
+	baseURL          string
+	created          time.Time // account creation stated in the sessions
+}
+
+// Run seeds two fresh shards (the hot shard and the rush shard) and their
+// users, measures every phase in turn and checks both shards' invariants at
+// the end. A run that breaks an invariant still returns its report (Checks
+// say what broke, OK is false) and no error: the numbers are worth reading
+// either way.
 func Run(ctx context.Context, opts Options) (Report, error) {
-	return Report{}, errors.New("bench: not written yet")
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+		Duration: opts.Duration, Concurrency: opts.Concurrency, Berths: opts.Berths,
+		PipelineBatch: opts.PipelineBatch, Writers: opts.Writers, HoldWindow: opts.Service.Rules().HoldWindow,
+		LoadAvg: loadAverage(),
+	}
+	env, err := prepare(ctx, opts)
+	if err != nil {
+		return rep, err
+	}
+	rep.ShardID, rep.Shard, rep.RushShardID = env.shard.ID, env.shard.Key(), env.rushShard.ID
+	rep.Users = len(env.cycle) + len(env.fresh[0]) + len(env.fresh[1]) + len(env.rush)
+	rep.BaseURL, rep.OwnServer = opts.BaseURL, opts.BaseURL == ""
+	if rep.OwnServer {
+		url, stop, err := serveAPI(opts)
+		if err != nil {
+			return rep, err
+		}
+		defer stop()
+		rep.BaseURL = url
+	}
+	env.baseURL = rep.BaseURL
+	opts.Log.Info("bench ready", "hot_shard", env.shard.ID, "rush_shard", env.rushShard.ID, "users", rep.Users, "http", rep.BaseURL)
+
+	phases := []struct {
+		name string
+		out  *Phase
+		run  func(context.Context, *runEnv) (Phase, error)
+	}{
+		{"raw-lua", &rep.RawLua, rawLua},
+		{"raw-lua-pipelined", &rep.RawLuaPipelined, rawLuaPipelined},
+		{"raw-pg", &rep.RawPG, rawPG},
+		{"cycle", &rep.Cycle, serviceCycle},
+		{"service", &rep.Service, serviceHolds},
+		{"http", &rep.HTTP, httpHolds},
+		{"rush", &rep.Rush, httpRush},
+	}
+	for _, p := range phases {
+		opts.Log.Info("bench phase", "phase", p.name, "duration", opts.Duration)
+		stopProfile, err := startProfile(opts.ProfileDir, p.name)
+		if err != nil {
+			return rep, err
+		}
+		before := sampleCPU(ctx, opts.Redis, opts.Pool)
+		ph, err := p.run(ctx, env)
+		ph.CPU = sampleCPU(ctx, opts.Redis, opts.Pool).since(before)
+		stopProfile()
+		if err != nil {
+			return rep, fmt.Errorf("bench %s: %w", p.name, err)
+		}
+		if prefix, ok := keyPrefixes[p.name]; ok {
+			if err := batches(ctx, env, prefix, &ph); err != nil {
+				return rep, fmt.Errorf("bench %s: %w", p.name, err)
+			}
+		}
+		*p.out = ph
+		if err := ctx.Err(); err != nil {
+			return rep, fmt.Errorf("bench %s: %w", p.name, err)
+		}
+	}
+
+	for _, sh := range []*booking.Shard{env.shard, env.rushShard} {
+		c, err := inventory.Check(ctx, opts.Pool, opts.Service.Store(), sh.ID, opts.Service.Rules().HoldWindow)
+		if err != nil {
+			return rep, fmt.Errorf("bench: check shard %d: %w", sh.ID, err)
+		}
+		rep.Checks = append(rep.Checks, c)
+	}
+	return rep, nil
+}
+
+// keyPrefixes name each hold-writing phase's idempotency keys (see idemKey).
+var keyPrefixes = map[string]string{"cycle": "c", "service": "s", "http": "h", "rush": "r"}
+
+// batches reads how a phase's holds were grouped into transactions.
+func batches(ctx context.Context, env *runEnv, phase string, ph *Phase) error {
+	err := env.opts.Pool.QueryRow(ctx, `
+		SELECT count(*), coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY n), 0), coalesce(max(n), 0)
+		FROM (SELECT count(*) AS n FROM holds WHERE shard_id = ANY($1) AND idempotency_key LIKE $2 GROUP BY created_at) b`,
+		[]int64{env.shard.ID, env.rushShard.ID}, "bench-"+env.runID+"-"+phase+"-%").Scan(&ph.Commits, &ph.BatchP50, &ph.BatchMax)
+	if err != nil {
+		return fmt.Errorf("read group-commit batches: %w", err)
+	}
+	return nil
+}
+
+// newShard creates a shard of train 12951 3A on a random far-future date,
+// so runs never collide, and loads it into Redis.
+func newShard(ctx context.Context, opts Options, waitlist *int) (*booking.Shard, error) {
+	var id int64
+	for attempt := 0; ; attempt++ {
+		// 3 to 30 years out: no real booking and no earlier run is there.
+		day := time.Now().In(booking.IST).AddDate(3, 0, mrand.IntN(27*365))
+		date := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, booking.IST)
+		var err error
+		id, err = seed.Shard(ctx, opts.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: opts.Berths,
+			OpensAt: time.Now().Add(-time.Minute), WaitlistCap: waitlist})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, seed.ErrShardExists) || attempt >= 5 {
+			return nil, fmt.Errorf("bench: create shard: %w", err)
+		}
+	}
+	if _, err := opts.Service.Rebuild(ctx, id); err != nil {
+		return nil, fmt.Errorf("bench: load shard %d: %w", id, err)
+	}
+	shard, err := opts.Service.Catalog().ByID(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("bench: read shard %d: %w", id, err)
+	}
+	return shard, nil
+}
+
+// prepare seeds the demo trains (idempotent), the two shards and the
+// users, and signs a session for every user.
+func prepare(ctx context.Context, opts Options) (*runEnv, error) {
+	env := &runEnv{opts: opts, runID: randHex(4), tokens: map[int64]string{}, created: time.Now().AddDate(0, 0, -30)}
+	if _, err := seed.Demo(ctx, opts.Pool, seed.DemoOptions{}); err != nil {
+		return nil, fmt.Errorf("bench: seed demo trains: %w", err)
+	}
+	wl := hotWaitlist
+	var err error
+	if env.shard, err = newShard(ctx, opts, &wl); err != nil {
+		return nil, err
+	}
+	if env.rushShard, err = newShard(ctx, opts, nil); err != nil {
+		return nil, err
+	}
+	for _, s := range env.shard.Stops {
+		env.stops = append(env.stops, s.Code)
+	}
+
+	// One live hold per user: the cycle needs one user per client (its
+	// hold is cancelled at once, so the daily cap never binds); the other
+	// phases need a fresh user for every durable hold they may get.
+	fresh := opts.FreshUsers
+	if fresh <= 0 {
+		fresh = opts.Concurrency + int(8000*opts.Duration.Seconds())
+	}
+	rushN := env.rushShard.Total + env.rushShard.WaitlistCap + opts.Concurrency
+	hash, err := auth.HashPassword(randHex(8), auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	ids, err := seed.Users(ctx, opts.Pool, seed.UsersSpec{Count: opts.Concurrency + 2*fresh + rushN,
+		Prefix: "bench" + env.runID + "_", PasswordHash: hash, CreatedAt: env.created})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	env.cycle, ids = ids[:opts.Concurrency], ids[opts.Concurrency:]
+	env.fresh[0], env.fresh[1], env.rush = ids[:fresh], ids[fresh:2*fresh], ids[2*fresh:]
+	signer, err := auth.NewSigner(opts.SessionKey)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	exp := time.Now().Add(time.Hour)
+	for _, u := range env.fresh[1] {
+		env.tokens[u] = signer.Sign(auth.Session{UserID: u, Verified: true, CreatedAt: env.created, ExpiresAt: exp})
+	}
+	for _, u := range env.rush {
+		env.tokens[u] = signer.Sign(auth.Session{UserID: u, Verified: true, CreatedAt: env.created, ExpiresAt: exp})
+	}
+	return env, nil
+}
+
+// serveAPI serves the /v1 API over loopback, as main.go's server does
+// (minus the middleware that plays no part in a hold).
+func serveAPI(opts Options) (string, func(), error) {
+	signer, err := auth.NewSigner(opts.SessionKey)
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: %w", err)
+	}
+	r := chi.NewRouter()
+	api.New(api.Config{Service: opts.Service, Pool: opts.Pool, Signer: signer, Log: opts.Log}).Routes(r)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: listen: %w", err)
+	}
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln) //nolint:errcheck // returns ErrServerClosed on stop
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx) //nolint:errcheck
+	}
+	return "http://" + ln.Addr().String(), stop, nil
+}
+
+// startProfile writes a CPU profile of one phase when dir is set.
+func startProfile(dir, phase string) (func(), error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: profile dir: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, phase+".pprof"))
+	if err != nil {
+		return nil, fmt.Errorf("bench: profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: profile %s: %w", phase, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// loadAverage is the machine's one-minute load average (-1 when unknown):
+// other work on the machine shows in every figure.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) //nolint:errcheck // never fails (Go 1.24+)
+	return hex.EncodeToString(b)
 }

@@ -1,0 +1,240 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+)
+
+// passenger is the one traveller of every bench hold: valid, with an ID.
+func passenger(g int) booking.Passenger {
+	gender := "F"
+	if g%2 == 1 {
+		gender = "M"
+	}
+	return booking.Passenger{Name: "Bench Passenger", Age: 34, Gender: gender, IDType: "PAN", IDRef: "ABCDE1234F"}
+}
+
+// journey picks random boarding and alighting stops, so the script meets
+// fragmented leg masks as a real shard's would.
+func journey(rng *rand.Rand, stops int) (int, int) {
+	from := rng.IntN(stops - 1)
+	return from, from + 1 + rng.IntN(stops-1-from)
+}
+
+func (env *runEnv) idemKey(phase string, g, n int) string {
+	return "bench-" + env.runID + "-" + phase + "-" + strconv.Itoa(g) + "-" + strconv.Itoa(n)
+}
+
+func reasonOf(err error) string {
+	if r := booking.ErrorReason(err); r != "" {
+		return r
+	}
+	return string(booking.ErrorCode(err))
+}
+
+// serviceCycle calls Service.Hold directly. Each client is one user; after
+// every durable answer it cancels through Service.Cancel, so the seats come
+// back and the hot shard keeps free berths: it shows what recycling a
+// hold costs beside taking it.
+func serviceCycle(ctx context.Context, env *runEnv) (Phase, error) {
+	svc, sh := env.opts.Service, env.shard
+	t, elapsed := closedLoop(ctx, env.opts.Concurrency, env.opts.Duration, func(g int, t *tally, more func() bool) {
+		user := env.cycle[g]
+		caller := booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}
+		rng := rand.New(rand.NewPCG(uint64(g), 1))
+		for n := 0; more(); n++ {
+			from, to := journey(rng, len(env.stops))
+			start := time.Now()
+			res, err := svc.Hold(ctx, caller, booking.HoldRequest{UserID: user, IdempotencyKey: env.idemKey("c", g, n),
+				Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota, From: env.stops[from], To: env.stops[to],
+				Passengers: []booking.Passenger{passenger(g)}})
+			d := time.Since(start)
+			t.lat, t.holdTime = append(t.lat, d), t.holdTime+d
+			if err != nil {
+				t.fail("hold: " + reasonOf(err))
+				continue
+			}
+			t.ops++
+			if res.Status == "SOLD_OUT" {
+				t.soldOut++
+				continue
+			}
+			t.durable++
+			start = time.Now()
+			_, err = svc.Cancel(ctx, user, res.HoldID)
+			d = time.Since(start)
+			t.cancelLat, t.cancelTime = append(t.cancelLat, d), t.cancelTime+d
+			if err != nil {
+				t.fail("cancel: " + reasonOf(err))
+			}
+		}
+	})
+	return t.phase("cycle: Service.Hold, then Service.Cancel", elapsed), nil
+}
+
+// holdOnly runs clients that each hold with a fresh user per durable
+// answer and never cancel: a client told SOLD_OUT asks again with a new
+// key, one given a hold moves on to the next user. call makes one attempt
+// and returns whether the answer was durable and a failure reason ("" for
+// an answer). With rush set every client asks for the whole route and the
+// end of each decision is recorded, to find the sell-out; without it the
+// journeys are random.
+func holdOnly(ctx context.Context, env *runEnv, name string, users []int64, rush bool,
+	call func(g, n int, user int64, from, to int) (durable bool, failure string)) Phase {
+	var next atomic.Int64
+	begin := time.Now()
+	t, elapsed := closedLoop(ctx, env.opts.Concurrency, env.opts.Duration, func(g int, t *tally, more func() bool) {
+		take := func() (int64, bool) {
+			i := next.Add(1) - 1
+			if i >= int64(len(users)) {
+				return 0, false
+			}
+			return users[i], true
+		}
+		rng := rand.New(rand.NewPCG(uint64(g), 3))
+		user, ok := take()
+		for n := 0; ok && more(); n++ {
+			from, to := 0, len(env.stops)-1
+			if !rush {
+				from, to = journey(rng, len(env.stops))
+			}
+			start := time.Now()
+			durable, failure := call(g, n, user, from, to)
+			t.lat = append(t.lat, time.Since(start))
+			if failure != "" {
+				t.fail(failure)
+				continue
+			}
+			t.ops++
+			if rush {
+				t.events = append(t.events, event{end: time.Since(begin), durable: durable})
+			}
+			if !durable {
+				t.soldOut++
+				continue
+			}
+			t.durable++
+			user, ok = take()
+		}
+		if !ok {
+			t.fail("ran out of fresh users (raise FreshUsers)")
+		}
+	})
+	return t.phase(name, elapsed)
+}
+
+// serviceHolds is the hold path without HTTP: Service.Hold on the hot
+// shard, whose waitlist never fills, so every answer is a durable hold:
+// HELD while a berth is free for the journey, WAITLIST_OFFERED after, each
+// the same script and the same group-committed write.
+func serviceHolds(ctx context.Context, env *runEnv) (Phase, error) {
+	svc, sh := env.opts.Service, env.shard
+	return holdOnly(ctx, env, "service: Service.Hold, fresh users", env.fresh[0], false, func(g, n int, user int64, from, to int) (bool, string) {
+		res, err := svc.Hold(ctx, booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}, booking.HoldRequest{
+			UserID: user, IdempotencyKey: env.idemKey("s", g, n), Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota,
+			From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g)}})
+		if err != nil {
+			return false, "hold: " + reasonOf(err)
+		}
+		return res.Status != "SOLD_OUT", ""
+	}), nil
+}
+
+// httpHolds is serviceHolds through the HTTP API.
+func httpHolds(ctx context.Context, env *runEnv) (Phase, error) {
+	c := newClient(env)
+	defer c.close()
+	return holdOnly(ctx, env, "HTTP: POST /v1/bookings/hold, fresh users", env.fresh[1], false, func(g, n int, user int64, from, to int) (bool, string) {
+		return c.hold(ctx, env, env.shard, user, env.idemKey("h", g, n), from, to, g)
+	}), nil
+}
+
+// httpRush is the 10:00 rush through HTTP on the rush shard, which has the
+// real waitlist cap: every client asks for the whole route and keeps what
+// it gets, so the shard fills (HELD, then the Tatkal waitlist) and then
+// answers SOLD_OUT.
+func httpRush(ctx context.Context, env *runEnv) (Phase, error) {
+	c := newClient(env)
+	defer c.close()
+	return holdOnly(ctx, env, "rush: HTTP, whole route, no cancels", env.rush, true, func(g, n int, user int64, from, to int) (bool, string) {
+		return c.hold(ctx, env, env.rushShard, user, env.idemKey("r", g, n), from, to, g)
+	}), nil
+}
+
+// client speaks the /v1 API over loopback with enough idle connections
+// that no request waits for one.
+type client struct {
+	base string
+	http *http.Client
+}
+
+func newClient(env *runEnv) *client {
+	tr := &http.Transport{MaxIdleConns: 4 * env.opts.Concurrency, MaxIdleConnsPerHost: 4 * env.opts.Concurrency,
+		IdleConnTimeout: time.Minute, DisableCompression: true}
+	return &client{base: env.baseURL, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+}
+
+func (c *client) close() { c.http.CloseIdleConnections() }
+
+type holdBody struct {
+	TrainNo     string              `json:"train_no"`
+	JourneyDate string              `json:"journey_date"`
+	Class       string              `json:"class"`
+	Quota       string              `json:"quota"`
+	From        string              `json:"from"`
+	To          string              `json:"to"`
+	Passengers  []booking.Passenger `json:"passengers"`
+}
+
+// answer is the part of a hold answer or problem document the bench reads.
+type answer struct {
+	HoldID *uuid.UUID `json:"hold_id"`
+	Status string     `json:"status"`
+	Reason string     `json:"reason"`
+}
+
+// hold posts one hold and reads the whole answer (so the connection goes
+// back to the pool), then classifies it: 201 is durable, 200 is SOLD_OUT,
+// anything else is a failure named by status and reason.
+func (c *client) hold(ctx context.Context, env *runEnv, sh *booking.Shard, user int64, idem string, from, to, g int) (durable bool, failure string) {
+	body, err := json.Marshal(holdBody{TrainNo: sh.Train, JourneyDate: sh.Date.Format(time.DateOnly), Class: sh.Class,
+		Quota: sh.Quota, From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g)}})
+	if err != nil {
+		return false, "hold: encode"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/bookings/hold", bytes.NewReader(body))
+	if err != nil {
+		return false, "hold: request"
+	}
+	req.Header.Set("Authorization", "Bearer "+env.tokens[user])
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", idem)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false, "hold: transport"
+	}
+	defer resp.Body.Close()
+	var a answer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		return false, "hold: " + strconv.Itoa(resp.StatusCode) + " unreadable answer"
+	}
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck // drain for keep-alive
+	switch {
+	case resp.StatusCode == http.StatusCreated && a.HoldID != nil:
+		return true, ""
+	case resp.StatusCode == http.StatusOK && a.Status == "SOLD_OUT":
+		return false, ""
+	}
+	return false, "hold: " + strconv.Itoa(resp.StatusCode) + " " + a.Reason
+}

@@ -1,0 +1,324 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// Phase is one measurement: closed-loop clients doing one kind of
+// operation for the phase's duration.
+type Phase struct {
+	Name    string
+	Elapsed time.Duration // from the start until the last client finished
+	// Ops counts script calls (raw A), rows made durable (raw B) or hold
+	// decisions: HELD, WAITLIST_OFFERED and SOLD_OUT answers (the rest).
+	Ops int64
+	// Durable counts HELD and WAITLIST_OFFERED answers: each is durable in
+	// PostgreSQL before it is given.
+	Durable int64
+	SoldOut int64
+	// Errors counts failed operations by reason; they are not decisions.
+	Errors map[string]int64
+	// P50 and P99 are of one operation as its client saw it: a script
+	// call, a pipeline of PipelineBatch calls, a row's wait for its commit,
+	// or a hold request.
+	P50, P99 time.Duration
+	// Cycles only: the cancel that follows each durable hold, and the share
+	// of client time spent in holds rather than cancels.
+	CancelP50, CancelP99 time.Duration
+	HoldShare            float64
+	// Rush only: the time until the last durable answer (the sell-out),
+	// and the decisions answered after it.
+	FillTime       time.Duration
+	AfterFill      int64
+	AfterFillSpan  time.Duration
+	SoldOutReached bool
+	CPU            CPUUse
+	// Group commit, for phases that write holds: the transactions their
+	// holds went in (rows of one transaction share created_at, which is
+	// now() at its start) and the holds per transaction.
+	Commits            int64
+	BatchP50, BatchMax int
+}
+
+// BatchMean is the mean holds per group-commit transaction.
+func (p Phase) BatchMean() float64 {
+	if p.Commits == 0 {
+		return 0
+	}
+	return float64(p.Durable) / float64(p.Commits)
+}
+
+// Rate is Ops per second of wall time.
+func (p Phase) Rate() float64 { return perSecond(p.Ops, p.Elapsed) }
+
+// DurableRate is Durable per second of wall time.
+func (p Phase) DurableRate() float64 { return perSecond(p.Durable, p.Elapsed) }
+
+// FillRate is durable holds per second until the shard sold out.
+func (p Phase) FillRate() float64 { return perSecond(p.Durable, p.FillTime) }
+
+// AfterFillRate is decisions per second once the shard was sold out.
+func (p Phase) AfterFillRate() float64 { return perSecond(p.AfterFill, p.AfterFillSpan) }
+
+func perSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// tally is one client's record; each client has its own, merged at the
+// end, so measuring adds no shared lock to the path being measured.
+type tally struct {
+	ops, durable, soldOut int64
+	lat, cancelLat        []time.Duration
+	holdTime, cancelTime  time.Duration
+	errs                  map[string]int64
+	events                []event // rush: when each decision ended
+}
+
+type event struct {
+	end     time.Duration // since the phase started
+	durable bool
+}
+
+func (t *tally) fail(reason string) {
+	if t.errs == nil {
+		t.errs = map[string]int64{}
+	}
+	t.errs[reason]++
+}
+
+// closedLoop runs body on n clients until d has passed or ctx ends. Each
+// client calls more() before every operation; an operation under way at the
+// deadline finishes and counts, and Elapsed runs until the last one ends.
+func closedLoop(ctx context.Context, n int, d time.Duration, body func(g int, t *tally, more func() bool)) (tally, time.Duration) {
+	start := time.Now()
+	deadline := start.Add(d)
+	more := func() bool { return ctx.Err() == nil && time.Now().Before(deadline) }
+	tallies := make([]tally, n)
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Go(func() { body(g, &tallies[g], more) })
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var all tally
+	for _, t := range tallies {
+		all.ops += t.ops
+		all.durable += t.durable
+		all.soldOut += t.soldOut
+		all.lat = append(all.lat, t.lat...)
+		all.cancelLat = append(all.cancelLat, t.cancelLat...)
+		all.holdTime += t.holdTime
+		all.cancelTime += t.cancelTime
+		all.events = append(all.events, t.events...)
+		for k, v := range t.errs {
+			if all.errs == nil {
+				all.errs = map[string]int64{}
+			}
+			all.errs[k] += v
+		}
+	}
+	return all, elapsed
+}
+
+// phase turns a merged tally into a Phase.
+func (t tally) phase(name string, elapsed time.Duration) Phase {
+	p := Phase{Name: name, Elapsed: elapsed, Ops: t.ops, Durable: t.durable, SoldOut: t.soldOut, Errors: t.errs}
+	p.P50, p.P99 = percentile(t.lat, 0.50), percentile(t.lat, 0.99)
+	p.CancelP50, p.CancelP99 = percentile(t.cancelLat, 0.50), percentile(t.cancelLat, 0.99)
+	if busy := t.holdTime + t.cancelTime; busy > 0 {
+		p.HoldShare = float64(t.holdTime) / float64(busy)
+	}
+	if len(t.events) > 0 {
+		for _, e := range t.events {
+			if e.durable {
+				p.FillTime = max(p.FillTime, e.end)
+			}
+		}
+		for _, e := range t.events {
+			if !e.durable && e.end > p.FillTime {
+				p.AfterFill++
+				p.SoldOutReached = true
+			}
+		}
+		p.AfterFillSpan = elapsed - p.FillTime
+	}
+	return p
+}
+
+// percentile is the nearest-rank q-quantile of xs (sorted in place).
+func percentile(xs []time.Duration, q float64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	i := int(q*float64(len(xs))+0.999999) - 1
+	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+// CPUUse is CPU time spent during a phase, in cores (CPU seconds per
+// second of wall time): this process (the clients and, when the server runs
+// in this process, the server too), Redis, and the whole machine; the rest
+// of the machine is mostly PostgreSQL. A figure that could not be read is
+// negative.
+type CPUUse struct {
+	Process, Redis, Machine float64
+	// ScriptCalls and ScriptMicros are the Lua script calls Redis ran in
+	// the phase (every client of that Redis counts) and the time it spent
+	// in them, from INFO commandstats.
+	ScriptCalls, ScriptMicros int64
+	// WALBytes is the PostgreSQL WAL written in the phase (every database
+	// of the server counts).
+	WALBytes int64
+}
+
+// MicrosPerScript is Redis time per script call, or -1 when unknown.
+func (c CPUUse) MicrosPerScript() float64 {
+	if c.ScriptCalls <= 0 {
+		return -1
+	}
+	return float64(c.ScriptMicros) / float64(c.ScriptCalls)
+}
+
+// Other is the machine's CPU use outside this process and Redis.
+func (c CPUUse) Other() float64 {
+	if c.Machine < 0 || c.Redis < 0 {
+		return -1
+	}
+	return max(c.Machine-c.Process-c.Redis, 0)
+}
+
+type cpuSample struct {
+	at                  time.Time
+	process, redis      float64 // CPU seconds
+	busy                float64 // machine CPU seconds not idle
+	scripts, scriptUsec int64
+	wal                 int64 // WAL position in bytes, -1 unknown
+}
+
+func sampleCPU(ctx context.Context, rdb redis.UniversalClient, pool *pgxpool.Pool) cpuSample {
+	s := cpuSample{at: time.Now(), redis: -1, busy: -1, scripts: -1, wal: -1}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		s.process = tvSeconds(ru.Utime) + tvSeconds(ru.Stime)
+	}
+	if info, err := rdb.Info(ctx, "cpu", "commandstats").Result(); err == nil {
+		s.redis = redisCPU(info)
+		s.scripts, s.scriptUsec = redisScripts(info)
+	}
+	s.busy = machineBusy()
+	if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&s.wal); err != nil {
+		s.wal = -1
+	}
+	return s
+}
+
+func (s cpuSample) since(before cpuSample) CPUUse {
+	wall := s.at.Sub(before.at).Seconds()
+	if wall <= 0 {
+		return CPUUse{Process: -1, Redis: -1, Machine: -1, WALBytes: -1}
+	}
+	use := CPUUse{Process: (s.process - before.process) / wall, Redis: -1, Machine: -1}
+	if s.redis >= 0 && before.redis >= 0 {
+		use.Redis = (s.redis - before.redis) / wall
+	}
+	if s.busy >= 0 && before.busy >= 0 {
+		use.Machine = (s.busy - before.busy) / wall
+	}
+	if s.scripts >= 0 && before.scripts >= 0 {
+		use.ScriptCalls, use.ScriptMicros = s.scripts-before.scripts, s.scriptUsec-before.scriptUsec
+	}
+	use.WALBytes = -1
+	if s.wal >= 0 && before.wal >= 0 {
+		use.WALBytes = s.wal - before.wal
+	}
+	return use
+}
+
+// redisScripts sums the calls and microseconds of EVAL and EVALSHA in an
+// INFO commandstats answer; a script's own commands run inside that time.
+func redisScripts(info string) (calls, usec int64) {
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (k != "cmdstat_evalsha" && k != "cmdstat_eval") {
+			continue
+		}
+		for field := range strings.SplitSeq(v, ",") {
+			name, num, _ := strings.Cut(field, "=")
+			n, err := strconv.ParseInt(num, 10, 64)
+			if err != nil {
+				continue
+			}
+			switch name {
+			case "calls":
+				calls += n
+			case "usec":
+				usec += n
+			}
+		}
+	}
+	return calls, usec
+}
+
+func tvSeconds(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
+
+// redisCPU sums used_cpu_sys and used_cpu_user of an INFO cpu answer.
+func redisCPU(info string) float64 {
+	total, found := 0.0, false
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				total, found = total+f, true
+			}
+		}
+	}
+	if !found {
+		return -1
+	}
+	return total
+}
+
+// machineBusy reads the CPU seconds all cores spent not idle from
+// /proc/stat (Linux; -1 elsewhere). Ticks are USER_HZ, 100 on Linux.
+func machineBusy() float64 {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() {
+		return -1
+	}
+	fields := strings.Fields(sc.Text())
+	if len(fields) < 6 || fields[0] != "cpu" {
+		return -1
+	}
+	var busy float64
+	for i, v := range fields[1:] {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return -1
+		}
+		// user nice system idle iowait irq softirq steal (guest is in user)
+		if i == 3 || i == 4 || i >= 8 {
+			continue
+		}
+		busy += n
+	}
+	return busy / 100
+}

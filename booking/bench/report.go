@@ -1,0 +1,256 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"tatkal/booking/inventory"
+)
+
+// Report is a run's figures, each with the raw ceiling measured in the
+// same run beside it.
+type Report struct {
+	// The machine.
+	NumCPU, GOMAXPROCS int
+	GoVersion          string
+	LoadAvg            float64 // one-minute load average when the run began, -1 unknown
+	// The settings.
+	Duration      time.Duration
+	Concurrency   int
+	Berths        int
+	PipelineBatch int
+	Writers       int
+	HoldWindow    time.Duration
+	BaseURL       string
+	OwnServer     bool // the bench served the API itself (BaseURL was empty)
+	// The hot shard, the rush shard and the users made for them.
+	ShardID     int64
+	Shard       string
+	RushShardID int64
+	Users       int
+	// The phases, in the order they ran.
+	RawLua, RawLuaPipelined, RawPG Phase
+	Cycle, Service, HTTP, Rush     Phase
+	// Checks are the invariant checks of both shards after the run; none
+	// when the run stopped before them.
+	Checks []inventory.Report
+}
+
+// OK reports whether both shards were checked and nothing was broken.
+func (r Report) OK() bool {
+	for _, c := range r.Checks {
+		if !c.OK() {
+			return false
+		}
+	}
+	return len(r.Checks) == 2
+}
+
+type row struct {
+	figure  string
+	value   string
+	ceiling string
+	ratio   string
+	p50     string
+	p99     string
+}
+
+func rate(v float64, unit string) string {
+	return thousands(int64(v+0.5)) + " " + unit
+}
+
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func ratio(v, ceiling float64) string {
+	if ceiling <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", v/ceiling)
+}
+
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
+
+func cores(c float64) string {
+	if c < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", c)
+}
+
+// String prints the figures as a table, then the CPU each phase used, the
+// errors, the invariant check, and how to read it all.
+func (r Report) String() string {
+	var b strings.Builder
+	where := r.BaseURL + " (the server of this process)"
+	if r.OwnServer {
+		where = r.BaseURL + " (served by the bench)"
+	}
+	fmt.Fprintf(&b, "tatkal bench: one hot shard at a time: %s (id %d, %d berths; rush shard %d), %s users\n",
+		r.Shard, r.ShardID, r.Berths, r.RushShardID, thousands(int64(r.Users)))
+	fmt.Fprintf(&b, "machine: %d CPUs, GOMAXPROCS %d, %s, load average %s at the start; clients, server, Redis and PostgreSQL all share it\n",
+		r.NumCPU, r.GOMAXPROCS, r.GoVersion, cores(r.LoadAvg))
+	fmt.Fprintf(&b, "settings: %s per phase, %d concurrent clients, pipeline batch %d, %d group-commit writers, hold window %s\n",
+		r.Duration, r.Concurrency, r.PipelineBatch, r.Writers, r.HoldWindow)
+	fmt.Fprintf(&b, "HTTP: %s\n\n", where)
+
+	a, b2 := r.RawLua.Rate(), r.RawPG.Rate()
+	rows := []row{
+		{"raw A  Lua hold-style script, 1 call per trip", rate(a, "ops/s"), "", "", ms(r.RawLua.P50), ms(r.RawLua.P99)},
+		{fmt.Sprintf("raw A  same, pipelined x%d (latency per batch)", r.PipelineBatch), rate(r.RawLuaPipelined.Rate(), "ops/s"),
+			"", "", ms(r.RawLuaPipelined.P50), ms(r.RawLuaPipelined.P99)},
+		{"raw B  PG group commit of hold-like rows", rate(b2, "rows/s"), "", "", ms(r.RawPG.P50), ms(r.RawPG.P99)},
+		{"service  hold decisions", rate(r.Service.Rate(), "/s"), "A " + rate(a, "/s"), ratio(r.Service.Rate(), a),
+			ms(r.Service.P50), ms(r.Service.P99)},
+		{"service  durable holds", rate(r.Service.DurableRate(), "/s"), "B " + rate(b2, "/s"), ratio(r.Service.DurableRate(), b2), "", ""},
+		{"HTTP  hold decisions", rate(r.HTTP.Rate(), "/s"), "A " + rate(a, "/s"), ratio(r.HTTP.Rate(), a), ms(r.HTTP.P50), ms(r.HTTP.P99)},
+		{"HTTP  durable holds", rate(r.HTTP.DurableRate(), "/s"), "B " + rate(b2, "/s"), ratio(r.HTTP.DurableRate(), b2), "", ""},
+		{"cycle  hold + cancel, holds", rate(r.Cycle.DurableRate(), "/s"), "B " + rate(b2, "/s"), ratio(r.Cycle.DurableRate(), b2),
+			ms(r.Cycle.P50), ms(r.Cycle.P99)},
+		{"cycle  the cancel after each hold", "", "", "", ms(r.Cycle.CancelP50), ms(r.Cycle.CancelP99)},
+		{"rush  HTTP decisions, all answers", rate(r.Rush.Rate(), "/s"), "A " + rate(a, "/s"), ratio(r.Rush.Rate(), a), ms(r.Rush.P50), ms(r.Rush.P99)},
+		{fmt.Sprintf("rush  durable holds until sold out (%d)", r.Rush.Durable), rate(r.Rush.FillRate(), "/s"), "B " + rate(b2, "/s"),
+			ratio(r.Rush.FillRate(), b2), "", ""},
+		{"rush  decisions once sold out (SOLD_OUT)", rate(r.Rush.AfterFillRate(), "/s"), "A " + rate(a, "/s"),
+			ratio(r.Rush.AfterFillRate(), a), "", ""},
+	}
+	if !r.Rush.SoldOutReached {
+		rows[len(rows)-1].value, rows[len(rows)-1].ratio = "not sold out in the phase", "-"
+	}
+	head := row{"figure", "value", "ceiling", "ratio", "p50", "p99"}
+	w := [6]int{}
+	for _, x := range append([]row{head}, rows...) {
+		for i, s := range []string{x.figure, x.value, x.ceiling, x.ratio, x.p50, x.p99} {
+			w[i] = max(w[i], len(s))
+		}
+	}
+	line := func(x row) {
+		fmt.Fprintf(&b, "%-*s  %*s  %-*s  %*s  %*s  %*s\n", w[0], x.figure, w[1], x.value, w[2], x.ceiling, w[3], x.ratio,
+			w[4], x.p50, w[5], x.p99)
+	}
+	line(head)
+	for _, x := range rows {
+		line(x)
+	}
+
+	httpRatio := r.HTTP.Rate() / max(a, 1)
+	verdict := "met"
+	if httpRatio < 0.5 {
+		verdict = "NOT met"
+	}
+	fmt.Fprintf(&b, "\naim: HTTP hold decisions at about half of raw A: %.3f of it, %s\n", httpRatio, verdict)
+
+	fmt.Fprintf(&b, "\nCPU per phase, in cores of %d (rest = machine - tatkal - Redis: PostgreSQL and anything else running;\n", r.NumCPU)
+	fmt.Fprintln(&b, "script time and WAL count every client of that Redis and that PostgreSQL server):")
+	fmt.Fprintf(&b, "  %-16s %8s %7s %7s %7s %8s   %14s %12s\n", "phase", "elapsed", "tatkal", "redis", "rest", "machine",
+		"redis µs/script", "WAL bytes/op")
+	for _, p := range []struct {
+		name string
+		ph   Phase
+	}{{"raw A", r.RawLua}, {"raw A pipelined", r.RawLuaPipelined}, {"raw B", r.RawPG}, {"cycle", r.Cycle},
+		{"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}} {
+		perScript, walPerOp := "n/a", "n/a"
+		if us := p.ph.CPU.MicrosPerScript(); us >= 0 {
+			perScript = fmt.Sprintf("%.1f", us)
+		}
+		if p.ph.CPU.WALBytes >= 0 && p.ph.Ops > 0 {
+			walPerOp = thousands(p.ph.CPU.WALBytes / p.ph.Ops)
+		}
+		fmt.Fprintf(&b, "  %-16s %8s %7s %7s %7s %8s   %14s %12s\n", p.name, p.ph.Elapsed.Round(time.Millisecond), cores(p.ph.CPU.Process),
+			cores(p.ph.CPU.Redis), cores(p.ph.CPU.Other()), cores(p.ph.CPU.Machine), perScript, walPerOp)
+	}
+
+	fmt.Fprintf(&b, "\ncounts: service %d decisions (%d durable), HTTP %d (%d durable), cycle %d (%d HELD, %.0f%% of client time in the hold, the rest cancelling),\n",
+		r.Service.Ops, r.Service.Durable, r.HTTP.Ops, r.HTTP.Durable, r.Cycle.Ops, r.Cycle.Durable, 100*r.Cycle.HoldShare)
+	fmt.Fprintf(&b, "        rush %d (%d durable, %d SOLD_OUT, sold out after %s)\n", r.Rush.Ops, r.Rush.Durable, r.Rush.SoldOut, soldOutAfter(r.Rush))
+	fmt.Fprintf(&b, "group commit (holds per PostgreSQL transaction, %d writers):\n", r.Writers)
+	for _, p := range []struct {
+		name string
+		ph   Phase
+	}{{"cycle", r.Cycle}, {"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}} {
+		fmt.Fprintf(&b, "  %-8s %s holds in %s transactions: mean %.1f, p50 %d, max %d; %s commits/s\n", p.name,
+			thousands(p.ph.Durable), thousands(p.ph.Commits), p.ph.BatchMean(), p.ph.BatchP50, p.ph.BatchMax,
+			thousands(int64(perSecond(p.ph.Commits, p.ph.Elapsed)+0.5)))
+	}
+	errs := false
+	for _, p := range []Phase{r.RawLua, r.RawLuaPipelined, r.RawPG, r.Cycle, r.Service, r.HTTP, r.Rush} {
+		if len(p.Errors) == 0 {
+			continue
+		}
+		if !errs {
+			fmt.Fprintln(&b, "errors (not counted as decisions):")
+			errs = true
+		}
+		keys := make([]string, 0, len(p.Errors))
+		for k := range p.Errors {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  %s: %s x%d\n", p.Name, k, p.Errors[k])
+		}
+	}
+	if !errs {
+		fmt.Fprintln(&b, "errors: none")
+	}
+
+	fmt.Fprintln(&b)
+	if len(r.Checks) == 0 {
+		fmt.Fprintln(&b, "invariants: NOT CHECKED (the run stopped early)")
+	}
+	for _, c := range r.Checks {
+		if c.OK() {
+			fmt.Fprintf(&b, "invariants: shard %d OK (Redis and PostgreSQL agree after the run)\n", c.ShardID)
+			continue
+		}
+		fmt.Fprintf(&b, "invariants: shard %d has %d VIOLATION(S): this run corrupted seat state\n", c.ShardID, len(c.Violations))
+		fmt.Fprint(&b, c.String())
+	}
+
+	fmt.Fprintf(&b, `
+how to read it:
+  raw A and raw B are what a minimal program gets from Redis and PostgreSQL on this machine, now,
+  and every other figure is set beside them. raw A's script only checks a counter, decrements it
+  and records a hash field; the real HOLD script also checks per-user limits, records an
+  idempotency key and finds berths free on every leg of the journey among %[1]d. raw B is one INSERT ... unnest
+  statement per batch: no shard lock, epoch join, daily-cap subquery or River expiry jobs.
+  service and HTTP: each client holds seats on a random journey for a fresh user (one live hold per
+  account) and never cancels. The hot shard's waitlist cap is %[2]s so it never sells out: once no
+  berth is free for a journey the answer is WAITLIST_OFFERED, the same script and the same
+  group-committed write as HELD. So every decision there is a durable hold, answered only after its
+  row is committed: decisions/s = durable holds/s, the figure that matters. p50/p99 are per hold.
+  cycle (run first, on the fresh hot shard): one user per client holds (Service.Hold) and cancels
+  (Service.Cancel) at once, so berths recycle and every answer is HELD; the cancel is a PostgreSQL
+  transaction of its own, so this shows what recycling costs, not hold capacity.
+  rush: fresh users ask for the whole route on a shard with the real waitlist cap (shard %[3]d), as at
+  10:00: it fills (HELD, then the Tatkal waitlist, both durable) and then answers SOLD_OUT, which
+  writes nothing to PostgreSQL; rush decisions/s is mostly SOLD_OUT answers.
+`, r.Berths, thousands(hotWaitlist), r.RushShardID)
+	return b.String()
+}
+
+func soldOutAfter(p Phase) string {
+	if !p.SoldOutReached {
+		return "never (not within the phase)"
+	}
+	return p.FillTime.Round(time.Millisecond).String()
+}

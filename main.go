@@ -34,6 +34,7 @@ import (
 	"tatkal/booking/auth"
 	"tatkal/booking/bench"
 	"tatkal/booking/db"
+	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspsim"
@@ -73,6 +74,7 @@ Configuration (environment):
   TATKAL_REDIS_PREFIX  default tk (keys of one deployment)
   TATKAL_HOLD_WINDOW   default 3m
   TATKAL_MAX_HOLDS_IN_FLIGHT  default 512 (the excess is shed with 503)
+  TATKAL_COMMIT_WRITERS  default 1 (group-commit writers; one lets batches grow while it flushes)
   TATKAL_PUBLIC_URL    default http://127.0.0.1:8080 (gateway callbacks and returns come here)
   TATKAL_PSP_URL       default http://127.0.0.1:8081 (the gateways)
   TATKAL_PRS_URL       default http://127.0.0.1:8082 (the reservation core)
@@ -130,6 +132,7 @@ type Config struct {
 	RedisPrefix      string
 	HoldWindow       time.Duration
 	MaxHoldsInFlight int
+	CommitWriters    int
 	SweepInterval    time.Duration
 	PublicURL        string
 	PSPURL           string
@@ -147,6 +150,7 @@ func configFromEnv() (Config, error) {
 		RedisPrefix:      env("TATKAL_REDIS_PREFIX", "tk"),
 		HoldWindow:       3 * time.Minute,
 		MaxHoldsInFlight: 512,
+		CommitWriters:    1,
 		SweepInterval:    30 * time.Second,
 		PublicURL:        env("TATKAL_PUBLIC_URL", "http://127.0.0.1:8080"),
 		PSPURL:           env("TATKAL_PSP_URL", "http://127.0.0.1:8081"),
@@ -170,6 +174,13 @@ func configFromEnv() (Config, error) {
 			return cfg, fmt.Errorf("TATKAL_HOLD_WINDOW %q: want a duration between 10s and 30m", v)
 		}
 		cfg.HoldWindow = d
+	}
+	if v := os.Getenv("TATKAL_COMMIT_WRITERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 16 {
+			return cfg, fmt.Errorf("TATKAL_COMMIT_WRITERS %q: want 1-16", v)
+		}
+		cfg.CommitWriters = n
 	}
 	if v := os.Getenv("TATKAL_MAX_HOLDS_IN_FLIGHT"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -197,6 +208,7 @@ type Main struct {
 	Store    *inventory.Store
 	Booking  *booking.Service
 	Payments *payment.Service
+	Funnel   *funnel.Recorder
 	River    *river.Client[pgx.Tx]
 	Server   *http.Server
 	Listener net.Listener
@@ -251,8 +263,9 @@ func (m *Main) Build(ctx context.Context) error {
 	}
 	m.River = client
 	core := prs.NewClient(m.Config.PRSURL, m.Config.PRSKey, &http.Client{Timeout: 10 * time.Second})
-	m.Booking = booking.NewService(booking.ServiceConfig{Pool: m.Pool, Store: m.Store, Jobs: client, Rules: rules, Core: core})
-	m.Payments = payment.New(payment.Config{Pool: m.Pool, Redis: m.Redis, Prefix: m.Config.RedisPrefix, Booking: m.Booking, Jobs: client,
+	m.Funnel = funnel.New(m.Redis, m.Config.RedisPrefix, slog.Default())
+	m.Booking = booking.NewService(booking.ServiceConfig{Pool: m.Pool, Store: m.Store, Jobs: client, Rules: rules, Core: core, Funnel: m.Funnel})
+	m.Payments = payment.New(payment.Config{Pool: m.Pool, Redis: m.Redis, Prefix: m.Config.RedisPrefix, Booking: m.Booking, Jobs: client, Funnel: m.Funnel,
 		Gateways: m.Config.Gateways, CallbackURL: m.Config.PublicURL + "/v1/internal/payments/callback",
 		ReturnURL: m.Config.PublicURL + "/payments/return"})
 	svcs.Booking, svcs.Payments = m.Booking, m.Payments
@@ -320,7 +333,8 @@ func (m *Main) Start(ctx context.Context, serve bool) error {
 	m.done = make(chan struct{})
 	go func() {
 		defer close(m.done)
-		m.Booking.RunCommitter(ctx, 3)
+		go m.Funnel.Run(ctx, 500*time.Millisecond)
+		m.Booking.RunCommitter(ctx, m.Config.CommitWriters)
 	}()
 	if m.Work {
 		if err := m.River.Start(ctx); err != nil {

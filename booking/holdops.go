@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 )
 
@@ -88,6 +89,7 @@ func (s *Service) ReleaseTx(ctx context.Context, tx pgx.Tx, h HoldInfo, state, r
 // AfterRelease gives a released hold's seats back in Redis. If Redis is
 // unreachable, the sweeper frees them once the hold's expiry passes.
 func (s *Service) AfterRelease(ctx context.Context, h HoldInfo) {
+	s.funnel.Add(h.ShardID, funnel.Released, 1)
 	if _, err := s.store.Release(ctx, h.ShardID, h.ID.String(), inventory.ReleaseHold, h.UserID, ""); err != nil {
 		s.log.Warn("release in Redis failed; the sweeper will free it", "hold", h.ID, "err", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"tatkal/booking/db"
+	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 )
 
@@ -215,6 +216,7 @@ func (s *Service) AfterConfirm(ctx context.Context, res ConfirmResult) {
 	if res.Already {
 		return
 	}
+	s.funnel.Add(res.ShardID, funnel.Confirmed, 1)
 	if _, err := s.store.Confirm(ctx, res.ShardID, res.HoldID.String()); err != nil {
 		s.log.Warn("confirm in Redis failed; the seat-sync job will retry", "hold", res.HoldID, "err", err)
 	}
@@ -310,6 +312,7 @@ func (s *Service) Cancel(ctx context.Context, userID int64, id uuid.UUID) (HoldV
 		return HoldView{}, err
 	}
 	if mode != "" {
+		s.funnel.Add(v.ShardID, funnel.Released, 1)
 		if _, err := s.store.Release(ctx, v.ShardID, id.String(), mode, userID, ""); err != nil {
 			s.log.Warn("release in Redis failed; the sweeper or seat-sync job will retry", "hold", id, "err", err)
 		}
@@ -355,6 +358,7 @@ func (s *Service) ExpireHold(ctx context.Context, id uuid.UUID) (time.Duration, 
 		return 0, err
 	}
 	if changed {
+		s.funnel.Add(shardID, funnel.Expired, 1)
 		s.log.Info("hold expired", "hold", id, "shard", shardID)
 	}
 	return 0, nil

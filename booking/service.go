@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/singleflight"
 
+	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 )
 
@@ -37,6 +38,7 @@ type Service struct {
 	rebuilds  singleflight.Group
 	avail     *availCache
 	core      CoreClient
+	funnel    *funnel.Recorder
 }
 
 // ServiceConfig wires a Service.
@@ -49,6 +51,7 @@ type ServiceConfig struct {
 	Now     func() time.Time // nil means time.Now
 	Catalog *Catalog         // nil means a catalog caching for 5 s
 	Core    CoreClient       // the reservation core confirmed bookings are synced to
+	Funnel  *funnel.Recorder // nil: count nothing
 }
 
 // NewService returns a service. Run its committer with RunCommitter.
@@ -73,6 +76,7 @@ func NewService(cfg ServiceConfig) *Service {
 		now:       cfg.Now,
 		avail:     newAvailCache(time.Second),
 		core:      cfg.Core,
+		funnel:    cfg.Funnel,
 	}
 }
 
@@ -93,43 +97,67 @@ var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9:._-]{8,128}$`)
 // Hold decides one attempt to take seats. HELD and WAITLIST_OFFERED are
 // answered only once the hold is durable in PostgreSQL.
 func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult, error) {
+	start := time.Now()
+	res, shardID, err := s.hold(ctx, c, req)
+	s.funnel.Add(shardID, funnel.HoldAttempt, 1)
+	switch {
+	case err != nil:
+		s.funnel.Add(shardID, funnel.HoldRefused, 1)
+	case res.Replayed:
+	case res.Status == "HELD":
+		s.funnel.Add(shardID, funnel.Held, 1)
+	case res.Status == "WAITLIST_OFFERED":
+		s.funnel.Add(shardID, funnel.Waitlisted, 1)
+	case res.Status == "SOLD_OUT":
+		s.funnel.Add(shardID, funnel.SoldOut, 1)
+	}
+	s.funnel.Observe(funnel.HoldAttempt, time.Since(start))
+	return res, err
+}
+
+// Funnel returns the funnel recorder (nil when counting is off).
+func (s *Service) Funnel() *funnel.Recorder { return s.funnel }
+
+func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult, int64, error) {
+	var shardID int64
 	if !idemKeyRE.MatchString(req.IdempotencyKey) {
-		return HoldResult{}, Errorf(EINVALID, "BAD_IDEMPOTENCY_KEY", "The Idempotency-Key header must be 8-128 characters of letters, digits and :._-")
+		return HoldResult{}, 0, Errorf(EINVALID, "BAD_IDEMPOTENCY_KEY", "The Idempotency-Key header must be 8-128 characters of letters, digits and :._-")
 	}
 	if req.Quota == "" {
 		req.Quota = "TQ"
 	}
 	shard, err := s.catalog.Find(ctx, req.Train, req.Date, req.Class, req.Quota)
 	if err != nil {
-		return HoldResult{}, err
+		return HoldResult{}, 0, err
 	}
+	shardID = shard.ID
 	from, okFrom := shard.StopSeq(req.From)
 	to, okTo := shard.StopSeq(req.To)
 	switch {
 	case !okFrom:
-		return HoldResult{}, Errorf(EINVALID, "BAD_STATION", "Train %s does not stop at %q.", shard.Train, req.From)
+		return HoldResult{}, shardID, Errorf(EINVALID, "BAD_STATION", "Train %s does not stop at %q.", shard.Train, req.From)
 	case !okTo:
-		return HoldResult{}, Errorf(EINVALID, "BAD_STATION", "Train %s does not stop at %q.", shard.Train, req.To)
+		return HoldResult{}, shardID, Errorf(EINVALID, "BAD_STATION", "Train %s does not stop at %q.", shard.Train, req.To)
 	case from >= to:
-		return HoldResult{}, Errorf(EINVALID, "BAD_JOURNEY", "%s comes before %s on train %s; check the direction of travel.", req.To, req.From, shard.Train)
+		return HoldResult{}, shardID, Errorf(EINVALID, "BAD_JOURNEY", "%s comes before %s on train %s; check the direction of travel.", req.To, req.From, shard.Train)
 	}
 	now := s.now()
 	if err := s.checkWindow(shard, c, now); err != nil {
-		return HoldResult{}, err
+		return HoldResult{}, shardID, err
 	}
 	if shard.Mode == "queue" {
 		// Admission tokens come with the waiting room; until a token can be
 		// verified, a queue-mode shard grants nothing rather than trust one.
-		return HoldResult{}, Errorf(EFORBIDDEN, "ADMISSION_REQUIRED", "Tatkal booking for this train goes through the waiting room; join the queue first.")
+		return HoldResult{}, shardID, Errorf(EFORBIDDEN, "ADMISSION_REQUIRED", "Tatkal booking for this train goes through the waiting room; join the queue first.")
 	}
 	prefs, idOK, err := ValidatePassengers(shard.Class, req.Passengers, s.rules)
 	if err != nil {
-		return HoldResult{}, err
+		return HoldResult{}, shardID, err
 	}
 	fare := ComputeFare(shard.Fare, shard.Superfast, shard.Stops[to].Km-shard.Stops[from].Km, len(req.Passengers))
 	holdID, err := uuid.NewV7()
 	if err != nil {
-		return HoldResult{}, fmt.Errorf("hold id: %w", err)
+		return HoldResult{}, shardID, fmt.Errorf("hold id: %w", err)
 	}
 	expires := now.Add(s.rules.HoldWindow).Truncate(time.Millisecond)
 	res, err := s.store.Hold(ctx, inventory.HoldRequest{
@@ -139,24 +167,25 @@ func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	})
 	if err != nil {
 		s.log.Error("hold script failed", "shard", shard.Key(), "err", err)
-		return HoldResult{}, Errorf(EUNAVAIL, "SEATS_UNREACHABLE", "The seat service is not reachable right now. Nothing was held; please retry.")
+		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SEATS_UNREACHABLE", "The seat service is not reachable right now. Nothing was held; please retry.")
 	}
 	switch res.Outcome {
 	case inventory.NotReady:
 		s.TriggerRebuild(shard.ID)
-		return HoldResult{}, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train are being recounted. Nothing was held; please retry in a moment.")
+		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train are being recounted. Nothing was held; please retry in a moment.")
 	case inventory.LiveHold:
-		return HoldResult{}, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", res.HoldID)
+		return HoldResult{}, shardID, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", res.HoldID)
 	case inventory.DailyCap:
-		return HoldResult{}, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", s.rules.DailyCap)
+		return HoldResult{}, shardID, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", s.rules.DailyCap)
 	case inventory.BadPassengers, inventory.NoID, inventory.BadJourney:
-		return HoldResult{}, Errorf(EINVALID, string(res.Outcome), "The request breaks a booking rule (%s).", res.Outcome)
+		return HoldResult{}, shardID, Errorf(EINVALID, string(res.Outcome), "The request breaks a booking rule (%s).", res.Outcome)
 	}
 	if res.Replayed {
-		return s.replay(ctx, c.UserID, shard, res)
+		out, err := s.replay(ctx, c.UserID, shard, res)
+		return out, shardID, err
 	}
 	if res.Outcome == inventory.SoldOut {
-		return HoldResult{Status: string(inventory.SoldOut)}, nil
+		return HoldResult{Status: string(inventory.SoldOut)}, shardID, nil
 	}
 
 	kind := KindSeat
@@ -178,21 +207,22 @@ func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	switch {
 	case cr.err != nil:
 		s.log.Error("hold not durable", "hold", holdID, "err", cr.err)
-		return HoldResult{}, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
+		return HoldResult{}, shardID, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
 	case cr.verdict == rejectedDuplicate:
-		return s.answerFromRecord(ctx, c.UserID, cr.existing)
+		out, err := s.answerFromRecord(ctx, c.UserID, cr.existing)
+		return out, shardID, err
 	case cr.verdict == rejectedLiveHold:
-		return HoldResult{}, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", cr.existing)
+		return HoldResult{}, shardID, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", cr.existing)
 	case cr.verdict == rejectedDailyCap:
-		return HoldResult{}, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", s.rules.DailyCap)
+		return HoldResult{}, shardID, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", s.rules.DailyCap)
 	case cr.verdict == rejectedStaleEpoch:
-		return HoldResult{}, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train were just recounted. Nothing was held; please retry.")
+		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train were just recounted. Nothing was held; please retry.")
 	}
 	out := HoldResult{HoldID: holdID, Status: string(res.Outcome), ExpiresAt: expires, WaitlistNo: res.WaitlistNo, Fare: fare}
 	for _, b := range res.Berths {
 		out.Berths = append(out.Berths, berthInfo(shard, b))
 	}
-	return out, nil
+	return out, shardID, nil
 }
 
 // checkWindow applies the window and account rules of DOMAIN.md.

@@ -15,6 +15,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/auth"
+	"tatkal/booking/funnel"
 	"tatkal/booking/payment"
 )
 
@@ -138,6 +139,7 @@ func (a *API) shed(next http.Handler) http.Handler {
 			defer func() { <-a.inflight }()
 			next.ServeHTTP(w, r)
 		default:
+			a.svc.Funnel().Add(0, funnel.Shed, 1)
 			w.Header().Set("Retry-After", "1")
 			writeError(w, r, a.log, booking.Errorf(booking.EOVERLOADED, "HIGH_DEMAND", "Very high demand right now. Nothing was held; please retry in a second."))
 		}

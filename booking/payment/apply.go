@@ -12,6 +12,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/db"
+	"tatkal/booking/funnel"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -83,6 +84,7 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			if err := set(Failed, ", failure_reason = $5, resolved_at = now()", p.FailureReason); err != nil {
 				return err
 			}
+			after = append(after, func() { s.funnel.Add(s.shardOf(ctx, holdID), funnel.PayFailed, 1) })
 			h, err := booking.LockHoldTx(ctx, tx, holdID)
 			if err != nil {
 				return err
@@ -101,6 +103,7 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			if err := set(Success, ", resolved_at = now()"); err != nil {
 				return err
 			}
+			after = append(after, func() { s.funnel.Add(s.shardOf(ctx, holdID), funnel.PaySucceeded, 1) })
 			return s.settle(ctx, tx, id, holdID, userID, amount, &after)
 		}
 		return fmt.Errorf("unknown gateway status %q", p.Status)

@@ -13,6 +13,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/db"
+	"tatkal/booking/funnel"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -113,11 +114,16 @@ func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRe
 		}
 		return View{}, err
 	}
+	shardID := s.shardOf(ctx, req.HoldID)
+	s.funnel.Add(shardID, funnel.PayInitiated, 1)
 	if req.Method == Wallet {
+		s.funnel.Add(shardID, funnel.PaySucceeded, 1)
 		s.booking.AfterConfirm(ctx, confirmed)
 		return s.Get(ctx, c.UserID, id)
 	}
+	start := time.Now()
 	s.sendToGateway(ctx, id, gateway, req)
+	s.funnel.Observe(funnel.PayInitiated, time.Since(start))
 	return s.Get(ctx, c.UserID, id)
 }
 
@@ -225,6 +231,7 @@ func (s *Service) sendToGateway(ctx context.Context, id uuid.UUID, gateway strin
 		if err := s.markUnknown(bg, id, err); err != nil {
 			s.log.Error("mark payment unknown", "payment", id, "err", err)
 		}
+		s.funnel.Add(s.shardOf(bg, req.HoldID), funnel.PayUnknown, 1)
 	}
 }
 
@@ -243,4 +250,11 @@ func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) er
 		}
 		return event(ctx, tx, id, state, Unknown, "create timed out or failed", map[string]any{"error": cause.Error()})
 	})
+}
+
+// shardOf names a hold's shard for the funnel (0 if it cannot be read).
+func (s *Service) shardOf(ctx context.Context, holdID uuid.UUID) int64 {
+	var id int64
+	s.pool.QueryRow(ctx, `SELECT shard_id FROM holds WHERE id = $1`, holdID).Scan(&id) //nolint:errcheck
+	return id
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"tatkal/booking"
+	"tatkal/booking/funnel"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -78,6 +79,7 @@ type Config struct {
 	CreateTimeout time.Duration
 	HTTPClient    *http.Client
 	Log           *slog.Logger
+	Funnel        *funnel.Recorder
 }
 
 // DefaultHoldWindows are the hold windows per method.
@@ -94,6 +96,7 @@ type Service struct {
 	gateways map[string]*gatewayClient
 	routes   *router
 	log      *slog.Logger
+	funnel   *funnel.Recorder
 }
 
 // New returns the orchestrator.
@@ -120,7 +123,7 @@ func New(cfg Config) *Service {
 		cfg.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}
 	}
 	s := &Service{cfg: cfg, pool: cfg.Pool, booking: cfg.Booking, jobs: cfg.Jobs, gateways: map[string]*gatewayClient{},
-		routes: &router{pool: cfg.Pool, rdb: cfg.Redis, prefix: cfg.Prefix}, log: cfg.Log}
+		routes: &router{pool: cfg.Pool, rdb: cfg.Redis, prefix: cfg.Prefix}, log: cfg.Log, funnel: cfg.Funnel}
 	for _, g := range cfg.Gateways {
 		s.gateways[g.ID] = &gatewayClient{cfg: g, http: cfg.HTTPClient}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/db"
+	"tatkal/booking/funnel"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -89,6 +90,7 @@ func (s *Service) finishRefund(ctx context.Context, refundID, paymentID uuid.UUI
 				return err
 			}
 		}
+		defer s.funnel.Add(0, funnel.RefundDone, 1)
 		if _, err := tx.Exec(ctx, `UPDATE refunds SET state = 'PROCESSED', gateway_ref = $2, expected_at = $3, completed_at = now(),
 			last_error = '' WHERE id = $1`, refundID, gatewayRef, expected); err != nil {
 			return err

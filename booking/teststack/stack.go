@@ -23,6 +23,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
+	"tatkal/booking/funnel"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/payment/pspsim"
@@ -36,6 +37,7 @@ import (
 // Stack is one test's running booking stack.
 type Stack struct {
 	*testenv.Env
+	Funnel   *funnel.Recorder
 	Service  *booking.Service
 	Payments *payment.Service
 	River    *river.Client[pgx.Tx]
@@ -110,7 +112,8 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	if err != nil {
 		t.Fatalf("river: %v", err)
 	}
-	svc := booking.NewService(booking.ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: log,
+	rec := funnel.New(env.Redis, env.KeyPrefix, log)
+	svc := booking.NewService(booking.ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: log, Funnel: rec,
 		Catalog: booking.NewCatalog(env.Pool, time.Minute), Core: prs.NewClient(coreServer.URL, "test-core", &http.Client{Timeout: 5 * time.Second})})
 	srv := httptest.NewUnstartedServer(nil)
 	var gws []payment.GatewayConfig
@@ -121,7 +124,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		CallbackURL: "http://" + srv.Listener.Addr().String() + "/v1/internal/payments/callback",
 		ReturnURL:   "http://" + srv.Listener.Addr().String() + "/payments/return",
 		HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
-		LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, Log: log})
+		LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, Log: log, Funnel: rec})
 	svcs.Booking, svcs.Payments = svc, pay
 	signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
 	if err != nil {
@@ -135,7 +138,8 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		svc.RunCommitter(ctx, 3)
+		go rec.Run(ctx, 200*time.Millisecond)
+		svc.RunCommitter(ctx, 1)
 	}()
 	if opts.Work {
 		if err := client.Start(ctx); err != nil {
@@ -154,7 +158,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		cancel()
 		wg.Wait()
 	})
-	return &Stack{Env: env, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer}
+	return &Stack{Env: env, Funnel: rec, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer}
 }
 
 // Token signs a session for a verified individual account.

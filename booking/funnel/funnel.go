@@ -1,0 +1,250 @@
+// Package funnel counts what happens at each stage of the booking funnel
+// (queue, admission, holds, payments, confirmations, expiries, refunds),
+// per shard and second, with latency histograms per stage. Counting is
+// in-process and cheap; a flusher adds the counts to Redis every half
+// second, so the console sees the sum over every app process.
+package funnel
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Stages of the funnel.
+const (
+	QueueEntered  = "queue_entered"
+	Admitted      = "admitted"
+	HoldAttempt   = "hold_attempt"
+	Held          = "held"
+	Waitlisted    = "waitlisted"
+	SoldOut       = "sold_out"
+	HoldRefused   = "hold_refused" // limits, bad input, shard rebuilding
+	PayInitiated  = "pay_initiated"
+	PaySucceeded  = "pay_succeeded"
+	PayFailed     = "pay_failed"
+	PayUnknown    = "pay_unknown"
+	Confirmed     = "confirmed"
+	Expired       = "expired"
+	Released      = "released" // cancelled or failed holds whose seats went back
+	RefundStarted = "refund_started"
+	RefundDone    = "refund_done"
+	Shed          = "shed" // turned away at the door
+)
+
+// Stages lists every stage in funnel order.
+var Stages = []string{QueueEntered, Admitted, HoldAttempt, Held, Waitlisted, SoldOut, HoldRefused, Shed, PayInitiated,
+	PaySucceeded, PayFailed, PayUnknown, Confirmed, Expired, Released, RefundStarted, RefundDone}
+
+// Buckets are the upper bounds of the latency histogram, in milliseconds.
+var Buckets = []int{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 1 << 30}
+
+// Retention is how long per-second counts are kept in Redis.
+const Retention = 2 * time.Hour
+
+// Recorder counts events. A nil *Recorder records nothing, so code paths
+// that do not care need no checks.
+type Recorder struct {
+	rdb    redis.UniversalClient
+	prefix string
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	counts map[string]int64 // "shard|sec|stage" -> n
+	hist   map[string]int64 // "stage|sec|bucket" -> n
+}
+
+// New returns a recorder writing under prefix.
+func New(rdb redis.UniversalClient, prefix string, log *slog.Logger) *Recorder {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Recorder{rdb: rdb, prefix: prefix, log: log, counts: map[string]int64{}, hist: map[string]int64{}}
+}
+
+// Add counts n events of stage on shard (0 for events of no shard).
+func (r *Recorder) Add(shardID int64, stage string, n int64) {
+	if r == nil {
+		return
+	}
+	sec := time.Now().Unix()
+	key := strconv.FormatInt(shardID, 10) + "|" + strconv.FormatInt(sec, 10) + "|" + stage
+	r.mu.Lock()
+	r.counts[key] += n
+	r.mu.Unlock()
+}
+
+// Observe records how long one event of stage took.
+func (r *Recorder) Observe(stage string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	ms := int(d.Milliseconds())
+	b := sort.SearchInts(Buckets, ms)
+	key := stage + "|" + strconv.FormatInt(time.Now().Unix(), 10) + "|" + strconv.Itoa(b)
+	r.mu.Lock()
+	r.hist[key]++
+	r.mu.Unlock()
+}
+
+func (r *Recorder) countKey(shardID, sec string) string {
+	return r.prefix + ":funnel:" + shardID + ":" + sec
+}
+
+func (r *Recorder) histKey(stage, sec string) string {
+	return r.prefix + ":lat:" + stage + ":" + sec
+}
+
+// Flush adds the counts gathered so far to Redis.
+func (r *Recorder) Flush(ctx context.Context) error {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	counts, hist := r.counts, r.hist
+	r.counts, r.hist = map[string]int64{}, map[string]int64{}
+	r.mu.Unlock()
+	if len(counts) == 0 && len(hist) == 0 {
+		return nil
+	}
+	pipe := r.rdb.Pipeline()
+	keys := map[string]bool{}
+	for k, n := range counts {
+		f := strings.SplitN(k, "|", 3)
+		key := r.countKey(f[0], f[1])
+		pipe.HIncrBy(ctx, key, f[2], n)
+		keys[key] = true
+		pipe.SAdd(ctx, r.prefix+":funnel:shards", f[0])
+	}
+	for k, n := range hist {
+		f := strings.SplitN(k, "|", 3)
+		key := r.histKey(f[0], f[1])
+		pipe.HIncrBy(ctx, key, f[2], n)
+		keys[key] = true
+	}
+	for k := range keys {
+		pipe.Expire(ctx, k, Retention)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		// Put the counts back so a Redis blip loses nothing.
+		r.mu.Lock()
+		for k, n := range counts {
+			r.counts[k] += n
+		}
+		for k, n := range hist {
+			r.hist[k] += n
+		}
+		r.mu.Unlock()
+		return fmt.Errorf("flush funnel: %w", err)
+	}
+	return nil
+}
+
+// Run flushes every interval until ctx ends, then once more.
+func (r *Recorder) Run(ctx context.Context, interval time.Duration) {
+	if r == nil {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.Flush(context.WithoutCancel(ctx)) //nolint:errcheck
+			return
+		case <-t.C:
+			if err := r.Flush(ctx); err != nil {
+				r.log.Warn("funnel flush", "err", err)
+			}
+		}
+	}
+}
+
+// Second is one second of counts.
+type Second struct {
+	At     time.Time
+	Counts map[string]int64
+}
+
+// Read returns per-second counts of a shard (0: events of no shard) for
+// the seconds in [from, to], summed over every process.
+func (r *Recorder) Read(ctx context.Context, shardID int64, from, to time.Time) ([]Second, error) {
+	var out []Second
+	pipe := r.rdb.Pipeline()
+	var cmds []*redis.MapStringStringCmd
+	for s := from.Unix(); s <= to.Unix(); s++ {
+		cmds = append(cmds, pipe.HGetAll(ctx, r.countKey(strconv.FormatInt(shardID, 10), strconv.FormatInt(s, 10))))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("read funnel: %w", err)
+	}
+	for i, c := range cmds {
+		sec := Second{At: time.Unix(from.Unix()+int64(i), 0), Counts: map[string]int64{}}
+		for k, v := range c.Val() {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			sec.Counts[k] = n
+		}
+		out = append(out, sec)
+	}
+	return out, nil
+}
+
+// Shards lists the shards that have ever been counted.
+func (r *Recorder) Shards(ctx context.Context) ([]int64, error) {
+	ids, err := r.rdb.SMembers(ctx, r.prefix+":funnel:shards").Result()
+	if err != nil {
+		return nil, fmt.Errorf("funnel shards: %w", err)
+	}
+	var out []int64
+	for _, s := range ids {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// Quantile estimates the q-quantile (0..1) of stage's latency over
+// [from, to] from the histogram: the upper bound of the bucket it falls in.
+func (r *Recorder) Quantile(ctx context.Context, stage string, from, to time.Time, q float64) (time.Duration, int64, error) {
+	pipe := r.rdb.Pipeline()
+	var cmds []*redis.MapStringStringCmd
+	for s := from.Unix(); s <= to.Unix(); s++ {
+		cmds = append(cmds, pipe.HGetAll(ctx, r.histKey(stage, strconv.FormatInt(s, 10))))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return 0, 0, fmt.Errorf("read latency: %w", err)
+	}
+	counts := make([]int64, len(Buckets))
+	var total int64
+	for _, c := range cmds {
+		for k, v := range c.Val() {
+			b, _ := strconv.Atoi(k)
+			n, _ := strconv.ParseInt(v, 10, 64)
+			if b >= 0 && b < len(counts) {
+				counts[b] += n
+				total += n
+			}
+		}
+	}
+	if total == 0 {
+		return 0, 0, nil
+	}
+	want := int64(float64(total)*q + 0.999999)
+	var seen int64
+	for b, n := range counts {
+		seen += n
+		if seen >= want {
+			return time.Duration(Buckets[b]) * time.Millisecond, total, nil
+		}
+	}
+	return time.Duration(Buckets[len(Buckets)-1]) * time.Millisecond, total, nil
+}

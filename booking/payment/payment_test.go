@@ -216,7 +216,7 @@ func TestEveryPaymentEndsAsTicketOrRefund(t *testing.T) {
 	t.Parallel()
 	routes := fastRoutes(func(rc *pspapi.RouteConfig) {
 		rc.LatencyP50Ms, rc.LatencyP99Ms = 20, 300
-		rc.DeclineRate = 0.12
+		rc.DeclineRate = 0.25
 		rc.PendingRate, rc.PendingResolveMs = 0.2, 1500
 		rc.TimeoutRate = 0.1
 		rc.LostCallbackRate, rc.DuplicateCallbackRate = 0.25, 0.3
@@ -227,7 +227,7 @@ func TestEveryPaymentEndsAsTicketOrRefund(t *testing.T) {
 	rules := booking.DefaultRules()
 	rules.HoldWindow = 4 * time.Second
 	w := newWorld(t, teststack.Options{Work: true, Rules: &rules, Routes: routes, HoldWindows: windows, Extension: 2 * time.Second,
-		ResolutionDeadline: 40 * time.Second, LateGrace: time.Minute, CreateTimeout: 800 * time.Millisecond, SweepInterval: 2 * time.Second}, 30, 48)
+		ResolutionDeadline: 40 * time.Second, LateGrace: time.Minute, CreateTimeout: 800 * time.Millisecond, SweepInterval: 2 * time.Second}, 40, 60)
 	methods := []string{payment.Wallet, payment.UPI, payment.Card, payment.NetBanking}
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -56,7 +56,7 @@ func (st *stack) start(t *testing.T, schema string) {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	st.srv, st.http = srv, hs
-	st.client = prs.NewClient(hs.URL, apiKey, &http.Client{Timeout: 5 * time.Second})
+	st.client = prs.NewClient(hs.URL, apiKey, &http.Client{Timeout: 20 * time.Second})
 }
 
 // raw makes a request without the client, returning status and body.

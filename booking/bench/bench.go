@@ -1,7 +1,8 @@
-// Package bench measures the hold path on one hot shard against the raw
-// ceilings of Redis and PostgreSQL on the same machine, in the same run:
-// a figure is only meaningful beside what the hardware gave a minimal
-// program a moment earlier.
+// Package bench measures the hold path on one hot shard, and the payment
+// path (wallet confirmations, gateway callbacks), against the raw ceilings
+// of Redis and PostgreSQL on the same machine, in the same run: a figure is
+// only meaningful beside what the hardware gave a minimal program a moment
+// earlier.
 package bench
 
 import (
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -30,6 +32,8 @@ import (
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
 	"tatkal/booking/inventory"
+	"tatkal/booking/payment"
+	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/seed"
 )
 
@@ -48,6 +52,28 @@ type Options struct {
 	Redis      redis.UniversalClient
 	Service    *booking.Service
 	SessionKey []byte
+	// Payments is the payment orchestrator of the server under test: the
+	// one behind BaseURL, or the one the bench's own API serves when
+	// BaseURL is empty. Nil: the payment phases are skipped.
+	Payments *payment.Service
+	// Gateways are the gateways Payments knows: the callback phase's
+	// payments are made at a simulator of the bench's with the same ids and
+	// keys, and their webhooks signed with these secrets. Default: the
+	// simulator's dev gateways (pspsim.DefaultGateways), as main.go
+	// configures.
+	Gateways []payment.GatewayConfig
+	// WalletUsers is how many wallet-funded users the wallet phase may
+	// spend, one per confirmation. Zero: Concurrency plus 2,000 per second
+	// of Duration; a phase that runs out stops early and says so.
+	WalletUsers int
+	// Callbacks is how many payments AWAITING_USER are prepared for the
+	// callback phase, one per callback. Zero: sized from the wallet phase
+	// just before (a callback confirms as the wallet does, with less
+	// around it): Concurrency plus three times the wallet confirmations per
+	// second for Duration, at most Concurrency plus 2,000 per second of
+	// Duration. A phase that runs out stops early and says so; those it did
+	// not reach are sent after it, unmeasured.
+	Callbacks int
 	// PipelineBatch is how many script calls share one round trip in the
 	// pipelined Lua ceiling.
 	PipelineBatch int
@@ -91,6 +117,15 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if len(o.Gateways) == 0 {
+		for _, g := range pspsim.DefaultGateways() {
+			o.Gateways = append(o.Gateways, payment.GatewayConfig{ID: g.ID, APIKey: g.APIKey, WebhookSecret: g.WebhookSecret})
+		}
+	}
+	perSecond := func(n int) int { return o.Concurrency + int(float64(n)*o.Duration.Seconds()) }
+	if o.WalletUsers <= 0 {
+		o.WalletUsers = perSecond(2000)
+	}
 	switch {
 	case o.Pool == nil:
 		return o, errors.New("bench: no PostgreSQL pool")
@@ -116,13 +151,41 @@ type runEnv struct {
 	// shard is the hot shard of the cycle and hold-only phases; rushShard
 	// has the real waitlist cap, so the rush can sell it out.
 	shard, rushShard *booking.Shard
-	stops            []string
-	cycle            []int64    // one user per client for the hold-and-cancel cycle
-	fresh            [2][]int64 // the service and HTTP hold-only phases: one user per durable hold
-	rush             []int64    // the rush: one user per durable hold
-	tokens           map[int64]string
-	baseURL          string
-	created          time.Time // account creation stated in the sessions
+	// The payment phases' shards, without a waitlist (nil when the payment
+	// phases are skipped).
+	walletShard, callbackShard *booking.Shard
+	stops                      []string
+	cycle                      []int64    // one user per client for the hold-and-cancel cycle
+	fresh                      [2][]int64 // the service and HTTP hold-only phases: one user per durable hold
+	rush                       []int64    // the rush: one user per durable hold
+	walletUsers                []int64    // wallet-funded, one per confirmation
+	callbackUsers              []int64    // one per prepared callback payment
+	tokens                     map[int64]string
+	baseURL                    string
+	created                    time.Time // account creation stated in the sessions
+
+	// Filled by the payment phases.
+	walletPayments            []uuid.UUID
+	walletRate                float64 // confirmations per second, sizes the callback preparation
+	callbacks                 *callbackRun
+	footprintBeforeDuplicates footprint
+}
+
+// maxCallbacks is the most payments the callback phase may prepare.
+func (env *runEnv) maxCallbacks() int {
+	if env.opts.Callbacks > 0 {
+		return env.opts.Callbacks
+	}
+	return env.opts.Concurrency + int(2000*env.opts.Duration.Seconds())
+}
+
+// shards are every shard the run made.
+func (env *runEnv) shards() []*booking.Shard {
+	out := []*booking.Shard{env.shard, env.rushShard}
+	if env.walletShard != nil {
+		out = append(out, env.walletShard, env.callbackShard)
+	}
+	return out
 }
 
 // Run seeds two fresh shards (the hot shard and the rush shard) and their
@@ -146,7 +209,12 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		return rep, err
 	}
 	rep.ShardID, rep.Shard, rep.RushShardID = env.shard.ID, env.shard.Key(), env.rushShard.ID
-	rep.Users = len(env.cycle) + len(env.fresh[0]) + len(env.fresh[1]) + len(env.rush)
+	rep.Users = len(env.cycle) + len(env.fresh[0]) + len(env.fresh[1]) + len(env.rush) + len(env.walletUsers) + len(env.callbackUsers)
+	rep.Payments = opts.Payments != nil
+	if rep.Payments {
+		rep.WalletShardID, rep.WalletBerths = env.walletShard.ID, env.walletShard.Total
+		rep.CallbackShardID, rep.CallbackBerths = env.callbackShard.ID, env.callbackShard.Total
+	}
 	rep.BaseURL, rep.OwnServer = opts.BaseURL, opts.BaseURL == ""
 	if rep.OwnServer {
 		url, stop, err := serveAPI(opts)
@@ -159,20 +227,36 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	env.baseURL = rep.BaseURL
 	opts.Log.Info("bench ready", "hot_shard", env.shard.ID, "rush_shard", env.rushShard.ID, "users", rep.Users, "http", rep.BaseURL)
 
-	phases := []struct {
+	type phase struct {
 		name string
 		out  *Phase
 		run  func(context.Context, *runEnv) (Phase, error)
-	}{
-		{"raw-lua", &rep.RawLua, rawLua},
-		{"raw-lua-pipelined", &rep.RawLuaPipelined, rawLuaPipelined},
-		{"raw-pg", &rep.RawPG, rawPG},
-		{"cycle", &rep.Cycle, serviceCycle},
-		{"service", &rep.Service, serviceHolds},
-		{"http", &rep.HTTP, httpHolds},
-		{"rush", &rep.Rush, httpRush},
+		// prep runs before the phase and post after it, both outside its
+		// measurement (CPU, WAL and profile included).
+		prep, post func(context.Context, *runEnv) error
+	}
+	phases := []phase{
+		{name: "raw-lua", out: &rep.RawLua, run: rawLua},
+		{name: "raw-lua-pipelined", out: &rep.RawLuaPipelined, run: rawLuaPipelined},
+		{name: "raw-pg", out: &rep.RawPG, run: rawPG},
+		{name: "cycle", out: &rep.Cycle, run: serviceCycle},
+		{name: "service", out: &rep.Service, run: serviceHolds},
+		{name: "http", out: &rep.HTTP, run: httpHolds},
+		{name: "rush", out: &rep.Rush, run: httpRush},
+	}
+	if rep.Payments {
+		phases = append(phases,
+			phase{name: "wallet", out: &rep.Wallet, run: walletConfirmations},
+			phase{name: "callbacks", out: &rep.Callbacks, run: callbackPhase, prep: prepareCallbacks, post: drainCallbacks},
+			phase{name: "duplicates", out: &rep.Duplicates, run: duplicatePhase})
 	}
 	for _, p := range phases {
+		if p.prep != nil {
+			opts.Log.Info("bench prepare", "phase", p.name)
+			if err := p.prep(ctx, env); err != nil {
+				return rep, fmt.Errorf("bench %s: prepare: %w", p.name, err)
+			}
+		}
 		opts.Log.Info("bench phase", "phase", p.name, "duration", opts.Duration)
 		stopProfile, err := startProfile(opts.ProfileDir, p.name)
 		if err != nil {
@@ -194,43 +278,63 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, fmt.Errorf("bench %s: %w", p.name, err)
 		}
+		if p.post != nil {
+			if err := p.post(ctx, env); err != nil {
+				return rep, fmt.Errorf("bench %s: after the phase: %w", p.name, err)
+			}
+		}
+	}
+	if cb := env.callbacks; cb != nil {
+		rep.CallbacksPrepared, rep.CallbackPrep, rep.CallbacksDrained = len(cb.hooks), cb.took, cb.drained
+		rep.CallbackPrepFailures = cb.failed
 	}
 
-	for _, sh := range []*booking.Shard{env.shard, env.rushShard} {
+	for _, sh := range env.shards() {
 		c, err := inventory.Check(ctx, opts.Pool, opts.Service.Store(), sh.ID, opts.Service.Rules().HoldWindow)
 		if err != nil {
 			return rep, fmt.Errorf("bench: check shard %d: %w", sh.ID, err)
 		}
 		rep.Checks = append(rep.Checks, c)
 	}
+	if rep.Payments {
+		pc, err := checkPayments(ctx, env, &rep)
+		if err != nil {
+			return rep, fmt.Errorf("bench: check payments: %w", err)
+		}
+		rep.PayCheck = &pc
+	}
 	return rep, nil
 }
 
 // keyPrefixes name each hold-writing phase's idempotency keys (see idemKey).
-var keyPrefixes = map[string]string{"cycle": "c", "service": "s", "http": "h", "rush": "r"}
+var keyPrefixes = map[string]string{"cycle": "c", "service": "s", "http": "h", "rush": "r", "wallet": "w"}
 
 // batches reads how a phase's holds were grouped into transactions.
 func batches(ctx context.Context, env *runEnv, phase string, ph *Phase) error {
+	var ids []int64
+	for _, sh := range env.shards() {
+		ids = append(ids, sh.ID)
+	}
 	err := env.opts.Pool.QueryRow(ctx, `
 		SELECT count(*), coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY n), 0), coalesce(max(n), 0)
 		FROM (SELECT count(*) AS n FROM holds WHERE shard_id = ANY($1) AND idempotency_key LIKE $2 GROUP BY created_at) b`,
-		[]int64{env.shard.ID, env.rushShard.ID}, "bench-"+env.runID+"-"+phase+"-%").Scan(&ph.Commits, &ph.BatchP50, &ph.BatchMax)
+		ids, "bench-"+env.runID+"-"+phase+"-%").Scan(&ph.Commits, &ph.BatchP50, &ph.BatchMax)
 	if err != nil {
 		return fmt.Errorf("read group-commit batches: %w", err)
 	}
 	return nil
 }
 
-// newShard creates a shard of train 12951 3A on a random far-future date,
-// so runs never collide, and loads it into Redis.
-func newShard(ctx context.Context, opts Options, waitlist *int) (*booking.Shard, error) {
+// newShard creates a shard of train 12951 3A with berths berths on a
+// random far-future date, so runs never collide, and loads it into Redis.
+func newShard(ctx context.Context, opts Options, berths int, waitlist *int) (*booking.Shard, error) {
 	var id int64
 	for attempt := 0; ; attempt++ {
 		// 3 to 30 years out: no real booking and no earlier run is there.
 		day := time.Now().In(booking.IST).AddDate(3, 0, mrand.IntN(27*365))
 		date := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, booking.IST)
 		var err error
-		id, err = seed.Shard(ctx, opts.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: opts.Berths,
+		id, err = seed.Shard(ctx, opts.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: berths,
 			OpensAt: time.Now().Add(-time.Minute), WaitlistCap: waitlist})
 		if err == nil {
 			break
@@ -258,11 +362,22 @@ func prepare(ctx context.Context, opts Options) (*runEnv, error) {
 	}
 	wl := hotWaitlist
 	var err error
-	if env.shard, err = newShard(ctx, opts, &wl); err != nil {
+	if env.shard, err = newShard(ctx, opts, opts.Berths, &wl); err != nil {
 		return nil, err
 	}
-	if env.rushShard, err = newShard(ctx, opts, nil); err != nil {
+	if env.rushShard, err = newShard(ctx, opts, opts.Berths, nil); err != nil {
 		return nil, err
+	}
+	if opts.Payments != nil {
+		// No waitlist, and a berth per user: even if every confirmation
+		// took the whole route, the shard would not sell out.
+		none := 0
+		if env.walletShard, err = newShard(ctx, opts, min(opts.WalletUsers, maxPayBerths), &none); err != nil {
+			return nil, err
+		}
+		if env.callbackShard, err = newShard(ctx, opts, min(env.maxCallbacks(), maxPayBerths), &none); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range env.shard.Stops {
 		env.stops = append(env.stops, s.Code)
@@ -287,6 +402,16 @@ func prepare(ctx context.Context, opts Options) (*runEnv, error) {
 	}
 	env.cycle, ids = ids[:opts.Concurrency], ids[opts.Concurrency:]
 	env.fresh[0], env.fresh[1], env.rush = ids[:fresh], ids[fresh:2*fresh], ids[2*fresh:]
+	if opts.Payments != nil {
+		if env.walletUsers, err = seed.Users(ctx, opts.Pool, seed.UsersSpec{Count: opts.WalletUsers, Prefix: "bench" + env.runID + "w_",
+			PasswordHash: hash, CreatedAt: env.created, WalletRupees: walletRupees}); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		if env.callbackUsers, err = seed.Users(ctx, opts.Pool, seed.UsersSpec{Count: env.maxCallbacks(), Prefix: "bench" + env.runID + "p_",
+			PasswordHash: hash, CreatedAt: env.created}); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+	}
 	signer, err := auth.NewSigner(opts.SessionKey)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -301,20 +426,33 @@ func prepare(ctx context.Context, opts Options) (*runEnv, error) {
 	return env, nil
 }
 
+// maxPayBerths is the most berths a payment shard gets, within the 255
+// coaches (of 72 3A berths) seed.Shard makes at most.
+const maxPayBerths = 16_000
+
+// walletRupees is each wallet user's opening balance: several times any
+// 3A fare of the demo trains.
+const walletRupees = 50_000
+
 // serveAPI serves the /v1 API over loopback, as main.go's server does
-// (minus the middleware that plays no part in a hold).
+// (minus the middleware that plays no part in a hold or a callback).
 func serveAPI(opts Options) (string, func(), error) {
 	signer, err := auth.NewSigner(opts.SessionKey)
 	if err != nil {
 		return "", nil, fmt.Errorf("bench: %w", err)
 	}
 	r := chi.NewRouter()
-	api.New(api.Config{Service: opts.Service, Pool: opts.Pool, Signer: signer, Log: opts.Log}).Routes(r)
+	api.New(api.Config{Service: opts.Service, Payments: opts.Payments, Pool: opts.Pool, Signer: signer, Log: opts.Log}).Routes(r)
+	return serveHandler(r)
+}
+
+// serveHandler serves h on a loopback port until stop is called.
+func serveHandler(h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, fmt.Errorf("bench: listen: %w", err)
 	}
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln) //nolint:errcheck // returns ErrServerClosed on stop
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

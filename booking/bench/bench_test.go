@@ -11,7 +11,9 @@ import (
 )
 
 // TestBenchSmoke runs every phase briefly against a private database: each
-// figure must come out positive and the shard's invariants must hold.
+// figure must come out positive, every shard's invariants must hold, and
+// every payment must have ended in exactly one booking with its money
+// accounted for.
 func TestBenchSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL and Redis")
@@ -21,7 +23,7 @@ func TestBenchSmoke(t *testing.T) {
 	defer cancel()
 	opts := bench.DefaultOptions()
 	opts.Duration, opts.Concurrency, opts.Berths = 300*time.Millisecond, 8, 64
-	opts.Pool, opts.Redis, opts.Service = st.Pool, st.Redis, st.Service
+	opts.Pool, opts.Redis, opts.Service, opts.Payments = st.Pool, st.Redis, st.Service, st.Payments
 	opts.SessionKey = []byte(strings.Repeat("b", 32)) // BaseURL empty: the bench serves the API itself
 	rep, err := bench.Run(ctx, opts)
 	if err != nil {
@@ -31,26 +33,69 @@ func TestBenchSmoke(t *testing.T) {
 	t.Log("\n" + out)
 
 	positive := map[string]float64{
-		"raw A ops/s":           rep.RawLua.Rate(),
-		"raw A pipelined ops/s": rep.RawLuaPipelined.Rate(),
-		"raw B rows/s":          rep.RawPG.Rate(),
-		"cycle holds/s":         rep.Cycle.DurableRate(),
-		"service decisions/s":   rep.Service.Rate(),
-		"service durable/s":     rep.Service.DurableRate(),
-		"HTTP decisions/s":      rep.HTTP.Rate(),
-		"HTTP durable/s":        rep.HTTP.DurableRate(),
-		"rush decisions/s":      rep.Rush.Rate(),
-		"rush durable/s":        rep.Rush.FillRate(),
+		"raw A ops/s":            rep.RawLua.Rate(),
+		"raw A pipelined ops/s":  rep.RawLuaPipelined.Rate(),
+		"raw B rows/s":           rep.RawPG.Rate(),
+		"cycle holds/s":          rep.Cycle.DurableRate(),
+		"service decisions/s":    rep.Service.Rate(),
+		"service durable/s":      rep.Service.DurableRate(),
+		"HTTP decisions/s":       rep.HTTP.Rate(),
+		"HTTP durable/s":         rep.HTTP.DurableRate(),
+		"rush decisions/s":       rep.Rush.Rate(),
+		"rush durable/s":         rep.Rush.FillRate(),
+		"wallet confirmations/s": rep.Wallet.DurableRate(),
+		"callbacks/s":            rep.Callbacks.DurableRate(),
+		"duplicate callbacks/s":  rep.Duplicates.Rate(),
 	}
 	for name, v := range positive {
 		if !(v > 0) {
 			t.Errorf("%s = %v, want > 0", name, v)
 		}
 	}
-	for _, p := range []bench.Phase{rep.Cycle, rep.Service, rep.HTTP, rep.Rush} {
+	for _, p := range []bench.Phase{rep.Cycle, rep.Service, rep.HTTP, rep.Rush, rep.Wallet, rep.Callbacks, rep.Duplicates} {
 		if p.P50 <= 0 || p.P99 < p.P50 {
 			t.Errorf("%s: p50 %v p99 %v", p.Name, p.P50, p.P99)
 		}
+	}
+	w := rep.Wallet
+	if w.HoldP50 <= 0 || w.PayP50 <= 0 || w.HoldP99 < w.HoldP50 || w.PayP99 < w.PayP50 || w.P50 < w.PayP50 {
+		t.Errorf("wallet steps: hold p50 %v p99 %v, pay p50 %v p99 %v, whole p50 %v", w.HoldP50, w.HoldP99, w.PayP50, w.PayP99, w.P50)
+	}
+	// Every payment phase ran its course: no sell-out, enough users and
+	// prepared payments, every operation answered as it should.
+	for _, p := range []bench.Phase{rep.Wallet, rep.Callbacks, rep.Duplicates} {
+		if len(p.Errors) > 0 || p.SoldOut > 0 || p.EndedEarly != "" {
+			t.Errorf("%s: %d ops, %d sold out, ended early %q, errors %v", p.Name, p.Ops, p.SoldOut, p.EndedEarly, p.Errors)
+		}
+	}
+	if rep.Wallet.Durable != rep.Wallet.Ops || rep.Callbacks.Durable != rep.Callbacks.Ops || rep.Duplicates.Durable != 0 {
+		t.Errorf("confirmations: wallet %d of %d, callbacks %d of %d, duplicates %d (want 0)", rep.Wallet.Durable, rep.Wallet.Ops,
+			rep.Callbacks.Durable, rep.Callbacks.Ops, rep.Duplicates.Durable)
+	}
+	if len(rep.CallbackPrepFailures) > 0 || rep.CallbacksPrepared == 0 ||
+		int64(rep.CallbacksPrepared) != rep.Callbacks.Durable+int64(rep.CallbacksDrained) {
+		t.Errorf("callbacks: %d prepared (failures %v), %d in the phase, %d after it", rep.CallbacksPrepared, rep.CallbackPrepFailures,
+			rep.Callbacks.Durable, rep.CallbacksDrained)
+	}
+	pc := rep.PayCheck
+	if pc == nil || !pc.OK() || int64(pc.Wallet) != rep.Wallet.Durable || pc.Callbacks != rep.CallbacksPrepared {
+		t.Errorf("payments check: %+v", pc)
+	}
+	// Independently of the bench's own check: every payment it made is
+	// SUCCESS with exactly one booking with a PNR, and every prepared
+	// payment got exactly one webhook event recorded, duplicates or not.
+	var payments, confirmed, hooks, refunds int64
+	if err := st.Pool.QueryRow(ctx, `
+		SELECT count(*), count(*) FILTER (WHERE p.state = 'SUCCESS' AND (SELECT count(*) FROM bookings b
+		         WHERE b.hold_id = p.hold_id AND b.status = 'CONFIRMED' AND b.pnr <> '') = 1),
+		       (SELECT count(*) FROM webhook_events), (SELECT count(*) FROM refunds)
+		FROM payments p JOIN holds h ON h.id = p.hold_id WHERE h.shard_id = ANY($1)`,
+		[]int64{rep.WalletShardID, rep.CallbackShardID}).Scan(&payments, &confirmed, &hooks, &refunds); err != nil {
+		t.Fatal(err)
+	}
+	if want := rep.Wallet.Durable + int64(rep.CallbacksPrepared); payments != want || confirmed != want || hooks != int64(rep.CallbacksPrepared) || refunds != 0 {
+		t.Errorf("database: %d payments, %d SUCCESS with one booking, %d webhook events, %d refunds; want %d, %d, %d, 0",
+			payments, confirmed, hooks, refunds, want, want, rep.CallbacksPrepared)
 	}
 	// Nothing but the rush may answer SOLD_OUT, and nothing may fail.
 	for _, p := range []bench.Phase{rep.Cycle, rep.Service, rep.HTTP} {
@@ -64,7 +109,8 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("%s", c.String())
 		}
 	}
-	for _, want := range []string{"raw A", "raw B", "service", "HTTP", "cycle", "rush", "OK (Redis and PostgreSQL agree", "GOMAXPROCS"} {
+	for _, want := range []string{"raw A", "raw B", "service", "HTTP", "cycle", "rush", "OK (Redis and PostgreSQL agree", "GOMAXPROCS",
+		"wallet  hold → pay WALLET → PNR", "callbacks  signed SUCCESS webhook → PNR", "callbacks  duplicate events", "payments: OK"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}

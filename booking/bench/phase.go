@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 )
@@ -20,19 +21,29 @@ import (
 type Phase struct {
 	Name    string
 	Elapsed time.Duration // from the start until the last client finished
-	// Ops counts script calls (raw A), rows made durable (raw B) or hold
-	// decisions: HELD, WAITLIST_OFFERED and SOLD_OUT answers (the rest).
+	// Ops counts script calls (raw A), rows made durable (raw B), hold
+	// decisions: HELD, WAITLIST_OFFERED and SOLD_OUT answers (the hold
+	// phases), confirmations (wallet: hold, then pay, SUCCESS), callbacks
+	// answered 200 (callbacks, duplicates).
 	Ops int64
 	// Durable counts HELD and WAITLIST_OFFERED answers: each is durable in
-	// PostgreSQL before it is given.
+	// PostgreSQL before it is given. Payment phases: bookings confirmed
+	// with a PNR (duplicates confirm nothing).
 	Durable int64
 	SoldOut int64
 	// Errors counts failed operations by reason; they are not decisions.
 	Errors map[string]int64
 	// P50 and P99 are of one operation as its client saw it: a script
 	// call, a pipeline of PipelineBatch calls, a row's wait for its commit,
-	// or a hold request.
+	// a hold request, a whole hold → PNR sequence (wallet) or a callback.
 	P50, P99 time.Duration
+	// Wallet only: the hold step and the pay step (Initiate) apart.
+	HoldP50, HoldP99, PayP50, PayP99 time.Duration
+	// EndedEarly says why a phase stopped before its duration (its shard
+	// sold out, or it ran out of users or prepared payments), at EndedAt;
+	// "" when it ran its course.
+	EndedEarly string
+	EndedAt    time.Duration
 	// Cycles only: the cancel that follows each durable hold, and the share
 	// of client time spent in holds rather than cancels.
 	CancelP50, CancelP99 time.Duration
@@ -83,7 +94,9 @@ func perSecond(n int64, d time.Duration) float64 {
 type tally struct {
 	ops, durable, soldOut int64
 	lat, cancelLat        []time.Duration
+	holdLat, payLat       []time.Duration // wallet: the two steps apart
 	holdTime, cancelTime  time.Duration
+	ids                   []uuid.UUID // wallet: the payments made
 	errs                  map[string]int64
 	events                []event // rush: when each decision ended
 }
@@ -121,6 +134,9 @@ func closedLoop(ctx context.Context, n int, d time.Duration, body func(g int, t 
 		all.soldOut += t.soldOut
 		all.lat = append(all.lat, t.lat...)
 		all.cancelLat = append(all.cancelLat, t.cancelLat...)
+		all.holdLat = append(all.holdLat, t.holdLat...)
+		all.payLat = append(all.payLat, t.payLat...)
+		all.ids = append(all.ids, t.ids...)
 		all.holdTime += t.holdTime
 		all.cancelTime += t.cancelTime
 		all.events = append(all.events, t.events...)
@@ -139,6 +155,8 @@ func (t tally) phase(name string, elapsed time.Duration) Phase {
 	p := Phase{Name: name, Elapsed: elapsed, Ops: t.ops, Durable: t.durable, SoldOut: t.soldOut, Errors: t.errs}
 	p.P50, p.P99 = percentile(t.lat, 0.50), percentile(t.lat, 0.99)
 	p.CancelP50, p.CancelP99 = percentile(t.cancelLat, 0.50), percentile(t.cancelLat, 0.99)
+	p.HoldP50, p.HoldP99 = percentile(t.holdLat, 0.50), percentile(t.holdLat, 0.99)
+	p.PayP50, p.PayP99 = percentile(t.payLat, 0.50), percentile(t.payLat, 0.99)
 	if busy := t.holdTime + t.cancelTime; busy > 0 {
 		p.HoldShare = float64(t.holdTime) / float64(busy)
 	}

@@ -33,17 +33,34 @@ type Report struct {
 	// The phases, in the order they ran.
 	RawLua, RawLuaPipelined, RawPG Phase
 	Cycle, Service, HTTP, Rush     Phase
-	// Checks are the invariant checks of both shards after the run; none
+	// The payment phases, run when the bench had a payment service
+	// (Payments), each on a shard of its own without a waitlist.
+	Payments                       bool
+	WalletShardID, CallbackShardID int64
+	WalletBerths, CallbackBerths   int
+	Wallet, Callbacks, Duplicates  Phase
+	CallbacksPrepared              int           // payments made AWAITING_USER for the callback phase
+	CallbackPrep                   time.Duration // how long making them took (not measured as a phase)
+	CallbacksDrained               int           // prepared payments the phase did not reach, sent after it
+	CallbackPrepFailures           map[string]int64
+	// Checks are the invariant checks of every shard after the run; none
 	// when the run stopped before them.
 	Checks []inventory.Report
+	// PayCheck is the money check after the payment phases (nil when they
+	// did not run).
+	PayCheck *PayCheck
 }
 
-// OK reports whether both shards were checked and nothing was broken.
+// OK reports whether every shard was checked, the payments too when they
+// ran, and nothing was broken.
 func (r Report) OK() bool {
 	for _, c := range r.Checks {
 		if !c.OK() {
 			return false
 		}
+	}
+	if r.Payments {
+		return len(r.Checks) == 4 && r.PayCheck != nil && r.PayCheck.OK()
 	}
 	return len(r.Checks) == 2
 }
@@ -136,6 +153,18 @@ func (r Report) String() string {
 	if !r.Rush.SoldOutReached {
 		rows[len(rows)-1].value, rows[len(rows)-1].ratio = "not sold out in the phase", "-"
 	}
+	if r.Payments {
+		wr, cr, dr := r.Wallet.DurableRate(), r.Callbacks.DurableRate(), r.Duplicates.Rate()
+		rows = append(rows,
+			row{"wallet  hold → pay WALLET → PNR, confirmations", rate(wr, "/s"), "B " + rate(b2, "/s"), ratio(wr, b2), ms(r.Wallet.P50), ms(r.Wallet.P99)},
+			row{"wallet  the hold step (Service.Hold)", "", "", "", ms(r.Wallet.HoldP50), ms(r.Wallet.HoldP99)},
+			row{"wallet  the pay step (Initiate WALLET)", "", "", "", ms(r.Wallet.PayP50), ms(r.Wallet.PayP99)},
+			row{"callbacks  signed SUCCESS webhook → PNR", rate(cr, "/s"), "B " + rate(b2, "/s"), ratio(cr, b2), ms(r.Callbacks.P50), ms(r.Callbacks.P99)},
+			row{"callbacks  duplicate events (no-op)", rate(dr, "/s"), "B " + rate(b2, "/s"), ratio(dr, b2), ms(r.Duplicates.P50), ms(r.Duplicates.P99)},
+		)
+	} else {
+		rows = append(rows, row{"wallet, callbacks  not measured (no payment service)", "", "", "", "", ""})
+	}
 	head := row{"figure", "value", "ceiling", "ratio", "p50", "p99"}
 	w := [6]int{}
 	for _, x := range append([]row{head}, rows...) {
@@ -158,16 +187,25 @@ func (r Report) String() string {
 		verdict = "NOT met"
 	}
 	fmt.Fprintf(&b, "\naim: HTTP hold decisions at about half of raw A: %.3f of it, %s\n", httpRatio, verdict)
+	if r.Payments {
+		fmt.Fprintf(&b, "duplicates: %.1fx the rate of first deliveries, p50 %s against %s\n",
+			r.Duplicates.Rate()/max(r.Callbacks.Rate(), 1e-9), ms(r.Duplicates.P50), ms(r.Callbacks.P50))
+		for _, p := range []struct {
+			name string
+			ph   Phase
+		}{{"wallet", r.Wallet}, {"callbacks", r.Callbacks}} {
+			if p.ph.EndedEarly != "" {
+				fmt.Fprintf(&b, "NOTE: the %s phase ended early, after %s of %s: %s; its rate is over that span\n",
+					p.name, p.ph.EndedAt.Round(time.Millisecond), r.Duration, p.ph.EndedEarly)
+			}
+		}
+	}
 
 	fmt.Fprintf(&b, "\nCPU per phase, in cores of %d (rest = machine - tatkal - Redis: PostgreSQL and anything else running;\n", r.NumCPU)
 	fmt.Fprintln(&b, "script time and WAL count every client of that Redis and that PostgreSQL server):")
 	fmt.Fprintf(&b, "  %-16s %8s %7s %7s %7s %8s   %14s %12s\n", "phase", "elapsed", "tatkal", "redis", "rest", "machine",
 		"redis µs/script", "WAL bytes/op")
-	for _, p := range []struct {
-		name string
-		ph   Phase
-	}{{"raw A", r.RawLua}, {"raw A pipelined", r.RawLuaPipelined}, {"raw B", r.RawPG}, {"cycle", r.Cycle},
-		{"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}} {
+	for _, p := range r.named(true) {
 		perScript, walPerOp := "n/a", "n/a"
 		if us := p.ph.CPU.MicrosPerScript(); us >= 0 {
 			perScript = fmt.Sprintf("%.1f", us)
@@ -182,17 +220,28 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "\ncounts: service %d decisions (%d durable), HTTP %d (%d durable), cycle %d (%d HELD, %.0f%% of client time in the hold, the rest cancelling),\n",
 		r.Service.Ops, r.Service.Durable, r.HTTP.Ops, r.HTTP.Durable, r.Cycle.Ops, r.Cycle.Durable, 100*r.Cycle.HoldShare)
 	fmt.Fprintf(&b, "        rush %d (%d durable, %d SOLD_OUT, sold out after %s)\n", r.Rush.Ops, r.Rush.Durable, r.Rush.SoldOut, soldOutAfter(r.Rush))
+	if r.Payments {
+		fmt.Fprintf(&b, "        wallet %d confirmations with a PNR (shard %d, %d berths, %d SOLD_OUT)\n",
+			r.Wallet.Durable, r.WalletShardID, r.WalletBerths, r.Wallet.SoldOut)
+		fmt.Fprintf(&b, "        callbacks: %d payments prepared AWAITING_USER in %s (shard %d, %d berths), %d confirmed in the phase, %d sent after it;\n",
+			r.CallbacksPrepared, r.CallbackPrep.Round(time.Millisecond), r.CallbackShardID, r.CallbackBerths, r.Callbacks.Durable, r.CallbacksDrained)
+		fmt.Fprintf(&b, "        duplicates %d acknowledged\n", r.Duplicates.Ops)
+	}
 	fmt.Fprintf(&b, "group commit (holds per PostgreSQL transaction, %d writers):\n", r.Writers)
 	for _, p := range []struct {
 		name string
 		ph   Phase
-	}{{"cycle", r.Cycle}, {"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}} {
+	}{{"cycle", r.Cycle}, {"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}, {"wallet", r.Wallet}} {
+		if p.name == "wallet" && !r.Payments {
+			continue
+		}
 		fmt.Fprintf(&b, "  %-8s %s holds in %s transactions: mean %.1f, p50 %d, max %d; %s commits/s\n", p.name,
 			thousands(p.ph.Durable), thousands(p.ph.Commits), p.ph.BatchMean(), p.ph.BatchP50, p.ph.BatchMax,
 			thousands(int64(perSecond(p.ph.Commits, p.ph.Elapsed)+0.5)))
 	}
 	errs := false
-	for _, p := range []Phase{r.RawLua, r.RawLuaPipelined, r.RawPG, r.Cycle, r.Service, r.HTTP, r.Rush} {
+	for _, n := range r.named(false) {
+		p := n.ph
 		if len(p.Errors) == 0 {
 			continue
 		}
@@ -207,6 +256,20 @@ func (r Report) String() string {
 		slices.Sort(keys)
 		for _, k := range keys {
 			fmt.Fprintf(&b, "  %s: %s x%d\n", p.Name, k, p.Errors[k])
+		}
+	}
+	if len(r.CallbackPrepFailures) > 0 {
+		if !errs {
+			fmt.Fprintln(&b, "errors (not counted as decisions):")
+			errs = true
+		}
+		keys := make([]string, 0, len(r.CallbackPrepFailures))
+		for k := range r.CallbackPrepFailures {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  callbacks, preparing: %s x%d\n", k, r.CallbackPrepFailures[k])
 		}
 	}
 	if !errs {
@@ -224,6 +287,21 @@ func (r Report) String() string {
 		}
 		fmt.Fprintf(&b, "invariants: shard %d has %d VIOLATION(S): this run corrupted seat state\n", c.ShardID, len(c.Violations))
 		fmt.Fprint(&b, c.String())
+	}
+	if pc := r.PayCheck; pc != nil {
+		if pc.OK() {
+			fmt.Fprintf(&b, "payments: OK: %d wallet and %d callback payments each SUCCESS, their hold CONFIRMED with exactly one booking with a PNR,\n", pc.Wallet, pc.Callbacks)
+			fmt.Fprintln(&b, "  no refund, one wallet debit each (wallet) or one recorded webhook event each (callbacks); the duplicates changed")
+			fmt.Fprintln(&b, "  nothing; every wallet ledger adds up (payment.CheckLedger)")
+		} else {
+			fmt.Fprintf(&b, "payments: %d VIOLATION(S) over %d wallet and %d callback payments:\n", len(pc.Violations)+len(pc.LedgerBroken), pc.Wallet, pc.Callbacks)
+			for _, v := range pc.Violations {
+				fmt.Fprintf(&b, "  %s\n", v)
+			}
+			if len(pc.LedgerBroken) > 0 {
+				fmt.Fprintf(&b, "  wallet ledgers that do not add up (payment.CheckLedger): users %v\n", pc.LedgerBroken)
+			}
+		}
 	}
 
 	fmt.Fprintf(&b, `
@@ -245,7 +323,46 @@ how to read it:
   10:00: it fills (HELD, then the Tatkal waitlist, both durable) and then answers SOLD_OUT, which
   writes nothing to PostgreSQL; rush decisions/s is mostly SOLD_OUT answers.
 `, r.Berths, thousands(hotWaitlist), r.RushShardID)
+	if r.Payments {
+		fmt.Fprint(&b, `  wallet: each client takes a fresh user with money in the wallet, holds one seat on a random journey
+  (Service.Hold) and pays with the wallet (payment.Service.Initiate, WALLET): debit, payment row and
+  confirmation (booking, PNR, passengers, e-ticket, River sync jobs) in one transaction, then Redis
+  marks the seats sold. A confirmation counts when Initiate answers SUCCESS; p50/p99 are of the
+  whole hold → PNR sequence, and of each step. Its shard has a berth per user and no waitlist.
+  callbacks: before the phase, payments are made through the real path: a fresh user holds a seat,
+  then a payment.Service wired to a gateway simulator of the bench's (pspsim over loopback HTTP, in a
+  scratch schema, its customer never answering) initiates a UPI payment, created at the gateway:
+  AWAITING_USER with a real psp_ref. The phase POSTs each payment's SUCCESS webhook once, signed with
+  the gateway's secret, to /v1/internal/payments/callback over HTTP: the server verifies the
+  signature, dedups by event id, applies SUCCESS and confirms the hold (a PNR) in one transaction.
+  duplicates: the same events again (same id and body, signed afresh, as a gateway retries): each is
+  verified, found already seen and acknowledged; nothing changes.
+  raw B is the ceiling beside them: a confirmation is a transaction of about twenty statements,
+  each a round trip, where raw B writes many rows with one INSERT, so a ratio far below 1 is expected.
+`)
+	}
 	return b.String()
+}
+
+type namedPhase struct {
+	name string
+	ph   Phase
+}
+
+// named lists the phases that ran, short names for the CPU table when
+// short is set, full names otherwise.
+func (r Report) named(short bool) []namedPhase {
+	out := []namedPhase{{"raw A", r.RawLua}, {"raw A pipelined", r.RawLuaPipelined}, {"raw B", r.RawPG}, {"cycle", r.Cycle},
+		{"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}}
+	if r.Payments {
+		out = append(out, namedPhase{"wallet", r.Wallet}, namedPhase{"callbacks", r.Callbacks}, namedPhase{"duplicates", r.Duplicates})
+	}
+	if !short {
+		for i := range out {
+			out[i].name = out[i].ph.Name
+		}
+	}
+	return out
 }
 
 func soldOutAfter(p Phase) string {

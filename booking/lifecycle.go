@@ -201,9 +201,9 @@ func (s *Service) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (Confi
 	if err := Notify(ctx, tx, userID, "ETICKET", res.PNR, "E-ticket PNR "+res.PNR, body); err != nil {
 		return res, err
 	}
-	if _, err := s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: id, ShardID: res.ShardID}, &river.InsertOpts{ScheduledAt: time.Now().Add(10 * time.Second)}); err != nil {
-		return res, err
-	}
+	// No seat-sync job here: if the Redis confirm below fails, the hold's
+	// Redis record comes due at its expiry and the sweeper, finding the row
+	// CONFIRMED, confirms it then.
 	if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR}, nil); err != nil {
 		return res, err
 	}
@@ -211,14 +211,14 @@ func (s *Service) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (Confi
 }
 
 // AfterConfirm marks the seats sold in Redis once ConfirmTx has committed.
-// If Redis is unreachable the seat-sync job enqueued by ConfirmTx repeats it.
+// If Redis is unreachable, the sweeper repeats it when the hold comes due.
 func (s *Service) AfterConfirm(ctx context.Context, res ConfirmResult) {
 	if res.Already {
 		return
 	}
 	s.funnel.Add(res.ShardID, funnel.Confirmed, 1)
 	if _, err := s.store.Confirm(ctx, res.ShardID, res.HoldID.String()); err != nil {
-		s.log.Warn("confirm in Redis failed; the seat-sync job will retry", "hold", res.HoldID, "err", err)
+		s.log.Warn("confirm in Redis failed; the sweeper will repeat it", "hold", res.HoldID, "err", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package booking
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,18 +28,27 @@ type Caller struct {
 
 // Service holds, confirms, cancels and expires seats.
 type Service struct {
-	pool      *pgxpool.Pool
-	store     *inventory.Store
-	catalog   *Catalog
-	committer *Committer
-	jobs      JobInserter
-	rules     Rules
-	log       *slog.Logger
-	now       func() time.Time
-	rebuilds  singleflight.Group
-	avail     *availCache
-	core      CoreClient
-	funnel    *funnel.Recorder
+	pool       *pgxpool.Pool
+	store      *inventory.Store
+	catalog    *Catalog
+	committer  *Committer
+	jobs       JobInserter
+	rules      Rules
+	log        *slog.Logger
+	now        func() time.Time
+	rebuilds   singleflight.Group
+	avail      *availCache
+	sweepGrace time.Duration
+	core       CoreClient
+	funnel     *funnel.Recorder
+	levers     Levers
+}
+
+// Levers are the operator's switches the hold path obeys, read from a
+// cache that follows the console within a second (console/levers.Reader).
+type Levers interface {
+	WaitlistEnabled() bool
+	WindowClosesAt(shardID int64) (time.Time, bool)
 }
 
 // ServiceConfig wires a Service.
@@ -51,7 +61,10 @@ type ServiceConfig struct {
 	Now     func() time.Time // nil means time.Now
 	Catalog *Catalog         // nil means a catalog caching for 5 s
 	Core    CoreClient       // the reservation core confirmed bookings are synced to
-	Funnel  *funnel.Recorder // nil: count nothing
+	// SweepGrace: see DefaultSweepGrace (zero means it).
+	SweepGrace time.Duration
+	Funnel     *funnel.Recorder // nil: count nothing
+	Levers     Levers           // nil: no operator overrides
 }
 
 // NewService returns a service. Run its committer with RunCommitter.
@@ -66,17 +79,19 @@ func NewService(cfg ServiceConfig) *Service {
 		cfg.Catalog = NewCatalog(cfg.Pool, 5*time.Second)
 	}
 	return &Service{
-		pool:      cfg.Pool,
-		store:     cfg.Store,
-		catalog:   cfg.Catalog,
-		committer: NewCommitter(cfg.Pool, cfg.Jobs, cfg.Rules.DailyCap, cfg.Log),
-		jobs:      cfg.Jobs,
-		rules:     cfg.Rules,
-		log:       cfg.Log,
-		now:       cfg.Now,
-		avail:     newAvailCache(time.Second),
-		core:      cfg.Core,
-		funnel:    cfg.Funnel,
+		pool:       cfg.Pool,
+		store:      cfg.Store,
+		catalog:    cfg.Catalog,
+		committer:  NewCommitter(cfg.Pool, cfg.Jobs, cfg.Rules.DailyCap, cfg.Log),
+		jobs:       cfg.Jobs,
+		rules:      cfg.Rules,
+		log:        cfg.Log,
+		now:        cfg.Now,
+		avail:      newAvailCache(time.Second),
+		sweepGrace: cmp.Or(cfg.SweepGrace, DefaultSweepGrace),
+		core:       cfg.Core,
+		funnel:     cfg.Funnel,
+		levers:     cfg.Levers,
 	}
 }
 
@@ -163,7 +178,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	res, err := s.store.Hold(ctx, inventory.HoldRequest{
 		ShardID: shard.ID, HoldID: holdID.String(), UserID: c.UserID, IdemKey: req.IdempotencyKey,
 		From: from, To: to, ExpiresAt: expires, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
-		AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0, IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
+		AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
 	})
 	if err != nil {
 		s.log.Error("hold script failed", "shard", shard.Key(), "err", err)
@@ -227,13 +242,19 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 
 // checkWindow applies the window and account rules of DOMAIN.md.
 func (s *Service) checkWindow(shard *Shard, c Caller, now time.Time) error {
+	closes := shard.ClosesAt
+	if s.levers != nil {
+		if t, ok := s.levers.WindowClosesAt(shard.ID); ok {
+			closes = t
+		}
+	}
 	switch {
 	case now.Before(shard.OpensAt):
 		return Errorf(ECONFLICT, "WINDOW_NOT_OPEN", "Tatkal booking for train %s on %s opens at %s IST.",
 			shard.Train, shard.Date.Format(time.DateOnly), shard.OpensAt.In(IST).Format("15:04 on 2 Jan"))
-	case !now.Before(shard.ClosesAt):
+	case !now.Before(closes):
 		return Errorf(ECONFLICT, "WINDOW_CLOSED", "Tatkal booking for train %s on %s closed at %s IST.",
-			shard.Train, shard.Date.Format(time.DateOnly), shard.ClosesAt.In(IST).Format("15:04 on 2 Jan"))
+			shard.Train, shard.Date.Format(time.DateOnly), closes.In(IST).Format("15:04 on 2 Jan"))
 	case !c.Verified:
 		return Errorf(EFORBIDDEN, "NOT_VERIFIED", "Only identity-verified accounts can book Tatkal tickets online. Verify your account first.")
 	case c.Agent && now.Before(shard.OpensAt.Add(s.rules.AgentBar)):

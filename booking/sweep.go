@@ -12,10 +12,10 @@ import (
 	"tatkal/booking/inventory"
 )
 
-// SweepGrace is how long past its expiry a hold may wait for its own
+// DefaultSweepGrace is how long past its expiry a hold may wait for its own
 // expiry job before the sweeper steps in, and how old a Redis hold without
 // a row must be before it counts as orphaned.
-const SweepGrace = 30 * time.Second
+const DefaultSweepGrace = 30 * time.Second
 
 // SweepReport says what one sweep did.
 type SweepReport struct {
@@ -31,7 +31,7 @@ type SweepReport struct {
 // their window whose Redis state is missing.
 func (s *Service) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
-	cutoff := s.now().Add(-SweepGrace)
+	cutoff := s.now().Add(-s.sweepGrace)
 	rows, err := s.pool.Query(ctx, `SELECT id FROM holds WHERE state = 'HELD' AND expires_at < $1 LIMIT 5000`, cutoff)
 	if err != nil {
 		return rep, fmt.Errorf("sweep: %w", err)

@@ -48,6 +48,10 @@ func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRe
 		return View{}, err
 	}
 	gateway := ""
+	if s.cfg.Levers != nil && !s.cfg.Levers.MethodEnabled(req.Method) {
+		return View{}, booking.Errorf(booking.EUNAVAIL, "METHOD_UNAVAILABLE",
+			"Payments by %s are switched off right now. Your seats are still held; please pay another way.", methodNames[req.Method])
+	}
 	if req.Method != Wallet {
 		var err error
 		gateway, err = s.routes.pick(ctx, req.Method, func(id string) bool { return s.gateways[id] != nil })
@@ -101,7 +105,7 @@ func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRe
 			return err
 		}
 		// The window for slower methods is longer; it counts from the hold.
-		if _, err := booking.ExtendHoldTx(ctx, tx, h.ID, h.CreatedAt.Add(s.cfg.HoldWindows[req.Method]), false); err != nil {
+		if _, err := booking.ExtendHoldTx(ctx, tx, h.ID, h.CreatedAt.Add(s.holdWindow(req.Method)), false); err != nil {
 			return err
 		}
 		// The safety net: if no webhook comes, the inquiry job finds out.
@@ -125,6 +129,16 @@ func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRe
 	s.sendToGateway(ctx, id, gateway, req)
 	s.funnel.Observe(funnel.PayInitiated, time.Since(start))
 	return s.Get(ctx, c.UserID, id)
+}
+
+// holdWindow is the method's hold window: the operator's if set, else the configured one.
+func (s *Service) holdWindow(method string) time.Duration {
+	if s.cfg.Levers != nil {
+		if d, ok := s.cfg.Levers.HoldWindow(method); ok {
+			return d
+		}
+	}
+	return s.cfg.HoldWindows[method]
 }
 
 func resolvedAt(state string, now time.Time) *time.Time {

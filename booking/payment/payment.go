@@ -80,6 +80,15 @@ type Config struct {
 	HTTPClient    *http.Client
 	Log           *slog.Logger
 	Funnel        *funnel.Recorder
+	// Levers are the operator's kill switches and hold windows
+	// (console/levers.Reader); nil: none.
+	Levers Levers
+}
+
+// Levers are the operator switches the payment path obeys.
+type Levers interface {
+	MethodEnabled(method string) bool
+	HoldWindow(method string) (time.Duration, bool)
 }
 
 // DefaultHoldWindows are the hold windows per method.

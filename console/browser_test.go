@@ -1,0 +1,264 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+	"tatkal/booking/teststack"
+)
+
+// chromium finds Debian's chromium (.ci/run installs it when absent).
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("headless browser test skipped: no chromium on PATH (install it with: apt-get install -y chromium; .ci/run does)")
+	return ""
+}
+
+// TestBrowserOpsAndApproval drives the console in headless Chromium: ops
+// signs in and watches the funnel change live while a rush runs, proposes
+// extending a closed window (dangerous: it waits for approval), a second
+// admin approves it, the audit log shows it, and a hold that was refused
+// before now succeeds. Screenshots go to $TATKAL_SCREENSHOTS when set.
+func TestBrowserOpsAndApproval(t *testing.T) {
+	exe := chromium(t)
+	s := setup(t, teststack.Options{})
+	shard, date := s.DemoShard(t, 6, 0)
+	users := s.Users(t, "br", 9)
+	shots := os.Getenv("TATKAL_SCREENSHOTS")
+	dir := t.TempDir()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.WindowSize(1440, 1000),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	ctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	ctx, cancelT := context.WithTimeout(ctx, 45*time.Second)
+	defer cancelT()
+	base := s.Server.URL
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return strings.TrimSpace(v)
+	}
+	submit := func(what, sel string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	shot := func(name string) {
+		if shots == "" {
+			return
+		}
+		buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err == nil {
+			os.MkdirAll(shots, 0o755)                                   //nolint:errcheck
+			os.WriteFile(filepath.Join(shots, name+".png"), buf, 0o644) //nolint:errcheck
+		}
+	}
+	login := func(who string) {
+		t.Helper()
+		do("open login", chromedp.Navigate(base+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=login]`)),
+			chromedp.SetValue(chromedp.CSS(`[data-testid=login-name]`), who), chromedp.SetValue(chromedp.CSS(`[data-testid=login-password]`), password))
+		submit("sign in", `[data-testid=login-submit]`)
+		if got := text(`[data-testid=whoami]`); !strings.HasPrefix(got, who) {
+			t.Fatalf("signed in as %q, want %s", got, who)
+		}
+	}
+
+	// 1. Ops watches the funnel change live during a small rush.
+	login("ops1")
+	heldSel := fmt.Sprintf(`[data-testid="total-%d-held"]`, shard)
+	do("open funnel", chromedp.Navigate(base+"/console/funnel"), chromedp.WaitVisible(chromedp.CSS(heldSel)))
+	deadline := time.Now().Add(10 * time.Second)
+	for text(`[data-testid=live-state]`) != "live" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the funnel never went live over the websocket: %q", text(`[data-testid=live-state]`))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := text(heldSel); got != "0" {
+		t.Fatalf("held before the rush: %s", got)
+	}
+	go rush(t, s, users, date, "br")
+	deadline = time.Now().Add(15 * time.Second)
+	for text(heldSel) != "6" || text(fmt.Sprintf(`[data-testid="total-%d-sold_out"]`, shard)) != "3" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never showed the rush: held %s", text(heldSel))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for text(fmt.Sprintf(`[data-testid="shard-%d"] [data-testid="seats-left"]`, shard)) != "0" {
+		if time.Now().After(deadline) {
+			t.Fatal("seats left never reached 0 on the page")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	shot("funnel")
+
+	// 2. The window closes; a hold is refused.
+	ctxb := context.Background()
+	if _, err := s.Pool.Exec(ctxb, `UPDATE inventory_shards SET window_closes_at = now() - interval '1 second' WHERE id = $1`, shard); err != nil {
+		t.Fatal(err)
+	}
+	s.Service.Catalog().Forget()
+	late := s.Users(t, "late", 1)[0]
+	// Free a seat so the late hold could succeed once the window reopens.
+	holder, holdID := anyHold(t, s, shard)
+	if _, err := s.Service.Cancel(ctxb, holder, holdID); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if _, err := s.Service.Hold(ctxb, teststack.Caller(late), holdReq(late, "late-00001", date)); booking.ErrorReason(err) != "WINDOW_CLOSED" {
+		t.Fatalf("hold after close: %v, want WINDOW_CLOSED", err)
+	}
+
+	// 3. Ops proposes extending the window: preview, typed confirmation.
+	scope := fmt.Sprintf("shard:%d", shard)
+	closes := time.Now().Add(30 * time.Minute).In(booking.IST).Format(time.RFC3339)
+	do("open levers", chromedp.Navigate(base+"/console/levers"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=lever-form]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=lever-name]`), "window_closes_at"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=lever-scope]`), scope),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=lever-value]`), closes),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=lever-reason]`), "gateway outage at 10:00, reopen for 30 min"))
+	submit("preview", `[data-testid=lever-preview-btn]`)
+	if got := text(`[data-testid=needs-approval]`); !strings.Contains(got, "second admin") {
+		t.Fatalf("preview does not say it needs approval: %q", got)
+	}
+	shot("lever-preview")
+	do("confirm", chromedp.SetValue(chromedp.CSS(`[data-testid=lever-confirm]`), "window_closes_at "+scope))
+	submit("propose", `[data-testid=lever-propose]`)
+	if got := text(`[data-testid=notice]`); !strings.Contains(got, "waits for a second admin") {
+		t.Fatalf("after propose: %q", got)
+	}
+	var id int64
+	if err := s.Pool.QueryRow(ctxb, `SELECT id FROM lever_changes WHERE state = 'PENDING'`).Scan(&id); err != nil {
+		t.Fatalf("pending change: %v", err)
+	}
+	submit("sign out", `[data-testid=logout]`)
+
+	// 4. A second person, an admin, approves.
+	login("admin2")
+	do("levers as admin", chromedp.Navigate(base+"/console/levers"), chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`[data-testid=approve-%d]`, id))))
+	shot("lever-pending")
+	submit("approve", fmt.Sprintf(`[data-testid=approve-%d]`, id))
+	if got := text(`[data-testid=notice]`); !strings.Contains(got, "APPLIED") {
+		t.Fatalf("after approve: %q", got)
+	}
+
+	// 5. The audit log shows it, with proposer and approver.
+	do("audit", chromedp.Navigate(base+"/console/audit?action=lever.change"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=audit-rows]`)))
+	row := text(`[data-action="lever.change"]`)
+	if !strings.Contains(row, "window_closes_at "+scope) || !strings.Contains(row, `"approver": "admin2"`) || !strings.Contains(row, "ops1") {
+		t.Fatalf("audit row: %s", row)
+	}
+	do("audit all", chromedp.Navigate(base+"/console/audit"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=audit-rows]`)))
+	shot("audit")
+
+	// 6. It takes effect: the refused hold now succeeds (within a second).
+	start := time.Now()
+	for {
+		res, err := s.Service.Hold(ctxb, teststack.Caller(late), holdReq(late, fmt.Sprintf("late-%d", time.Now().UnixNano()), date))
+		if err == nil && res.Status == "HELD" {
+			break
+		}
+		if time.Since(start) > time.Second {
+			t.Fatalf("hold after approval: %v %+v", err, res)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// The other pages read well too.
+	for _, p := range []string{"shards", "payments", "lookup?q=late00001", "trace?login=late00001", "finance", "fraud"} {
+		do("open "+p, chromedp.Navigate(base+"/console/"+p), chromedp.WaitVisible(chromedp.CSS(`main`)))
+		shot(strings.NewReplacer("?", "-", "=", "-").Replace(p))
+	}
+}
+
+func anyHold(t *testing.T, s *teststack.Stack, shard int64) (int64, uuid.UUID) {
+	t.Helper()
+	var user int64
+	var id uuid.UUID
+	if err := s.Pool.QueryRow(context.Background(), `SELECT user_id, id FROM holds WHERE shard_id = $1 AND state = 'HELD' LIMIT 1`, shard).Scan(&user, &id); err != nil {
+		t.Fatalf("a hold of shard %d: %v", shard, err)
+	}
+	return user, id
+}
+
+// TestBrowserFunnelFallsBackToPolling: with no websocket at all, the page
+// says it is polling and still shows a rush from /console/funnel.json.
+func TestBrowserFunnelFallsBackToPolling(t *testing.T) {
+	exe := chromium(t)
+	s := setup(t, teststack.Options{})
+	shard, date := s.DemoShard(t, 3, 0)
+	users := s.Users(t, "poll", 4)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")), chromedp.Flag("disable-quic", true))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	ctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	ctx, cancelT := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelT()
+	// Every page of this browser has no WebSocket.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `window.WebSocket = function () { throw new Error("no websockets here"); };`}); err != nil {
+		t.Fatal(err)
+	}
+	base := s.Server.URL
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=login]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=login-name]`), "ops1"), chromedp.SetValue(chromedp.CSS(`[data-testid=login-password]`), password)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)))); err != nil {
+		t.Fatal(err)
+	}
+	heldSel := fmt.Sprintf(`[data-testid="total-%d-held"]`, shard)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console/funnel"), chromedp.WaitVisible(chromedp.CSS(heldSel))); err != nil {
+		t.Fatal(err)
+	}
+	rush(t, s, users, date, "poll")
+	deadline := time.Now().Add(12 * time.Second)
+	for {
+		held, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(heldSel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		state, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-testid=live-state]`)))
+		if held == "3" && state == "polling" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("without websockets: state %q, held %q; want polling and 3", state, held)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,151 @@
+// Package console is the operator console under /console: people and
+// roles, the live funnel over a websocket, guarded control levers, the
+// operations pages, the audit log, River's UI and /metrics. Every figure
+// comes from PostgreSQL or Redis, so any number of app processes show the
+// same console.
+package console
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
+
+	"tatkal/booking"
+	"tatkal/booking/funnel"
+	"tatkal/booking/inventory"
+	"tatkal/booking/payment"
+	"tatkal/console/levers"
+)
+
+// Roles.
+const (
+	Ops     = "ops"
+	Finance = "finance"
+	Fraud   = "fraud"
+	Admin   = "admin"
+)
+
+// Roles lists every role.
+var Roles = []string{Ops, Finance, Fraud, Admin}
+
+// Config wires the console.
+type Config struct {
+	Pool     *pgxpool.Pool
+	Redis    redis.UniversalClient
+	Store    *inventory.Store
+	Booking  *booking.Service
+	Payments *payment.Service
+	Funnel   *funnel.Recorder
+	River    *river.Client[pgx.Tx] // for River's UI; nil: not mounted
+	// AdminToken lets scripts call /v1/admin/... as "admin-token" (role admin).
+	AdminToken string
+	HoldWindow time.Duration // for the invariant check's grace
+	SessionTTL time.Duration // default 8h
+	Tick       time.Duration // funnel push interval, default 1s
+	Log        *slog.Logger
+	// Context bounds the background services of River's UI (nil: the
+	// process's lifetime).
+	Context context.Context
+}
+
+// Console serves the console's routes.
+type Console struct {
+	cfg    Config
+	pool   *pgxpool.Pool
+	levers *levers.Service
+	hub    *Hub
+	log    *slog.Logger
+	checks checks
+
+	riverOnce sync.Once
+	riverUI   http.Handler
+	riverErr  error
+}
+
+// New returns the console.
+func New(cfg Config) *Console {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = 8 * time.Hour
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = time.Second
+	}
+	if cfg.HoldWindow == 0 {
+		cfg.HoldWindow = 3 * time.Minute
+	}
+	c := &Console{cfg: cfg, pool: cfg.Pool, log: cfg.Log}
+	var routes levers.RouteSetter
+	if cfg.Payments != nil {
+		routes = cfg.Payments
+	}
+	c.levers = levers.NewService(cfg.Pool, routes, cfg.Log)
+	c.hub = NewHub(cfg.Tick, c.snapshot, cfg.Log)
+	return c
+}
+
+// Levers is the lever service (for tests and the admin API).
+func (c *Console) Levers() *levers.Service { return c.levers }
+
+// Routes mounts the console, top to bottom: who may see what is in this list.
+func (c *Console) Routes(r chi.Router) {
+	r.Get("/metrics", c.metrics)
+	r.Route("/v1/admin", func(r chi.Router) {
+		r.Use(c.apiAuth)
+		r.With(c.apiRoles(Ops, Admin)).Get("/levers", c.apiLevers)
+		r.With(c.apiRoles(Ops, Admin)).Post("/levers/preview", c.apiPreview)
+		r.With(c.apiRoles(Ops, Admin)).Post("/levers/changes", c.apiPropose)
+		r.With(c.apiRoles(Admin)).Post("/levers/changes/{id}/approve", c.apiApprove)
+		r.With(c.apiRoles(Ops, Admin)).Post("/levers/changes/{id}/reject", c.apiReject)
+	})
+	r.Route("/console", func(r chi.Router) {
+		r.Use(noStore)
+		r.Get("/login", c.loginPage)
+		r.Post("/login", c.login)
+		r.Group(func(r chi.Router) {
+			r.Use(c.session, c.csrf)
+			r.Post("/logout", c.logout)
+			r.Get("/", c.home)
+			r.With(c.roles(Ops, Admin)).Get("/funnel", c.funnelPage)
+			r.With(c.roles(Ops, Admin)).Get("/funnel.json", c.funnelJSON)
+			r.With(c.roles(Ops, Admin)).Get("/funnel/ws", c.funnelWS)
+			r.With(c.roles(Ops, Admin)).Get("/levers", c.leversPage)
+			r.With(c.roles(Ops, Admin)).Post("/levers/preview", c.leverPreview)
+			r.With(c.roles(Ops, Admin)).Post("/levers/propose", c.leverPropose)
+			r.With(c.roles(Admin)).Post("/levers/{id}/approve", c.leverApprove)
+			r.With(c.roles(Ops, Admin)).Post("/levers/{id}/reject", c.leverReject)
+			r.With(c.roles(Ops, Admin)).Get("/shards", c.shardsPage)
+			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/rebuild", c.shardRebuild)
+			r.With(c.roles(Ops, Finance, Admin)).Get("/payments", c.paymentsPage)
+			r.With(c.roles(Ops, Finance, Admin)).Post("/payments/{id}/inquire", c.paymentInquire)
+			r.With(c.roles(Ops, Fraud, Admin)).Get("/lookup", c.lookupPage)
+			r.With(c.roles(Ops, Fraud, Admin)).Get("/trace", c.tracePage)
+			r.With(c.roles(Ops, Finance, Fraud, Admin)).Get("/audit", c.auditPage)
+			r.With(c.roles(Finance, Admin)).Get("/finance", c.financePage)
+			r.With(c.roles(Fraud, Admin)).Get("/fraud", c.fraudPage)
+			r.With(c.roles(Admin)).HandleFunc("/river", c.river)
+			r.With(c.roles(Admin)).HandleFunc("/river/*", c.river)
+		})
+	})
+}
+
+// Snapshot computes the live funnel now (for tests and the JSON fallback).
+func (c *Console) Snapshot(ctx context.Context) (Snapshot, error) { return c.snapshot(ctx) }
+
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Frame-Options", "DENY")
+		next.ServeHTTP(w, r)
+	})
+}

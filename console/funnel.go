@@ -1,0 +1,60 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"tatkal/views"
+)
+
+// funnelPage renders a snapshot; console.js then keeps it live.
+func (c *Console) funnelPage(w http.ResponseWriter, r *http.Request) {
+	snap, err := c.snapshot(r.Context())
+	if err != nil {
+		c.log.Warn("funnel snapshot", "err", err)
+		snap.Errors = append(snap.Errors, "Figures could not be read: "+userError(err))
+	}
+	c.render(w, r, "Live funnel", views.ConsoleFunnel(snap))
+}
+
+// funnelJSON is the fallback the page polls when the websocket is down.
+func (c *Console) funnelJSON(w http.ResponseWriter, r *http.Request) {
+	snap, err := c.snapshot(r.Context())
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, snap)
+}
+
+// funnelWS pushes the hub's snapshots, one JSON message per tick. A client
+// too slow to take them is dropped by the hub and its socket closed.
+func (c *Console) funnelWS(w http.ResponseWriter, r *http.Request) {
+	conn, err := websocket.Accept(w, r, nil) // same-origin only
+	if err != nil {
+		return
+	}
+	defer conn.CloseNow() //nolint:errcheck
+	ctx := conn.CloseRead(r.Context())
+	sub := c.hub.Subscribe()
+	defer sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.Done():
+			conn.Close(websocket.StatusTryAgainLater, "too slow") //nolint:errcheck
+			return
+		case b := <-sub.C:
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := conn.Write(wctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				return
+			}
+		}
+	}
+}

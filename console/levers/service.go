@@ -1,0 +1,550 @@
+package levers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tatkal/booking"
+	"tatkal/booking/db"
+)
+
+// Actor is who asks for a change.
+type Actor struct {
+	Login string
+	Role  string // ops, finance, fraud, admin
+}
+
+// CanPropose reports whether a role may propose lever changes.
+func CanPropose(role string) bool { return role == "ops" || role == "admin" }
+
+// RouteSetter is the payment orchestrator's route control (payment.Service).
+type RouteSetter interface {
+	SetRouteWeight(ctx context.Context, gw, method string, weight int, enabled bool) error
+}
+
+// Service proposes, approves, applies and reverts lever changes.
+type Service struct {
+	pool   *pgxpool.Pool
+	routes RouteSetter
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// NewService returns the lever service. routes may be nil (route changes
+// are then written to payment_routes and picked up by each process's
+// one-second reload alone).
+func NewService(pool *pgxpool.Pool, routes RouteSetter, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{pool: pool, routes: routes, log: log, now: time.Now}
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Change is one proposed change and what became of it.
+type Change struct {
+	ID          int64
+	Name        string
+	Scope       string
+	Old, New    string
+	Reason      string
+	Dangerous   bool
+	State       string
+	ProposedBy  string
+	ProposedAt  time.Time
+	ApprovedBy  string
+	ApprovedAt  *time.Time
+	AppliedAt   *time.Time
+	RevertAfter time.Duration
+	RevertAt    *time.Time
+	RevertedAt  *time.Time
+}
+
+// Current returns the value in force of a lever and whether it is the default.
+func (s *Service) Current(ctx context.Context, name, scope string) (string, bool, error) {
+	return current(ctx, s.pool, name, scope)
+}
+
+func current(ctx context.Context, q querier, name, scope string) (string, bool, error) {
+	switch name {
+	case Route:
+		gw, method, _ := strings.Cut(scope, "/")
+		var w int
+		var en bool
+		err := q.QueryRow(ctx, `SELECT weight, enabled FROM payment_routes WHERE gateway = $1 AND method = $2`, gw, method).Scan(&w, &en)
+		if err != nil {
+			return "", false, fmt.Errorf("route %s: %w", scope, err)
+		}
+		return formatRoute(w, en), false, nil
+	case WindowClosesAt:
+		id, err := shardScope(scope, false)
+		if err != nil {
+			return "", false, err
+		}
+		var t time.Time
+		if err := q.QueryRow(ctx, `SELECT window_closes_at FROM inventory_shards WHERE id = $1`, id).Scan(&t); err != nil {
+			return "", false, fmt.Errorf("shard %d window: %w", id, err)
+		}
+		return t.UTC().Format(time.RFC3339), false, nil
+	}
+	var v string
+	err := q.QueryRow(ctx, `SELECT value FROM console_levers WHERE name = $1 AND scope = $2`, name, scope).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return defaultValue(name, scope), true, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("lever %s %s: %w", name, scope, err)
+	}
+	return v, false, nil
+}
+
+// Preview validates a proposal and says what it would do.
+func (s *Service) Preview(ctx context.Context, p Proposal) (Preview, error) {
+	return s.preview(ctx, s.pool, p)
+}
+
+func (s *Service) preview(ctx context.Context, q querier, p Proposal) (Preview, error) {
+	p.Name, p.Scope = strings.TrimSpace(p.Name), strings.TrimSpace(p.Scope)
+	v, err := normalize(ctx, q, p)
+	if err != nil {
+		return Preview{}, err
+	}
+	if p.RevertAfter < 0 || p.RevertAfter > 24*time.Hour {
+		return Preview{}, invalid("Automatic revert is between 0 (never) and 24 hours.")
+	}
+	old, isDef, err := current(ctx, q, p.Name, p.Scope)
+	if err != nil {
+		return Preview{}, err
+	}
+	pv := Preview{Name: p.Name, Scope: p.Scope, Old: old, New: v, OldIsDefault: isDef, ConfirmWord: ConfirmWord(p.Name, p.Scope), RevertAfter: p.RevertAfter}
+	pv.Dangerous, pv.DangerousWhy, err = s.dangerous(ctx, q, p.Name, p.Scope, old, v)
+	if err != nil {
+		return Preview{}, err
+	}
+	pv.NeedsApproval = pv.Dangerous
+	pv.Effect = effect(p.Name, p.Scope, old, v)
+	if p.RevertAfter > 0 {
+		pv.Effect += fmt.Sprintf(" It reverts to %s automatically %s after it takes effect.", display(old), p.RevertAfter)
+	}
+	return pv, nil
+}
+
+func display(v string) string {
+	if v == "" {
+		return "the default"
+	}
+	return v
+}
+
+func effect(name, scope, old, v string) string {
+	switch name {
+	case KillSwitch:
+		if v == "on" {
+			return fmt.Sprintf("%s is switched off on every process within a second.", scope)
+		}
+		return fmt.Sprintf("%s is switched back on on every process within a second.", scope)
+	case HoldWindow:
+		return fmt.Sprintf("Holds paid by %s stay held %s s from the hold (was %s).", scope, v, display(old))
+	case AdmissionPaused:
+		if v == "on" {
+			return fmt.Sprintf("The waiting room stops admitting to %s.", scope)
+		}
+		return fmt.Sprintf("The waiting room resumes admitting to %s.", scope)
+	case AdmissionRate:
+		return fmt.Sprintf("Admission to %s runs at %s (was %s).", scope, v, display(old))
+	case Route:
+		return fmt.Sprintf("Route %s goes from %s to %s; every process routes by it within a second.", scope, old, v)
+	case WindowClosesAt:
+		t, _ := time.Parse(time.RFC3339, v)
+		o, _ := time.Parse(time.RFC3339, old)
+		verb := "extends"
+		if t.Before(o) {
+			verb = "holds (closes early)"
+		}
+		return fmt.Sprintf("This %s the window of %s: it closes at %s instead of %s.", verb, scope,
+			t.In(booking.IST).Format("02 Jan 15:04:05 IST"), o.In(booking.IST).Format("02 Jan 15:04:05 IST"))
+	}
+	return ""
+}
+
+// dangerous says whether a change needs a second admin, and why.
+func (s *Service) dangerous(ctx context.Context, q querier, name, scope, old, v string) (bool, string, error) {
+	switch name {
+	case WindowClosesAt:
+		return true, "changing when a Tatkal window closes", nil
+	case AdmissionRate:
+		if n, err := parseInt(v); err == nil && n > AdmissionCeiling {
+			return true, fmt.Sprintf("admission above the ceiling of %d per second", AdmissionCeiling), nil
+		}
+	case Route:
+		w, en, _ := parseRoute(v)
+		if en && w > 0 {
+			return false, "", nil
+		}
+		gw, method, _ := strings.Cut(scope, "/")
+		var others int
+		if err := q.QueryRow(ctx, `SELECT count(*) FROM payment_routes WHERE method = $1 AND gateway <> $2 AND enabled AND weight > 0`,
+			method, gw).Scan(&others); err != nil {
+			return false, "", fmt.Errorf("other routes: %w", err)
+		}
+		if others == 0 {
+			return true, "it disables the last payment route for " + method, nil
+		}
+	}
+	return false, "", nil
+}
+
+func parseInt(v string) (int64, error) {
+	var n int64
+	_, err := fmt.Sscan(v, &n)
+	return n, err
+}
+
+// Propose records a change. A safe change is applied at once; a dangerous
+// one waits for a second admin. The confirmation must be typed exactly.
+func (s *Service) Propose(ctx context.Context, a Actor, p Proposal) (Change, error) {
+	if !CanPropose(a.Role) {
+		return Change{}, booking.Errorf(booking.EFORBIDDEN, "ROLE", "Only ops and admin may change levers.")
+	}
+	if n := len(strings.TrimSpace(p.Reason)); n < 3 || n > 500 {
+		return Change{}, invalid("Give a reason (3 to 500 characters); it goes in the audit log.")
+	}
+	var ch Change
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		pv, err := s.preview(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(p.Confirm) != pv.ConfirmWord {
+			return invalid("Type %q to confirm.", pv.ConfirmWord)
+		}
+		if pv.Old == pv.New {
+			return invalid("%s %s is already %s.", pv.Name, pv.Scope, display(pv.New))
+		}
+		var revert *time.Duration
+		if p.RevertAfter > 0 {
+			revert = &p.RevertAfter
+		}
+		err = tx.QueryRow(ctx, `INSERT INTO lever_changes (name, scope, old_value, new_value, reason, dangerous, state, proposed_by, revert_after)
+			VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', $7, $8) RETURNING id`,
+			pv.Name, pv.Scope, pv.Old, pv.New, strings.TrimSpace(p.Reason), pv.Dangerous, a.Login, revert).Scan(&ch.ID)
+		if err != nil {
+			return fmt.Errorf("insert lever change: %w", err)
+		}
+		if err := audit(ctx, tx, a.Login, "lever.propose", pv.Name+" "+pv.Scope, map[string]any{
+			"change_id": ch.ID, "lever": pv.Name, "scope": pv.Scope, "old": pv.Old, "new": pv.New, "reason": p.Reason,
+			"dangerous": pv.Dangerous, "why": pv.DangerousWhy, "revert_after": p.RevertAfter.String()}); err != nil {
+			return err
+		}
+		if !pv.Dangerous {
+			return s.applyTx(ctx, tx, ch.ID, a.Login, "")
+		}
+		return nil
+	})
+	if err != nil {
+		return Change{}, err
+	}
+	ch, err = s.Get(ctx, ch.ID)
+	if err == nil && ch.State == "APPLIED" {
+		s.afterApply(ctx, ch.Name, ch.Scope, ch.New)
+	}
+	return ch, err
+}
+
+// Approve applies a pending dangerous change; the approver must be an
+// admin other than the proposer.
+func (s *Service) Approve(ctx context.Context, a Actor, id int64) (Change, error) {
+	if a.Role != "admin" {
+		return Change{}, booking.Errorf(booking.EFORBIDDEN, "ROLE", "Only an admin may approve a change.")
+	}
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		ch, err := lockChange(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if ch.State != "PENDING" {
+			return booking.Errorf(booking.ECONFLICT, "NOT_PENDING", "Change %d is %s, not waiting for approval.", id, ch.State)
+		}
+		if ch.ProposedBy == a.Login {
+			return booking.Errorf(booking.EFORBIDDEN, "SAME_PERSON", "A second admin must approve: you proposed change %d.", id)
+		}
+		return s.applyTx(ctx, tx, id, a.Login, a.Login)
+	})
+	if err != nil {
+		return Change{}, err
+	}
+	ch, err := s.Get(ctx, id)
+	if err == nil && ch.State == "APPLIED" {
+		s.afterApply(ctx, ch.Name, ch.Scope, ch.New)
+	}
+	return ch, err
+}
+
+// Reject turns down a pending change (an admin, or its proposer withdrawing it).
+func (s *Service) Reject(ctx context.Context, a Actor, id int64, reason string) (Change, error) {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		ch, err := lockChange(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if a.Role != "admin" && a.Login != ch.ProposedBy {
+			return booking.Errorf(booking.EFORBIDDEN, "ROLE", "Only an admin or the proposer may reject change %d.", id)
+		}
+		if ch.State != "PENDING" {
+			return booking.Errorf(booking.ECONFLICT, "NOT_PENDING", "Change %d is %s, not waiting for approval.", id, ch.State)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE lever_changes SET state = 'REJECTED' WHERE id = $1`, id); err != nil {
+			return fmt.Errorf("reject change: %w", err)
+		}
+		return audit(ctx, tx, a.Login, "lever.reject", ch.Name+" "+ch.Scope, map[string]any{"change_id": id, "reason": reason,
+			"old": ch.Old, "new": ch.New, "proposed_by": ch.ProposedBy})
+	})
+	if err != nil {
+		return Change{}, err
+	}
+	return s.Get(ctx, id)
+}
+
+// applyTx puts change id in force, in tx, and audits it.
+func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, id int64, actor, approver string) error {
+	ch, err := lockChange(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	cur, _, err := current(ctx, tx, ch.Name, ch.Scope)
+	if err != nil {
+		return err
+	}
+	if cur != ch.Old {
+		if _, err := tx.Exec(ctx, `UPDATE lever_changes SET state = 'SUPERSEDED' WHERE id = $1`, id); err != nil {
+			return err
+		}
+		if err := audit(ctx, tx, actor, "lever.superseded", ch.Name+" "+ch.Scope, map[string]any{"change_id": id, "old": ch.Old, "now": cur}); err != nil {
+			return err
+		}
+		return nil
+	}
+	if err := write(ctx, tx, ch.Name, ch.Scope, ch.New, actor, id); err != nil {
+		return err
+	}
+	// An earlier change's automatic revert would undo this one: cancel it.
+	if _, err := tx.Exec(ctx, `UPDATE lever_changes SET revert_at = NULL WHERE name = $1 AND scope = $2 AND state = 'APPLIED' AND id <> $3`,
+		ch.Name, ch.Scope, id); err != nil {
+		return fmt.Errorf("cancel earlier reverts: %w", err)
+	}
+	var approvedBy *string
+	if approver != "" {
+		approvedBy = &approver
+	}
+	var revertAt *time.Time
+	if err := tx.QueryRow(ctx, `UPDATE lever_changes SET state = 'APPLIED', applied_at = now(), approved_by = $2,
+		approved_at = CASE WHEN $2::text IS NULL THEN NULL ELSE now() END, revert_at = now() + revert_after
+		WHERE id = $1 RETURNING revert_at`, id, approvedBy).Scan(&revertAt); err != nil {
+		return fmt.Errorf("mark change applied: %w", err)
+	}
+	detail := map[string]any{"change_id": id, "lever": ch.Name, "scope": ch.Scope, "old": ch.Old, "new": ch.New,
+		"reason": ch.Reason, "proposed_by": ch.ProposedBy, "approver": approver}
+	if revertAt != nil {
+		detail["revert_at"] = revertAt.UTC().Format(time.RFC3339)
+	}
+	return audit(ctx, tx, ch.ProposedBy, "lever.change", ch.Name+" "+ch.Scope, detail)
+}
+
+// write stores a lever's value where it lives.
+func write(ctx context.Context, tx pgx.Tx, name, scope, v, actor string, changeID int64) error {
+	switch name {
+	case Route:
+		gw, method, _ := strings.Cut(scope, "/")
+		w, en, err := parseRoute(v)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE payment_routes SET weight = $3, enabled = $4, updated_at = now() WHERE gateway = $1 AND method = $2`,
+			gw, method, w, en); err != nil {
+			return fmt.Errorf("set route %s: %w", scope, err)
+		}
+		return nil
+	case WindowClosesAt:
+		id, _ := shardScope(scope, false)
+		if _, err := tx.Exec(ctx, `UPDATE inventory_shards SET window_closes_at = $2 WHERE id = $1`, id, v); err != nil {
+			return fmt.Errorf("set window of shard %d: %w", id, err)
+		}
+		// Also a lever row, so every process's reader sees the new
+		// window within a second, ahead of its shard catalog cache.
+	}
+	var lo, hi *int64
+	if d, ok := DefOf(name); ok {
+		lo, hi = d.Min, d.Max
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO console_levers (name, scope, value, min_value, max_value, change_id, updated_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (name, scope) DO UPDATE SET value = $3, min_value = $4, max_value = $5, change_id = $6, updated_by = $7, updated_at = now()`,
+		name, scope, v, lo, hi, changeID, actor)
+	if err != nil {
+		return fmt.Errorf("set lever %s %s: %w", name, scope, err)
+	}
+	return nil
+}
+
+// afterApply nudges this process's caches; other processes reload on their own.
+func (s *Service) afterApply(ctx context.Context, name, scope, v string) {
+	if name == Route && s.routes != nil {
+		gw, method, _ := strings.Cut(scope, "/")
+		if w, en, err := parseRoute(v); err == nil {
+			if err := s.routes.SetRouteWeight(ctx, gw, method, w, en); err != nil {
+				s.log.Warn("refresh route cache", "route", scope, "err", err)
+			}
+		}
+	}
+}
+
+// RevertDue puts back the old values of applied changes whose automatic
+// revert time has come. Safe to run in every process at once.
+func (s *Service) RevertDue(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		done := false
+		err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+			var id int64
+			err := tx.QueryRow(ctx, `SELECT id FROM lever_changes WHERE state = 'APPLIED' AND revert_at <= now()
+				ORDER BY revert_at LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id)
+			if errors.Is(err, pgx.ErrNoRows) {
+				done = true
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("due reverts: %w", err)
+			}
+			ch, err := lockChange(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			cur, _, err := current(ctx, tx, ch.Name, ch.Scope)
+			if err != nil {
+				return err
+			}
+			detail := map[string]any{"change_id": id, "lever": ch.Name, "scope": ch.Scope, "old": cur, "new": ch.Old,
+				"reason": "automatic revert after " + ch.RevertAfter.String()}
+			if cur == ch.New {
+				if err := write(ctx, tx, ch.Name, ch.Scope, ch.Old, "auto-revert", id); err != nil {
+					return err
+				}
+			} else {
+				detail["skipped"] = "the value changed since; left as it is"
+				detail["new"] = cur
+			}
+			if _, err := tx.Exec(ctx, `UPDATE lever_changes SET state = 'REVERTED', reverted_at = now() WHERE id = $1`, id); err != nil {
+				return fmt.Errorf("mark reverted: %w", err)
+			}
+			n++
+			return audit(ctx, tx, "auto-revert", "lever.revert", ch.Name+" "+ch.Scope, detail)
+		})
+		if err != nil {
+			return n, err
+		}
+		if done {
+			return n, nil
+		}
+	}
+}
+
+func audit(ctx context.Context, tx pgx.Tx, actor, action, subject string, detail map[string]any) error {
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (actor, action, subject, detail) VALUES ($1, $2, $3, $4)`, actor, action, subject, b); err != nil {
+		return fmt.Errorf("audit %s: %w", action, err)
+	}
+	return nil
+}
+
+// Audit writes one audit record outside a lever change (logins, rebuilds, inquiries).
+func Audit(ctx context.Context, pool *pgxpool.Pool, actor, action, subject string, detail map[string]any) error {
+	return db.Transact(ctx, pool, func(tx pgx.Tx) error { return audit(ctx, tx, actor, action, subject, detail) })
+}
+
+const changeCols = `id, name, scope, old_value, new_value, reason, dangerous, state, proposed_by, proposed_at,
+	coalesce(approved_by, ''), approved_at, applied_at, coalesce(extract(epoch FROM revert_after), 0)::float8, revert_at, reverted_at`
+
+func scanChange(row pgx.Row) (Change, error) {
+	var c Change
+	var secs float64
+	err := row.Scan(&c.ID, &c.Name, &c.Scope, &c.Old, &c.New, &c.Reason, &c.Dangerous, &c.State, &c.ProposedBy, &c.ProposedAt,
+		&c.ApprovedBy, &c.ApprovedAt, &c.AppliedAt, &secs, &c.RevertAt, &c.RevertedAt)
+	c.RevertAfter = time.Duration(secs * float64(time.Second))
+	return c, err
+}
+
+func lockChange(ctx context.Context, tx pgx.Tx, id int64) (Change, error) {
+	c, err := scanChange(tx.QueryRow(ctx, `SELECT `+changeCols+` FROM lever_changes WHERE id = $1 FOR UPDATE`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_CHANGE", "No lever change %d.", id)
+	}
+	if err != nil {
+		return c, fmt.Errorf("lever change %d: %w", id, err)
+	}
+	return c, nil
+}
+
+// Get returns one change.
+func (s *Service) Get(ctx context.Context, id int64) (Change, error) {
+	c, err := scanChange(s.pool.QueryRow(ctx, `SELECT `+changeCols+` FROM lever_changes WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_CHANGE", "No lever change %d.", id)
+	}
+	if err != nil {
+		return c, fmt.Errorf("lever change %d: %w", id, err)
+	}
+	return c, nil
+}
+
+// Changes lists recent changes, pending first.
+func (s *Service) Changes(ctx context.Context, limit int) ([]Change, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+changeCols+` FROM lever_changes
+		ORDER BY (state = 'PENDING') DESC, id DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("lever changes: %w", err)
+	}
+	defer rows.Close()
+	var out []Change
+	for rows.Next() {
+		c, err := scanChange(rows)
+		if err != nil {
+			return nil, fmt.Errorf("lever changes: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Value is one lever in force.
+type Value struct {
+	Name, Scope, Value string
+	UpdatedBy          string
+	UpdatedAt          time.Time
+}
+
+// InForce lists the levers set away from their defaults, and the routes.
+func (s *Service) InForce(ctx context.Context) ([]Value, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, scope, value, updated_by, updated_at FROM console_levers
+		UNION ALL SELECT 'route', gateway || '/' || method, weight::text || CASE WHEN enabled THEN ',on' ELSE ',off' END, '', updated_at FROM payment_routes
+		ORDER BY 1, 2`)
+	if err != nil {
+		return nil, fmt.Errorf("levers in force: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Value])
+}

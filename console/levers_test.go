@@ -1,0 +1,377 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+	"tatkal/booking/payment"
+	"tatkal/booking/teststack"
+	"tatkal/console/levers"
+)
+
+func pax() []booking.Passenger {
+	return []booking.Passenger{{Name: "Asha Rao", Age: 34, Gender: "F", IDType: "PAN", IDRef: "ABCDE1234F"}}
+}
+
+func holdReq(user int64, key string, date time.Time) booking.HoldRequest {
+	return booking.HoldRequest{UserID: user, IdempotencyKey: key, Train: "12951", Date: date, Class: "3A", From: "MMCT", To: "NDLS", Passengers: pax()}
+}
+
+var ops = levers.Actor{Login: "ops1", Role: "ops"}
+var admin1 = levers.Actor{Login: "admin1", Role: "admin"}
+var admin2 = levers.Actor{Login: "admin2", Role: "admin"}
+
+func propose(name, scope, value string) levers.Proposal {
+	return levers.Proposal{Name: name, Scope: scope, Value: value, Reason: "test change", Confirm: levers.ConfirmWord(name, scope)}
+}
+
+// TestLeverBounds: values out of bounds, unknown scopes, a wrong typed
+// confirmation, a missing reason and a role that may not change levers are
+// all refused and change nothing.
+func TestLeverBounds(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	shard, _ := s.DemoShard(t, 20, 5)
+	svc := s.Console.Levers()
+	ctx := context.Background()
+	bad := []struct {
+		name string
+		a    levers.Actor
+		p    levers.Proposal
+		code booking.Code
+	}{
+		{"hold window too short", ops, propose(levers.HoldWindow, "UPI", "59"), booking.EINVALID},
+		{"hold window too long", ops, propose(levers.HoldWindow, "UPI", "901"), booking.EINVALID},
+		{"hold window not a number", ops, propose(levers.HoldWindow, "UPI", "5m"), booking.EINVALID},
+		{"hold window of no method", ops, propose(levers.HoldWindow, "CASH", "300"), booking.EINVALID},
+		{"kill switch unknown", ops, propose(levers.KillSwitch, "UPI", "on"), booking.EINVALID},
+		{"kill switch value", ops, propose(levers.KillSwitch, "CARD", "maybe"), booking.EINVALID},
+		{"admission rate negative", ops, propose(levers.AdmissionRate, "global", "-1"), booking.EINVALID},
+		{"admission rate above max", ops, propose(levers.AdmissionRate, "global", "20001"), booking.EINVALID},
+		{"admission of no shard", ops, propose(levers.AdmissionPaused, "shard:999999", "on"), booking.EINVALID},
+		{"route weight above max", ops, propose(levers.Route, "swiftpay/UPI", "1001,on"), booking.EINVALID},
+		{"route unknown", ops, propose(levers.Route, "nopay/UPI", "10,on"), booking.EINVALID},
+		{"window before it opens", ops, propose(levers.WindowClosesAt, "shard:"+itoa(shard), "2001-01-01T00:00:00Z"), booking.EINVALID},
+		{"window 13 hours long", ops, propose(levers.WindowClosesAt, "shard:"+itoa(shard), time.Now().Add(13*time.Hour).Format(time.RFC3339)), booking.EINVALID},
+		{"unknown lever", ops, propose("teleport", "global", "on"), booking.EINVALID},
+		{"wrong confirmation", ops, levers.Proposal{Name: levers.KillSwitch, Scope: "CARD", Value: "on", Reason: "test", Confirm: "kill_switch"}, booking.EINVALID},
+		{"no reason", ops, levers.Proposal{Name: levers.KillSwitch, Scope: "CARD", Value: "on", Confirm: "kill_switch CARD"}, booking.EINVALID},
+		{"finance may not", levers.Actor{Login: "finance1", Role: "finance"}, propose(levers.KillSwitch, "CARD", "on"), booking.EFORBIDDEN},
+		{"fraud may not", levers.Actor{Login: "fraud1", Role: "fraud"}, propose(levers.KillSwitch, "CARD", "on"), booking.EFORBIDDEN},
+	}
+	for _, tc := range bad {
+		if _, err := svc.Propose(ctx, tc.a, tc.p); booking.ErrorCode(err) != tc.code {
+			t.Errorf("%s: got %v, want %s", tc.name, err, tc.code)
+		}
+	}
+	var n int
+	if err := s.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM lever_changes) + (SELECT count(*) FROM console_levers)`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("refused changes left %d rows (%v)", n, err)
+	}
+	// The edges are allowed.
+	for _, p := range []levers.Proposal{propose(levers.HoldWindow, "UPI", "60"), propose(levers.HoldWindow, "CARD", "900"),
+		propose(levers.AdmissionRate, "global", "5000")} {
+		ch, err := svc.Propose(ctx, ops, p)
+		if err != nil || ch.State != "APPLIED" {
+			t.Errorf("%s %s=%s: %v %s, want applied", p.Name, p.Scope, p.Value, err, ch.State)
+		}
+	}
+	// Above the admission ceiling needs a second admin.
+	ch, err := svc.Propose(ctx, ops, propose(levers.AdmissionRate, "global", "5001"))
+	if err != nil || ch.State != "PENDING" || !ch.Dangerous {
+		t.Fatalf("admission above ceiling: %v %+v, want pending", err, ch)
+	}
+	// Through the JSON API with the admin token: bounds too.
+	body, _ := json.Marshal(map[string]string{"name": "hold_window", "scope": "NB", "value": "5", "reason": "api test", "confirm": "hold_window NB"})
+	req, _ := http.NewRequest("POST", s.Server.URL+"/v1/admin/levers/changes", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer test-admin")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("API out of bounds: %d, want 422", resp.StatusCode)
+	}
+	req, _ = http.NewRequest("GET", s.Server.URL+"/v1/admin/levers", nil)
+	req.Header.Set("Authorization", "Bearer wrong")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("API wrong token: %d, want 401", resp.StatusCode)
+	}
+}
+
+func itoa(n int64) string { return jsonNum(n) }
+
+func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestLeverReachesSecondProcess: two app processes on one database; a change
+// made through one is in force in the other within one second.
+func TestLeverReachesSecondProcess(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	second := teststack.Start(t, s.Env, teststack.Options{})
+	ctx := context.Background()
+	// Warm both readers.
+	if !s.Levers.WaitlistEnabled() || !second.Levers.MethodEnabled("CARD") {
+		t.Fatal("defaults: waitlist and cards should be on")
+	}
+	for _, tc := range []struct {
+		p     levers.Proposal
+		check func() bool
+	}{
+		{propose(levers.KillSwitch, "CARD", "on"), func() bool { return !second.Levers.MethodEnabled("CARD") }},
+		{propose(levers.KillSwitch, "WAITLIST", "on"), func() bool { return !second.Levers.WaitlistEnabled() }},
+		{propose(levers.HoldWindow, "UPI", "420"), func() bool { d, ok := second.Levers.HoldWindow("UPI"); return ok && d == 7*time.Minute }},
+		{propose(levers.AdmissionPaused, "global", "on"), func() bool { return second.Levers.AdmissionPaused(1) }},
+	} {
+		start := time.Now()
+		if _, err := s.Console.Levers().Propose(ctx, ops, tc.p); err != nil {
+			t.Fatalf("%s: %v", tc.p.Name, err)
+		}
+		for !tc.check() {
+			if time.Since(start) > time.Second {
+				t.Fatalf("%s %s not in force in the second process after 1 s", tc.p.Name, tc.p.Scope)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("%s %s reached the second process in %s", tc.p.Name, tc.p.Scope, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestWindowExtensionNeedsSecondAdmin: a closed window refuses holds; an
+// extension proposed by one admin changes nothing until a different admin
+// approves; then the hold succeeds (in the other process too), and the
+// audit log names proposer, approver, old and new values. The automatic
+// revert then closes the window again.
+func TestWindowExtensionNeedsSecondAdmin(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	second := teststack.Start(t, s.Env, teststack.Options{})
+	shard, date := s.DemoShard(t, 10, 0)
+	users := s.Users(t, "winext", 2)
+	ctx := context.Background()
+	if _, err := s.Pool.Exec(ctx, `UPDATE inventory_shards SET window_closes_at = now() - interval '1 second' WHERE id = $1`, shard); err != nil {
+		t.Fatal(err)
+	}
+	s.Service.Catalog().Forget()
+	second.Service.Catalog().Forget()
+	_, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "winext-0001", date))
+	if booking.ErrorReason(err) != "WINDOW_CLOSED" {
+		t.Fatalf("hold after the window closed: %v, want WINDOW_CLOSED", err)
+	}
+	svc := s.Console.Levers()
+	scope := "shard:" + itoa(shard)
+	p := propose(levers.WindowClosesAt, scope, time.Now().Add(time.Hour).Format(time.RFC3339))
+	p.RevertAfter = 3 * time.Second
+	ch, err := svc.Propose(ctx, admin1, p)
+	if err != nil || ch.State != "PENDING" {
+		t.Fatalf("propose extension: %v %+v, want pending", err, ch)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if _, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "winext-0002", date)); booking.ErrorReason(err) != "WINDOW_CLOSED" {
+		t.Fatalf("hold with the extension pending: %v, want still WINDOW_CLOSED", err)
+	}
+	if _, err := svc.Approve(ctx, admin1, ch.ID); booking.ErrorCode(err) != booking.EFORBIDDEN {
+		t.Fatalf("self-approval: %v, want forbidden", err)
+	}
+	if _, err := svc.Approve(ctx, ops, ch.ID); booking.ErrorCode(err) != booking.EFORBIDDEN {
+		t.Fatalf("approval by ops: %v, want forbidden", err)
+	}
+	ch, err = svc.Approve(ctx, admin2, ch.ID)
+	if err != nil || ch.State != "APPLIED" || ch.ApprovedBy != "admin2" {
+		t.Fatalf("approve: %v %+v", err, ch)
+	}
+	start := time.Now()
+	for {
+		res, err := second.Service.Hold(ctx, teststack.Caller(users[1]), holdReq(users[1], "winext-1-"+jsonNum(time.Now().UnixNano()), date))
+		if err == nil && res.Status == "HELD" {
+			break
+		}
+		if time.Since(start) > time.Second {
+			t.Fatalf("hold in the second process 1 s after approval: %v %+v", err, res)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var detail map[string]any
+	if err := s.Pool.QueryRow(ctx, `SELECT detail FROM audit_log WHERE action = 'lever.change' ORDER BY id DESC LIMIT 1`).Scan(&detail); err != nil {
+		t.Fatal(err)
+	}
+	if detail["approver"] != "admin2" || detail["proposed_by"] != "admin1" || detail["old"] == "" || detail["new"] == "" || detail["reason"] != "test change" {
+		t.Fatalf("audit of the change: %v", detail)
+	}
+	// Automatic revert: the old closing time comes back.
+	deadline := time.Now().Add(6 * time.Second)
+	for {
+		s.Levers.Refresh(ctx)
+		var state string
+		if err := s.Pool.QueryRow(ctx, `SELECT state FROM lever_changes WHERE id = $1`, ch.ID).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		if state == "REVERTED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("change not reverted: %s", state)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(600 * time.Millisecond)
+	if _, err := second.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "winext-0003", date)); booking.ErrorReason(err) != "WINDOW_CLOSED" {
+		t.Fatalf("hold after the automatic revert: %v, want WINDOW_CLOSED", err)
+	}
+	var reverts int
+	s.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = 'lever.revert'`).Scan(&reverts) //nolint:errcheck
+	if reverts != 1 {
+		t.Fatalf("%d revert audit records, want 1", reverts)
+	}
+}
+
+// TestKillSwitchAndHoldWindowTakeEffect: CARD off refuses card payments
+// with METHOD_UNAVAILABLE; the waitlist switch stops TQWL offers; the hold
+// window lever sets how long a UPI payment keeps the seats.
+func TestKillSwitchAndHoldWindowTakeEffect(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	shard, date := s.DemoShard(t, 1, 5)
+	_ = shard
+	users := s.Users(t, "kill", 3)
+	ctx := context.Background()
+	svc := s.Console.Levers()
+	for _, p := range []levers.Proposal{propose(levers.KillSwitch, "CARD", "on"), propose(levers.KillSwitch, "WAITLIST", "on"), propose(levers.HoldWindow, "UPI", "600")} {
+		if _, err := svc.Propose(ctx, ops, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Levers.Refresh(ctx)
+	res, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "kill-0001", date))
+	if err != nil || res.Status != "HELD" {
+		t.Fatalf("hold: %v %+v", err, res)
+	}
+	_, err = s.Payments.Initiate(ctx, teststack.Caller(users[0]), paymentReq(res.HoldID.String(), "CARD"))
+	if booking.ErrorReason(err) != "METHOD_UNAVAILABLE" || booking.ErrorCode(err) != booking.EUNAVAIL {
+		t.Fatalf("card payment with CARD killed: %v, want METHOD_UNAVAILABLE", err)
+	}
+	// The only seat is held: with the waitlist switched off, the next attempt is sold out, not waitlisted.
+	res2, err := s.Service.Hold(ctx, teststack.Caller(users[1]), holdReq(users[1], "kill-0002", date))
+	if err != nil || res2.Status != "SOLD_OUT" {
+		t.Fatalf("hold with WAITLIST killed: %v %+v, want SOLD_OUT", err, res2)
+	}
+	// UPI keeps the seats 600 s from the hold.
+	if _, err := s.Payments.Initiate(ctx, teststack.Caller(users[0]), paymentReq(res.HoldID.String(), "UPI")); err != nil {
+		t.Fatalf("upi: %v", err)
+	}
+	var created, expires time.Time
+	if err := s.Pool.QueryRow(ctx, `SELECT created_at, expires_at FROM holds WHERE id = $1`, res.HoldID).Scan(&created, &expires); err != nil {
+		t.Fatal(err)
+	}
+	if got := expires.Sub(created); got < 599*time.Second || got > 601*time.Second {
+		t.Fatalf("UPI hold window %s, want 10m from the lever", got)
+	}
+}
+
+// TestLeverForms drives the console forms: preview shows the effect and
+// the word to type, a wrong word is refused, the right one applies.
+func TestLeverForms(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	b := newBrowser(t, s.Server.URL)
+	b.login("ops1")
+	form := url.Values{"name": {"hold_window"}, "scope": {"CARD"}, "value": {"480"}, "reason": {"slow 3DS today"}}
+	code, body, _ := b.post("/console/levers/preview", form)
+	if code != http.StatusOK || !strings.Contains(body, `data-testid="lever-preview"`) || !strings.Contains(body, "hold_window CARD") {
+		t.Fatalf("preview: %d\n%.2000s", code, body)
+	}
+	form.Set("confirm", "hold_window")
+	if code, body, _ = b.post("/console/levers/propose", form); code != http.StatusUnprocessableEntity || !strings.Contains(body, "to confirm") {
+		t.Fatalf("wrong confirmation: %d %.500s", code, body)
+	}
+	form.Set("confirm", "hold_window CARD")
+	if code, _, _ = b.post("/console/levers/propose", form); code != http.StatusSeeOther {
+		t.Fatalf("propose: %d", code)
+	}
+	form.Set("value", "10")
+	if code, body, _ = b.post("/console/levers/preview", form); code != http.StatusUnprocessableEntity || !strings.Contains(body, "60 to 900") {
+		t.Fatalf("out of bounds preview: %d %.500s", code, body)
+	}
+	_, body, _ = b.get("/console/audit")
+	if !strings.Contains(body, "lever.change") || !strings.Contains(body, "slow 3DS today") {
+		t.Fatalf("audit page lacks the change:\n%.3000s", body)
+	}
+}
+
+func paymentReq(hold, method string) payment.InitiateRequest {
+	id, _ := uuid.Parse(hold)
+	return payment.InitiateRequest{HoldID: id, Method: method, VPA: "asha@upi", IdempotencyKey: "pay-" + method + "-" + hold[:8]}
+}
+
+// TestAdminAPI: the JSON API under /v1/admin with the admin token and with
+// a console session (X-CSRF-Token): a dangerous change proposed by the
+// token waits, the token cannot approve it, an admin's session can.
+func TestAdminAPI(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	call := func(method, path, token, csrf string, body any, b *browser) (int, map[string]any) {
+		t.Helper()
+		raw, _ := json.Marshal(body)
+		req, _ := http.NewRequest(method, s.Server.URL+path, bytes.NewReader(raw))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if csrf != "" {
+			req.Header.Set("X-CSRF-Token", csrf)
+		}
+		client := http.DefaultClient
+		if b != nil {
+			client = b.c
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out) //nolint:errcheck
+		return resp.StatusCode, out
+	}
+	code, ch := call("POST", "/v1/admin/levers/changes", "test-admin", "", map[string]string{"name": "route", "scope": "swiftpay/NB",
+		"value": "0,off", "reason": "swiftpay NB down", "confirm": "route swiftpay/NB"}, nil)
+	if code != http.StatusCreated || ch["State"] != "APPLIED" {
+		t.Fatalf("disable one NB route: %d %v", code, ch)
+	}
+	code, ch = call("POST", "/v1/admin/levers/changes", "test-admin", "", map[string]string{"name": "route", "scope": "bharatpg/NB",
+		"value": "0,off", "reason": "both NB routes down", "confirm": "route bharatpg/NB"}, nil)
+	if code != http.StatusAccepted || ch["State"] != "PENDING" {
+		t.Fatalf("disable the last NB route: %d %v, want 202 pending", code, ch)
+	}
+	id := int64(ch["ID"].(float64))
+	if code, _ := call("POST", "/v1/admin/levers/changes/"+itoa(id)+"/approve", "test-admin", "", nil, nil); code != http.StatusForbidden {
+		t.Fatalf("token approving its own change: %d, want 403", code)
+	}
+	b := newBrowser(t, s.Server.URL)
+	b.login("admin1")
+	if code, _ := call("POST", "/v1/admin/levers/changes/"+itoa(id)+"/approve", "", "", nil, b); code != http.StatusForbidden {
+		t.Fatalf("session without X-CSRF-Token: %d, want 403", code)
+	}
+	code, ch = call("POST", "/v1/admin/levers/changes/"+itoa(id)+"/approve", "", b.csrf, nil, b)
+	if code != http.StatusOK || ch["State"] != "APPLIED" || ch["ApprovedBy"] != "admin1" {
+		t.Fatalf("approve by session: %d %v", code, ch)
+	}
+	var enabled int
+	s.Pool.QueryRow(context.Background(), `SELECT count(*) FROM payment_routes WHERE method = 'NB' AND enabled`).Scan(&enabled) //nolint:errcheck
+	if enabled != 0 {
+		t.Fatalf("%d NB routes still enabled", enabled)
+	}
+	f := newBrowser(t, s.Server.URL)
+	f.login("finance1")
+	if code, _ := call("GET", "/v1/admin/levers", "", "", nil, f); code != http.StatusForbidden {
+		t.Fatalf("finance reading levers: %d, want 403", code)
+	}
+}

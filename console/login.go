@@ -1,0 +1,108 @@
+package console
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"tatkal/console/levers"
+	"tatkal/views"
+)
+
+// loginPage shows the sign-in form with a fresh CSRF token in a cookie.
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	p := views.ConsoleLoginPage{Next: safeNext(r.URL.Query().Get("next")), CSRF: randomToken()}
+	if r.URL.Query().Get("expired") != "" {
+		p.Notice = "Your session expired. Sign in again."
+	}
+	if r.URL.Query().Get("out") != "" {
+		p.Notice = "You are signed out."
+	}
+	c.renderLogin(w, r, p, http.StatusOK)
+}
+
+func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, p views.ConsoleLoginPage, status int) {
+	http.SetCookie(w, &http.Cookie{Name: loginCSRF, Value: p.CSRF, Path: "/console/login", HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, MaxAge: 3600})
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := views.ConsolePage("Sign in", views.ConsoleNav{}, views.ConsoleLogin(p)).Render(r.Context(), w); err != nil {
+		c.log.Error("render login", "err", err)
+	}
+}
+
+// login checks the form's CSRF token, then the password, and starts a session.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	ck, err := r.Cookie(loginCSRF)
+	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostFormValue("csrf"))) != 1 {
+		c.renderLogin(w, r, views.ConsoleLoginPage{CSRF: randomToken(), Next: safeNext(r.PostFormValue("next")),
+			Error: "The sign-in form expired. Try again."}, http.StatusForbidden)
+		return
+	}
+	login := r.PostFormValue("login")
+	u, err := c.Authenticate(r.Context(), login, r.PostFormValue("password"))
+	if err == errBadLogin {
+		levers.Audit(r.Context(), c.pool, strings.ToLower(login), "console.login_failed", "", map[string]any{"ip": r.RemoteAddr}) //nolint:errcheck
+		c.renderLogin(w, r, views.ConsoleLoginPage{CSRF: randomToken(), Next: safeNext(r.PostFormValue("next")), Login: login,
+			Error: "Wrong login or password."}, http.StatusUnauthorized)
+		return
+	}
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	tok, expires, err := c.StartSession(r.Context(), u)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	levers.Audit(r.Context(), c.pool, u.Login, "console.login", u.Role, map[string]any{"ip": r.RemoteAddr}) //nolint:errcheck
+	c.setSessionCookie(w, r, tok, expires)
+	next := safeNext(r.PostFormValue("next"))
+	if next == "" || next == "/console/" || next == "/console" {
+		next = firstPage(u.Role)
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// safeNext keeps redirects inside the console.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		return ""
+	}
+	return next
+}
+
+// logout ends the session.
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		c.pool.Exec(r.Context(), `DELETE FROM console_sessions WHERE token_hash = $1`, hashToken(ck.Value)) //nolint:errcheck
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
+	http.Redirect(w, r, "/console/login?out=1", http.StatusSeeOther)
+}
+
+// home sends each role to its first section.
+func (c *Console) home(w http.ResponseWriter, r *http.Request) {
+	u, _ := userFrom(r.Context())
+	http.Redirect(w, r, firstPage(u.Role), http.StatusSeeOther)
+}
+
+// financePage is a placeholder until reconciliation lands.
+func (c *Console) financePage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, "Finance", views.ConsoleMessage(views.ConsoleMessagePage{Title: "Finance", TestID: "finance",
+		Message: "Reconciliation comes here with the reconciliation work. This section will show:",
+		Items: []string{"three-way reconciliation runs (our ledger, gateway settlement files, bank) and their status",
+			"exceptions by kind and age, with their lifecycle (open, investigating, resolved)",
+			"downloads of every run and its exceptions as XLSX workbooks",
+			"until then: stuck payments are under Stuck payments, and every money movement is in the audit log"}}))
+}
+
+// fraudPage is a placeholder until clustering lands.
+func (c *Console) fraudPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, "Fraud", views.ConsoleMessage(views.ConsoleMessagePage{Title: "Fraud", TestID: "fraud",
+		Message: "Fraud analysis comes here with the abuse work. This section will show:",
+		Items: []string{"clusters of linked accounts (shared devices, payment instruments, passengers) found after each window",
+			"the flagged bookings in each cluster, with actions (hold for review, cancel and refund, clear)",
+			"until then: Lookup and User trace show any account's holds, payments and bookings"}}))
+}

@@ -1,0 +1,63 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"tatkal/views"
+)
+
+var pnrRE = regexp.MustCompile(`^[1-9][0-9]{9}$`)
+
+const lookupSQL = `SELECT h.id::text, u.login, s.train_number || ' ' || s.class || ' ' || s.journey_date::text, h.kind, h.state, h.state_reason,
+	h.created_at, h.expires_at, h.fare_paise, coalesce(b.pnr, ''), coalesce(b.status, '')
+	FROM holds h JOIN users u ON u.id = h.user_id JOIN inventory_shards s ON s.id = h.shard_id
+	LEFT JOIN bookings b ON b.hold_id = h.id `
+
+// lookupPage finds holds and bookings by hold id, PNR or passenger login.
+func (c *Console) lookupPage(w http.ResponseWriter, r *http.Request) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	p := views.LookupPage{Query: q}
+	if q != "" {
+		var err error
+		p.Rows, err = c.lookup(r.Context(), q)
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+	}
+	c.render(w, r, "Lookup", views.ConsoleLookup(p))
+}
+
+func (c *Console) lookup(ctx context.Context, q string) ([]views.LookupRow, error) {
+	where, arg := `WHERE u.login = $1`, any(q)
+	if id, err := uuid.Parse(q); err == nil {
+		where, arg = `WHERE h.id = $1`, id
+	} else if pnrRE.MatchString(q) {
+		where = `WHERE b.pnr = $1`
+	}
+	rows, err := c.pool.Query(ctx, lookupSQL+where+` ORDER BY h.created_at DESC LIMIT 100`, arg)
+	if err != nil {
+		return nil, fmt.Errorf("lookup %q: %w", q, err)
+	}
+	defer rows.Close()
+	var out []views.LookupRow
+	for rows.Next() {
+		var row views.LookupRow
+		var created, expires time.Time
+		var fare int64
+		if err := rows.Scan(&row.HoldID, &row.Login, &row.Shard, &row.Kind, &row.State, &row.Reason, &created, &expires, &fare,
+			&row.PNR, &row.BookingStatus); err != nil {
+			return nil, fmt.Errorf("lookup %q: %w", q, err)
+		}
+		row.Created, row.Expires, row.Fare = ist(created), ist(expires), rupees(fare)
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,99 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"tatkal/booking"
+	"tatkal/views"
+)
+
+// nav lists the sections in menu order with the roles that may open them.
+var nav = []struct {
+	item  views.NavItem
+	roles []string
+}{
+	{views.NavItem{Href: "/console/funnel", Label: "Funnel", Key: "funnel"}, []string{Ops, Admin}},
+	{views.NavItem{Href: "/console/levers", Label: "Levers", Key: "levers"}, []string{Ops, Admin}},
+	{views.NavItem{Href: "/console/shards", Label: "Shards", Key: "shards"}, []string{Ops, Admin}},
+	{views.NavItem{Href: "/console/payments", Label: "Stuck payments", Key: "payments"}, []string{Ops, Finance, Admin}},
+	{views.NavItem{Href: "/console/lookup", Label: "Lookup", Key: "lookup"}, []string{Ops, Fraud, Admin}},
+	{views.NavItem{Href: "/console/trace", Label: "User trace", Key: "trace"}, []string{Ops, Fraud, Admin}},
+	{views.NavItem{Href: "/console/audit", Label: "Audit", Key: "audit"}, []string{Ops, Finance, Fraud, Admin}},
+	{views.NavItem{Href: "/console/finance", Label: "Finance", Key: "finance"}, []string{Finance, Admin}},
+	{views.NavItem{Href: "/console/fraud", Label: "Fraud", Key: "fraud"}, []string{Fraud, Admin}},
+	{views.NavItem{Href: "/console/river/", Label: "Jobs", Key: "river"}, []string{Admin}},
+}
+
+func navFor(u User, active string) views.ConsoleNav {
+	n := views.ConsoleNav{Login: u.Login, Role: u.Role, CSRF: u.CSRF, Active: active}
+	for _, it := range nav {
+		if allowedNav(u.Role, it.roles...) {
+			n.Items = append(n.Items, it.item)
+		}
+	}
+	return n
+}
+
+// firstPage is where a role lands after signing in.
+func firstPage(role string) string {
+	for _, it := range nav {
+		if allowedNav(role, it.roles...) {
+			return it.item.Href
+		}
+	}
+	return "/console/login"
+}
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, title string, content templ.Component) {
+	u, _ := userFrom(r.Context())
+	active := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/console/"), "/", 2)[0]
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := views.ConsolePage(title, navFor(u, active), content).Render(r.Context(), w); err != nil {
+		c.log.Error("render console page", "path", r.URL.Path, "err", err)
+	}
+}
+
+func forbiddenView(u User, allowed []string) templ.Component {
+	return views.ConsoleMessage(views.ConsoleMessagePage{Title: "Not allowed", TestID: "forbidden",
+		Message: "Your role (" + u.Role + ") may not open this page. It is open to: " + strings.Join(allowed, ", ") + "."})
+}
+
+func (c *Console) serverError(w http.ResponseWriter, r *http.Request, err error) {
+	c.log.Error("console", "path", r.URL.Path, "err", err)
+	http.Error(w, "Internal error.", http.StatusInternalServerError)
+}
+
+// userError shows err's message if it is one a person may see.
+func userError(err error) string { return booking.ErrorMessage(err) }
+
+func apiError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"status": status, "code": code, "detail": msg}) //nolint:errcheck
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck
+}
+
+func ist(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.In(booking.IST).Format("02 Jan 15:04:05")
+}
+
+func rupees(paise int64) string {
+	if paise%100 == 0 {
+		return fmt.Sprintf("%d", paise/100)
+	}
+	return fmt.Sprintf("%d.%02d", paise/100, paise%100)
+}

@@ -1,0 +1,101 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"tatkal/booking"
+	"tatkal/booking/inventory"
+	"tatkal/console/levers"
+	"tatkal/views"
+)
+
+// shardsPage lists every shard: seats from Redis, holds and bookings from
+// PostgreSQL, and the invariant check.
+func (c *Console) shardsPage(w http.ResponseWriter, r *http.Request) {
+	c.renderShards(w, r, views.ShardsPage{Notice: r.URL.Query().Get("notice")}, http.StatusOK)
+}
+
+func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.ShardsPage, status int) {
+	ctx := r.Context()
+	rows, err := c.pool.Query(ctx, `SELECT s.id, s.train_number || ' ' || s.class || ' ' || s.journey_date::text || ' ' || s.quota,
+		s.window_opens_at, s.window_closes_at, s.mode, s.total_berths, s.waitlist_cap, s.epoch,
+		(SELECT count(*) FROM holds h WHERE h.shard_id = s.id AND h.state = 'HELD' AND h.kind = 'SEAT')::int,
+		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'CONFIRMED')::int,
+		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'WAITLISTED')::int
+		FROM inventory_shards s ORDER BY s.id LIMIT 200`)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	for rows.Next() {
+		var s views.ShardRow
+		var opens, closes = new(timeT), new(timeT)
+		if err := rows.Scan(&s.ID, &s.Label, &opens.t, &closes.t, &s.Mode, &s.Total, &s.WaitlistCap, &s.Epoch, &s.LiveHolds, &s.Confirmed, &s.Waitlist); err != nil {
+			rows.Close()
+			c.serverError(w, r, err)
+			return
+		}
+		s.Window = ist(opens.t) + " – " + ist(closes.t)
+		s.ConfirmWord = fmt.Sprintf("rebuild %d", s.ID)
+		p.Rows = append(p.Rows, s)
+	}
+	rows.Close()
+	for i := range p.Rows {
+		s := &p.Rows[i]
+		if snap, err := c.cfg.Store.Snapshot(ctx, s.ID); err == nil && snap.Ready {
+			s.Ready, s.Epoch = true, snap.Epoch
+			for j, m := range snap.Occupancy {
+				if j < snap.Berths && m == 0 {
+					s.SeatsLeft++
+				}
+			}
+		}
+		if s.Ready {
+			rep, err := inventory.Check(ctx, c.pool, c.cfg.Store, s.ID, c.cfg.HoldWindow)
+			if err == nil {
+				s.InvariantOK, s.Violations = rep.OK(), rep.Violations
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	u, _ := userFrom(ctx)
+	c.render(w, r, "Shards", views.ConsoleShards(p, u.CSRF))
+}
+
+// shardRebuild reloads a shard from PostgreSQL under a new epoch, after the
+// operator typed "rebuild N". Audited.
+func (c *Console) shardRebuild(w http.ResponseWriter, r *http.Request) {
+	u, _ := userFrom(r.Context())
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	want := fmt.Sprintf("rebuild %d", id)
+	if strings.TrimSpace(r.PostFormValue("confirm")) != want {
+		c.renderShards(w, r, views.ShardsPage{Error: fmt.Sprintf("Type %q to confirm the rebuild of shard %d.", want, id)}, http.StatusUnprocessableEntity)
+		return
+	}
+	epoch, err := c.cfg.Booking.Rebuild(r.Context(), id)
+	if err != nil {
+		levers.Audit(r.Context(), c.pool, u.Login, "shard.rebuild_failed", fmt.Sprint(id), map[string]any{"error": err.Error()}) //nolint:errcheck
+		msg := userError(err)
+		if booking.ErrorCode(err) == booking.EINTERNAL {
+			c.log.Error("rebuild", "shard", id, "err", err)
+			msg = "The rebuild failed: " + err.Error()
+		}
+		c.renderShards(w, r, views.ShardsPage{Error: msg}, http.StatusInternalServerError)
+		return
+	}
+	if err := levers.Audit(r.Context(), c.pool, u.Login, "shard.rebuild", fmt.Sprint(id), map[string]any{"epoch": epoch}); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/console/shards?notice="+urlQuery(fmt.Sprintf("Shard %d rebuilt from PostgreSQL under epoch %d.", id, epoch)), http.StatusSeeOther)
+}

@@ -1,0 +1,254 @@
+package views
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ConsoleNav is the frame of every console page: who is signed in and
+// what they may open.
+type ConsoleNav struct {
+	Login  string
+	Role   string
+	CSRF   string
+	Active string
+	Items  []NavItem
+}
+
+// NavItem is one navigation link.
+type NavItem struct {
+	Href, Label, Key string
+}
+
+// ConsoleLoginPage is the sign-in form.
+type ConsoleLoginPage struct {
+	Next   string
+	Error  string
+	Notice string
+	CSRF   string
+	Login  string
+}
+
+// ConsoleMessagePage is a page with a title and a message (refusals,
+// and the finance and fraud placeholders).
+type ConsoleMessagePage struct {
+	Title   string
+	Message string
+	Items   []string
+	TestID  string
+}
+
+// FunnelView is one snapshot of the live funnel; the page renders it and
+// the websocket sends it as JSON once a second.
+type FunnelView struct {
+	At            string        `json:"at"`
+	WindowSeconds int           `json:"window_seconds"`
+	Shards        []FunnelShard `json:"shards"`
+	Routes        []RouteHealth `json:"routes"`
+	Levers        []string      `json:"levers"`
+	Idle          []string      `json:"idle"` // shards not loaded in Redis and with no events: listed, not charted
+	Errors        []string      `json:"errors,omitempty"`
+}
+
+// FunnelShard is the funnel of one shard, or of all (ID 0).
+type FunnelShard struct {
+	ID          int64         `json:"id"`
+	Label       string        `json:"label"`
+	Stages      []FunnelStage `json:"stages"`
+	Total       int           `json:"total_berths"`
+	SeatsLeft   int           `json:"seats_left"`
+	Held        int           `json:"held"`
+	Confirmed   int           `json:"confirmed"`
+	Ready       bool          `json:"ready"`
+	Epoch       int64         `json:"epoch"`
+	InvariantOK bool          `json:"invariant_ok"`
+	Violations  []string      `json:"violations"`
+	Checked     bool          `json:"checked"`
+	Paused      bool          `json:"admission_paused"`
+	Rate        string        `json:"admission_rate"`
+}
+
+// FunnelStage is one stage's figures.
+type FunnelStage struct {
+	Stage   string  `json:"stage"`
+	Label   string  `json:"label"`
+	LastSec int64   `json:"last_sec"`
+	Total   int64   `json:"total"`
+	Series  []int64 `json:"series"`
+	ConvPct float64 `json:"conv_pct"` // of the stage it follows, -1 if none
+	ConvOf  string  `json:"conv_of"`
+	P95ms   int64   `json:"p95_ms"` // -1: no samples
+}
+
+// RouteHealth is one payment route's health.
+type RouteHealth struct {
+	Route       string  `json:"route"`
+	Weight      int     `json:"weight"`
+	Enabled     bool    `json:"enabled"`
+	Calls       int     `json:"calls"`
+	ErrorPct    float64 `json:"error_pct"`
+	P95ms       int64   `json:"p95_ms"`
+	BreakerOpen bool    `json:"breaker_open"`
+}
+
+// SparkPoints renders a series as SVG polyline points in a w×h box.
+func SparkPoints(series []int64, w, h int) string {
+	if len(series) == 0 {
+		return ""
+	}
+	var top int64 = 1
+	for _, v := range series {
+		top = max(top, v)
+	}
+	var b strings.Builder
+	step := float64(w) / float64(max(len(series)-1, 1))
+	for i, v := range series {
+		fmt.Fprintf(&b, "%.1f,%.1f ", float64(i)*step, float64(h)-float64(v)*float64(h-2)/float64(top)-1)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// BarPct is a stage's bar length (0-100) against the largest total.
+func BarPct(stages []FunnelStage, s FunnelStage) string {
+	var top int64 = 1
+	for _, x := range stages {
+		top = max(top, x.Total)
+	}
+	return fmt.Sprintf("%.1f", float64(s.Total)*100/float64(top))
+}
+
+// Pct formats a percentage, or a dash.
+func Pct(p float64) string {
+	if p < 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", p)
+}
+
+// Ms formats milliseconds, or a dash.
+func Ms(ms int64) string {
+	if ms < 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%d ms", ms)
+}
+
+// LeversPage shows the levers in force, a change form with its preview,
+// and the changes waiting for approval.
+type LeversPage struct {
+	Defs       []LeverDef
+	InForce    []LeverValue
+	Changes    []LeverChange
+	Form       LeverForm
+	Preview    *LeverPreview
+	Error      string
+	Notice     string
+	CanApprove bool
+	Me         string
+}
+
+// LeverDef describes a lever for the form.
+type LeverDef struct {
+	Name, Title, Help, Scopes string
+}
+
+// LeverValue is one lever in force.
+type LeverValue struct {
+	Name, Scope, Value, UpdatedBy, UpdatedAt string
+}
+
+// LeverForm is the change form's fields.
+type LeverForm struct {
+	Name, Scope, Value, Reason, Confirm, RevertAfter string
+}
+
+// LeverPreview is what a change would do.
+type LeverPreview struct {
+	Old, New, Effect, ConfirmWord, Why string
+	Dangerous                          bool
+}
+
+// LeverChange is a proposed change.
+type LeverChange struct {
+	ID                                           int64
+	Name, Scope, Old, New, Reason, State         string
+	ProposedBy, ProposedAt, ApprovedBy, RevertAt string
+	Dangerous                                    bool
+}
+
+// ShardsPage lists the shards with their seat figures.
+type ShardsPage struct {
+	Rows   []ShardRow
+	Error  string
+	Notice string
+}
+
+// ShardRow is one shard.
+type ShardRow struct {
+	ID                                     int64
+	Label, Window, Mode                    string
+	Total, SeatsLeft, LiveHolds, Confirmed int
+	Waitlist, WaitlistCap                  int
+	Epoch                                  int64
+	Ready, InvariantOK                     bool
+	Violations                             []string
+	ConfirmWord                            string
+}
+
+// PaymentsPage lists payments stuck unresolved.
+type PaymentsPage struct {
+	MinAge string
+	Rows   []PaymentRow
+	Error  string
+	Notice string
+}
+
+// PaymentRow is one stuck payment.
+type PaymentRow struct {
+	ID, HoldID, Method, Gateway, State, Amount, Age, Deadline, Login string
+	Inquiries                                                        int
+	Overdue                                                          bool
+}
+
+// LookupPage finds holds and bookings by hold id, PNR or login.
+type LookupPage struct {
+	Query string
+	Rows  []LookupRow
+	Error string
+}
+
+// LookupRow is one hold with its booking, if any.
+type LookupRow struct {
+	HoldID, Login, Shard, Kind, State, Reason, Created, Expires, PNR, BookingStatus, Fare string
+}
+
+// TracePage answers "why did this person not get a ticket".
+type TracePage struct {
+	Login   string
+	UserID  int64
+	Found   bool
+	Outcome string
+	Events  []TraceEvent
+	Error   string
+}
+
+// TraceEvent is one timestamped fact about the person's attempt.
+type TraceEvent struct {
+	At     string
+	Kind   string // queue, admission, hold, payment, refund, notification, booking
+	Ref    string
+	What   string
+	Detail string
+}
+
+// AuditPage lists the audit log, newest first.
+type AuditPage struct {
+	Rows   []AuditRow
+	Action string
+}
+
+// AuditRow is one audit record.
+type AuditRow struct {
+	ID                                 int64
+	At, Actor, Action, Subject, Detail string
+}

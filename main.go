@@ -30,6 +30,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
+	"tatkal/booking/admission"
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
 	"tatkal/booking/bench"
@@ -41,6 +42,8 @@ import (
 	"tatkal/booking/prs"
 	"tatkal/booking/seed"
 	"tatkal/booking/web"
+	"tatkal/console"
+	"tatkal/console/levers"
 	"tatkal/jobs"
 )
 
@@ -64,6 +67,7 @@ Commands:
   migrate   apply database migrations (idempotent)
   seed      demo | shard | users: create data for demos, tests, rehearsals
   check     verify seat invariants, Redis against PostgreSQL
+  verify-window  recompute a waiting-room window's fair order from its revealed seed
   bench     measure the hold path against the raw Redis and PostgreSQL ceilings
 
 Configuration (environment):
@@ -99,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmds := map[string]func(context.Context, Config, []string, io.Writer) error{
 		"dev": cmdDev, "serve": cmdServe, "worker": cmdWorker, "migrate": cmdMigrate,
-		"seed": cmdSeed, "check": cmdCheck, "bench": cmdBench, "psp": cmdPSP, "prs": cmdPRS,
+		"seed": cmdSeed, "check": cmdCheck, "verify-window": cmdVerifyWindow, "bench": cmdBench, "psp": cmdPSP, "prs": cmdPRS,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -209,10 +213,14 @@ type Main struct {
 	Booking  *booking.Service
 	Payments *payment.Service
 	Funnel   *funnel.Recorder
+	Levers   *levers.Reader
 	River    *river.Client[pgx.Tx]
 	Server   *http.Server
 	Listener net.Listener
 	Work     bool // run River workers in this process
+
+	// Admission is the waiting room; its controller runs where Work is set.
+	Admission *admission.Service
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -264,11 +272,17 @@ func (m *Main) Build(ctx context.Context) error {
 	m.River = client
 	core := prs.NewClient(m.Config.PRSURL, m.Config.PRSKey, &http.Client{Timeout: 10 * time.Second})
 	m.Funnel = funnel.New(m.Redis, m.Config.RedisPrefix, slog.Default())
-	m.Booking = booking.NewService(booking.ServiceConfig{Pool: m.Pool, Store: m.Store, Jobs: client, Rules: rules, Core: core, Funnel: m.Funnel})
-	m.Payments = payment.New(payment.Config{Pool: m.Pool, Redis: m.Redis, Prefix: m.Config.RedisPrefix, Booking: m.Booking, Jobs: client, Funnel: m.Funnel,
+	m.Levers = levers.NewReader(m.Pool, slog.Default())
+	m.Booking = booking.NewService(booking.ServiceConfig{Pool: m.Pool, Store: m.Store, Jobs: client, Rules: rules, Core: core, Funnel: m.Funnel, Levers: m.Levers})
+	m.Payments = payment.New(payment.Config{Pool: m.Pool, Redis: m.Redis, Prefix: m.Config.RedisPrefix, Booking: m.Booking, Jobs: client, Funnel: m.Funnel, Levers: m.Levers,
 		Gateways: m.Config.Gateways, CallbackURL: m.Config.PublicURL + "/v1/internal/payments/callback",
 		ReturnURL: m.Config.PublicURL + "/payments/return"})
 	svcs.Booking, svcs.Payments = m.Booking, m.Payments
+	m.Admission, err = admission.New(admission.Config{Pool: m.Pool, Redis: m.Redis, Prefix: m.Config.RedisPrefix, Store: m.Store,
+		Catalog: m.Booking.Catalog(), Funnel: m.Funnel, Levers: m.Levers, Rules: rules, Secret: m.Config.SessionKey})
+	if err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -297,7 +311,8 @@ func (m *Main) Handler() (http.Handler, error) {
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }) //nolint:errcheck
 	r.Get("/readyz", m.ready)
 	(&web.Pages{Booking: m.Booking, Payments: m.Payments, Log: slog.Default()}).Routes(r)
-	api.New(api.Config{Service: m.Booking, Payments: m.Payments, Pool: m.Pool, Signer: signer, MaxHoldsInFlight: m.Config.MaxHoldsInFlight}).Routes(r)
+	api.New(api.Config{Service: m.Booking, Payments: m.Payments, Pool: m.Pool, Signer: signer, MaxHoldsInFlight: m.Config.MaxHoldsInFlight, Admission: m.Admission}).Routes(r)
+	console.New(console.Config{Pool: m.Pool, Redis: m.Redis, Store: m.Store, Booking: m.Booking, Payments: m.Payments, Funnel: m.Funnel, River: m.River, AdminToken: m.Config.AdminToken, HoldWindow: m.Config.HoldWindow}).Routes(r)
 	return http.NewCrossOriginProtection().Handler(r), nil
 }
 
@@ -334,6 +349,12 @@ func (m *Main) Start(ctx context.Context, serve bool) error {
 	go func() {
 		defer close(m.done)
 		go m.Funnel.Run(ctx, 500*time.Millisecond)
+		if m.Work && m.Admission != nil {
+			// The admission controller: one leads across all processes (lease with fencing).
+			ctl := make(chan struct{})
+			go func() { m.Admission.NewController(admission.ControllerConfig{}).Run(ctx); close(ctl) }()
+			defer func() { <-ctl }()
+		}
 		m.Booking.RunCommitter(ctx, m.Config.CommitWriters)
 	}()
 	if m.Work {
@@ -654,6 +675,9 @@ func cmdDev(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	if err := m.Pool.QueryRow(ctx, `SELECT count(*) FROM users WHERE login LIKE 'demo%'`).Scan(&n); err != nil {
 		return fmt.Errorf("count demo users: %w", err)
 	}
+	if _, err := console.SeedDemoUsers(ctx, m.Pool); err != nil {
+		return err
+	}
 	if n == 0 {
 		if _, err := seed.Users(ctx, m.Pool, seed.UsersSpec{Count: 5, Prefix: "demo", Password: demoPassword, WalletRupees: 5000}); err != nil {
 			return err
@@ -689,6 +713,7 @@ tatkal is running.
   gateways   %[4]s (simulated; faults: PUT %[4]s/admin/routes/{gw}/{method}, token %[6]s)
   core       %[5]s (simulated reservation system; faults: PUT %[5]s/admin/faults)
   logins     demo00001 .. demo00005, password %[2]s (wallets hold ₹5,000)
+  console    %[1]s/console  ops1, finance1, fraud1, admin1, admin2 (one per role; two admins approve each other), password console-demo
 
 Book a seat with curl:
   TOKEN=$(curl -s %[1]s/v1/auth/login -H 'Content-Type: application/json' \
@@ -708,7 +733,7 @@ Ctrl-C stops it.
 }
 
 func cmdBench(ctx context.Context, cfg Config, args []string, out io.Writer) error {
-	fs := flags("bench", "Measure the hold path on one hot shard: raw Lua ceiling, service, HTTP, durable holds; p50/p99.", out)
+	fs := flags("bench", "Measure the hold path on one hot shard (raw Lua and PostgreSQL ceilings, service, HTTP, durable holds) and the payment path\n(wallet confirmations, gateway callbacks and their duplicates); p50/p99.", out)
 	opts := bench.DefaultOptions()
 	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "length of each measurement")
 	fs.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "concurrent clients")
@@ -716,6 +741,8 @@ func cmdBench(ctx context.Context, cfg Config, args []string, out io.Writer) err
 	fs.IntVar(&opts.PipelineBatch, "pipeline", opts.PipelineBatch, "script calls per pipeline in the raw Redis ceiling")
 	fs.IntVar(&opts.Writers, "writers", opts.Writers, "group-commit writers in the raw PostgreSQL ceiling (the service runs 3)")
 	fs.IntVar(&opts.FreshUsers, "fresh-users", 0, "users each hold-only phase may spend, one per durable hold (default: concurrency + 8,000 per second of duration)")
+	fs.IntVar(&opts.WalletUsers, "wallet-users", 0, "wallet-funded users the wallet phase may spend, one per confirmation (default: concurrency + 2,000 per second of duration)")
+	fs.IntVar(&opts.Callbacks, "callbacks", 0, "payments prepared for the callback phase (default: concurrency + 3x the wallet confirmations per second for the duration)")
 	fs.StringVar(&opts.ProfileDir, "cpuprofile-dir", "", "write a CPU profile of each phase here (<phase>.pprof)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -735,6 +762,7 @@ func cmdBench(ctx context.Context, cfg Config, args []string, out io.Writer) err
 		return err
 	}
 	opts.BaseURL, opts.Pool, opts.Redis, opts.Service = m.URL(), m.Pool, m.Redis, m.Booking
+	opts.Payments, opts.Gateways = m.Payments, m.Config.Gateways
 	opts.SessionKey = m.Config.SessionKey
 	opts.Log = slog.Default()
 	rep, err := bench.Run(ctx, opts)
@@ -829,4 +857,29 @@ func cmdPRS(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	fmt.Fprintf(out, "reservation core simulator on %s (admin token %s)\n", sim.URL(), cfg.AdminToken)
 	<-ctx.Done()
 	return sim.server.Shutdown(context.Background())
+}
+
+func cmdVerifyWindow(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	fs := flags("verify-window", "Recompute a waiting-room window's admission order from its revealed seed and its cohort, and say whether\nthe admission log matches it. Exits 1 when it does not (or the seed is not revealed yet).", out)
+	id := fs.Int64("window", 0, "window id: the shard id (GET /v1/windows/{id}/fairness)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *id <= 0 {
+		return usageError{errors.New("--window is required")}
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rep, err := admission.VerifyWindow(ctx, pool, *id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, rep.String())
+	if !rep.OK() {
+		return fmt.Errorf("window %d: not verified", *id)
+	}
+	return nil
 }

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking"
+	"tatkal/booking/db"
 	"tatkal/booking/inventory"
 	"tatkal/booking/teststack"
 )
@@ -326,4 +328,36 @@ func TestPropertyRandomLifecycle(t *testing.T) {
 			t.Errorf("the random walk never exercised %s: %v", k, counts)
 		}
 	}
+}
+
+// When Redis misses a confirmation (unreachable at that moment), the
+// sweeper finds the hold due, reads CONFIRMED in PostgreSQL and confirms it.
+func TestSweeperConfirmsWhatRedisMissed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rules := booking.DefaultRules()
+	rules.HoldWindow = time.Second
+	s := teststack.New(t, teststack.Options{Rules: &rules, SweepGrace: time.Millisecond})
+	shardID, date := s.DemoShard(t, 2, 0)
+	users := s.Users(t, "sc", 1)
+	h, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "sweep-confirm-1", date, "MMCT", "NDLS", pax("Anil Rao", 30, "M")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Confirm in PostgreSQL only, as if the Redis call after it had failed.
+	if err := db.Transact(ctx, s.Pool, func(tx pgx.Tx) error {
+		_, err := s.Service.ConfirmTx(ctx, tx, h.HoldID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := inventory.Check(ctx, s.Pool, s.Store, shardID, rules.HoldWindow)
+	if rep.OK() {
+		t.Fatal("the check did not notice Redis missing the confirmation")
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if sw, err := s.Service.Sweep(ctx); err != nil || sw.Synced != 1 {
+		t.Fatalf("sweep: %+v %v, want one hold synced", sw, err)
+	}
+	mustCheck(t, s, shardID)
 }

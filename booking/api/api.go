@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"tatkal/booking"
+	"tatkal/booking/admission"
 	"tatkal/booking/auth"
 	"tatkal/booking/funnel"
 	"tatkal/booking/payment"
@@ -36,6 +37,8 @@ type Config struct {
 	BundleVersion string
 	Log           *slog.Logger
 	Now           func() time.Time
+	// Admission is the waiting room (booking/api/queue.go); nil: its routes answer 503.
+	Admission *admission.Service
 }
 
 // API is the /v1 handler set.
@@ -49,6 +52,7 @@ type API struct {
 	bundle   string
 	log      *slog.Logger
 	now      func() time.Time
+	adm      *admission.Service
 }
 
 // New returns the API.
@@ -69,7 +73,7 @@ func New(cfg Config) *API {
 		cfg.BundleVersion = "pb_1"
 	}
 	return &API{svc: cfg.Service, payments: cfg.Payments, pool: cfg.Pool, signer: cfg.Signer, inflight: make(chan struct{}, cfg.MaxHoldsInFlight),
-		ttl: cfg.SessionTTL, bundle: cfg.BundleVersion, log: cfg.Log, now: cfg.Now}
+		ttl: cfg.SessionTTL, bundle: cfg.BundleVersion, log: cfg.Log, now: cfg.Now, adm: cfg.Admission}
 }
 
 // Routes mounts every /v1 route, top to bottom.
@@ -79,6 +83,7 @@ func (a *API) Routes(r chi.Router) {
 	r.Post("/v1/session/prepare", a.prepare)
 	r.Get("/v1/availability", a.availability)
 	r.Post("/v1/internal/payments/callback", a.callback)
+	a.queueRoutes(r) // waiting room, OTP, devices, challenge: queue.go
 	r.Group(func(r chi.Router) {
 		r.Use(a.requireSession)
 		r.With(a.shed).Post("/v1/bookings/hold", a.hold)

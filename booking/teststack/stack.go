@@ -31,6 +31,8 @@ import (
 	"tatkal/booking/seed"
 	"tatkal/booking/testenv"
 	"tatkal/booking/web"
+	"tatkal/console"
+	"tatkal/console/levers"
 	"tatkal/jobs"
 )
 
@@ -38,6 +40,8 @@ import (
 type Stack struct {
 	*testenv.Env
 	Funnel   *funnel.Recorder
+	Levers   *levers.Reader
+	Console  *console.Console
 	Service  *booking.Service
 	Payments *payment.Service
 	River    *river.Client[pgx.Tx]
@@ -64,6 +68,8 @@ type Options struct {
 	CreateTimeout      time.Duration
 	// Routes replaces the simulator's default route behaviour.
 	Routes []pspapi.RouteConfig
+	// SweepGrace: how long past expiry the sweeper waits (zero: the default).
+	SweepGrace time.Duration
 	// RescueStuckJobsAfter: how soon a job left running by a dead worker is retried.
 	RescueStuckJobsAfter time.Duration
 }
@@ -113,7 +119,8 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		t.Fatalf("river: %v", err)
 	}
 	rec := funnel.New(env.Redis, env.KeyPrefix, log)
-	svc := booking.NewService(booking.ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: log, Funnel: rec,
+	lev := levers.NewReader(env.Pool, log)
+	svc := booking.NewService(booking.ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: log, Funnel: rec, SweepGrace: opts.SweepGrace, Levers: lev,
 		Catalog: booking.NewCatalog(env.Pool, time.Minute), Core: prs.NewClient(coreServer.URL, "test-core", &http.Client{Timeout: 5 * time.Second})})
 	srv := httptest.NewUnstartedServer(nil)
 	var gws []payment.GatewayConfig
@@ -124,7 +131,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		CallbackURL: "http://" + srv.Listener.Addr().String() + "/v1/internal/payments/callback",
 		ReturnURL:   "http://" + srv.Listener.Addr().String() + "/payments/return",
 		HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
-		LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, Log: log, Funnel: rec})
+		LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, Log: log, Funnel: rec, Levers: lev})
 	svcs.Booking, svcs.Payments = svc, pay
 	signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
 	if err != nil {
@@ -133,6 +140,9 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	r := chi.NewRouter()
 	api.New(api.Config{Service: svc, Payments: pay, Pool: env.Pool, Signer: signer, MaxHoldsInFlight: opts.MaxHoldsInFlight, Log: log}).Routes(r)
 	(&web.Pages{Booking: svc, Payments: pay, Log: log}).Routes(r)
+	cons := console.New(console.Config{Pool: env.Pool, Redis: env.Redis, Store: env.Store, Booking: svc, Payments: pay, Funnel: rec, River: client,
+		AdminToken: adminToken, HoldWindow: rules.HoldWindow, Log: log, Context: ctx})
+	cons.Routes(r)
 	srv.Config.Handler = r
 	srv.Start()
 	wg.Add(1)
@@ -158,7 +168,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		cancel()
 		wg.Wait()
 	})
-	return &Stack{Env: env, Funnel: rec, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer}
+	return &Stack{Env: env, Funnel: rec, Levers: lev, Console: cons, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer}
 }
 
 // Token signs a session for a verified individual account.

@@ -1,0 +1,250 @@
+// Package admission is the fair waiting room: one queue per intent (a
+// Tatkal shard) in Redis, a randomised order inside the opening window with
+// a seed committed before it and revealed after it, signed single-use
+// admission tokens, the single-leader controller that admits per shard at
+// an adaptive rate, identity verification by one-time code, device
+// bindings, pacing, rate limits and the booking-time challenge.
+//
+// Signature checks (admission tokens, device bindings, challenges) live in
+// the subpackage token, which imports nothing of tatkal, so the hold path
+// can use them.
+package admission
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"tatkal/booking"
+	"tatkal/booking/admission/token"
+	"tatkal/booking/funnel"
+	"tatkal/booking/inventory"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+func script(name string) *redis.Script {
+	b, err := luaFS.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(b))
+}
+
+// Levers are the operator's admission switches (console/levers.Reader).
+type Levers interface {
+	AdmissionPaused(shardID int64) bool
+	AdmissionRate(shardID int64) (int, bool)
+}
+
+// Config wires the waiting room. Zero durations and limits take defaults.
+type Config struct {
+	Pool    *pgxpool.Pool
+	Redis   redis.UniversalClient
+	Prefix  string
+	Store   *inventory.Store
+	Catalog *booking.Catalog
+	Funnel  *funnel.Recorder
+	Levers  Levers // nil: no operator overrides
+	Rules   booking.Rules
+	// Secret is the master secret the signing keys are derived from (the
+	// session key); ExtraKeys, when set, replace the derived admission keys
+	// (first signs, all verify) for rotation.
+	Secret    []byte
+	ExtraKeys []token.Key
+	Log       *slog.Logger
+	Now       func() time.Time
+
+	Prequeue  time.Duration // the queue opens this long before the window (15m)
+	Randomise time.Duration // entrants until opening + this get a random place (10s)
+	TokenTTL  time.Duration // admission tokens live this long (120s)
+	// Allowance: a shard never has more outstanding admissions (admitted in
+	// the last TokenTTL) than seats left plus this.
+	Allowance int
+	// Rate limits per second on queue calls, per IP, device and account.
+	LimitIP, LimitDevice, LimitAccount int
+	// MaxInFlight queue requests per process; beyond it the static
+	// high-demand answer is given.
+	MaxInFlight int
+	// AccountsPerDevice bounds distinct accounts bound to one device.
+	AccountsPerDevice int
+	// ChallengeBits is the proof-of-work difficulty; risky clients get
+	// ChallengeBits+RiskyExtraBits.
+	ChallengeBits, RiskyExtraBits int
+}
+
+func (c *Config) defaults() {
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Prequeue <= 0 {
+		c.Prequeue = 15 * time.Minute
+	}
+	if c.Randomise <= 0 {
+		c.Randomise = 10 * time.Second
+	}
+	if c.TokenTTL <= 0 {
+		c.TokenTTL = 120 * time.Second
+	}
+	if c.Allowance <= 0 {
+		c.Allowance = 10
+	}
+	if c.LimitIP <= 0 {
+		c.LimitIP = 50
+	}
+	if c.LimitDevice <= 0 {
+		c.LimitDevice = 5
+	}
+	if c.LimitAccount <= 0 {
+		c.LimitAccount = 5
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 4096
+	}
+	if c.AccountsPerDevice <= 0 {
+		c.AccountsPerDevice = 2
+	}
+	if c.ChallengeBits <= 0 {
+		c.ChallengeBits = 14
+	}
+	if c.RiskyExtraBits <= 0 {
+		c.RiskyExtraBits = 6
+	}
+	if c.Rules.AgentBar == 0 {
+		c.Rules = booking.DefaultRules()
+	}
+}
+
+// Service is the waiting room of one process.
+type Service struct {
+	cfg       Config
+	pool      *pgxpool.Pool
+	rdb       redis.UniversalClient
+	keys      *token.Keyring // admission tokens
+	devices   *token.Keyring // device bindings
+	chKeys    *token.Keyring // challenges
+	ticketKey []byte
+	otpKey    []byte
+	verifier  *token.Verifier
+	log       *slog.Logger
+	now       func() time.Time
+
+	enter, status, admit, lease, unlease, maxset *redis.Script
+
+	windows sync.Map // shard id -> *Window
+	polls   pollCache
+	gate    chan struct{}
+
+	// EarlyPolls counts status polls that came before the time the server
+	// gave; they got the cached answer.
+	EarlyPolls atomic.Int64
+}
+
+// New returns the waiting room.
+func New(cfg Config) (*Service, error) {
+	cfg.defaults()
+	if len(cfg.Secret) < 32 {
+		return nil, fmt.Errorf("admission: secret shorter than 32 bytes")
+	}
+	keys := cfg.ExtraKeys
+	if len(keys) == 0 {
+		keys = []token.Key{{ID: "k1", Secret: token.Derive(cfg.Secret, "admission/k1")}}
+	}
+	ring, err := token.NewKeyring(keys...)
+	if err != nil {
+		return nil, err
+	}
+	dev, _ := token.NewKeyring(token.Key{ID: "d1", Secret: token.Derive(cfg.Secret, "device/d1")})
+	ch, _ := token.NewKeyring(token.Key{ID: "c1", Secret: token.Derive(cfg.Secret, "challenge/c1")})
+	s := &Service{
+		cfg: cfg, pool: cfg.Pool, rdb: cfg.Redis, keys: ring, devices: dev, chKeys: ch,
+		ticketKey: token.Derive(cfg.Secret, "ticket"), otpKey: token.Derive(cfg.Secret, "otp"),
+		verifier: token.NewVerifier(ring, dev), log: cfg.Log, now: cfg.Now,
+		enter: script("enter"), status: script("status"), admit: script("admit"),
+		lease: script("lease"), unlease: script("unlease"), maxset: script("maxset"),
+		gate: make(chan struct{}, cfg.MaxInFlight),
+	}
+	s.polls.init()
+	return s, nil
+}
+
+// Verifier checks admission tokens by signature; give it to the hold path.
+func (s *Service) Verifier() *token.Verifier { return s.verifier }
+
+// Keyring is the admission token keyring (tests forge and rotate with it).
+func (s *Service) Keyring() *token.Keyring { return s.keys }
+
+// DeviceKeys is the device binding keyring.
+func (s *Service) DeviceKeys() *token.Keyring { return s.devices }
+
+// Config returns the configuration in force.
+func (s *Service) Config() Config { return s.cfg }
+
+// Ticket is userID's ticket in shard's queue.
+func (s *Service) Ticket(shardID, userID int64) string {
+	return token.Ticket(s.ticketKey, shardID, userID)
+}
+
+// Keys of one shard's queue share the hash tag {q<id>}.
+func (s *Service) qkey(shardID int64, name string) string {
+	return s.cfg.Prefix + ":{q" + strconv.FormatInt(shardID, 10) + "}:" + name
+}
+
+func (s *Service) queueKeys(shardID int64) []string {
+	return []string{s.qkey(shardID, "z"), s.qkey(shardID, "m"), s.qkey(shardID, "ba"), s.qkey(shardID, "bt")}
+}
+
+// highDemand is the one answer for overload, rate limits and suspected
+// bots alike: nobody can tell them apart from outside.
+func highDemand() error {
+	return booking.Errorf(booking.EOVERLOADED, "HIGH_DEMAND", "Very high demand right now. Nothing was lost; please retry in a few seconds.")
+}
+
+// IsHighDemand reports whether err is the uniform high-demand answer.
+func IsHighDemand(err error) bool { return booking.ErrorReason(err) == "HIGH_DEMAND" }
+
+// Acquire takes a slot of the queue tier; false means answer with the
+// static high-demand response at once. Call release when done.
+func (s *Service) Acquire() (release func(), ok bool) {
+	select {
+	case s.gate <- struct{}{}:
+		return func() { <-s.gate }, true
+	default:
+		return nil, false
+	}
+}
+
+// Caller is an authenticated request to the waiting room.
+type Caller struct {
+	UserID       int64
+	Verified     bool
+	Agent        bool
+	CreatedAt    time.Time
+	SessionToken string // the bearer token
+	DeviceToken  string // X-Device-Token: a device binding
+	IP           string
+	Attested     bool // the client sent an attestation
+}
+
+// Consume marks an admission token used with SET NX on token.UsedKey, the
+// key the HOLD script marks in its atomic step; true means this call used
+// it. For paths outside the hold script (and the single-use tests).
+func (s *Service) Consume(ctx context.Context, c token.Claims) (bool, error) {
+	ok, err := s.rdb.SetNX(ctx, token.UsedKey(s.cfg.Prefix, c), "1", token.UsedTTL(c, s.now())).Result()
+	if err != nil {
+		return false, fmt.Errorf("consume admission token: %w", err)
+	}
+	return ok, nil
+}

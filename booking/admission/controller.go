@@ -1,0 +1,452 @@
+package admission
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"tatkal/booking"
+	"tatkal/booking/admission/token"
+	"tatkal/booking/funnel"
+)
+
+// ControllerConfig tunes the admission controller; zero values are defaults.
+type ControllerConfig struct {
+	ID            string        // instance id (default random)
+	Tick          time.Duration // how often it admits (200ms)
+	LeaseTTL      time.Duration // leader lease (2s); a dead leader is replaced after this
+	BaseRate      float64       // admissions per second per shard to start from (50)
+	MinRate       float64       // the adaptive rate never drops below this (1)
+	MaxRate       float64       // nor rises above this (5000)
+	HoldP95Target time.Duration // hold p95 above this halves the rate (800ms)
+	MaxErrorRate  float64       // hold refusals above this share halve the rate (0.3)
+	MinPaySuccess float64       // payment success below this slows admission (0.5)
+	Grace         time.Duration // wait this long after the randomisation window before sealing (500ms)
+}
+
+func (c *ControllerConfig) defaults() {
+	if c.ID == "" {
+		b := make([]byte, 6)
+		rand.Read(b) //nolint:errcheck
+		c.ID = "ctl-" + hex.EncodeToString(b)
+	}
+	if c.Tick <= 0 {
+		c.Tick = 200 * time.Millisecond
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 2 * time.Second
+	}
+	if c.BaseRate <= 0 {
+		c.BaseRate = 50
+	}
+	if c.MinRate <= 0 {
+		c.MinRate = 1
+	}
+	if c.MaxRate <= 0 {
+		c.MaxRate = 5000
+	}
+	if c.HoldP95Target <= 0 {
+		c.HoldP95Target = 800 * time.Millisecond
+	}
+	if c.MaxErrorRate <= 0 {
+		c.MaxErrorRate = 0.3
+	}
+	if c.MinPaySuccess <= 0 {
+		c.MinPaySuccess = 0.5
+	}
+	if c.Grace <= 0 {
+		c.Grace = 500 * time.Millisecond
+	}
+}
+
+// Controller admits waiting entrants. Any number run (one per worker
+// process); one leads at a time, by a lease in Redis whose every holder
+// gets a larger fence, and the queue scripts refuse a leader whose fence
+// is older than one they have seen.
+type Controller struct {
+	s   *Service
+	cfg ControllerConfig
+
+	mu       sync.Mutex
+	fence    int64
+	shards   map[int64]*shardState
+	active   []int64
+	activeAt time.Time
+
+	abandon atomic.Bool // tests: stop as if crashed, keeping the lease
+}
+
+type shardState struct {
+	rate, carry float64
+	last        time.Time
+	sigAt       time.Time
+	capacity    int
+	capKnown    bool
+}
+
+// NewController returns a controller over s.
+func (s *Service) NewController(cfg ControllerConfig) *Controller {
+	cfg.defaults()
+	return &Controller{s: s, cfg: cfg, shards: map[int64]*shardState{}}
+}
+
+// ID names this instance.
+func (c *Controller) ID() string { return c.cfg.ID }
+
+// Fence is the lease fence this instance holds (0: not leading).
+func (c *Controller) Fence() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fence
+}
+
+// Run admits every tick until ctx ends, then gives the lease up.
+func (c *Controller) Run(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Tick)
+	defer t.Stop()
+	for {
+		if err := c.Step(ctx); err != nil && ctx.Err() == nil {
+			c.s.log.Warn("admission controller step", "id", c.cfg.ID, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			if !c.abandon.Load() {
+				c.release()
+			}
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Controller) leaseKeys() []string {
+	return []string{c.s.cfg.Prefix + ":admission:leader", c.s.cfg.Prefix + ":admission:fence"}
+}
+
+func (c *Controller) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c.mu.Lock()
+	f := c.fence
+	c.fence = 0
+	c.mu.Unlock()
+	if f > 0 {
+		c.s.unlease.Run(ctx, c.s.rdb, c.leaseKeys()[:1], c.cfg.ID, f) //nolint:errcheck
+	}
+}
+
+// Step takes or renews the lease and, when leading, admits on every
+// active queue-mode shard once.
+func (c *Controller) Step(ctx context.Context) error {
+	f, err := c.s.lease.Run(ctx, c.s.rdb, c.leaseKeys(), c.cfg.ID, c.cfg.LeaseTTL.Milliseconds()).Int64()
+	c.mu.Lock()
+	if err != nil {
+		c.fence = 0
+	} else {
+		c.fence = f
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	if f == 0 {
+		return nil
+	}
+	now := c.s.now()
+	ids, err := c.activeShards(ctx, now)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		if err := c.stepShard(ctx, f, id, now); err != nil {
+			errs = append(errs, fmt.Errorf("shard %d: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) activeShards(ctx context.Context, now time.Time) ([]int64, error) {
+	if time.Since(c.activeAt) < 2*time.Second && c.active != nil {
+		return c.active, nil
+	}
+	// From the pre-queue on, so every window's seed is committed (and its
+	// SHA-256 published) before the window opens.
+	rows, err := c.s.pool.Query(ctx, `SELECT id FROM inventory_shards
+		WHERE mode = 'queue' AND window_opens_at <= $2 AND window_closes_at > $1 ORDER BY id`, now, now.Add(c.s.cfg.Prequeue))
+	if err != nil {
+		return nil, fmt.Errorf("active shards: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("active shards: %w", err)
+	}
+	c.active, c.activeAt = ids, time.Now()
+	if c.active == nil {
+		c.active = []int64{}
+	}
+	return c.active, nil
+}
+
+func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Time) error {
+	s := c.s
+	shard, err := s.cfg.Catalog.ByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	w, err := s.WindowFor(ctx, shard)
+	if err != nil {
+		return err
+	}
+	if now.Before(w.RandomiseUntil.Add(c.cfg.Grace)) {
+		return nil // nobody from the cohort goes before the draw is closed
+	}
+	st := c.shards[id]
+	if st == nil {
+		st = &shardState{rate: c.cfg.BaseRate, last: now.Add(-c.cfg.Tick)}
+		c.shards[id] = st
+	}
+	if now.Sub(st.sigAt) >= time.Second || !st.capKnown {
+		c.signals(ctx, shard, st, now)
+	}
+	rate := st.rate
+	if s.cfg.Levers != nil {
+		if s.cfg.Levers.AdmissionPaused(id) {
+			rate = 0
+		} else if r, ok := s.cfg.Levers.AdmissionRate(id); ok {
+			rate = float64(r)
+		}
+	}
+	dt := min(now.Sub(st.last), 2*c.cfg.Tick).Seconds()
+	st.last = now
+	want := rate*max(dt, 0) + st.carry
+	n := math.Floor(want)
+	st.carry = min(want-n, 1)
+	capArg := int64(0) // seats unknown: admit nobody, fail closed
+	if st.capKnown {
+		capArg = int64(st.capacity + s.cfg.Allowance)
+	}
+	expireAt := later(w.RandomiseUntil, shard.ClosesAt).Add(24 * time.Hour).UnixMilli()
+	res, err := s.admit.Run(ctx, s.rdb, s.queueKeys(id), fence, int64(n), now.UnixMilli(), now.Add(-s.cfg.TokenTTL).UnixMilli(), capArg, expireAt).Slice()
+	if err != nil {
+		return fmt.Errorf("admit: %w", err)
+	}
+	if res[0] == "STALE" {
+		c.mu.Lock()
+		c.fence = 0
+		c.mu.Unlock()
+		return fmt.Errorf("fence %d is stale (seen %v): no longer leading", fence, res[1])
+	}
+	from, upto := res[1].(int64), res[2].(int64)
+	if upto > from {
+		s.cfg.Funnel.Add(id, funnel.Admitted, upto-from)
+	}
+	if w.SealedAt == nil {
+		if err := c.seal(ctx, shard); err != nil {
+			return err
+		}
+	}
+	return c.logAdmissions(ctx, shard)
+}
+
+// signals reads the live state the rate follows: seats left (the most free
+// on any leg, plus waitlist places), hold latency and refusals, payment
+// success. A sold-out shard's queue is released with alternatives.
+func (c *Controller) signals(ctx context.Context, shard *booking.Shard, st *shardState, now time.Time) {
+	s := c.s
+	st.sigAt = now
+	best, wl, ok := 0, 0, true
+	for l := 0; l < shard.Legs; l++ {
+		a, err := s.cfg.Store.Available(ctx, shard.ID, l, l+1)
+		if err != nil {
+			ok = false
+			break
+		}
+		best, wl = max(best, a.Free), a.WaitlistLeft
+	}
+	st.capKnown = ok
+	if !ok {
+		return
+	}
+	if !s.cfg.Rules.Waitlist {
+		wl = 0
+	}
+	st.capacity = best + wl
+	m := s.qkey(shard.ID, "m")
+	if st.capacity == 0 {
+		alts, _ := json.Marshal(c.alternatives(ctx, shard, now))
+		s.rdb.HSet(ctx, m, "soldout", "1", "alts", string(alts)) //nolint:errcheck
+	} else {
+		s.rdb.HDel(ctx, m, "soldout", "alts") //nolint:errcheck
+	}
+	// Adaptive rate: multiplicative decrease on distress, gentle increase otherwise.
+	from, to := time.Now().Add(-5*time.Second), time.Now().Add(-time.Second)
+	var attempts, refused, paid, failed int64
+	var p95 time.Duration
+	var n int64
+	if s.cfg.Funnel == nil {
+		// no signals: keep growing towards the ceiling
+	} else if secs, err := s.cfg.Funnel.Read(ctx, shard.ID, from, to); err == nil {
+		for _, sec := range secs {
+			attempts += sec.Counts[funnel.HoldAttempt]
+			refused += sec.Counts[funnel.HoldRefused]
+			paid += sec.Counts[funnel.PaySucceeded]
+			failed += sec.Counts[funnel.PayFailed]
+		}
+	}
+	if s.cfg.Funnel != nil {
+		p95, n, _ = s.cfg.Funnel.Quantile(ctx, funnel.HoldAttempt, from, to, 0.95)
+	}
+	switch {
+	case n >= 20 && p95 > c.cfg.HoldP95Target:
+		st.rate /= 2
+	case attempts >= 20 && float64(refused)/float64(attempts) > c.cfg.MaxErrorRate:
+		st.rate /= 2
+	case paid+failed >= 10 && float64(paid)/float64(paid+failed) < c.cfg.MinPaySuccess:
+		st.rate *= 0.7
+	default:
+		st.rate = st.rate*1.1 + 1
+	}
+	st.rate = min(max(st.rate, c.cfg.MinRate), c.cfg.MaxRate)
+	s.rdb.HSet(ctx, m, "rate", strconv.FormatFloat(st.rate, 'f', 1, 64), "cap", strconv.Itoa(st.capacity)) //nolint:errcheck
+}
+
+// alternatives lists other trains and classes on the same date whose
+// window is open and that still have seats for their whole route.
+func (c *Controller) alternatives(ctx context.Context, shard *booking.Shard, now time.Time) []Alternative {
+	s := c.s
+	rows, err := s.pool.Query(ctx, `SELECT id FROM inventory_shards WHERE journey_date = $1 AND id <> $2
+		AND window_opens_at <= $3 AND window_closes_at > $3 ORDER BY train_number, class LIMIT 20`, shard.Date, shard.ID, now)
+	if err != nil {
+		return nil
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil
+	}
+	var out []Alternative
+	for _, id := range ids {
+		o, err := s.cfg.Catalog.ByID(ctx, id)
+		if err != nil {
+			continue
+		}
+		a, err := s.cfg.Store.Available(ctx, id, 0, o.Legs)
+		if err != nil || a.Free == 0 {
+			continue
+		}
+		out = append(out, Alternative{TrainNo: o.Train, TrainName: o.TrainName, JourneyDate: o.Date.Format(time.DateOnly),
+			Class: o.Class, Quota: o.Quota, SeatsLeft: a.Free, Mode: o.Mode})
+		if len(out) == 5 {
+			break
+		}
+	}
+	return out
+}
+
+// seal records the randomised cohort in PostgreSQL and reveals the seed,
+// once (the first leader to get here wins; the queue is already sealed in
+// Redis, so the cohort cannot change any more).
+func (c *Controller) seal(ctx context.Context, shard *booking.Shard) error {
+	s := c.s
+	z := s.qkey(shard.ID, "z")
+	var entrants [][]any
+	for off := int64(0); ; off += 50000 {
+		zs, err := s.rdb.ZRangeByScoreWithScores(ctx, z, &redis.ZRangeBy{Min: "-inf", Max: "(" + strconv.FormatInt(LateBase, 10), Offset: off, Count: 50000}).Result()
+		if err != nil {
+			return fmt.Errorf("read cohort: %w", err)
+		}
+		for _, m := range zs {
+			uid, err := strconv.ParseInt(m.Member.(string), 10, 64)
+			if err != nil {
+				return fmt.Errorf("read cohort: member %v: %w", m.Member, err)
+			}
+			entrants = append(entrants, []any{shard.ID, s.Ticket(shard.ID, uid), uid, int64(m.Score)})
+		}
+		if len(zs) < 50000 {
+			break
+		}
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE admission_windows SET sealed_at = $2, revealed_at = $2, cohort_size = $3
+			WHERE shard_id = $1 AND sealed_at IS NULL`, shard.ID, s.now(), len(entrants))
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"admission_entrants"}, []string{"shard_id", "ticket", "user_id", "score"}, pgx.CopyFromRows(entrants))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("seal window %d: %w", shard.ID, err)
+	}
+	s.windows.Delete(shard.ID)
+	return nil
+}
+
+// logAdmissions writes admissions not yet in admission_log, in order; it
+// catches up after a leader died between admitting and logging.
+func (c *Controller) logAdmissions(ctx context.Context, shard *booking.Shard) error {
+	s := c.s
+	keys := s.queueKeys(shard.ID)
+	mv, err := s.rdb.HMGet(ctx, keys[1], "admitted", "logged").Result()
+	if err != nil {
+		return fmt.Errorf("log admissions: %w", err)
+	}
+	admitted, logged := atoi64(mv[0]), atoi64(mv[1])
+	if logged >= admitted {
+		return nil
+	}
+	upto := min(admitted, logged+5000)
+	members, err := s.rdb.ZRange(ctx, keys[0], logged, upto-1).Result()
+	if err != nil {
+		return fmt.Errorf("log admissions: %w", err)
+	}
+	batches, err := s.rdb.ZRangeByScoreWithScores(ctx, keys[2], &redis.ZRangeBy{Min: "(" + strconv.FormatInt(logged, 10), Max: "+inf"}).Result()
+	if err != nil {
+		return fmt.Errorf("log admissions: %w", err)
+	}
+	n := len(members)
+	tids, tickets, intents := make([]string, n), make([]string, n), make([]string, n)
+	uids, seqs, fences := make([]int64, n), make([]int64, n), make([]int64, n)
+	issued, expires := make([]time.Time, n), make([]time.Time, n)
+	b := 0
+	for i, m := range members {
+		rank := logged + int64(i)
+		for b < len(batches) && int64(batches[b].Score) <= rank {
+			b++
+		}
+		if b == len(batches) {
+			return fmt.Errorf("log admissions: no batch for place %d", rank)
+		}
+		f := strings.Split(batches[b].Member.(string), ":")
+		ms, fence := atoi64(f[1]), atoi64(f[2])
+		uid, _ := strconv.ParseInt(m, 10, 64)
+		tids[i], tickets[i], intents[i] = token.TokenID(shard.ID, uid, 0), s.Ticket(shard.ID, uid), shard.Key()
+		uids[i], seqs[i], fences[i] = uid, rank, fence
+		issued[i] = time.UnixMilli(ms)
+		expires[i] = issued[i].Add(s.cfg.TokenTTL)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO admission_log (token_id, user_id, intent, issued_at, shard_id, seq, ticket, fence, expires_at)
+		SELECT t, u, i, at, $9, q, k, f, e FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[], $7::bigint[], $8::timestamptz[])
+		AS x(t, u, i, at, q, k, f, e) ON CONFLICT DO NOTHING`, tids, uids, intents, issued, seqs, tickets, fences, expires, shard.ID); err != nil {
+		return fmt.Errorf("log admissions: %w", err)
+	}
+	return s.maxset.Run(ctx, s.rdb, keys[1:2], "logged", upto).Err()
+}
+
+func atoi64(v any) int64 {
+	str, _ := v.(string)
+	n, _ := strconv.ParseInt(str, 10, 64)
+	return n
+}

@@ -1,0 +1,218 @@
+package admission
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"tatkal/booking/admission/token"
+	"tatkal/booking/inventory"
+)
+
+// fill puts n late entrants (users base..base+n-1) in shard's queue.
+func (b *bundle) fill(t testing.TB, shardID int64, base int64, n int) {
+	t.Helper()
+	ctx := context.Background()
+	shard, err := b.svc.cfg.Catalog.ByID(ctx, shardID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(n) {
+		if _, err := b.svc.Enter(ctx, b.caller(base+i), intentOf(shard)); err != nil {
+			t.Fatalf("enter %d: %v", base+i, err)
+		}
+	}
+}
+
+// TestLeaderTakeover: two controllers (two processes' worth) on one Redis
+// and PostgreSQL; the leader dies mid-window keeping its lease; the other
+// takes over when the lease lapses; everyone is admitted exactly once, in
+// queue order, and the dead leader's fence is refused if it wakes up.
+func TestLeaderTakeover(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.Allowance = 1 << 20 })
+	ctx := context.Background()
+	shard := b.shard(t, "3A", 0, time.Now().Add(-time.Minute), "queue")
+	const n = 600
+	b.fill(t, shard.ID, 1, n)
+
+	cfg := ControllerConfig{Tick: 20 * time.Millisecond, LeaseTTL: 300 * time.Millisecond, BaseRate: 300, MaxRate: 300}
+	cfgA, cfgB := cfg, cfg
+	cfgA.ID, cfgB.ID = "A", "B"
+	a, bb := b.svc.NewController(cfgA), b.svc.NewController(cfgB)
+	ctxA, stopA := context.WithCancel(ctx)
+	ctxB, stopB := context.WithCancel(ctx)
+	defer stopB()
+	doneA := make(chan struct{})
+	go func() { a.Run(ctxA); close(doneA) }()
+	time.Sleep(50 * time.Millisecond) // A takes the lease first
+	doneB := make(chan struct{})
+	go func() { bb.Run(ctxB); close(doneB) }()
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if adm, _ := b.admitted(t, shard.ID); adm >= n/4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing admitted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if a.Fence() == 0 || bb.Fence() != 0 {
+		t.Fatalf("A should lead: fences A %d B %d", a.Fence(), bb.Fence())
+	}
+	oldFence := a.Fence()
+	a.abandon.Store(true) // crash: the lease is not given back
+	stopA()
+	<-doneA
+	stoppedAt, _ := b.admitted(t, shard.ID)
+	if stoppedAt >= n {
+		t.Fatalf("everyone admitted before the leader stopped (%d)", stoppedAt)
+	}
+	for {
+		adm, logged := b.admitted(t, shard.ID)
+		if adm == n && logged == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after takeover: admitted %d logged %d of %d", adm, logged, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if bb.Fence() <= oldFence {
+		t.Fatalf("B leads with fence %d, not above A's %d", bb.Fence(), oldFence)
+	}
+
+	// The dead leader wakes up with its old fence: refused, nothing admitted.
+	stopB()
+	<-doneB
+	b.fill(t, shard.ID, 100000, 5)
+	if err := a.stepShard(ctx, oldFence, shard.ID, time.Now()); err == nil || !strings.Contains(err.Error(), "stale") {
+		t.Fatalf("stale leader: %v", err)
+	}
+	if adm, _ := b.admitted(t, shard.ID); adm != n {
+		t.Fatalf("a stale leader admitted: %d", adm)
+	}
+
+	// Exactly once, in queue order, by both leaders.
+	var rows, users, minSeq, maxSeq, fences int64
+	if err := b.env.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT user_id), min(seq), max(seq), count(DISTINCT fence)
+		FROM admission_log WHERE shard_id = $1`, shard.ID).Scan(&rows, &users, &minSeq, &maxSeq, &fences); err != nil {
+		t.Fatal(err)
+	}
+	if rows != n || users != n || minSeq != 0 || maxSeq != n-1 || fences < 2 {
+		t.Fatalf("log: %d rows, %d users, seq %d..%d, %d fences", rows, users, minSeq, maxSeq, fences)
+	}
+	members, _ := b.env.Redis.ZRange(ctx, b.svc.qkey(shard.ID, "z"), 0, n-1).Result()
+	got, _ := b.env.Pool.Query(ctx, `SELECT user_id::text FROM admission_log WHERE shard_id = $1 ORDER BY seq`, shard.ID)
+	i := 0
+	for got.Next() {
+		var u string
+		got.Scan(&u) //nolint:errcheck
+		if u != members[i] {
+			t.Fatalf("place %d admitted %s, queue has %s", i, u, members[i])
+		}
+		i++
+	}
+}
+
+// TestNearlySoldOut: with 5 seats left and an allowance of 2, no more than
+// 7 are outstanding at once, however fast the controller would go; once
+// their tokens lapse unused, the next ones are let in.
+func TestNearlySoldOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.Allowance = 2 })
+	ctx := context.Background()
+	shard := b.shard(t, "3A", 5, time.Now().Add(-time.Minute), "queue")
+	if shard.Total != 5 {
+		t.Skipf("seeded %d berths, want 5", shard.Total)
+	}
+	b.fill(t, shard.ID, 1, 100)
+	ctl := b.svc.NewController(ControllerConfig{BaseRate: 5000, MaxRate: 5000, Tick: 50 * time.Millisecond})
+	for range 30 {
+		if err := ctl.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if adm, _ := b.admitted(t, shard.ID); adm != 7 {
+		t.Fatalf("admitted %d with 5 seats left and allowance 2, want 7", adm)
+	}
+	// Status of the 8th: waiting, honest odds.
+	v, err := b.svc.Status(ctx, b.caller(8), b.svc.Ticket(shard.ID, 8))
+	if err != nil || v.Status != Waiting || v.PositionHint == nil || *v.PositionHint != 1 || v.Odds == "" {
+		t.Fatalf("8th: %+v %v", v, err)
+	}
+	// Tokens lapse: the next 7 go in.
+	b.clock.Set(time.Now().Add(b.svc.cfg.TokenTTL + time.Second))
+	ctl.shards[shard.ID].sigAt = time.Time{}
+	for range 5 {
+		if err := ctl.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if adm, _ := b.admitted(t, shard.ID); adm != 14 {
+		t.Fatalf("after the first tokens lapsed: admitted %d, want 14", adm)
+	}
+	v, err = b.svc.Status(ctx, b.caller(1), b.svc.Ticket(shard.ID, 1))
+	if err != nil || v.Status != Expired {
+		t.Fatalf("first admitted, token lapsed: %+v %v", v, err)
+	}
+}
+
+// TestAdmittedTokenAndSoldOutRelease: an admitted entrant gets a token the
+// hold path accepts; when the shard sells out, those still waiting are
+// released with alternatives.
+func TestAdmittedTokenAndSoldOutRelease(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	shard := b.shard(t, "3A", 2, time.Now().Add(-time.Minute), "queue")
+	other := b.shard(t, "2A", 0, time.Now().Add(-time.Minute), "direct")
+	b.fill(t, shard.ID, 1, 10)
+	ctl := b.svc.NewController(ControllerConfig{BaseRate: 5, MaxRate: 5, Tick: 200 * time.Millisecond})
+	if err := ctl.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c1 := b.caller(1)
+	v, err := b.svc.Status(ctx, c1, b.svc.Ticket(shard.ID, 1))
+	if err != nil || v.Status != Admitted || v.AdmissionToken == nil {
+		t.Fatalf("first: %+v %v", v, err)
+	}
+	cl, err := b.svc.Verifier().Verify(*v.AdmissionToken, token.SessionInfo{UserID: 1, SessionToken: c1.SessionToken, DeviceToken: c1.DeviceToken},
+		token.Intent{ShardID: shard.ID}, time.Now())
+	if err != nil || cl.TokenID != token.TokenID(shard.ID, 1, 0) {
+		t.Fatalf("token of the admitted: %+v %v", cl, err)
+	}
+
+	// Sell both seats.
+	for i, uid := range []int64{900, 901} {
+		res, err := b.env.Store.Hold(ctx, inventory.HoldRequest{ShardID: shard.ID, HoldID: uuid.NewString(), UserID: uid, IdemKey: "sellout-" + string(rune('a'+i)),
+			From: 0, To: shard.Legs, ExpiresAt: time.Now().Add(3 * time.Minute), DailyCap: 2, Prefs: []byte("-"), IDOK: true, IdemTTL: time.Hour, MaxPassengers: 4})
+		if err != nil || res.Outcome != inventory.Held {
+			t.Fatalf("hold %d: %+v %v", i, res, err)
+		}
+	}
+	ctl.shards[shard.ID].sigAt = time.Time{}
+	if err := ctl.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err = b.svc.Status(ctx, b.caller(9), b.svc.Ticket(shard.ID, 9))
+	if err != nil || v.Status != SoldOut || !strings.Contains(v.Message, "Sold out") {
+		t.Fatalf("waiting on a sold-out shard: %+v %v", v, err)
+	}
+	found := false
+	for _, a := range v.Alternatives {
+		found = found || (a.Class == other.Class && a.TrainNo == other.Train && a.SeatsLeft > 0)
+	}
+	if !found {
+		t.Fatalf("alternatives %+v lack %s %s", v.Alternatives, other.Train, other.Class)
+	}
+	if adm, _ := b.admitted(t, shard.ID); adm > 2+int64(b.svc.cfg.Allowance) {
+		t.Fatalf("admitted %d on a 2-seat shard", adm)
+	}
+}

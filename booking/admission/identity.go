@@ -1,0 +1,266 @@
+package admission
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"tatkal/booking"
+	"tatkal/booking/admission/token"
+)
+
+// One-time codes for identity verification.
+const (
+	otpTTL      = 5 * time.Minute
+	otpGap      = 30 * time.Second // between two requests
+	otpPerHour  = 5
+	otpAttempts = 5 // wrong answers before a code is dead
+)
+
+func (s *Service) otpMAC(userID int64, code string) string {
+	m := hmac.New(sha256.New, s.otpKey)
+	m.Write([]byte(strconv.FormatInt(userID, 10) + "|" + code))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// OTPSent says where a code went.
+type OTPSent struct {
+	ExpiresInS int      `json:"expires_in_s"`
+	Channels   []string `json:"channels"`
+}
+
+// RequestOTP sends the account a one-time code through the notification
+// outbox (SMS and email), at most one per 30 s and five an hour.
+func (s *Service) RequestOTP(ctx context.Context, userID int64) (OTPSent, error) {
+	now := s.now()
+	var sent OTPSent
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// One request at a time per account.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, userID); err != nil {
+			return err
+		}
+		var lastHour int
+		var last *time.Time
+		if err := tx.QueryRow(ctx, `SELECT count(*), max(created_at) FROM otp_codes WHERE user_id = $1 AND created_at > $2`,
+			userID, now.Add(-time.Hour)).Scan(&lastHour, &last); err != nil {
+			return err
+		}
+		switch {
+		case last != nil && now.Sub(*last) < otpGap:
+			return booking.Errorf(booking.ELIMIT, "OTP_TOO_SOON", "A code was sent less than %d seconds ago; wait for it, or ask again in a moment.", int(otpGap.Seconds()))
+		case lastHour >= otpPerHour:
+			return booking.Errorf(booking.ELIMIT, "OTP_TOO_MANY", "Too many codes asked for in the last hour; try again later.")
+		}
+		n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+		if err != nil {
+			return err
+		}
+		code := fmt.Sprintf("%06d", n.Int64())
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO otp_codes (user_id, code_mac, created_at, expires_at) VALUES ($1, $2, $3, $4) RETURNING id`,
+			userID, s.otpMAC(userID, code), now, now.Add(otpTTL)).Scan(&id); err != nil {
+			return err
+		}
+		// Older codes die when a new one is sent.
+		if _, err := tx.Exec(ctx, `UPDATE otp_codes SET consumed_at = $3 WHERE user_id = $1 AND id <> $2 AND consumed_at IS NULL`, userID, id, now); err != nil {
+			return err
+		}
+		body := fmt.Sprintf("Your Tatkal verification code is %s. It expires in %d minutes. Never share it: railway staff will never ask for it.", code, int(otpTTL.Minutes()))
+		if err := booking.Notify(ctx, tx, userID, "OTP", strconv.FormatInt(id, 10), "Your verification code", body); err != nil {
+			return err
+		}
+		sent = OTPSent{ExpiresInS: int(otpTTL.Seconds()), Channels: []string{"SMS", "EMAIL"}}
+		return nil
+	})
+	if err != nil && booking.ErrorCode(err) == booking.EINTERNAL {
+		return OTPSent{}, fmt.Errorf("request otp for %d: %w", userID, err)
+	}
+	return sent, err
+}
+
+// Account is what a fresh session needs to say about an account.
+type Account struct {
+	UserID    int64
+	Verified  bool
+	Agent     bool
+	CreatedAt time.Time
+}
+
+var errWrongCode = booking.Errorf(booking.EINVALID, "OTP_WRONG", "That code is not right. Check the latest message and try again.")
+
+// VerifyOTP checks a code; the right one marks the account identity-verified.
+func (s *Service) VerifyOTP(ctx context.Context, userID int64, code string) (Account, error) {
+	now := s.now()
+	if len(code) != 6 {
+		return Account{}, booking.Errorf(booking.EINVALID, "OTP_FORMAT", "The code has 6 digits.")
+	}
+	var acct Account
+	wrong := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var id int64
+		var mac string
+		var attempts int
+		var expires time.Time
+		err := tx.QueryRow(ctx, `SELECT id, code_mac, attempts, expires_at FROM otp_codes
+			WHERE user_id = $1 AND consumed_at IS NULL ORDER BY created_at DESC LIMIT 1 FOR UPDATE`, userID).Scan(&id, &mac, &attempts, &expires)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return booking.Errorf(booking.EINVALID, "OTP_NONE", "There is no code waiting; ask for a new one.")
+		case err != nil:
+			return err
+		case !now.Before(expires):
+			return booking.Errorf(booking.EINVALID, "OTP_EXPIRED", "That code has expired; ask for a new one.")
+		case attempts >= otpAttempts:
+			return booking.Errorf(booking.ELIMIT, "OTP_LOCKED", "Too many wrong codes; ask for a new one.")
+		}
+		if !hmac.Equal([]byte(mac), []byte(s.otpMAC(userID, code))) {
+			wrong = true
+			_, err := tx.Exec(ctx, `UPDATE otp_codes SET attempts = attempts + 1 WHERE id = $1`, id)
+			return err // commit the attempt, then answer wrong
+		}
+		if _, err := tx.Exec(ctx, `UPDATE otp_codes SET consumed_at = $2 WHERE id = $1`, id, now); err != nil {
+			return err
+		}
+		var userType string
+		if err := tx.QueryRow(ctx, `UPDATE users SET id_verification_status = 'VERIFIED', verified_at = coalesce(verified_at, $2)
+			WHERE id = $1 RETURNING user_type, created_at`, userID, now).Scan(&userType, &acct.CreatedAt); err != nil {
+			return err
+		}
+		acct.UserID, acct.Verified, acct.Agent = userID, true, userType == "AGENT"
+		_, err = tx.Exec(ctx, `INSERT INTO audit_log (actor, action, subject) VALUES ($1, 'IDENTITY_VERIFIED', $1)`, "user:"+strconv.FormatInt(userID, 10))
+		return err
+	})
+	if err != nil {
+		if booking.ErrorCode(err) == booking.EINTERNAL {
+			return Account{}, fmt.Errorf("verify otp for %d: %w", userID, err)
+		}
+		return Account{}, err
+	}
+	if wrong {
+		return Account{}, errWrongCode
+	}
+	return acct, nil
+}
+
+// DeviceBinding is a signed statement that an account uses a device; the
+// client sends it as X-Device-Token on waiting-room and hold calls.
+type DeviceBinding struct {
+	DeviceToken string    `json:"device_binding"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+// BindDevice binds the client's device token to the account, refusing a
+// device already used by AccountsPerDevice other accounts.
+func (s *Service) BindDevice(ctx context.Context, userID int64, clientToken string, attested bool) (DeviceBinding, error) {
+	if len(clientToken) < 16 || len(clientToken) > 256 {
+		return DeviceBinding{}, booking.Errorf(booking.EINVALID, "BAD_DEVICE_TOKEN", "device_token must be 16-256 characters the app keeps for this device.")
+	}
+	dev := token.DeviceID(clientToken)
+	now := s.now()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('device:' || $1))`, dev); err != nil {
+			return err
+		}
+		var mine bool
+		var others int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(bool_or(user_id = $2), false), count(*) FILTER (WHERE user_id <> $2)
+			FROM devices WHERE device_id = $1`, dev, userID).Scan(&mine, &others); err != nil {
+			return err
+		}
+		if mine {
+			return nil
+		}
+		if others >= s.cfg.AccountsPerDevice {
+			return booking.Errorf(booking.ELIMIT, "DEVICE_LIMIT", "This device is already used by %d other accounts, the most allowed. Use your own device.", others)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO devices (device_id, user_id, bound_at, attested) VALUES ($1, $2, $3, $4)`, dev, userID, now, attested)
+		return err
+	})
+	if err != nil {
+		if booking.ErrorCode(err) == booking.EINTERNAL {
+			return DeviceBinding{}, fmt.Errorf("bind device for %d: %w", userID, err)
+		}
+		return DeviceBinding{}, err
+	}
+	exp := now.Add(30 * 24 * time.Hour)
+	return DeviceBinding{DeviceToken: s.devices.BindDevice(userID, dev, exp), ExpiresAt: exp}, nil
+}
+
+// CheckInstrument counts a payment instrument (a VPA, a card fingerprint)
+// against the accounts that used it in the last 30 days; more than
+// maxAccounts distinct accounts is refused (answered like overload).
+func (s *Service) CheckInstrument(ctx context.Context, instrument string, userID int64, maxAccounts int) error {
+	h := sha256.Sum256([]byte("instrument|" + instrument))
+	key := s.cfg.Prefix + ":inst:" + hex.EncodeToString(h[:12])
+	pipe := s.rdb.TxPipeline()
+	pipe.SAdd(ctx, key, userID)
+	card := pipe.SCard(ctx, key)
+	pipe.Expire(ctx, key, 30*24*time.Hour)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return booking.Errorf(booking.EUNAVAIL, "LIMITS_UNREACHABLE", "Please retry in a moment.")
+	}
+	if card.Val() > int64(maxAccounts) {
+		s.rdb.SRem(ctx, key, userID) //nolint:errcheck
+		return highDemand()
+	}
+	return nil
+}
+
+// ChallengeView is a booking-time challenge to solve before the hold.
+type ChallengeView struct {
+	Challenge  string `json:"challenge"`
+	Type       string `json:"type"`
+	Bits       int    `json:"difficulty_bits"`
+	ExpiresInS int    `json:"expires_in_s"`
+	How        string `json:"how"`
+}
+
+// ChallengeTTL is how long a challenge may be answered.
+const ChallengeTTL = 60 * time.Second
+
+// Challenge issues a proof-of-work challenge for one hold attempt (its
+// Idempotency-Key), harder for clients without attestation.
+func (s *Service) Challenge(c Caller, attempt string) (ChallengeView, error) {
+	if len(attempt) < 8 || len(attempt) > 128 {
+		return ChallengeView{}, booking.Errorf(booking.EINVALID, "BAD_ATTEMPT", "attempt is the Idempotency-Key you will send with the hold (8-128 characters).")
+	}
+	bitsNeeded := s.cfg.ChallengeBits
+	if !c.Attested {
+		bitsNeeded += s.cfg.RiskyExtraBits
+	}
+	id := make([]byte, 9)
+	rand.Read(id) //nolint:errcheck
+	tok := s.chKeys.IssueChallenge(token.Challenge{ID: hex.EncodeToString(id), UserID: c.UserID, Session: token.SessionHash(c.SessionToken),
+		Attempt: attempt, Bits: bitsNeeded, ExpiresAt: s.now().Add(ChallengeTTL)})
+	return ChallengeView{Challenge: tok, Type: "POW_SHA256", Bits: bitsNeeded, ExpiresInS: int(ChallengeTTL.Seconds()),
+		How: "Find a nonce (up to 32 characters) such that SHA-256(challenge + \"|\" + nonce) starts with difficulty_bits zero bits; send challenge and nonce with the hold."}, nil
+}
+
+// CheckChallenge verifies a solved challenge and uses it up. Every failure
+// is the uniform high-demand answer.
+func (s *Service) CheckChallenge(ctx context.Context, c Caller, challenge, nonce, attempt string) error {
+	ch, err := token.VerifyChallenge(s.chKeys, challenge, nonce, c.UserID, c.SessionToken, attempt, s.now())
+	if err != nil {
+		return highDemand()
+	}
+	ok, err := s.rdb.SetNX(ctx, ChallengeUsedKey(s.cfg.Prefix, ch.ID), "1", 2*ChallengeTTL).Result()
+	if err != nil || !ok {
+		return highDemand()
+	}
+	return nil
+}
+
+// ChallengeUsedKey is the key whose SET NX uses a challenge up.
+func ChallengeUsedKey(prefix, id string) string { return prefix + ":ch:" + id }
+
+// ChallengeKeys is the challenge keyring (for token.VerifyChallenge on the hold path).
+func (s *Service) ChallengeKeys() *token.Keyring { return s.chKeys }

@@ -1,0 +1,342 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"tatkal/booking"
+	"tatkal/booking/admission/token"
+	"tatkal/booking/funnel"
+)
+
+// Statuses of a queue ticket.
+const (
+	Waiting  = "WAITING"
+	Admitted = "ADMITTED"
+	Expired  = "EXPIRED"
+	SoldOut  = "SOLD_OUT"
+)
+
+// Alternative is another train or class with seats, offered when a queue
+// is released.
+type Alternative struct {
+	TrainNo     string `json:"train_no"`
+	TrainName   string `json:"train_name"`
+	JourneyDate string `json:"journey_date"`
+	Class       string `json:"class"`
+	Quota       string `json:"quota"`
+	SeatsLeft   int    `json:"seats_left"`
+	Mode        string `json:"mode"`
+}
+
+// View is what a queued passenger is told.
+type View struct {
+	Ticket          string        `json:"queue_ticket"`
+	ShardID         int64         `json:"window_id"`
+	Status          string        `json:"status"`
+	PositionHint    *int64        `json:"position_hint"`
+	AdmissionToken  *string       `json:"admission_token"`
+	ExpiresInS      int           `json:"expires_in_s,omitempty"`
+	EstimatedWaitS  *int          `json:"estimated_wait_s"`
+	PollAfterMs     int           `json:"poll_after_ms"`
+	RandomiseUntil  time.Time     `json:"randomise_until"`
+	Message         string        `json:"message"`
+	Odds            string        `json:"odds,omitempty"`
+	Alternatives    []Alternative `json:"alternatives,omitempty"`
+	AlreadyInQueue  bool          `json:"already_in_queue,omitempty"`
+	RetryAfterS     int           `json:"-"`
+	expiresAt       time.Time
+	nextPollAllowed time.Time
+}
+
+// Intent names a queue: train, journey date, class, quota.
+type Intent struct {
+	TrainNo     string
+	JourneyDate time.Time
+	Class       string
+	Quota       string
+}
+
+// eligible applies the account rules of DOMAIN.md to a queue entry.
+func (s *Service) eligible(c Caller, shard *booking.Shard, now time.Time) error {
+	switch {
+	case !c.Verified:
+		if now.Sub(c.CreatedAt) < 3*24*time.Hour {
+			return booking.Errorf(booking.EFORBIDDEN, "NOT_VERIFIED", "Accounts younger than 3 days must verify their identity before booking Tatkal; verify with a one-time code first.")
+		}
+		return booking.Errorf(booking.EFORBIDDEN, "NOT_VERIFIED", "Only identity-verified accounts can book Tatkal tickets online. Verify your account with a one-time code first.")
+	case c.Agent && now.Before(shard.OpensAt.Add(s.cfg.Rules.AgentBar)):
+		return booking.Errorf(booking.EFORBIDDEN, "AGENT_BARRED", "Agents may book Tatkal tickets from %s IST.", shard.OpensAt.Add(s.cfg.Rules.AgentBar).In(booking.IST).Format("15:04"))
+	}
+	return nil
+}
+
+// device checks the caller's device binding; a missing or forged one is
+// answered like overload (it is what bots send).
+func (s *Service) device(c Caller) (string, error) {
+	dev, err := token.DeviceOf(s.devices, c.DeviceToken, c.UserID)
+	if err != nil {
+		return "", highDemand()
+	}
+	return dev, nil
+}
+
+// Enter puts the caller in the queue of intent, once: entering again
+// returns the same ticket and place.
+func (s *Service) Enter(ctx context.Context, c Caller, in Intent) (View, error) {
+	now := s.now()
+	if in.Quota == "" {
+		in.Quota = "TQ"
+	}
+	shard, err := s.cfg.Catalog.Find(ctx, in.TrainNo, in.JourneyDate, in.Class, in.Quota)
+	if err != nil {
+		return View{}, err
+	}
+	if shard.Mode != "queue" {
+		return View{}, booking.Errorf(booking.ECONFLICT, "NO_WAITING_ROOM", "Train %s %s on %s has no waiting room: book directly from %s IST.",
+			shard.Train, shard.Class, shard.Date.Format(time.DateOnly), shard.OpensAt.In(booking.IST).Format("15:04"))
+	}
+	dev, err := s.device(c)
+	if err != nil {
+		return View{}, err
+	}
+	if err := s.limit(ctx, c, dev); err != nil {
+		return View{}, err
+	}
+	if err := s.eligible(c, shard, now); err != nil {
+		return View{}, err
+	}
+	w, err := s.WindowFor(ctx, shard)
+	if err != nil {
+		return View{}, err
+	}
+	switch {
+	case now.Before(w.PrequeueOpensAt):
+		return View{}, booking.Errorf(booking.ECONFLICT, "QUEUE_NOT_OPEN", "The waiting room for train %s opens at %s IST, %s before booking opens.",
+			shard.Train, w.PrequeueOpensAt.In(booking.IST).Format("15:04"), s.cfg.Prequeue)
+	case !now.Before(shard.ClosesAt):
+		return View{}, booking.Errorf(booking.ECONFLICT, "WINDOW_CLOSED", "Tatkal booking for train %s on %s has closed.", shard.Train, shard.Date.Format(time.DateOnly))
+	}
+	return s.enterShard(ctx, shard.ID, w, c, dev, now)
+}
+
+func (s *Service) enterShard(ctx context.Context, shardID int64, w *Window, c Caller, dev string, now time.Time) (View, error) {
+	ticket := s.Ticket(shardID, c.UserID)
+	cohort := ""
+	if now.Before(w.RandomiseUntil) {
+		cohort = strconv.FormatInt(Score(w.Seed, ticket), 10)
+	}
+	keys := s.queueKeys(shardID)[:2]
+	expireAt := later(w.RandomiseUntil, w.ClosesAt).Add(24 * time.Hour).UnixMilli()
+	var en, st *redis.Cmd
+	if err := s.pipe(ctx, func(p redis.Pipeliner) {
+		en = s.enter.EvalSha(ctx, p, keys, c.UserID, cohort, expireAt)
+		st = s.status.EvalSha(ctx, p, s.queueKeys(shardID)[:3], c.UserID)
+	}); err != nil {
+		return View{}, unreachable()
+	}
+	res, _ := en.Slice()
+	var created int64
+	if len(res) > 0 {
+		created, _ = res[0].(int64)
+	}
+	if created == 1 {
+		s.cfg.Funnel.Add(shardID, funnel.QueueEntered, 1)
+	}
+	sres, _ := st.Slice()
+	v, err := s.view(shardID, w, c, dev, ticket, now, sres)
+	v.AlreadyInQueue = created == 0
+	return v, err
+}
+
+// Status tells the holder of ticket where they stand. A poll earlier than
+// the server asked for gets the previous answer with no backend work, and
+// is counted.
+func (s *Service) Status(ctx context.Context, c Caller, ticket string) (View, error) {
+	now := s.now()
+	shardID, ok := token.CheckTicket(s.ticketKey, ticket, c.UserID)
+	if !ok {
+		return View{}, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_TICKET", "That queue ticket is not yours or does not exist; join the queue to get one.")
+	}
+	dev, err := s.device(c)
+	if err != nil {
+		return View{}, err
+	}
+	ck := ticket + "|" + token.SessionHash(c.SessionToken) + "|" + dev
+	if v, ok := s.polls.get(ck, now); ok {
+		s.EarlyPolls.Add(1)
+		s.cfg.Funnel.Add(shardID, "queue_early_poll", 1)
+		return v, nil
+	}
+	shard, err := s.cfg.Catalog.ByID(ctx, shardID)
+	if err != nil {
+		return View{}, err
+	}
+	w, err := s.WindowFor(ctx, shard)
+	if err != nil {
+		return View{}, err
+	}
+	// Rate limits and the status in one round trip.
+	var over func() bool
+	var st *redis.Cmd
+	if err := s.pipe(ctx, func(p redis.Pipeliner) {
+		over = s.limitCmds(ctx, p, c, dev)
+		st = s.status.EvalSha(ctx, p, s.queueKeys(shardID)[:3], c.UserID)
+	}); err != nil {
+		return View{}, unreachable()
+	}
+	if over() {
+		return View{}, highDemand()
+	}
+	res, _ := st.Slice()
+	v, err := s.view(shardID, w, c, dev, ticket, now, res)
+	if err != nil {
+		return View{}, err
+	}
+	s.polls.put(ck, v)
+	return v, nil
+}
+
+func unreachable() error {
+	return booking.Errorf(booking.EUNAVAIL, "QUEUE_UNREACHABLE", "The waiting room is not reachable right now; please retry in a few seconds.")
+}
+
+// view turns a STATUS answer into what the passenger is told.
+func (s *Service) view(shardID int64, w *Window, c Caller, dev, ticket string, now time.Time, res []any) (View, error) {
+	if len(res) < 10 {
+		return View{}, unreachable()
+	}
+	rank, _ := res[0].(int64)
+	card, _ := res[1].(int64)
+	admitted, _ := res[2].(int64)
+	str := func(i int) string { v, _ := res[i].(string); return v }
+	soldout, rate, capLeft, alts, batch, sealed := str(3) != "", atof(str(4)), atof(str(5)), str(6), str(7), str(8) != ""
+	v := View{Ticket: ticket, ShardID: shardID, RandomiseUntil: w.RandomiseUntil}
+	if rank < 0 {
+		return View{}, booking.Errorf(booking.ENOTFOUND, "NOT_IN_QUEUE", "You are not in this queue (it may have been reset); join it again.")
+	}
+	waiting := card - admitted
+	switch {
+	case rank < admitted:
+		f := strings.Split(batch, ":")
+		ms, _ := strconv.ParseInt(f[min(1, len(f)-1)], 10, 64)
+		exp := time.UnixMilli(ms + s.cfg.TokenTTL.Milliseconds())
+		if !now.Before(exp) {
+			v.Status, v.Message = Expired, "You were let in, but did not start booking in time. Your admission has lapsed."
+			v.PollAfterMs, v.RetryAfterS = 60000, 60
+			break
+		}
+		tok := s.keys.Issue(token.Claims{TokenID: token.TokenID(shardID, c.UserID, 0), UserID: c.UserID, ShardID: shardID,
+			Session: token.SessionHash(c.SessionToken), Device: dev, ExpiresAt: exp})
+		v.Status, v.AdmissionToken, v.ExpiresInS, v.expiresAt = Admitted, &tok, int(exp.Sub(now).Seconds()), exp
+		v.Message = fmt.Sprintf("It is your turn. Book within %d seconds: send this admission token with your hold.", v.ExpiresInS)
+		v.PollAfterMs, v.RetryAfterS = 5000, 5
+		zero := int64(0)
+		v.PositionHint = &zero
+	case soldout:
+		v.Status = SoldOut
+		v.Message = "Sold out: every seat and waitlist place on this train and class is taken. Your place in this queue is released; try one of the alternatives."
+		if alts != "" {
+			json.Unmarshal([]byte(alts), &v.Alternatives) //nolint:errcheck
+		}
+		v.PollAfterMs, v.RetryAfterS = 30000, 30
+	case !sealed && now.Before(w.RandomiseUntil.Add(time.Second)) && atof(str(9)) < LateBase:
+		v.Status = Waiting
+		v.Message = fmt.Sprintf("You are in. Everyone who joins by %s IST gets a place drawn at random, so there is no need to hurry or refresh; your place is shown once the draw is done.",
+			w.RandomiseUntil.In(booking.IST).Format("15:04:05"))
+		until := w.RandomiseUntil.Sub(now)
+		v.PollAfterMs = int(max(min(until, 5*time.Second), time.Second) / time.Millisecond)
+		v.RetryAfterS = max(1, v.PollAfterMs/1000)
+	default:
+		pos := rank - admitted + 1
+		v.Status, v.PositionHint = Waiting, &pos
+		if rate > 0 {
+			wait := int(math.Ceil(float64(pos) / rate))
+			v.EstimatedWaitS = &wait
+		}
+		v.Message = fmt.Sprintf("You are number %d in the queue.", pos)
+		// Poll slowly when far back; at most 1 s when close to the front.
+		ahead := float64(pos) / math.Max(rate, 1)
+		base := math.Min(math.Max(ahead/4, 1), 15)
+		v.PollAfterMs = int(base * 1000)
+		v.RetryAfterS = int(math.Ceil(base))
+	}
+	if v.Status == Waiting && waiting > 0 && str(5) != "" { // seats known once the controller has looked
+		v.Odds = odds(capLeft, waiting)
+	}
+	v.PollAfterMs = jitter(v.PollAfterMs)
+	v.nextPollAllowed = now.Add(time.Duration(v.PollAfterMs) * time.Millisecond * 8 / 10)
+	return v, nil
+}
+
+func odds(capLeft float64, waiting int64) string {
+	switch {
+	case capLeft <= 0:
+		return "No seats are free right now; seats come back only when others' holds lapse."
+	case capLeft >= float64(waiting):
+		return "Most people in this queue should get a seat."
+	}
+	return fmt.Sprintf("About 1 in %d people in this queue will get a seat.", int64(math.Round(float64(waiting)/capLeft)))
+}
+
+func jitter(ms int) int {
+	return ms + int(float64(ms)*(rand.Float64()*0.4-0.2))
+}
+
+func atof(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
+}
+
+// pollCache remembers each ticket's last answer until the client may poll
+// again, so fast pollers cost a map lookup.
+type pollCache struct {
+	mu sync.Mutex
+	m  map[string]View
+}
+
+const pollCacheMax = 200_000
+
+func (p *pollCache) init() { p.m = map[string]View{} }
+
+func (p *pollCache) get(k string, now time.Time) (View, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, ok := p.m[k]
+	if !ok {
+		return View{}, false
+	}
+	if !now.Before(v.nextPollAllowed) || (v.Status == Admitted && !now.Before(v.expiresAt)) {
+		delete(p.m, k)
+		return View{}, false
+	}
+	if v.Status == Admitted {
+		v.ExpiresInS = int(v.expiresAt.Sub(now).Seconds())
+	}
+	return v, true
+}
+
+func (p *pollCache) put(k string, v View) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.m) >= pollCacheMax {
+		p.m = map[string]View{} // crude, bounded: drop everything
+	}
+	p.m[k] = v
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

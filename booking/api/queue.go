@@ -1,0 +1,216 @@
+package api
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"tatkal/booking"
+	"tatkal/booking/admission"
+	"tatkal/booking/auth"
+)
+
+// queueRoutes mounts the waiting room, identity verification, device
+// binding and the booking-time challenge.
+func (a *API) queueRoutes(r chi.Router) {
+	r.With(a.queueGate).Get("/v1/windows/{id}/fairness", a.fairness)
+	r.Group(func(r chi.Router) {
+		r.Use(a.queueGate, a.requireSession)
+		r.Post("/v1/queue/enter", a.queueEnter)
+		r.Get("/v1/queue/status", a.queueStatus)
+		r.Post("/v1/auth/otp/request", a.otpRequest)
+		r.Post("/v1/auth/otp/verify", a.otpVerify)
+		r.Post("/v1/devices/bind", a.bindDevice)
+		r.Post("/v1/challenge", a.challenge)
+	})
+}
+
+// highDemandBody is the static answer of an overloaded queue tier: written
+// without any work, identical for overload, rate limits and suspected bots.
+var highDemandBody = []byte(`{"type":"https://tatkal.example/problems/overloaded","title":"Service Unavailable","status":503,"code":"overloaded","reason":"HIGH_DEMAND","detail":"Very high demand right now. Nothing was lost; please retry in a few seconds."}` + "\n")
+
+func writeHighDemand(w http.ResponseWriter, retryAfter int) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(highDemandBody) //nolint:errcheck
+}
+
+// queueGate bounds the queue tier's work in flight; beyond it, the static
+// high-demand answer, never load passed on.
+func (a *API) queueGate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.adm == nil {
+			writeError(w, r, a.log, booking.Errorf(booking.EUNAVAIL, "NO_WAITING_ROOM", "The waiting room is not running on this server."))
+			return
+		}
+		release, ok := a.adm.Acquire()
+		if !ok {
+			writeHighDemand(w, 5)
+			return
+		}
+		defer release()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *API) admCaller(r *http.Request) admission.Caller {
+	c := callerFrom(r.Context())
+	tok, _ := bearer(r)
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	return admission.Caller{UserID: c.UserID, Verified: c.Verified, Agent: c.Agent, CreatedAt: c.CreatedAt,
+		SessionToken: tok, DeviceToken: r.Header.Get("X-Device-Token"), IP: ip, Attested: r.Header.Get("X-Client-Attestation") != ""}
+}
+
+// writeAdmError answers an error; the high-demand one with its static body.
+func (a *API) writeAdmError(w http.ResponseWriter, r *http.Request, err error) {
+	if admission.IsHighDemand(err) {
+		writeHighDemand(w, 5)
+		return
+	}
+	writeError(w, r, a.log, err)
+}
+
+type queueEnterRequest struct {
+	SessionID string `json:"session_id"` // accepted for compatibility; the bearer token is the session
+	Intent    intent `json:"intent"`
+}
+
+func (a *API) writeView(w http.ResponseWriter, v admission.View) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(v.RetryAfterS, 1)))
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, v)
+}
+
+// queueEnter joins the waiting room of one train, date and class, once per
+// account: entering again returns the same ticket.
+func (a *API) queueEnter(w http.ResponseWriter, r *http.Request) {
+	var req queueEnterRequest
+	if err := decode(w, r, &req); err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	date, err := parseDate(req.Intent.JourneyDate)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	if req.Intent.TrainNo == "" || req.Intent.Class == "" {
+		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_INTENT", "Say which train_no, journey_date and class you want to book."))
+		return
+	}
+	v, err := a.adm.Enter(r.Context(), a.admCaller(r), admission.Intent{TrainNo: req.Intent.TrainNo, JourneyDate: date, Class: req.Intent.Class, Quota: req.Intent.Quota})
+	if err != nil {
+		a.writeAdmError(w, r, err)
+		return
+	}
+	a.writeView(w, v)
+}
+
+// queueStatus tells a ticket holder where they stand and when to ask again.
+func (a *API) queueStatus(w http.ResponseWriter, r *http.Request) {
+	ticket := r.URL.Query().Get("ticket")
+	if ticket == "" || len(ticket) > 64 {
+		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "NO_TICKET", "Send ?ticket= with the queue_ticket you were given."))
+		return
+	}
+	v, err := a.adm.Status(r.Context(), a.admCaller(r), ticket)
+	if err != nil {
+		a.writeAdmError(w, r, err)
+		return
+	}
+	a.writeView(w, v)
+}
+
+// fairness publishes a window's seed commitment, and after the draw the
+// seed and, with ?entrants=1, the cohort to recompute the order from.
+func (a *API) fairness(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_WINDOW", "The window id is a positive number."))
+		return
+	}
+	f, err := a.adm.Fairness(r.Context(), id, r.URL.Query().Get("entrants") == "1")
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+// otpRequest sends a one-time code to verify the account's identity.
+func (a *API) otpRequest(w http.ResponseWriter, r *http.Request) {
+	sent, err := a.adm.RequestOTP(r.Context(), callerFrom(r.Context()).UserID)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sent)
+}
+
+type otpVerifyRequest struct {
+	Code string `json:"code"`
+}
+
+// otpVerify checks the code and answers a fresh session that says the
+// account is verified.
+func (a *API) otpVerify(w http.ResponseWriter, r *http.Request) {
+	var req otpVerifyRequest
+	if err := decode(w, r, &req); err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	acct, err := a.adm.VerifyOTP(r.Context(), callerFrom(r.Context()).UserID, req.Code)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	s := auth.Session{UserID: acct.UserID, Verified: true, Agent: acct.Agent, CreatedAt: acct.CreatedAt, ExpiresAt: a.now().Add(a.ttl).Truncate(time.Second)}
+	writeJSON(w, http.StatusOK, loginResponse{Token: a.signer.Sign(s), UserID: acct.UserID, Verified: true, Agent: acct.Agent, ExpiresAt: s.ExpiresAt})
+}
+
+type bindDeviceRequest struct {
+	DeviceToken       string `json:"device_token"`
+	ClientAttestation string `json:"client_attestation"`
+}
+
+// bindDevice binds the app's device token to the account and returns the
+// signed binding to send as X-Device-Token.
+func (a *API) bindDevice(w http.ResponseWriter, r *http.Request) {
+	var req bindDeviceRequest
+	if err := decode(w, r, &req); err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	b, err := a.adm.BindDevice(r.Context(), callerFrom(r.Context()).UserID, req.DeviceToken, req.ClientAttestation != "")
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+type challengeRequest struct {
+	Attempt string `json:"attempt"`
+}
+
+// challenge issues the booking-time proof of work for one hold attempt.
+func (a *API) challenge(w http.ResponseWriter, r *http.Request) {
+	var req challengeRequest
+	if err := decode(w, r, &req); err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	v, err := a.adm.Challenge(a.admCaller(r), req.Attempt)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}

@@ -23,11 +23,15 @@ const (
 	benchBerths = 400 // 5 coaches of 80
 )
 
-// benchShard is a hot shard of 400 berths and 8 legs, about a third of its
-// berth-legs already sold (confirmed bookings spread over random journeys),
-// so the script scans a realistic mask and the groups have to search.
-func benchShard() inventory.ShardState {
-	types, coaches := shape(5, benchBerths/5, "LMULMUST")
+// benchShard is a hot shard of 400 berths (5 coaches of 80) and 8 legs,
+// about a third of its berth-legs already sold (confirmed bookings spread
+// over random journeys), so the script scans a realistic mask and the
+// groups have to search.
+func benchShard() inventory.ShardState { return benchShardOf(5) }
+
+// benchShardOf is benchShard with its 400 berths in n equal coaches.
+func benchShardOf(n int) inventory.ShardState {
+	types, coaches := shape(n, benchBerths/n, "LMULMUST")
 	rng := rand.New(rand.NewSource(7))
 	occ := make([]uint16, benchBerths)
 	var holds []inventory.HoldRecord
@@ -49,10 +53,17 @@ func benchShard() inventory.ShardState {
 // journey and preferences) and, when it held, one RELEASE, so the shard
 // stays in its steady state. holds/s counts HELD answers per second of
 // wall time.
-func BenchmarkHoldScript(b *testing.B) {
+func BenchmarkHoldScript(b *testing.B) { benchHold(b, benchShard()) }
+
+// BenchmarkHoldScriptSmallCoaches is BenchmarkHoldScript on the same 400
+// berths in 20 coaches of 20, as a Tatkal quota of 30% per coach lays them
+// out: groups more often miss the first coach, so the coach scan runs.
+func BenchmarkHoldScriptSmallCoaches(b *testing.B) { benchHold(b, benchShardOf(20)) }
+
+func benchHold(b *testing.B, st inventory.ShardState) {
 	s, _, _ := newStore(b)
 	ctx := context.Background()
-	mustLoad(b, s, testShard, benchShard())
+	mustLoad(b, s, testShard, st)
 	var users, held, refused atomic.Int64
 	b.SetParallelism(benchParallelism)
 	b.ResetTimer()
@@ -94,9 +105,31 @@ func BenchmarkHoldScript(b *testing.B) {
 	if total := held.Load() + refused.Load(); total > 0 {
 		b.ReportMetric(float64(refused.Load())/float64(total), "refused/op")
 	}
-	if sn := snap(b, s, testShard); len(sn.Holds) != len(benchShard().Holds) {
-		b.Fatalf("%d records left, want the %d sold ones", len(sn.Holds), len(benchShard().Holds))
+	if sn := snap(b, s, testShard); len(sn.Holds) != len(st.Holds) {
+		b.Fatalf("%d records left, want the %d sold ones", len(sn.Holds), len(st.Holds))
 	}
+}
+
+// BenchmarkAvailScript measures AVAIL on the hot shard of
+// BenchmarkHoldScript: random journeys from parallel goroutines.
+func BenchmarkAvailScript(b *testing.B) {
+	s, _, _ := newStore(b)
+	ctx := context.Background()
+	mustLoad(b, s, testShard, benchShard())
+	var users atomic.Int64
+	b.SetParallelism(benchParallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewSource(users.Add(1)))
+		for pb.Next() {
+			from := rng.Intn(benchLegs)
+			to := from + 1 + rng.Intn(benchLegs-from)
+			if _, err := s.Available(ctx, testShard, from, to); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
 
 // ceilingLua is the least a hold can do atomically in Redis: one counter,

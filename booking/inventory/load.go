@@ -81,8 +81,8 @@ func decodeRecord(id, s string) (HoldRecord, error) {
 type ShardState struct {
 	Epoch       int64
 	Legs        int
-	BerthTypes  []byte // one type code per berth, in shard index order
-	Coaches     []byte // one coach number per berth (coaches keep their berths together)
+	BerthTypes  []byte // one type code per berth (see BerthCode), in shard index order
+	Coaches     []byte // one coach number per berth; a coach's berths are contiguous
 	WaitlistCap int
 	Holds       []HoldRecord // live holds and bookings
 }
@@ -90,14 +90,45 @@ type ShardState struct {
 // Load replaces the shard's Redis state with st. It answers false when
 // Redis already holds an equal or newer epoch.
 func (s *Store) Load(ctx context.Context, shardID int64, st ShardState) (bool, error) {
+	return s.loadState(ctx, shardID, st, nil)
+}
+
+// loadState is Load with extraDaily: per user, holds that occupy nothing any
+// more yet still count against the day's cap (cancelled bookings).
+func (s *Store) loadState(ctx context.Context, shardID int64, st ShardState, extraDaily map[int64]int) (bool, error) {
 	n := len(st.BerthTypes)
-	if n == 0 || len(st.Coaches) != n || st.Legs < 1 || st.Legs > MaxLegs {
+	if n == 0 || n > maxBerths || len(st.Coaches) != n || st.Legs < 1 || st.Legs > MaxLegs {
 		return false, fmt.Errorf("load shard %d: bad shape (%d berths, %d legs)", shardID, n, st.Legs)
 	}
+	for b, t := range st.BerthTypes {
+		if strings.IndexByte(berthCodes, t) < 0 {
+			return false, fmt.Errorf("load shard %d: berth %d has type code %q, not one of %q", shardID, b, t, berthCodes)
+		}
+	}
+	// The coach table: where each coach starts, then the berth count.
+	var coaches []byte
+	seenCoach := map[byte]bool{}
+	for b, c := range st.Coaches {
+		if b > 0 && c == st.Coaches[b-1] {
+			continue
+		}
+		if seenCoach[c] {
+			return false, fmt.Errorf("load shard %d: coach %d's berths are not contiguous (again at berth %d)", shardID, c, b)
+		}
+		seenCoach[c] = true
+		coaches = append(coaches, byte(b>>8), byte(b))
+	}
+	coaches = append(coaches, byte(n>>8), byte(n))
+
 	occ := make([]uint16, n)
 	counts := map[string]int{}
 	live := map[int64]string{}
 	daily := map[int64]int{}
+	for u, c := range extraDaily {
+		if c > 0 {
+			daily[u] += c
+		}
+	}
 	wlCount, wlNext := 0, 0
 	var holds strings.Builder
 	seen := make(map[string]bool, len(st.Holds))
@@ -109,10 +140,7 @@ func (s *Store) Load(ctx context.Context, shardID int64, st ShardState) (bool, e
 			return false, fmt.Errorf("load shard %d: hold %s listed twice", shardID, h.ID)
 		}
 		seen[h.ID] = true
-		var mask uint16
-		for l := h.From; l < h.To; l++ {
-			mask |= 1 << l
-		}
+		mask := legMask(h.From, h.To)
 		for _, b := range h.Berths {
 			if b < 0 || b >= n || occ[b]&mask != 0 {
 				return false, fmt.Errorf("load shard %d: hold %s berth %d taken twice or out of range", shardID, h.ID, b)
@@ -138,10 +166,6 @@ func (s *Store) Load(ctx context.Context, shardID int64, st ShardState) (bool, e
 		wlNext = max(wlNext, h.WaitlistNo)
 		holds.WriteString(h.ID + "=" + h.encode() + "\n")
 	}
-	occBytes := make([]byte, 2*n)
-	for b, m := range occ {
-		occBytes[2*b], occBytes[2*b+1] = byte(m>>8), byte(m)
-	}
 	var cnt, liveS, dailyS strings.Builder
 	for l := 0; l < st.Legs; l++ {
 		fmt.Fprintf(&cnt, "h%d=%d\nc%d=%d\n", l, counts["h"+strconv.Itoa(l)], l, counts["c"+strconv.Itoa(l)])
@@ -152,16 +176,71 @@ func (s *Store) Load(ctx context.Context, shardID int64, st ShardState) (bool, e
 	for u, c := range daily {
 		fmt.Fprintf(&dailyS, "%d=%d\n", u, c)
 	}
-	keys := []string{
-		s.key(shardID, "meta"), s.key(shardID, "occ"), s.key(shardID, "btype"), s.key(shardID, "coach"),
-		s.key(shardID, "cnt"), s.key(shardID, "holds"), s.key(shardID, "exp"), s.key(shardID, "live"), s.key(shardID, "daily"),
+	args := []any{st.Epoch, n, st.Legs, st.WaitlistCap, wlCount, wlNext, string(coaches),
+		cnt.String(), holds.String(), liveS.String(), dailyS.String(), MaxLegs, len(berthCodes), s.pad(ctx)}
+	for l := 0; l < st.Legs; l++ {
+		args = append(args, string(bitmap(n, func(b int) bool { return occ[b]&(1<<l) == 0 })))
 	}
-	res, err := s.load.Run(ctx, s.rdb, keys, st.Epoch, n, st.Legs, st.WaitlistCap, wlCount, wlNext,
-		string(st.BerthTypes), string(st.Coaches), string(occBytes), cnt.String(), holds.String(), liveS.String(), dailyS.String()).StringSlice()
+	for i := range len(berthCodes) {
+		args = append(args, string(bitmap(n, func(b int) bool { return st.BerthTypes[b] == berthCodes[i] })))
+	}
+	res, err := s.load.Run(ctx, s.rdb, s.familyKeys(shardID), args...).StringSlice()
 	if err != nil {
 		return false, fmt.Errorf("load shard %d: %w", shardID, err)
 	}
 	return res[0] == "LOADED", nil
+}
+
+// padField is the field every per-shard hash (cnt, holds, live, daily)
+// carries besides its own: LOAD gives it a value longer than the server's
+// hash-max-listpack-value, so Redis keeps the hash as a hash table. Left a
+// listpack (up to hash-max-listpack-entries, 512 by default), every lookup
+// of a hold, a user or a counter scans it: with a few hundred records or
+// users that scanning cost more than the rest of a hold. No hold id (see
+// checkHoldID), user id or counter name is ever "|".
+const padField = "|"
+
+// The pad also means the four hashes always exist once loaded, so the
+// scripts can tell a hash lost in a partial loss from an empty one.
+//
+// pad returns the value for padField: one byte longer than the server's
+// hash-max-listpack-value (64 when the server will not say), or one byte
+// when that limit is set too high to be worth beating.
+func (s *Store) pad(ctx context.Context) string {
+	limit := 64
+	if v, err := s.rdb.ConfigGet(ctx, "hash-max-listpack-value").Result(); err == nil {
+		if n, err := strconv.Atoi(v["hash-max-listpack-value"]); err == nil {
+			limit = n
+		}
+	}
+	if limit >= 4096 {
+		return "-"
+	}
+	return strings.Repeat("-", limit+1)
+}
+
+// bitmap lays out one bit per berth as Redis numbers them (bit b is bit
+// 7-b%8 of byte b/8), set where set(b); the bits past the last berth are 0.
+func bitmap(n int, set func(b int) bool) []byte {
+	out := make([]byte, (n+7)/8)
+	for b := 0; b < n; b++ {
+		if set(b) {
+			out[b/8] |= 0x80 >> (b % 8)
+		}
+	}
+	return out
+}
+
+func bitAt(m string, b int) bool {
+	return b/8 < len(m) && m[b/8]&(0x80>>(b%8)) != 0
+}
+
+func legMask(from, to int) uint16 {
+	var m uint16
+	for l := from; l < to; l++ {
+		m |= 1 << l
+	}
+	return m
 }
 
 // checkRecord refuses a record the scripts could never have written: the
@@ -199,12 +278,14 @@ func addCounts(c map[string]int, prefix string, from, to, n int) {
 }
 
 // Rebuild reloads a shard from PostgreSQL under a new epoch: confirmed and
-// waitlisted bookings plus live holds. The epoch bump and the reads happen
+// waitlisted bookings plus live holds, and the day's count of each user
+// (cancelled bookings included, as the scripts count them). The epoch bump and the reads happen
 // under the exclusive shard lock, so every writer that committed under the
 // old epoch is read, and any writer still holding the old epoch fails its
 // epoch check afterwards.
 func Rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (int64, error) {
 	var st ShardState
+	var extraDaily map[int64]int
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", ShardLockClass, int32(shardID)); err != nil {
 			return err
@@ -243,6 +324,9 @@ func Rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (
 		if err != nil {
 			return err
 		}
+		// A cancelled booking occupies nothing, yet its ticket used the
+		// day's cap: the scripts keep counting it, and so does the rebuild.
+		extraDaily = map[int64]int{}
 		var rec HoldRecord
 		var kind, state string
 		var bstatus *string
@@ -266,7 +350,8 @@ func Rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (
 			case bstatus != nil && *bstatus == "WAITLISTED":
 				h.State = 'X'
 			default:
-				return nil // cancelled booking: occupies nothing
+				extraDaily[h.UserID]++ // cancelled booking: occupies nothing
+				return nil
 			}
 			if h.State == 'W' || h.State == 'X' {
 				h.Berths = nil
@@ -282,7 +367,7 @@ func Rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (
 	if err != nil {
 		return 0, fmt.Errorf("rebuild shard %d: %w", shardID, err)
 	}
-	if _, err := s.Load(ctx, shardID, st); err != nil {
+	if _, err := s.loadState(ctx, shardID, st, extraDaily); err != nil {
 		return 0, fmt.Errorf("rebuild shard %d: %w", shardID, err)
 	}
 	return st.Epoch, nil

@@ -46,17 +46,33 @@ func TestReleaseFreesSeatsLiveHoldAndDailyCount(t *testing.T) {
 		t.Fatalf("released hold still due: %v", due)
 	}
 	// Gone now, whatever the mode; confirming it too.
-	for _, m := range []inventory.ReleaseMode{inventory.ReleaseHold, inventory.ReleaseUndo, inventory.ReleaseCancel} {
+	for _, m := range []inventory.ReleaseMode{inventory.ReleaseHold, inventory.ReleaseCancel} {
 		mustRelease(t, s, testShard, h.HoldID, m, 1, r.IdemKey, "GONE")
 	}
 	mustConfirm(t, s, testShard, h.HoldID, "GONE")
 	// A plain release keeps the idempotency key: the retry replays.
+	first := r
 	r.HoldID = newHoldID()
 	if got := mustHold(t, s, r); !got.Replayed || got.HoldID != h.HoldID {
 		t.Fatalf("retry after release: %+v, want replay of %s", got, h.HoldID)
 	}
 	if after := snap(t, s, testShard); !reflect.DeepEqual(after, empty) {
 		t.Fatal("replay after release took seats")
+	}
+	// An undo of the gone hold answers GONE too, and forgets the key it
+	// made, so the retry is a fresh attempt rather than a replay of a hold
+	// that was never durable.
+	mustRelease(t, s, testShard, h.HoldID, inventory.ReleaseUndo, 1, r.IdemKey, "GONE")
+	if rdb.Exists(ctx, shardKey(prefix, testShard, "idem:1:"+r.IdemKey)).Val() != 0 {
+		t.Fatal("undo of a gone hold kept its idempotency key")
+	}
+	again := mustHeld(t, s, r)
+	mustRelease(t, s, testShard, again.HoldID, inventory.ReleaseHold, 1, r.IdemKey, "RELEASED")
+	// An undo of the first attempt leaves the key alone now that it names
+	// another attempt's hold.
+	mustRelease(t, s, testShard, first.HoldID, inventory.ReleaseUndo, 1, r.IdemKey, "GONE")
+	if got := mustHold(t, s, r); !got.Replayed || got.HoldID != again.HoldID {
+		t.Fatalf("retry after a stale undo: %+v, want replay of %s", got, again.HoldID)
 	}
 	// The user is free to hold again with a new key.
 	mustHeld(t, s, req(testShard, 1, 0, 2, "--"))
@@ -390,8 +406,8 @@ func TestLoadFromRecordsEqualsScriptState(t *testing.T) {
 	if kinds['H'] == 0 || kinds['C'] == 0 || kinds['W']+kinds['X'] == 0 {
 		t.Fatalf("setup made too few kinds of records: %v", kinds)
 	}
-	liveBefore := rdb.HGetAll(ctx, shardKey(prefix, testShard, "live")).Val()
-	dailyBefore := rdb.HGetAll(ctx, shardKey(prefix, testShard, "daily")).Val()
+	liveBefore := userHash(t, rdb, shardKey(prefix, testShard, "live"))
+	dailyBefore := userHash(t, rdb, shardKey(prefix, testShard, "daily"))
 	dueBefore, _ := s.DueHolds(ctx, testShard, expiry, 100)
 
 	if err := s.Wipe(ctx, testShard); err != nil {
@@ -405,11 +421,11 @@ func TestLoadFromRecordsEqualsScriptState(t *testing.T) {
 	if !reflect.DeepEqual(after, before) {
 		t.Fatalf("loaded state differs:\nscripts %+v\nloaded  %+v", before, after)
 	}
-	if liveAfter := rdb.HGetAll(ctx, shardKey(prefix, testShard, "live")).Val(); !reflect.DeepEqual(liveAfter, liveBefore) {
+	if liveAfter := userHash(t, rdb, shardKey(prefix, testShard, "live")); !reflect.DeepEqual(liveAfter, liveBefore) {
 		t.Fatalf("live holds %v, scripts had %v", liveAfter, liveBefore)
 	}
 	// Nothing was cancelled, so the day's counts agree too.
-	if dailyAfter := rdb.HGetAll(ctx, shardKey(prefix, testShard, "daily")).Val(); !reflect.DeepEqual(dailyAfter, dailyBefore) {
+	if dailyAfter := userHash(t, rdb, shardKey(prefix, testShard, "daily")); !reflect.DeepEqual(dailyAfter, dailyBefore) {
 		t.Fatalf("daily counts %v, scripts had %v", dailyAfter, dailyBefore)
 	}
 	dueAfter, _ := s.DueHolds(ctx, testShard, expiry, 100)

@@ -2,10 +2,18 @@
 // keys share one hash tag and change only through the embedded Lua scripts,
 // so every change is atomic and linearisable per shard. PostgreSQL remains
 // the system of record: Rebuild reloads a shard from it under a new epoch,
-// and a shard whose state is missing refuses holds (fail closed).
+// and a shard whose state is missing refuses holds (fail closed), as is
+// one whose state is only partly there.
+//
+// Seats are one bitmap per leg (bit b set while berth b is free on that
+// leg), so Redis finds a journey's free berths with one BITOP AND over its
+// legs; static bitmaps of each berth type and a coach table (coaches are
+// contiguous runs of berths) let HOLD apply the preferences and keep a
+// group in one coach by looking at bytes, not berths. See lua/common.lua.
 package inventory
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -32,10 +40,21 @@ var (
 	snapshotLua string
 	//go:embed lua/avail.lua
 	availLua string
+	//go:embed lua/ready.lua
+	readyLua string
 )
 
-// MaxLegs is the most legs a shard can track: two bytes of mask per berth.
+// MaxLegs is the most legs a shard can track (a berth's legs fit the
+// uint16 mask of Snapshot.Occupancy; Redis keeps one bitmap per leg).
 const MaxLegs = 16
+
+// maxBerths is the most berths a shard can hold: the coach table in the
+// shard's meta keeps berth indexes in two bytes.
+const maxBerths = 65535
+
+// berthCodes are the berth type codes BerthCode yields; LOAD writes one
+// bitmap per code, and a shard's berth types must be among them.
+const berthCodes = "LMUSTWCA?"
 
 // Store runs the seat scripts against Redis.
 type Store struct {
@@ -47,6 +66,7 @@ type Store struct {
 	load     *redis.Script
 	snapshot *redis.Script
 	avail    *redis.Script
+	ready    *redis.Script
 }
 
 // New returns a Store whose keys start with prefix (one per deployment, so
@@ -62,6 +82,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		load:     script(loadLua),
 		snapshot: script(snapshotLua),
 		avail:    script(availLua),
+		ready:    script(readyLua),
 	}
 }
 
@@ -74,6 +95,59 @@ func (s *Store) key(shardID int64, name string) string {
 
 func (s *Store) idemKey(shardID, userID int64, idem string) string {
 	return s.key(shardID, "idem:"+strconv.FormatInt(userID, 10)+":"+idem)
+}
+
+// Seat state keys, besides meta (epoch, shape, waitlist, coach table), cnt
+// (per-leg counters h<leg> and c<leg>), holds (records), exp (live holds by
+// expiry), live and daily (per user): one bitmap per leg, bit b set when
+// berth b is free on that leg, and one static bitmap per berth type.
+func (s *Store) legKey(shardID int64, leg int) string {
+	return s.key(shardID, "free:"+strconv.Itoa(leg))
+}
+
+func (s *Store) typeKey(shardID int64, code byte) string {
+	return s.key(shardID, "type:"+string(code))
+}
+
+// scratchKey names a key a script overwrites and reads within one call
+// (and leaves for the next: scripts are atomic, LOAD and Wipe delete it).
+func (s *Store) scratchKey(shardID int64, name string) string {
+	return s.key(shardID, "tmp:"+name)
+}
+
+// legKeys lists the bitmap keys of legs from..to-1.
+func (s *Store) legKeys(shardID int64, from, to int) []string {
+	keys := make([]string, 0, to-from)
+	for l := from; l < to; l++ {
+		keys = append(keys, s.legKey(shardID, l))
+	}
+	return keys
+}
+
+func (s *Store) typeKeys(shardID int64) []string {
+	keys := make([]string, len(berthCodes))
+	for i := range len(berthCodes) {
+		keys[i] = s.typeKey(shardID, berthCodes[i])
+	}
+	return keys
+}
+
+// familyKeys lists every state key of a shard (idempotency keys aside), in
+// the order LOAD expects: meta cnt holds exp live daily, the MaxLegs leg
+// bitmaps, the type bitmaps, then scratch keys and the keys of the earlier
+// one-string format, so a load or a wipe leaves nothing of them behind.
+func (s *Store) familyKeys(shardID int64) []string {
+	keys := []string{
+		s.key(shardID, "meta"), s.key(shardID, "cnt"), s.key(shardID, "holds"),
+		s.key(shardID, "exp"), s.key(shardID, "live"), s.key(shardID, "daily"),
+	}
+	keys = append(keys, s.legKeys(shardID, 0, MaxLegs)...)
+	keys = append(keys, s.typeKeys(shardID)...)
+	keys = append(keys, s.scratchKey(shardID, "free"), s.scratchKey(shardID, "avail"))
+	for i := range len(berthCodes) {
+		keys = append(keys, s.scratchKey(shardID, string(berthCodes[i])))
+	}
+	return append(keys, s.key(shardID, "occ"), s.key(shardID, "btype"), s.key(shardID, "coach"))
 }
 
 // Outcome is the decision of one hold attempt.
@@ -131,14 +205,32 @@ func (s *Store) Hold(ctx context.Context, r HoldRequest) (HoldResult, error) {
 		return HoldResult{}, fmt.Errorf("hold shard %d: idempotency window %v is under one second", r.ShardID, r.IdemTTL)
 	}
 	keys := []string{
-		s.key(r.ShardID, "meta"), s.key(r.ShardID, "occ"), s.key(r.ShardID, "btype"),
-		s.key(r.ShardID, "coach"), s.key(r.ShardID, "cnt"), s.key(r.ShardID, "holds"),
-		s.key(r.ShardID, "exp"), s.key(r.ShardID, "live"), s.key(r.ShardID, "daily"),
-		s.idemKey(r.ShardID, r.UserID, r.IdemKey),
+		s.key(r.ShardID, "meta"), s.key(r.ShardID, "exp"), s.idemKey(r.ShardID, r.UserID, r.IdemKey),
+		s.scratchKey(r.ShardID, "free"), s.key(r.ShardID, "holds"), s.key(r.ShardID, "live"),
+		s.key(r.ShardID, "daily"), s.key(r.ShardID, "cnt"),
+	}
+	// The journey's leg bitmaps (none for a journey no shard has: the
+	// script answers BAD_JOURNEY), then a bitmap per preferred berth type,
+	// then a scratch key per type.
+	nleg := 0
+	if r.From >= 0 && r.From < r.To && r.To <= MaxLegs {
+		keys = append(keys, s.legKeys(r.ShardID, r.From, r.To)...)
+		nleg = r.To - r.From
+	}
+	var codes []byte
+	for _, c := range r.Prefs {
+		if strings.IndexByte(berthCodes, c) >= 0 && bytes.IndexByte(codes, c) < 0 {
+			codes = append(codes, c)
+			keys = append(keys, s.typeKey(r.ShardID, c))
+		}
+	}
+	for _, c := range codes {
+		keys = append(keys, s.scratchKey(r.ShardID, string(c)))
 	}
 	args := []any{
 		r.HoldID, r.UserID, r.From, r.To, r.ExpiresAt.UnixMilli(), r.DailyCap, string(r.Prefs),
 		boolArg(r.IDOK), boolArg(r.AllowWaitlist), int64(r.IdemTTL / time.Second), r.MaxPassengers,
+		nleg, string(codes),
 	}
 	res, err := s.hold.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
@@ -248,10 +340,11 @@ func (s *Store) Release(ctx context.Context, shardID int64, holdID string, mode 
 		return "", fmt.Errorf("release hold %s: unknown mode %q", holdID, mode)
 	}
 	keys := []string{
-		s.key(shardID, "meta"), s.key(shardID, "occ"), s.key(shardID, "cnt"), s.key(shardID, "holds"),
+		s.key(shardID, "meta"), s.key(shardID, "cnt"), s.key(shardID, "holds"),
 		s.key(shardID, "exp"), s.key(shardID, "live"), s.key(shardID, "daily"),
 		s.idemKey(shardID, userID, idemKey),
 	}
+	keys = append(keys, s.legKeys(shardID, 0, MaxLegs)...)
 	res, err := s.release.Run(ctx, s.rdb, keys, holdID, string(mode)).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("release hold %s: %w", holdID, err)
@@ -285,7 +378,13 @@ type Availability struct {
 // Available counts berths free for a whole journey (not the per-leg
 // minimum: fragmented legs do not add up to a berth).
 func (s *Store) Available(ctx context.Context, shardID int64, from, to int) (Availability, error) {
-	res, err := s.avail.Run(ctx, s.rdb, []string{s.key(shardID, "meta"), s.key(shardID, "occ")}, from, to).Slice()
+	keys := []string{s.key(shardID, "meta"), s.scratchKey(shardID, "avail")}
+	nleg := 0
+	if from >= 0 && from < to && to <= MaxLegs {
+		keys = append(keys, s.legKeys(shardID, from, to)...)
+		nleg = to - from
+	}
+	res, err := s.avail.Run(ctx, s.rdb, keys, from, to, nleg).Slice()
 	if err != nil {
 		return Availability{}, fmt.Errorf("availability shard %d: %w", shardID, err)
 	}
@@ -301,28 +400,35 @@ func (s *Store) Available(ctx context.Context, shardID int64, from, to int) (Ava
 	return Availability{Free: int(res[1].(int64)), WaitlistLeft: int(res[2].(int64)), Total: int(res[3].(int64))}, nil
 }
 
-// Wipe deletes a shard's state, as a Redis loss would. Tests and the
-// console's guarded rebuild use it.
+// Wipe deletes a shard's state, as a Redis loss would: every state key in
+// one DEL, so no script ever sees part of it. Idempotency keys outlive it
+// (their answers name the old epoch, so they are not replayed). Tests and
+// the console's guarded rebuild use it.
 func (s *Store) Wipe(ctx context.Context, shardID int64) error {
-	names := []string{"meta", "occ", "btype", "coach", "cnt", "holds", "exp", "live", "daily"}
-	keys := make([]string, len(names))
-	for i, n := range names {
-		keys[i] = s.key(shardID, n)
-	}
-	if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
+	if err := s.rdb.Del(ctx, s.familyKeys(shardID)...).Err(); err != nil {
 		return fmt.Errorf("wipe shard %d: %w", shardID, err)
 	}
 	return nil
 }
 
-// Ready reports whether the shard's state is loaded, and its epoch.
+// Ready reports whether the shard's state is loaded, and its epoch. A shard
+// whose meta survived but some seat key did not (a partial loss) is not
+// ready: the scripts refuse it, and it must be rebuilt like a lost one.
 func (s *Store) Ready(ctx context.Context, shardID int64) (bool, int64, error) {
-	v, err := s.rdb.HGet(ctx, s.key(shardID, "meta"), "epoch").Int64()
-	if errors.Is(err, redis.Nil) {
-		return false, 0, nil
-	}
+	keys := []string{s.key(shardID, "meta"), s.key(shardID, "cnt"), s.key(shardID, "holds"),
+		s.key(shardID, "live"), s.key(shardID, "daily")}
+	keys = append(keys, s.legKeys(shardID, 0, MaxLegs)...)
+	keys = append(keys, s.typeKeys(shardID)...)
+	res, err := s.ready.Run(ctx, s.rdb, keys, MaxLegs).StringSlice()
 	if err != nil {
 		return false, 0, fmt.Errorf("shard %d epoch: %w", shardID, err)
+	}
+	if len(res) < 2 || res[0] != "1" {
+		return false, 0, nil
+	}
+	v, err := strconv.ParseInt(res[1], 10, 64)
+	if err != nil {
+		return false, 0, fmt.Errorf("shard %d epoch: bad epoch %q", shardID, res[1])
 	}
 	return true, v, nil
 }

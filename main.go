@@ -283,6 +283,7 @@ func (m *Main) Build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	m.Booking.SetAdmission(m.Admission.Verifier(), m.Config.RedisPrefix)
 	return nil
 }
 

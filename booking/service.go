@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/singleflight"
 
+	"tatkal/booking/admission/token"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 )
@@ -28,20 +29,22 @@ type Caller struct {
 
 // Service holds, confirms, cancels and expires seats.
 type Service struct {
-	pool       *pgxpool.Pool
-	store      *inventory.Store
-	catalog    *Catalog
-	committer  *Committer
-	jobs       JobInserter
-	rules      Rules
-	log        *slog.Logger
-	now        func() time.Time
-	rebuilds   singleflight.Group
-	avail      *availCache
-	sweepGrace time.Duration
-	core       CoreClient
-	funnel     *funnel.Recorder
-	levers     Levers
+	pool        *pgxpool.Pool
+	store       *inventory.Store
+	catalog     *Catalog
+	committer   *Committer
+	jobs        JobInserter
+	rules       Rules
+	log         *slog.Logger
+	now         func() time.Time
+	rebuilds    singleflight.Group
+	avail       *availCache
+	sweepGrace  time.Duration
+	core        CoreClient
+	funnel      *funnel.Recorder
+	levers      Levers
+	admission   *token.Verifier
+	redisPrefix string
 }
 
 // Levers are the operator's switches the hold path obeys, read from a
@@ -160,10 +163,24 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	if err := s.checkWindow(shard, c, now); err != nil {
 		return HoldResult{}, shardID, err
 	}
+	var tokenKey, tokenID string
+	var tokenTTL time.Duration
 	if shard.Mode == "queue" {
-		// Admission tokens come with the waiting room; until a token can be
-		// verified, a queue-mode shard grants nothing rather than trust one.
-		return HoldResult{}, shardID, Errorf(EFORBIDDEN, "ADMISSION_REQUIRED", "Tatkal booking for this train goes through the waiting room; join the queue first.")
+		if s.admission == nil || req.AdmissionToken == "" {
+			return HoldResult{}, shardID, Errorf(EFORBIDDEN, "ADMISSION_REQUIRED", "Tatkal booking for this train goes through the waiting room; join the queue first.")
+		}
+		// The signature alone decides here (no backend call); single use is
+		// marked inside the HOLD script's atomic step.
+		cl, err := s.admission.Verify(req.AdmissionToken, token.SessionInfo{UserID: c.UserID, SessionToken: req.SessionToken,
+			DeviceToken: req.DeviceToken}, token.Intent{ShardID: shard.ID}, now)
+		switch {
+		case errors.Is(err, token.ErrExpired):
+			return HoldResult{}, shardID, Errorf(EFORBIDDEN, "ADMISSION_EXPIRED", "Your turn to book has lapsed; check your place in the queue.")
+		case err != nil:
+			// A bad token looks exactly like a capacity refusal.
+			return HoldResult{}, shardID, highDemand()
+		}
+		tokenKey, tokenTTL, tokenID = token.UsedKey(s.redisPrefix, cl), token.UsedTTL(cl, now), cl.TokenID
 	}
 	prefs, idOK, err := ValidatePassengers(shard.Class, req.Passengers, s.rules)
 	if err != nil {
@@ -178,6 +195,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	res, err := s.store.Hold(ctx, inventory.HoldRequest{
 		ShardID: shard.ID, HoldID: holdID.String(), UserID: c.UserID, IdemKey: req.IdempotencyKey,
 		From: from, To: to, ExpiresAt: expires, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
+		TokenKey: tokenKey, TokenTTL: tokenTTL,
 		AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
 	})
 	if err != nil {
@@ -188,6 +206,8 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	case inventory.NotReady:
 		s.TriggerRebuild(shard.ID)
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train are being recounted. Nothing was held; please retry in a moment.")
+	case inventory.TokenUsed:
+		return HoldResult{}, shardID, highDemand()
 	case inventory.LiveHold:
 		return HoldResult{}, shardID, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", res.HoldID)
 	case inventory.DailyCap:
@@ -210,13 +230,17 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	row := holdRow{
 		ID: holdID, ShardID: shard.ID, UserID: c.UserID, IdemKey: req.IdempotencyKey, Kind: kind,
 		From: from, To: to, Berths: res.Berths, WaitlistNo: res.WaitlistNo, Passengers: req.Passengers,
-		Fare: fare, Epoch: res.Epoch, OpeningDay: openingDay(shard), ExpiresAt: expires, TokenID: req.AdmissionToken,
+		Fare: fare, Epoch: res.Epoch, OpeningDay: openingDay(shard), ExpiresAt: expires, TokenID: tokenID,
 	}
 	cr := s.committer.Submit(ctx, row)
 	if cr.err != nil || cr.verdict != committed {
 		// Not durable: take the seats back as if the attempt never happened.
 		if _, err := s.store.Release(context.WithoutCancel(ctx), shard.ID, holdID.String(), inventory.ReleaseUndo, c.UserID, req.IdempotencyKey); err != nil {
 			s.log.Error("undo hold failed; the sweeper will free it at expiry", "hold", holdID, "err", err)
+		}
+		if tokenKey != "" {
+			// Nothing was held, so the admission token may be used again.
+			s.store.Redis().Del(context.WithoutCancel(ctx), tokenKey) //nolint:errcheck
 		}
 	}
 	switch {
@@ -346,3 +370,15 @@ func (s *Service) Rebuild(ctx context.Context, shardID int64) (int64, error) {
 }
 
 var errNotYours = errors.New("not yours")
+
+// highDemand is the refusal given alike to overload and to suspected bots,
+// so an automated client learns nothing from it.
+func highDemand() error {
+	return Errorf(EOVERLOADED, "HIGH_DEMAND", "Very high demand right now. Nothing was lost; please retry in a few seconds.")
+}
+
+// SetAdmission lets queue-mode shards take holds: admission tokens are
+// checked by v, and their single-use marks live under redisPrefix.
+func (s *Service) SetAdmission(v *token.Verifier, redisPrefix string) {
+	s.admission, s.redisPrefix = v, redisPrefix
+}

@@ -53,6 +53,10 @@ type HoldRequest struct {
 	From, To       string // station codes
 	Passengers     []Passenger
 	AdmissionToken string
+	// The bearer session and device binding the request came with: an
+	// admission token is bound to both.
+	SessionToken string
+	DeviceToken  string
 }
 
 // FareLine is one part of a fare, in paise.

@@ -69,6 +69,7 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 	res, err := a.svc.Hold(r.Context(), c, booking.HoldRequest{
 		UserID: c.UserID, IdempotencyKey: key, Train: req.TrainNo, Date: date, Class: req.Class, Quota: req.Quota,
 		From: req.From, To: req.To, Passengers: req.Passengers, AdmissionToken: r.Header.Get("X-Admission-Token"),
+		SessionToken: sessionToken(r), DeviceToken: r.Header.Get("X-Device-Token"),
 	})
 	if err != nil {
 		writeError(w, r, a.log, err)
@@ -248,4 +249,9 @@ func (a *API) availability(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, availabilityResponse{Train: av.Train, JourneyDate: av.Date.Format(time.DateOnly), Class: av.Class,
 		Quota: av.Quota, From: av.From, To: av.To, StatusBand: av.Band, ApproxCount: av.ApproxCount, AsOf: av.AsOf,
 		TTLMs: av.TTL.Milliseconds()})
+}
+
+func sessionToken(r *http.Request) string {
+	tok, _ := bearer(r)
+	return tok
 }

@@ -163,6 +163,7 @@ const (
 	BadPassengers   Outcome = "BAD_PASSENGERS" // too many or too few passengers
 	NoID            Outcome = "NO_ID"          // nobody carries a validated ID
 	BadJourney      Outcome = "BAD_JOURNEY"
+	TokenUsed       Outcome = "TOKEN_USED" // the admission token was used before
 )
 
 // HoldRequest is one attempt, already validated by the booking service.
@@ -180,6 +181,14 @@ type HoldRequest struct {
 	AllowWaitlist bool
 	IdemTTL       time.Duration
 	MaxPassengers int
+	// TokenKey, when set, is an admission token's used-mark (same hash tag
+	// as the shard): a used token is refused with TokenUsed, and a decision
+	// marks it used for TokenTTL, in the same atomic step.
+	TokenKey string
+	TokenTTL time.Duration
+	// BypassUserLimits skips the live-hold and daily checks: for seats
+	// taken back for a payment that arrived after its hold lapsed.
+	BypassUserLimits bool
 }
 
 // HoldResult is the script's answer.
@@ -230,7 +239,14 @@ func (s *Store) Hold(ctx context.Context, r HoldRequest) (HoldResult, error) {
 	args := []any{
 		r.HoldID, r.UserID, r.From, r.To, r.ExpiresAt.UnixMilli(), r.DailyCap, string(r.Prefs),
 		boolArg(r.IDOK), boolArg(r.AllowWaitlist), int64(r.IdemTTL / time.Second), r.MaxPassengers,
-		nleg, string(codes),
+		nleg, string(codes), "0", boolArg(r.BypassUserLimits),
+	}
+	if r.TokenKey != "" {
+		if r.TokenTTL < time.Millisecond || !strings.HasPrefix(r.TokenKey, s.prefix+":{s"+strconv.FormatInt(r.ShardID, 10)+"}:") {
+			return HoldResult{}, fmt.Errorf("hold shard %d: bad admission token mark %q", r.ShardID, r.TokenKey)
+		}
+		keys = append(keys, r.TokenKey)
+		args[13] = strconv.FormatInt(r.TokenTTL.Milliseconds(), 10)
 	}
 	res, err := s.hold.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
+	"tatkal/booking/admission"
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
 	"tatkal/booking/funnel"
@@ -39,14 +40,15 @@ import (
 // Stack is one test's running booking stack.
 type Stack struct {
 	*testenv.Env
-	Funnel   *funnel.Recorder
-	Levers   *levers.Reader
-	Console  *console.Console
-	Service  *booking.Service
-	Payments *payment.Service
-	River    *river.Client[pgx.Tx]
-	Server   *httptest.Server
-	Signer   *auth.Signer
+	Admission *admission.Service
+	Funnel    *funnel.Recorder
+	Levers    *levers.Reader
+	Console   *console.Console
+	Service   *booking.Service
+	Payments  *payment.Service
+	River     *river.Client[pgx.Tx]
+	Server    *httptest.Server
+	Signer    *auth.Signer
 	// The simulators: real HTTP servers with their own schemas.
 	PSP  *httptest.Server
 	Core *httptest.Server
@@ -138,7 +140,14 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		t.Fatal(err)
 	}
 	r := chi.NewRouter()
-	api.New(api.Config{Service: svc, Payments: pay, Pool: env.Pool, Signer: signer, MaxHoldsInFlight: opts.MaxHoldsInFlight, Log: log}).Routes(r)
+	adm, err := admission.New(admission.Config{Pool: env.Pool, Redis: env.Redis, Prefix: env.KeyPrefix, Store: env.Store,
+		Catalog: svc.Catalog(), Funnel: rec, Levers: lev, Rules: rules, Secret: []byte(strings.Repeat("k", 32)), Log: log})
+	if err != nil {
+		t.Fatalf("waiting room: %v", err)
+	}
+	svc.SetAdmission(adm.Verifier(), env.KeyPrefix)
+	api.New(api.Config{Service: svc, Payments: pay, Pool: env.Pool, Signer: signer, MaxHoldsInFlight: opts.MaxHoldsInFlight, Log: log,
+		Admission: adm}).Routes(r)
 	(&web.Pages{Booking: svc, Payments: pay, Log: log}).Routes(r)
 	cons := console.New(console.Config{Pool: env.Pool, Redis: env.Redis, Store: env.Store, Booking: svc, Payments: pay, Funnel: rec, River: client,
 		AdminToken: adminToken, HoldWindow: rules.HoldWindow, Log: log, Context: ctx})
@@ -168,7 +177,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		cancel()
 		wg.Wait()
 	})
-	return &Stack{Env: env, Funnel: rec, Levers: lev, Console: cons, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer}
+	return &Stack{Env: env, Admission: adm, Funnel: rec, Levers: lev, Console: cons, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer}
 }
 
 // Token signs a session for a verified individual account.

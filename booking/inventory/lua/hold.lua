@@ -2,6 +2,10 @@
 -- KEYS: 1 meta 2 exp 3 idem 4 scratch (the journey's free berths) 5 holds 6 live
 --       7 daily 8 cnt, then ARGV[12] leg bitmaps (the journey's legs in order),
 --       then one berth-type bitmap per code of ARGV[13], then as many scratch keys
+-- When ARGV[14] (an admission token's mark lifetime, ms) is not 0, the last
+-- KEY is that token's used-mark: a used token is refused, and a decision
+-- (HELD, WAITLIST_OFFERED, SOLD_OUT) marks it used in this same step.
+-- ARGV[15] = 1 skips the per-user limits (a paid-for hold taken back).
 -- ARGV: 1 hold_id 2 user 3 from 4 to 5 expires_ms 6 daily_cap 7 prefs
 --       8 id_ok 9 allow_waitlist 10 idem_ttl_s 11 max_pax 12 leg keys 13 type codes
 -- Checked before any write: a script that fails midway keeps its writes.
@@ -22,6 +26,13 @@ if prior then
   end
 end
 
+local tok_ttl = ARGV[14] or '0'
+local tok_key = nil
+if tok_ttl ~= '0' then
+  tok_key = KEYS[#KEYS]
+  if redis.call('EXISTS', tok_key) == 1 then return { 'TOKEN_USED', epoch } end
+end
+
 local hold_id, user = ARGV[1], ARGV[2]
 local from, to = tonumber(ARGV[3]), tonumber(ARGV[4])
 local prefs = ARGV[7]
@@ -31,10 +42,12 @@ if npax < 1 or npax > tonumber(ARGV[11]) then return { 'BAD_PASSENGERS', epoch }
 if ARGV[8] ~= '1' then return { 'NO_ID', epoch } end
 if from < 0 or to > legs or from >= to then return { 'BAD_JOURNEY', epoch } end
 
-local live = redis.call('HGET', KEYS[6], user)
-if live then return { 'LIVE_HOLD', epoch, live } end
-local used = tonumber(redis.call('HGET', KEYS[7], user) or '0')
-if used >= tonumber(ARGV[6]) then return { 'DAILY_CAP', epoch } end
+if ARGV[15] ~= '1' then
+  local live = redis.call('HGET', KEYS[6], user)
+  if live then return { 'LIVE_HOLD', epoch, live } end
+  local used = tonumber(redis.call('HGET', KEYS[7], user) or '0')
+  if used >= tonumber(ARGV[6]) then return { 'DAILY_CAP', epoch } end
+end
 
 local nleg, codes = tonumber(ARGV[12]), ARGV[13]
 if nleg ~= to - from then return redis.error_reply('hold: leg keys do not match the journey') end
@@ -198,6 +211,7 @@ if best and npax > 1 then
 end
 local function remember(answer)
   redis.call('SET', KEYS[3], epoch .. '|' .. answer, 'EX', ARGV[10])
+  if tok_key then redis.call('SET', tok_key, hold_id, 'PX', tok_ttl) end
 end
 
 if best then

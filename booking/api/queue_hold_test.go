@@ -1,0 +1,109 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"tatkal/booking"
+	"tatkal/booking/admission"
+	"tatkal/booking/seed"
+	"tatkal/booking/teststack"
+)
+
+// Through the waiting room to a seat: a queue-mode shard holds only with a
+// valid admission token, bound to the session and device, used once even
+// when replayed concurrently; a bad token looks like high demand.
+func TestQueueModeHoldUsesTheTokenOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	open := -time.Hour
+	if _, err := seed.Demo(ctx, s.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+		t.Fatal(err)
+	}
+	date := time.Now().In(booking.IST).AddDate(0, 0, 7)
+	date = time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, booking.IST)
+	shardID, err := seed.Shard(ctx, s.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: 20,
+		OpensAt: time.Now().Add(-time.Minute), Mode: "queue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Service.Rebuild(ctx, shardID); err != nil {
+		t.Fatal(err)
+	}
+	uid := s.Users(t, "qm", 1)[0]
+	c := newClient(s, uid)
+	bind := c.do(t, "POST", "/v1/devices/bind", nil, `{"device_token":"phone-qm-0001-abcdef"}`)
+	binding, _ := bind.body["device_binding"].(string)
+	if bind.status != 200 || binding == "" {
+		t.Fatalf("bind: %d %s", bind.status, bind.raw)
+	}
+	dev := map[string]string{"X-Device-Token": binding}
+	r := c.do(t, "POST", "/v1/queue/enter", dev, fmt.Sprintf(`{"intent":{"train_no":"12951","journey_date":"%s","class":"3A"}}`, date.Format(time.DateOnly)))
+	ticket, _ := r.body["queue_ticket"].(string)
+	if r.status != 200 || ticket == "" {
+		t.Fatalf("enter: %d %s", r.status, r.raw)
+	}
+	body := holdBody(date, "MMCT", "NDLS", 1)
+	hold := func(key string, headers map[string]string) reply {
+		h := map[string]string{"Idempotency-Key": key}
+		for k, v := range headers {
+			h[k] = v
+		}
+		return c.do(t, "POST", "/v1/bookings/hold", h, body)
+	}
+	if r := hold("qm-no-token-1", dev); r.status != 403 || r.body["reason"] != "ADMISSION_REQUIRED" {
+		t.Fatalf("hold without a token: %d %s", r.status, r.raw)
+	}
+	if err := s.Admission.NewController(admission.ControllerConfig{}).Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond) // past the poll time of the cached answer
+	r = c.do(t, "GET", "/v1/queue/status?ticket="+ticket, dev, "")
+	tok, _ := r.body["admission_token"].(string)
+	if r.body["status"] != "ADMITTED" || tok == "" {
+		t.Fatalf("not admitted: %s", r.raw)
+	}
+	withTok := map[string]string{"X-Device-Token": binding, "X-Admission-Token": tok}
+	if r := hold("qm-forged-1", map[string]string{"X-Device-Token": binding, "X-Admission-Token": tok + "x"}); r.status != 503 || r.body["reason"] != "HIGH_DEMAND" {
+		t.Fatalf("forged token: %d %s", r.status, r.raw)
+	}
+	if r := hold("qm-no-device-1", map[string]string{"X-Admission-Token": tok}); r.status != 503 || r.body["reason"] != "HIGH_DEMAND" {
+		t.Fatalf("token from another device: %d %s", r.status, r.raw)
+	}
+	// Twenty replays of one token at once: one seat held, the rest refused.
+	var wg sync.WaitGroup
+	answers := make([]reply, 20)
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = hold(fmt.Sprintf("qm-replay-%02d", i), withTok)
+		}()
+	}
+	wg.Wait()
+	held := 0
+	for _, a := range answers {
+		switch {
+		case a.status == http.StatusCreated:
+			held++
+		case a.status == 503 && a.body["reason"] == "HIGH_DEMAND":
+		case a.status == 429 && a.body["reason"] == "LIVE_HOLD_EXISTS":
+			t.Errorf("a replay reached the seat script past the token: %s", a.raw)
+		default:
+			t.Errorf("replay: %d %s", a.status, a.raw)
+		}
+	}
+	if held != 1 {
+		t.Fatalf("%d holds from one admission token", held)
+	}
+	var tokenID string
+	if err := s.Pool.QueryRow(ctx, `SELECT coalesce(admission_token_id, '') FROM holds WHERE user_id = $1`, uid).Scan(&tokenID); err != nil || len(tokenID) != 24 {
+		t.Fatalf("hold row's admission token id %q (%v)", tokenID, err)
+	}
+	checkInvariants(t, s, shardID)
+}

@@ -313,7 +313,8 @@ func (m *Main) Handler() (http.Handler, error) {
 	r.Get("/readyz", m.ready)
 	(&web.Pages{Booking: m.Booking, Payments: m.Payments, Log: slog.Default()}).Routes(r)
 	api.New(api.Config{Service: m.Booking, Payments: m.Payments, Pool: m.Pool, Signer: signer, MaxHoldsInFlight: m.Config.MaxHoldsInFlight, Admission: m.Admission}).Routes(r)
-	console.New(console.Config{Pool: m.Pool, Redis: m.Redis, Store: m.Store, Booking: m.Booking, Payments: m.Payments, Funnel: m.Funnel, River: m.River, AdminToken: m.Config.AdminToken, HoldWindow: m.Config.HoldWindow}).Routes(r)
+	console.New(console.Config{Pool: m.Pool, Redis: m.Redis, Store: m.Store, Booking: m.Booking, Payments: m.Payments, Funnel: m.Funnel,
+		River: m.River, AdminToken: m.Config.AdminToken, HoldWindow: m.Config.HoldWindow, QueueDepth: m.Admission.Depth}).Routes(r)
 	return http.NewCrossOriginProtection().Handler(r), nil
 }
 

@@ -48,6 +48,9 @@ type Config struct {
 	// AdminToken lets scripts call /v1/admin/... as "admin-token" (role admin).
 	AdminToken string
 	HoldWindow time.Duration // for the invariant check's grace
+	// QueueDepth reports a shard's waiting and admitted counts (the waiting
+	// room's Depth); nil shows zeros.
+	QueueDepth func(ctx context.Context, shardID int64) (waiting, admitted int64, err error)
 	SessionTTL time.Duration // default 8h
 	Tick       time.Duration // funnel push interval, default 1s
 	Log        *slog.Logger

@@ -162,6 +162,11 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 		if id := snap.Shards[i].ID; id != 0 {
 			snap.Shards[i].Paused = c.isPaused(snap.Levers, id)
 			snap.Shards[i].Rate = admissionRate(snap.Levers, id)
+			if c.cfg.QueueDepth != nil {
+				if w, a, err := c.cfg.QueueDepth(ctx, id); err == nil {
+					snap.Shards[i].Waiting, snap.Shards[i].Admitted = w, a
+				}
+			}
 		}
 	}
 	return snap, nil

@@ -26,7 +26,7 @@
       var el = root.querySelector('[data-shard="' + s.id + '"]');
       if (!el) { location.reload(); return; } // a new shard: take the server's layout
       if (s.id !== 0) {
-        set(el, "seats", s.seats_left); set(el, "held", s.held); set(el, "confirmed", s.confirmed); set(el, "epoch", s.epoch); set(el, "rate", s.admission_rate);
+        set(el, "seats", s.seats_left); set(el, "held", s.held); set(el, "confirmed", s.confirmed); set(el, "epoch", s.epoch); set(el, "rate", s.admission_rate); set(el, "waiting", s.queue_waiting); set(el, "admitted", s.queue_admitted);
         var inv = el.querySelector('[data-k="inv"]');
         if (inv && s.checked) {
           inv.className = "pill " + (!s.ready ? "amber" : s.invariant_ok ? "green" : "red");

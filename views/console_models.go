@@ -66,6 +66,8 @@ type FunnelShard struct {
 	Checked     bool          `json:"checked"`
 	Paused      bool          `json:"admission_paused"`
 	Rate        string        `json:"admission_rate"`
+	Waiting     int64         `json:"queue_waiting"`
+	Admitted    int64         `json:"queue_admitted"`
 }
 
 // FunnelStage is one stage's figures.

@@ -13,6 +13,7 @@ package admission
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -247,4 +248,17 @@ func (s *Service) Consume(ctx context.Context, c token.Claims) (bool, error) {
 		return false, fmt.Errorf("consume admission token: %w", err)
 	}
 	return ok, nil
+}
+
+// Depth reports how many wait in a shard's queue and how many have been
+// admitted from it, for the console.
+func (s *Service) Depth(ctx context.Context, shardID int64) (waiting, admitted int64, err error) {
+	pipe := s.cfg.Redis.Pipeline()
+	card := pipe.ZCard(ctx, s.qkey(shardID, "z"))
+	adm := pipe.HGet(ctx, s.qkey(shardID, "m"), "admitted")
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, fmt.Errorf("queue depth shard %d: %w", shardID, err)
+	}
+	admitted, _ = adm.Int64()
+	return max(card.Val()-admitted, 0), admitted, nil
 }

@@ -59,8 +59,14 @@ func TestQueueModeHoldUsesTheTokenOnce(t *testing.T) {
 	if r := hold("qm-no-token-1", dev); r.status != 403 || r.body["reason"] != "ADMISSION_REQUIRED" {
 		t.Fatalf("hold without a token: %d %s", r.status, r.raw)
 	}
+	if w, a, err := s.Admission.Depth(ctx, shardID); err != nil || w != 1 || a != 0 {
+		t.Fatalf("queue depth before admission: %d waiting, %d admitted (%v)", w, a, err)
+	}
 	if err := s.Admission.NewController(admission.ControllerConfig{}).Step(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if w, a, err := s.Admission.Depth(ctx, shardID); err != nil || w != 0 || a != 1 {
+		t.Fatalf("queue depth after admission: %d waiting, %d admitted (%v)", w, a, err)
 	}
 	time.Sleep(1200 * time.Millisecond) // past the poll time of the cached answer
 	r = c.do(t, "GET", "/v1/queue/status?ticket="+ticket, dev, "")

@@ -52,6 +52,7 @@ type Service struct {
 type Levers interface {
 	WaitlistEnabled() bool
 	WindowClosesAt(shardID int64) (time.Time, bool)
+	ShardMode(shardID int64) (string, bool)
 }
 
 // ServiceConfig wires a Service.
@@ -165,7 +166,13 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	}
 	var tokenKey, tokenID string
 	var tokenTTL time.Duration
-	if shard.Mode == "queue" {
+	mode := shard.Mode
+	if s.levers != nil {
+		if m, ok := s.levers.ShardMode(shard.ID); ok {
+			mode = m // the operator's switch, ahead of the catalog's cache
+		}
+	}
+	if mode == "queue" {
 		if s.admission == nil || req.AdmissionToken == "" {
 			return HoldResult{}, shardID, Errorf(EFORBIDDEN, "ADMISSION_REQUIRED", "Tatkal booking for this train goes through the waiting room; join the queue first.")
 		}

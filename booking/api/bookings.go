@@ -20,6 +20,15 @@ type holdRequest struct {
 	From        string              `json:"from"`
 	To          string              `json:"to"`
 	Passengers  []booking.Passenger `json:"passengers"`
+	// Challenge is the solved booking-time challenge (POST /v1/challenge),
+	// required with an admission token.
+	Challenge *holdChallenge `json:"challenge"`
+}
+
+type holdChallenge struct {
+	Type  string `json:"type"`
+	Token string `json:"token"`
+	Nonce string `json:"nonce"`
 }
 
 type fareJSON struct {
@@ -66,6 +75,19 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := callerFrom(r.Context())
+	// Through the waiting room, a hold also carries a solved proof-of-work
+	// bound to this session and attempt; a wrong one looks like high demand.
+	if r.Header.Get("X-Admission-Token") != "" && a.adm != nil {
+		if req.Challenge == nil || req.Challenge.Token == "" {
+			writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "CHALLENGE_REQUIRED",
+				"Solve a booking challenge (POST /v1/challenge with this Idempotency-Key as attempt) and send it as challenge with the hold."))
+			return
+		}
+		if err := a.adm.CheckChallenge(r.Context(), a.admCaller(r), req.Challenge.Token, req.Challenge.Nonce, key); err != nil {
+			a.writeAdmError(w, r, err)
+			return
+		}
+	}
 	res, err := a.svc.Hold(r.Context(), c, booking.HoldRequest{
 		UserID: c.UserID, IdempotencyKey: key, Train: req.TrainNo, Date: date, Class: req.Class, Quota: req.Quota,
 		From: req.From, To: req.To, Passengers: req.Passengers, AdmissionToken: r.Header.Get("X-Admission-Token"),

@@ -3,6 +3,7 @@ package api
 import (
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -10,6 +11,10 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/payment"
 )
+
+// MaxAccountsPerInstrument is how many accounts may pay with one UPI address
+// within 30 days.
+const MaxAccountsPerInstrument = 3
 
 type initiateRequest struct {
 	HoldID         string `json:"hold_id"`
@@ -58,6 +63,14 @@ func (a *API) initiatePayment(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_HOLD_ID", "hold_id %q is not a hold id.", req.HoldID))
 		return
+	}
+	// One UPI address paying for many accounts is a tout's signature: past
+	// a few accounts it is refused, looking like overload.
+	if req.Method == payment.UPI && a.adm != nil && req.VPA != "" {
+		if err := a.adm.CheckInstrument(r.Context(), "upi:"+strings.ToLower(req.VPA), callerFrom(r.Context()).UserID, MaxAccountsPerInstrument); err != nil {
+			a.writeAdmError(w, r, err)
+			return
+		}
 	}
 	v, err := a.payments.Initiate(r.Context(), callerFrom(r.Context()), payment.InitiateRequest{
 		HoldID: id, Method: req.Method, VPA: req.VPA, Bank: req.Bank, IdempotencyKey: req.IdempotencyKey})

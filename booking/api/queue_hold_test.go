@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"tatkal/booking"
 	"tatkal/booking/admission"
+	"tatkal/booking/admission/token"
 	"tatkal/booking/seed"
 	"tatkal/booking/teststack"
 )
@@ -48,11 +50,25 @@ func TestQueueModeHoldUsesTheTokenOnce(t *testing.T) {
 	if r.status != 200 || ticket == "" {
 		t.Fatalf("enter: %d %s", r.status, r.raw)
 	}
-	body := holdBody(date, "MMCT", "NDLS", 1)
+	plain := holdBody(date, "MMCT", "NDLS", 1)
+	// solved answers the booking challenge for one attempt.
+	solved := func(key string) string {
+		ch := c.do(t, "POST", "/v1/challenge", map[string]string{"X-Client-Attestation": "test"}, fmt.Sprintf(`{"attempt":%q}`, key))
+		tok, _ := ch.body["challenge"].(string)
+		bits, _ := ch.body["difficulty_bits"].(float64)
+		if ch.status != 200 || tok == "" {
+			t.Fatalf("challenge: %d %s", ch.status, ch.raw)
+		}
+		return strings.TrimSuffix(plain, "}") + fmt.Sprintf(`,"challenge":{"type":"POW_SHA256","token":%q,"nonce":%q}}`, tok, token.Solve(tok, int(bits)))
+	}
 	hold := func(key string, headers map[string]string) reply {
-		h := map[string]string{"Idempotency-Key": key}
+		h := map[string]string{"Idempotency-Key": key, "X-Client-Attestation": "test"}
 		for k, v := range headers {
 			h[k] = v
+		}
+		body := plain
+		if headers["X-Admission-Token"] != "" {
+			body = solved(key)
 		}
 		return c.do(t, "POST", "/v1/bookings/hold", h, body)
 	}
@@ -75,6 +91,16 @@ func TestQueueModeHoldUsesTheTokenOnce(t *testing.T) {
 		t.Fatalf("not admitted: %s", r.raw)
 	}
 	withTok := map[string]string{"X-Device-Token": binding, "X-Admission-Token": tok}
+	// Without a solved challenge: a clear error; with a wrong answer: high demand.
+	if r := c.do(t, "POST", "/v1/bookings/hold", map[string]string{"Idempotency-Key": "qm-no-challenge", "X-Device-Token": binding,
+		"X-Admission-Token": tok}, plain); r.status != 400 || r.body["reason"] != "CHALLENGE_REQUIRED" {
+		t.Fatalf("hold without a challenge: %d %s", r.status, r.raw)
+	}
+	bad := strings.Replace(solved("qm-bad-nonce-1"), `","nonce"`, `x","nonce"`, 1) // a forged challenge
+	if r := c.do(t, "POST", "/v1/bookings/hold", map[string]string{"Idempotency-Key": "qm-bad-nonce-1", "X-Device-Token": binding,
+		"X-Admission-Token": tok}, bad); r.status != 503 || r.body["reason"] != "HIGH_DEMAND" {
+		t.Fatalf("hold with a wrong challenge answer: %d %s", r.status, r.raw)
+	}
 	if r := hold("qm-forged-1", map[string]string{"X-Device-Token": binding, "X-Admission-Token": tok + "x"}); r.status != 503 || r.body["reason"] != "HIGH_DEMAND" {
 		t.Fatalf("forged token: %d %s", r.status, r.raw)
 	}

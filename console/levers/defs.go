@@ -24,6 +24,7 @@ const (
 	AdmissionRate   = "admission_rate"   // scope global|shard:N; value adaptive or admissions per second
 	Route           = "route"            // scope gateway/METHOD; value "weight,on|off"
 	WindowClosesAt  = "window_closes_at" // scope shard:N; value RFC 3339 time
+	ShardMode       = "shard_mode"       // scope shard:N; value direct|queue (only before its window opens)
 )
 
 // Bounds and ceilings.
@@ -60,6 +61,7 @@ var Defs = []Def{
 	{Name: AdmissionRate, Title: "Admission rate", Help: "admissions per second, or adaptive; above 5,000 needs a second admin", Min: ptr(0), Max: ptr(AdmissionMax)},
 	{Name: Route, Title: "Payment route weight", Help: "weight 0-1000 and on/off; turning off the last route of a method needs a second admin", Min: ptr(0), Max: ptr(RouteWeightMax)},
 	{Name: WindowClosesAt, Title: "Hold or extend a window", Help: "when the shard's Tatkal window closes; always needs a second admin"},
+	{Name: ShardMode, Title: "Waiting room or direct", Help: "queue sends the shard's passengers through the waiting room, direct lets them hold at once (load shedding applies); only before the window opens"},
 }
 
 func ptr(n int64) *int64 { return &n }
@@ -203,6 +205,27 @@ func normalize(ctx context.Context, q querier, p Proposal) (string, error) {
 			return "", invalid("A window closes between its opening (%s) and 12 hours after it.", opens.In(booking.IST).Format("02 Jan 15:04 IST"))
 		}
 		return t.UTC().Format(time.RFC3339), nil
+	case ShardMode:
+		id, err := shardScope(p.Scope, false)
+		if err != nil {
+			return "", err
+		}
+		v := strings.ToLower(strings.TrimSpace(p.Value))
+		if v != "direct" && v != "queue" {
+			return "", invalid("A shard's mode is direct or queue.")
+		}
+		var opens time.Time
+		err = q.QueryRow(ctx, `SELECT window_opens_at FROM inventory_shards WHERE id = $1`, id).Scan(&opens)
+		if err == pgx.ErrNoRows {
+			return "", invalid("No shard %d.", id)
+		}
+		if err != nil {
+			return "", fmt.Errorf("shard window: %w", err)
+		}
+		if !time.Now().Before(opens) {
+			return "", invalid("Shard %d's window opened at %s; its mode can only change before that.", id, opens.In(booking.IST).Format("02 Jan 15:04 IST"))
+		}
+		return v, nil
 	}
 	return "", invalid("No lever %q.", p.Name)
 }

@@ -161,6 +161,11 @@ func (r *Reader) WindowClosesAt(shardID int64) (time.Time, bool) {
 	return t, err == nil
 }
 
+// ShardMode is the shard's mode set by the lever (direct or queue), if any.
+func (r *Reader) ShardMode(shardID int64) (string, bool) {
+	return r.get(ShardMode, "shard:"+strconv.FormatInt(shardID, 10))
+}
+
 // closing reports an error of a pool being shut down (the process is
 // stopping): nothing to warn about.
 func closing(err error) bool { return strings.Contains(err.Error(), "closed pool") }

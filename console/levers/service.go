@@ -99,6 +99,16 @@ func current(ctx context.Context, q querier, name, scope string) (string, bool, 
 			return "", false, fmt.Errorf("shard %d window: %w", id, err)
 		}
 		return t.UTC().Format(time.RFC3339), false, nil
+	case ShardMode:
+		id, err := shardScope(scope, false)
+		if err != nil {
+			return "", false, err
+		}
+		var mode string
+		if err := q.QueryRow(ctx, `SELECT mode FROM inventory_shards WHERE id = $1`, id).Scan(&mode); err != nil {
+			return "", false, fmt.Errorf("shard %d mode: %w", id, err)
+		}
+		return mode, false, nil
 	}
 	var v string
 	err := q.QueryRow(ctx, `SELECT value FROM console_levers WHERE name = $1 AND scope = $2`, name, scope).Scan(&v)
@@ -384,6 +394,12 @@ func write(ctx context.Context, tx pgx.Tx, name, scope, v, actor string, changeI
 		}
 		// Also a lever row, so every process's reader sees the new
 		// window within a second, ahead of its shard catalog cache.
+	case ShardMode:
+		id, _ := shardScope(scope, false)
+		if _, err := tx.Exec(ctx, `UPDATE inventory_shards SET mode = $2 WHERE id = $1`, id, v); err != nil {
+			return fmt.Errorf("set mode of shard %d: %w", id, err)
+		}
+		// A lever row too, for the readers, as for the window.
 	}
 	var lo, hi *int64
 	if d, ok := DefOf(name); ok {

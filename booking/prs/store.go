@@ -1,9 +1,11 @@
 package prs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,8 +151,15 @@ func (s *store) put(ctx context.Context, b Booking) (ack Ack, created bool, err 
 			return fmt.Errorf("insert booking: %w", err)
 		}
 		created = true
+		// Berths are inserted in one global order (coach, berth), so two
+		// bookings racing for the same berths wait on each other instead of
+		// deadlocking in the exclusion constraint.
+		ordered := slices.Clone(b.Passengers)
+		slices.SortFunc(ordered, func(x, y Passenger) int {
+			return cmp.Or(cmp.Compare(x.Coach, y.Coach), cmp.Compare(x.BerthNo, y.BerthNo), cmp.Compare(x.Seq, y.Seq))
+		})
 		batch := &pgx.Batch{}
-		for _, p := range b.Passengers {
+		for _, p := range ordered {
 			var coach, btype *string
 			var berth *int
 			if b.Status == StatusConfirmed {

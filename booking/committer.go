@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -182,7 +184,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 	}
 	inserted := map[uuid.UUID]bool{}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		for _, id := range sortedKeys(lockSet) {
+		for _, id := range slices.Sorted(maps.Keys(lockSet)) {
 			if err := inventory.LockShardShared(ctx, tx, id); err != nil {
 				return err
 			}
@@ -288,17 +290,4 @@ func intArrayLiteral(xs []int) string {
 		b = fmt.Appendf(b, "%d", x)
 	}
 	return string(append(b, '}'))
-}
-
-func sortedKeys(m map[int64]bool) []int64 {
-	out := make([]int64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }

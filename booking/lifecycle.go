@@ -193,10 +193,10 @@ func (s *Service) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (Confi
 	}
 	journey := fmt.Sprintf("%s %s %s %s-%s on %s", shard.Train, shard.TrainName, shard.Class, shard.Stops[from].Code,
 		shard.Stops[to].Code, shard.Date.Format("2 Jan 2006"))
-	body := fmt.Sprintf("PNR %s confirmed: %s. %s. Fare Rs %s.", res.PNR, journey, strings.Join(seats, ", "), rupees(fare))
+	body := fmt.Sprintf("PNR %s confirmed: %s. %s. Fare Rs %s.", res.PNR, journey, strings.Join(seats, ", "), Rupees(fare))
 	if kind == KindWaitlist {
 		body = fmt.Sprintf("PNR %s waitlisted at TQWL/%d: %s. Fare Rs %s. Waitlisted tickets are cancelled at charting with a refund.",
-			res.PNR, wl, journey, rupees(fare))
+			res.PNR, wl, journey, Rupees(fare))
 	}
 	if err := Notify(ctx, tx, userID, "ETICKET", res.PNR, "E-ticket PNR "+res.PNR, body); err != nil {
 		return res, err
@@ -222,7 +222,8 @@ func (s *Service) AfterConfirm(ctx context.Context, res ConfirmResult) {
 	}
 }
 
-func rupees(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }
+// Rupees formats paise as rupees with two decimals ("3052.00").
+func Rupees(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }
 
 // NewPNR makes a 10-digit PNR: the origin's region digit, the booking
 // location, then seven random digits (DOMAIN.md, "Codes").

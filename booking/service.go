@@ -185,7 +185,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 			return HoldResult{}, shardID, Errorf(EFORBIDDEN, "ADMISSION_EXPIRED", "Your turn to book has lapsed; check your place in the queue.")
 		case err != nil:
 			// A bad token looks exactly like a capacity refusal.
-			return HoldResult{}, shardID, highDemand()
+			return HoldResult{}, shardID, HighDemand()
 		}
 		tokenKey, tokenTTL, tokenID = token.UsedKey(s.redisPrefix, cl), token.UsedTTL(cl, now), cl.TokenID
 	}
@@ -214,7 +214,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		s.TriggerRebuild(shard.ID)
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train are being recounted. Nothing was held; please retry in a moment.")
 	case inventory.TokenUsed:
-		return HoldResult{}, shardID, highDemand()
+		return HoldResult{}, shardID, HighDemand()
 	case inventory.LiveHold:
 		return HoldResult{}, shardID, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", res.HoldID)
 	case inventory.DailyCap:
@@ -378,9 +378,9 @@ func (s *Service) Rebuild(ctx context.Context, shardID int64) (int64, error) {
 
 var errNotYours = errors.New("not yours")
 
-// highDemand is the refusal given alike to overload and to suspected bots,
+// HighDemand is the refusal given alike to overload and to suspected bots,
 // so an automated client learns nothing from it.
-func highDemand() error {
+func HighDemand() error {
 	return Errorf(EOVERLOADED, "HIGH_DEMAND", "Very high demand right now. Nothing was lost; please retry in a few seconds.")
 }
 

@@ -209,9 +209,7 @@ func (s *Service) queueKeys(shardID int64) []string {
 
 // highDemand is the one answer for overload, rate limits and suspected
 // bots alike: nobody can tell them apart from outside.
-func highDemand() error {
-	return booking.Errorf(booking.EOVERLOADED, "HIGH_DEMAND", "Very high demand right now. Nothing was lost; please retry in a few seconds.")
-}
+func highDemand() error { return booking.HighDemand() }
 
 // IsHighDemand reports whether err is the uniform high-demand answer.
 func IsHighDemand(err error) bool { return booking.ErrorReason(err) == "HIGH_DEMAND" }

@@ -49,7 +49,7 @@ type holdResponse struct {
 }
 
 func fareOf(f booking.Fare) *fareJSON {
-	return &fareJSON{TotalPaise: f.TotalPaise, TotalRupees: rupees(f.TotalPaise), Breakup: f.Breakup}
+	return &fareJSON{TotalPaise: f.TotalPaise, TotalRupees: booking.Rupees(f.TotalPaise), Breakup: f.Breakup}
 }
 
 // hold takes seats for a passenger: 201 for HELD or WAITLIST_OFFERED, 200
@@ -167,7 +167,7 @@ func statusOf(v booking.HoldView, now time.Time) statusResponse {
 	case v.BookingStat == booking.BookingWaitlisted:
 		s.State, s.Message = "WAITLISTED", "Your ticket is waitlisted at TQWL/"+strconv.Itoa(v.WaitlistNo)+". PNR "+v.PNR+"."
 	case v.BookingStat == booking.BookingCancelled && v.RefundDue > 0:
-		s.State, s.Message = "CANCELLED", "Your ticket is cancelled. ₹"+rupees(v.RefundDue)+" will be refunded."
+		s.State, s.Message = "CANCELLED", "Your ticket is cancelled. ₹"+booking.Rupees(v.RefundDue)+" will be refunded."
 	case v.BookingStat == booking.BookingCancelled:
 		s.State, s.Message = "CANCELLED", "Your ticket is cancelled. Confirmed Tatkal tickets are not refunded on cancellation."
 	case v.State == booking.HoldHeld:

@@ -31,7 +31,7 @@ type paymentResponse struct {
 }
 
 func paymentOf(v payment.View) paymentResponse {
-	r := paymentResponse{View: v, Amount: rupees(v.AmountPaise)}
+	r := paymentResponse{View: v, Amount: booking.Rupees(v.AmountPaise)}
 	by := v.Deadline.In(booking.IST).Format("15:04")
 	switch v.State {
 	case payment.Success:
@@ -127,7 +127,7 @@ func (a *API) wallet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, walletResponse{BalancePaise: bal, Balance: rupees(bal), Entries: entries})
+	writeJSON(w, http.StatusOK, walletResponse{BalancePaise: bal, Balance: booking.Rupees(bal), Entries: entries})
 }
 
 type topUpRequest struct {
@@ -146,7 +146,7 @@ func (a *API) topUp(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, walletResponse{BalancePaise: bal, Balance: rupees(bal)})
+	writeJSON(w, http.StatusOK, walletResponse{BalancePaise: bal, Balance: booking.Rupees(bal)})
 }
 
 // describePayment turns the latest payment of a hold into the passenger's
@@ -162,7 +162,7 @@ func describePayment(s *statusResponse, v booking.HoldView, pays []payment.View)
 			r := p.Refund
 			if r.State == "PROCESSED" {
 				s.State = "REFUNDED"
-				s.Message = "₹" + rupees(r.AmountPaise) + " was refunded"
+				s.Message = "₹" + booking.Rupees(r.AmountPaise) + " was refunded"
 				if r.GatewayRef != "" {
 					s.Message += " (reference " + r.GatewayRef + ")"
 				}
@@ -173,7 +173,7 @@ func describePayment(s *statusResponse, v booking.HoldView, pays []payment.View)
 				}
 			} else if v.BookingStat != booking.BookingConfirmed && v.BookingStat != booking.BookingWaitlisted {
 				s.State = "REFUND_INITIATED"
-				s.Message = "₹" + rupees(r.AmountPaise) + " is being refunded automatically (" + refundReason(r.Reason) + ")."
+				s.Message = "₹" + booking.Rupees(r.AmountPaise) + " is being refunded automatically (" + refundReason(r.Reason) + ")."
 			}
 			if v.BookingStat == "" || v.BookingStat == booking.BookingCancelled {
 				return

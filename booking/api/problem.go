@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -106,5 +105,3 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	return nil
 }
-
-func rupees(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }

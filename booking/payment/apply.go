@@ -29,13 +29,15 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 		var amount int64
 		var userID int64
 		var holdID uuid.UUID
-		err := tx.QueryRow(ctx, `SELECT state, amount_paise, user_id, hold_id FROM payments WHERE id = $1 FOR UPDATE`, id).
-			Scan(&state, &amount, &userID, &holdID)
+		var shardID int64
+		err := tx.QueryRow(ctx, `SELECT p.state, p.amount_paise, p.user_id, p.hold_id, h.shard_id
+			FROM payments p JOIN holds h ON h.id = p.hold_id WHERE p.id = $1 FOR UPDATE OF p`, id).
+			Scan(&state, &amount, &userID, &holdID, &shardID)
 		if err != nil {
 			return fmt.Errorf("lock payment: %w", err)
 		}
 		if p.AmountPaise != 0 && p.AmountPaise != amount {
-			return booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The gateway reports ₹%s for a ₹%s payment.", rupees(p.AmountPaise), rupees(amount))
+			return booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The gateway reports ₹%s for a ₹%s payment.", booking.Rupees(p.AmountPaise), booking.Rupees(amount))
 		}
 		detail := map[string]any{"psp_ref": p.PSPRef, "gateway_status": p.Status}
 		set := func(to string, extra string, args ...any) error {
@@ -84,7 +86,7 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			if err := set(Failed, ", failure_reason = $5, resolved_at = now()", p.FailureReason); err != nil {
 				return err
 			}
-			after = append(after, func() { s.funnel.Add(s.shardOf(ctx, holdID), funnel.PayFailed, 1) })
+			after = append(after, func() { s.funnel.Add(shardID, funnel.PayFailed, 1) })
 			h, err := booking.LockHoldTx(ctx, tx, holdID)
 			if err != nil {
 				return err
@@ -95,7 +97,7 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 				after = append(after, func() { s.booking.AfterRelease(ctx, h) })
 			}
 			return booking.Notify(ctx, tx, userID, "PAYMENT_FAILED", id.String(), "Payment failed",
-				"Your payment of Rs "+rupees(amount)+" did not go through and nothing was charged. The seats were released.")
+				"Your payment of Rs "+booking.Rupees(amount)+" did not go through and nothing was charged. The seats were released.")
 		case pspapi.StatusSuccess:
 			if state == Success || state == Refunded {
 				return nil // a duplicate callback or a repeated inquiry
@@ -103,7 +105,7 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			if err := set(Success, ", resolved_at = now()"); err != nil {
 				return err
 			}
-			after = append(after, func() { s.funnel.Add(s.shardOf(ctx, holdID), funnel.PaySucceeded, 1) })
+			after = append(after, func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) })
 			return s.settle(ctx, tx, id, holdID, userID, amount, &after)
 		}
 		return fmt.Errorf("unknown gateway status %q", p.Status)
@@ -139,7 +141,7 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, u
 	switch {
 	case others > 0:
 		return refund(booking.RefundDuplicateCharge,
-			"You were charged twice for one booking. The second charge of Rs "+rupees(amount)+" is being refunded automatically.")
+			"You were charged twice for one booking. The second charge of Rs "+booking.Rupees(amount)+" is being refunded automatically.")
 	case h.State == booking.HoldHeld:
 		res, err := s.booking.ConfirmTx(ctx, tx, holdID)
 		if err != nil {
@@ -149,10 +151,10 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, u
 		return nil
 	case h.State == booking.HoldConfirmed:
 		return refund(booking.RefundDuplicateCharge,
-			"This booking was already paid for. Your payment of Rs "+rupees(amount)+" is being refunded automatically.")
+			"This booking was already paid for. Your payment of Rs "+booking.Rupees(amount)+" is being refunded automatically.")
 	case h.State == booking.HoldCancelled:
 		return refund(booking.RefundHoldCancelled,
-			"You cancelled this booking before the payment arrived. Rs "+rupees(amount)+" is being refunded automatically.")
+			"You cancelled this booking before the payment arrived. Rs "+booking.Rupees(amount)+" is being refunded automatically.")
 	default: // EXPIRED or RELEASED: the money came after the seats went back
 		_, err := s.jobs.InsertTx(ctx, tx, LateSuccessArgs{PaymentID: id}, &river.InsertOpts{})
 		return err
@@ -221,8 +223,6 @@ func (s *Service) ResolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 			return err
 		}
 		return booking.Notify(ctx, tx, userID, "REFUND_STARTED", id.String(), "Refund started",
-			"Your bank confirmed the payment after your hold ran out and the seats were gone. Rs "+rupees(amount)+" is being refunded in full.")
+			"Your bank confirmed the payment after your hold ran out and the seats were gone. Rs "+booking.Rupees(amount)+" is being refunded in full.")
 	})
 }
-
-func rupees(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }

@@ -69,6 +69,7 @@ func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRe
 	}
 	now := time.Now()
 	var confirmed booking.ConfirmResult
+	var shardID, amount int64
 	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		h, err := booking.LockHoldTx(ctx, tx, req.HoldID)
 		if err != nil {
@@ -80,6 +81,7 @@ func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRe
 		if err := s.checkPayable(ctx, tx, h, now); err != nil {
 			return err
 		}
+		shardID, amount = h.ShardID, h.FarePaise
 		state, deadline := Initiated, now.Add(s.cfg.ResolutionDeadline)
 		if req.Method == Wallet {
 			state, deadline = Success, now
@@ -118,7 +120,6 @@ func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRe
 		}
 		return View{}, err
 	}
-	shardID := s.shardOf(ctx, req.HoldID)
 	s.funnel.Add(shardID, funnel.PayInitiated, 1)
 	if req.Method == Wallet {
 		s.funnel.Add(shardID, funnel.PaySucceeded, 1)
@@ -126,7 +127,7 @@ func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRe
 		return s.Get(ctx, c.UserID, id)
 	}
 	start := time.Now()
-	s.sendToGateway(ctx, id, gateway, req)
+	s.sendToGateway(ctx, id, gateway, req, shardID, amount)
 	s.funnel.Observe(funnel.PayInitiated, time.Since(start))
 	return s.Get(ctx, c.UserID, id)
 }
@@ -209,15 +210,10 @@ func (s *Service) checkPayable(ctx context.Context, tx pgx.Tx, h booking.HoldInf
 
 // sendToGateway creates the payment at its gateway and records the answer.
 // A timeout or an unreadable answer leaves it UNKNOWN for the inquiry job.
-func (s *Service) sendToGateway(ctx context.Context, id uuid.UUID, gateway string, req InitiateRequest) {
+func (s *Service) sendToGateway(ctx context.Context, id uuid.UUID, gateway string, req InitiateRequest, shardID, amount int64) {
 	g := s.gateways[gateway]
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
-	var amount int64
-	if err := s.pool.QueryRow(ctx, `SELECT amount_paise FROM payments WHERE id = $1`, id).Scan(&amount); err != nil {
-		s.log.Error("read payment before create", "payment", id, "err", err)
-		return
-	}
 	var p pspapi.Payment
 	took, err := timed(func() error {
 		var err error
@@ -245,7 +241,7 @@ func (s *Service) sendToGateway(ctx context.Context, id uuid.UUID, gateway strin
 		if err := s.markUnknown(bg, id, err); err != nil {
 			s.log.Error("mark payment unknown", "payment", id, "err", err)
 		}
-		s.funnel.Add(s.shardOf(bg, req.HoldID), funnel.PayUnknown, 1)
+		s.funnel.Add(shardID, funnel.PayUnknown, 1)
 	}
 }
 
@@ -264,11 +260,4 @@ func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) er
 		}
 		return event(ctx, tx, id, state, Unknown, "create timed out or failed", map[string]any{"error": cause.Error()})
 	})
-}
-
-// shardOf names a hold's shard for the funnel (0 if it cannot be read).
-func (s *Service) shardOf(ctx context.Context, holdID uuid.UUID) int64 {
-	var id int64
-	s.pool.QueryRow(ctx, `SELECT shard_id FROM holds WHERE id = $1`, holdID).Scan(&id) //nolint:errcheck
-	return id
 }

@@ -112,6 +112,6 @@ func (s *Service) finishRefund(ctx context.Context, refundID, paymentID uuid.UUI
 			where = fmt.Sprintf("to your bank account by %s (reference %s)", expected.In(booking.IST).Format("2 Jan"), gatewayRef)
 		}
 		return booking.Notify(ctx, tx, userID, "REFUND_DONE", refundID.String(), "Refund processed",
-			"Rs "+rupees(amount)+" has been refunded "+where+".")
+			"Rs "+booking.Rupees(amount)+" has been refunded "+where+".")
 	})
 }

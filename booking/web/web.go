@@ -3,7 +3,6 @@
 package web
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -52,7 +51,7 @@ func (p *Pages) paymentReturn(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Internal error.", http.StatusInternalServerError)
 		return
 	}
-	page := views.PaymentReturnPage{PaymentID: id.String(), State: v.State, Amount: rupees(v.AmountPaise), PNR: pnr}
+	page := views.PaymentReturnPage{PaymentID: id.String(), State: v.State, Amount: booking.Rupees(v.AmountPaise), PNR: pnr}
 	by := v.Deadline.In(booking.IST).Format("15:04")
 	switch v.State {
 	case payment.Success:
@@ -78,5 +77,3 @@ func (p *Pages) render(w http.ResponseWriter, r *http.Request, title string, c t
 		p.Log.Error("render page", "path", r.URL.Path, "err", err)
 	}
 }
-
-func rupees(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }

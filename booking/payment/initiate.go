@@ -60,7 +60,7 @@ func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRe
 		}
 		if gateway == "" {
 			return View{}, booking.Errorf(booking.EUNAVAIL, "METHOD_UNAVAILABLE",
-				"Payments by %s are unavailable right now. Your seats are still held; please pay with the wallet or UPI.", methodNames[req.Method])
+				"Payments by %s are unavailable right now. Your seats are still held; please choose another way to pay.", methodNames[req.Method])
 		}
 	}
 	id, err := uuid.NewV7()

@@ -31,14 +31,18 @@ type Health struct {
 	SuccessRate float64 // answers that were not errors or timeouts
 	P95         time.Duration
 	Open        bool // circuit open: no new payments are sent here
+	// Streak is how many of the latest calls failed in a row.
+	Streak int
 }
 
-// Breaker settings: a route whose calls mostly fail over the last minute
-// stops receiving payments for a while, then gets traffic again.
+// Breaker settings: a route whose calls mostly fail over the last minute,
+// or whose latest calls all failed, stops receiving payments for a while,
+// then gets traffic again.
 const (
 	healthWindow     = time.Minute
 	breakerMinCalls  = 10
 	breakerThreshold = 0.5
+	breakerStreak    = 5 // this many failures in a row open it at once
 	breakerCooldown  = 30 * time.Second
 )
 
@@ -93,7 +97,7 @@ func (r *router) observe(ctx context.Context, gw, method string, ok bool, took t
 	pipe.Exec(ctx) //nolint:errcheck // health is advisory; a lost sample changes little
 	if !ok {
 		if h, err := r.health(ctx, Route{Gateway: gw, Method: method}); err == nil && !h.Open &&
-			h.Calls >= breakerMinCalls && h.SuccessRate < breakerThreshold {
+			(h.Streak >= breakerStreak || (h.Calls >= breakerMinCalls && h.SuccessRate < breakerThreshold)) {
 			r.rdb.Set(ctx, r.key(gw, method, "open"), now.Format(time.RFC3339), breakerCooldown) //nolint:errcheck
 		}
 	}
@@ -119,6 +123,9 @@ func (r *router) health(ctx context.Context, rt Route) (Health, error) {
 		h.Calls++
 		if f[1] == "1" {
 			good++
+			h.Streak = 0
+		} else {
+			h.Streak++
 		}
 		ms, _ := strconv.Atoi(f[2])
 		lat = append(lat, ms)

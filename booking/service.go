@@ -45,6 +45,7 @@ type Service struct {
 	levers      Levers
 	admission   *token.Verifier
 	redisPrefix string
+	pause       PauseFunc
 }
 
 // Levers are the operator's switches the hold path obeys, read from a
@@ -69,6 +70,8 @@ type ServiceConfig struct {
 	SweepGrace time.Duration
 	Funnel     *funnel.Recorder // nil: count nothing
 	Levers     Levers           // nil: no operator overrides
+	// Pause is a test hook between the steps of a path; nil in production.
+	Pause PauseFunc
 }
 
 // NewService returns a service. Run its committer with RunCommitter.
@@ -96,6 +99,7 @@ func NewService(cfg ServiceConfig) *Service {
 		core:       cfg.Core,
 		funnel:     cfg.Funnel,
 		levers:     cfg.Levers,
+		pause:      cfg.Pause,
 	}
 }
 

@@ -83,6 +83,8 @@ type Config struct {
 	// Levers are the operator's kill switches and hold windows
 	// (console/levers.Reader); nil: none.
 	Levers Levers
+	// Pause is a test hook between the steps of a path; nil in production.
+	Pause booking.PauseFunc
 }
 
 // Levers are the operator switches the payment path obeys.

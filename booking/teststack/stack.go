@@ -74,6 +74,9 @@ type Options struct {
 	SweepGrace time.Duration
 	// RescueStuckJobsAfter: how soon a job left running by a dead worker is retried.
 	RescueStuckJobsAfter time.Duration
+	// Pause is called at named points of the booking and payment paths
+	// (booking.PauseFunc), for tests that force an interleaving.
+	Pause booking.PauseFunc
 }
 
 // New builds and starts a stack on a fresh database.
@@ -122,7 +125,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	}
 	rec := funnel.New(env.Redis, env.KeyPrefix, log)
 	lev := levers.NewReader(env.Pool, log)
-	svc := booking.NewService(booking.ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: log, Funnel: rec, SweepGrace: opts.SweepGrace, Levers: lev,
+	svc := booking.NewService(booking.ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: log, Funnel: rec, SweepGrace: opts.SweepGrace, Levers: lev, Pause: opts.Pause,
 		Catalog: booking.NewCatalog(env.Pool, time.Minute), Core: prs.NewClient(coreServer.URL, "test-core", &http.Client{Timeout: 5 * time.Second})})
 	srv := httptest.NewUnstartedServer(nil)
 	var gws []payment.GatewayConfig
@@ -133,7 +136,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		CallbackURL: "http://" + srv.Listener.Addr().String() + "/v1/internal/payments/callback",
 		ReturnURL:   "http://" + srv.Listener.Addr().String() + "/payments/return",
 		HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
-		LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, Log: log, Funnel: rec, Levers: lev})
+		LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, Log: log, Funnel: rec, Levers: lev, Pause: opts.Pause})
 	svcs.Booking, svcs.Payments = svc, pay
 	signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
 	if err != nil {

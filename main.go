@@ -314,7 +314,7 @@ func (m *Main) Handler() (http.Handler, error) {
 	(&web.Pages{Booking: m.Booking, Payments: m.Payments, Log: slog.Default()}).Routes(r)
 	api.New(api.Config{Service: m.Booking, Payments: m.Payments, Pool: m.Pool, Signer: signer, MaxHoldsInFlight: m.Config.MaxHoldsInFlight, Admission: m.Admission}).Routes(r)
 	console.New(console.Config{Pool: m.Pool, Redis: m.Redis, Store: m.Store, Booking: m.Booking, Payments: m.Payments, Funnel: m.Funnel,
-		River: m.River, AdminToken: m.Config.AdminToken, HoldWindow: m.Config.HoldWindow, QueueDepth: m.Admission.Depth}).Routes(r)
+		River: m.River, HoldWindow: m.Config.HoldWindow, QueueDepth: m.Admission.Depth}).Routes(r)
 	return http.NewCrossOriginProtection().Handler(r), nil
 }
 

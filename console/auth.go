@@ -26,17 +26,30 @@ const (
 	loginCSRF     = "tatkal_console_login"
 )
 
-// User is the signed-in console user.
+// User is the signed-in console user, or the user a personal API token
+// acts as.
 type User struct {
 	ID    int64
 	Login string
 	Name  string
 	Role  string
 	CSRF  string
+	Flash string // the session's pending notice, shown once by render
+
+	session []byte // SHA-256 of the session cookie; nil for an API token
+	// TokenID is the personal API token in use (0: a console session);
+	// IssuerID the admin who created it.
+	TokenID, IssuerID int64
 }
 
 // Actor is the user as a lever actor.
-func (u User) Actor() levers.Actor { return levers.Actor{Login: u.Login, Role: u.Role} }
+func (u User) Actor() levers.Actor {
+	a := levers.Actor{UserID: u.ID, Login: u.Login, Role: u.Role, Via: "console"}
+	if u.TokenID != 0 {
+		a.IssuerID, a.Via = u.IssuerID, fmt.Sprintf("api-token %d", u.TokenID)
+	}
+	return a
+}
 
 type ctxKey struct{}
 
@@ -97,11 +110,11 @@ func (c *Console) StartSession(ctx context.Context, u User) (string, time.Time, 
 }
 
 func (c *Console) lookupSession(ctx context.Context, tok string) (User, bool, error) {
-	var u User
+	u := User{session: hashToken(tok)}
 	var expires time.Time
-	err := c.pool.QueryRow(ctx, `SELECT u.id, u.login, u.name, u.role, s.csrf_token, s.expires_at
+	err := c.pool.QueryRow(ctx, `SELECT u.id, u.login, u.name, u.role, s.csrf_token, s.expires_at, coalesce(s.flash, '')
 		FROM console_sessions s JOIN console_users u ON u.id = s.user_id WHERE s.token_hash = $1 AND NOT u.disabled`,
-		hashToken(tok)).Scan(&u.ID, &u.Login, &u.Name, &u.Role, &u.CSRF, &expires)
+		u.session).Scan(&u.ID, &u.Login, &u.Name, &u.Role, &u.CSRF, &expires, &u.Flash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, false, nil
 	}
@@ -192,22 +205,28 @@ func (c *Console) setSessionCookie(w http.ResponseWriter, r *http.Request, tok s
 		Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
 }
 
-// apiAuth accepts the admin token (as actor "admin-token", role admin) or a
-// console session (JSON calls then carry X-CSRF-Token).
+// apiAuth accepts a console user's personal API token (acting as that
+// user, with their role) or a console session (JSON calls then carry
+// X-CSRF-Token). No shared token is an identity.
 func (c *Console) apiAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			if c.cfg.AdminToken == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(c.cfg.AdminToken)) != 1 {
-				apiError(w, http.StatusUnauthorized, "unauthorized", "Wrong admin token.")
+			u, err := c.tokenUser(r.Context(), tok)
+			if err != nil {
+				c.serverError(w, r, err)
 				return
 			}
-			u := User{Login: "admin-token", Name: "admin token", Role: Admin}
+			if u.ID == 0 {
+				apiError(w, http.StatusUnauthorized, "unauthorized",
+					"Unknown, expired or revoked API token. An admin creates personal API tokens under /console/tokens.")
+				return
+			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, u)))
 			return
 		}
 		ck, err := r.Cookie(sessionCookie)
 		if err != nil {
-			apiError(w, http.StatusUnauthorized, "unauthorized", "Send the admin token or a console session.")
+			apiError(w, http.StatusUnauthorized, "unauthorized", "Send a personal API token (Authorization: Bearer) or a console session.")
 			return
 		}
 		u, _, err := c.lookupSession(r.Context(), ck.Value)

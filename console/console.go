@@ -45,8 +45,8 @@ type Config struct {
 	Payments *payment.Service
 	Funnel   *funnel.Recorder
 	River    *river.Client[pgx.Tx] // for River's UI; nil: not mounted
-	// AdminToken lets scripts call /v1/admin/... as "admin-token" (role admin).
-	AdminToken string
+	// Scripts call /v1/admin/... with a console user's personal API token
+	// (created under /console/tokens); there is no shared admin token.
 	HoldWindow time.Duration // for the invariant check's grace
 	// QueueDepth reports a shard's waiting and admitted counts (the waiting
 	// room's Depth); nil shows zeros.
@@ -134,6 +134,9 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Ops, Fraud, Admin)).Get("/lookup", c.lookupPage)
 			r.With(c.roles(Ops, Fraud, Admin)).Get("/trace", c.tracePage)
 			r.With(c.roles(Ops, Finance, Fraud, Admin)).Get("/audit", c.auditPage)
+			r.With(c.roles(Admin)).Get("/tokens", c.tokensPage)
+			r.With(c.roles(Admin)).Post("/tokens", c.tokenCreate)
+			r.With(c.roles(Admin)).Post("/tokens/{id}/revoke", c.tokenRevoke)
 			r.With(c.roles(Finance, Admin)).Get("/finance", c.financePage)
 			r.With(c.roles(Fraud, Admin)).Get("/fraud", c.fraudPage)
 			r.With(c.roles(Admin)).HandleFunc("/river", c.river)

@@ -1,7 +1,9 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -13,6 +15,7 @@ import (
 	"tatkal/booking/auth"
 	"tatkal/booking/teststack"
 	"tatkal/console"
+	"tatkal/console/levers"
 )
 
 const password = "console-test"
@@ -33,6 +36,17 @@ func setup(t *testing.T, opts teststack.Options) *teststack.Stack {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// actor is a seeded console user as a lever actor, as the console form
+// would make it.
+func actor(t *testing.T, s *teststack.Stack, login string) levers.Actor {
+	t.Helper()
+	a := levers.Actor{Login: login, Via: "console"}
+	if err := s.Pool.QueryRow(context.Background(), `SELECT id, role FROM console_users WHERE login = $1`, login).Scan(&a.UserID, &a.Role); err != nil {
+		t.Fatalf("console user %s: %v", login, err)
+	}
+	return a
 }
 
 // browser is an HTTP client with cookies that does not follow redirects.
@@ -102,6 +116,42 @@ func (b *browser) login(login string) {
 	if b.csrf == "" {
 		b.get("/console/audit")
 	}
+}
+
+var newTokenRE = regexp.MustCompile(`data-testid="new-token">(tkc_[A-Za-z0-9_-]+)<`)
+
+// newToken creates a personal API token for login on the console's token
+// page (the browser's user must be an admin) and returns it.
+func (b *browser) newToken(login, label string) string {
+	b.t.Helper()
+	code, body, _ := b.post("/console/tokens", url.Values{"user": {login}, "label": {label}, "days": {"30"}})
+	m := newTokenRE.FindStringSubmatch(body)
+	if code != http.StatusCreated || m == nil {
+		b.t.Fatalf("create a token for %s: %d\n%.2000s", login, code, body)
+	}
+	return m[1]
+}
+
+// api calls /v1/admin with a bearer token (empty: none) and decodes the JSON answer.
+func api(t *testing.T, base, method, path, token string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, base+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out) //nolint:errcheck
+	return resp.StatusCode, out
 }
 
 func ioCopy(dst *strings.Builder, resp *http.Response) (int64, error) {

@@ -3,7 +3,6 @@ package console
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -12,8 +11,6 @@ import (
 	"tatkal/booking"
 	"tatkal/console/levers"
 )
-
-func urlQuery(s string) string { return url.QueryEscape(s) }
 
 // apiProposal is the JSON body of a lever change.
 type apiProposal struct {

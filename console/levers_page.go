@@ -21,7 +21,7 @@ var leverScopes = map[string]string{
 
 // leversPage shows the levers in force and the changes.
 func (c *Console) leversPage(w http.ResponseWriter, r *http.Request) {
-	c.renderLevers(w, r, views.LeversPage{Notice: r.URL.Query().Get("notice")}, http.StatusOK)
+	c.renderLevers(w, r, views.LeversPage{}, http.StatusOK)
 }
 
 func (c *Console) renderLevers(w http.ResponseWriter, r *http.Request, p views.LeversPage, status int) {
@@ -137,7 +137,7 @@ func (c *Console) leverPropose(w http.ResponseWriter, r *http.Request) {
 	if ch.State == "PENDING" {
 		notice = "Change " + strconv.FormatInt(ch.ID, 10) + " waits for a second admin's approval."
 	}
-	http.Redirect(w, r, "/console/levers?notice="+urlQuery(notice), http.StatusSeeOther)
+	c.redirectNotice(w, r, "/console/levers", notice)
 }
 
 func (c *Console) changeAction(w http.ResponseWriter, r *http.Request, approve bool) {
@@ -166,7 +166,7 @@ func (c *Console) changeAction(w http.ResponseWriter, r *http.Request, approve b
 		return
 	}
 	notice := "Change " + strconv.FormatInt(ch.ID, 10) + " is " + ch.State + "."
-	http.Redirect(w, r, "/console/levers?notice="+urlQuery(notice), http.StatusSeeOther)
+	c.redirectNotice(w, r, "/console/levers", notice)
 }
 
 func (c *Console) leverApprove(w http.ResponseWriter, r *http.Request) { c.changeAction(w, r, true) }

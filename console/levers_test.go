@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -26,9 +25,6 @@ func holdReq(user int64, key string, date time.Time) booking.HoldRequest {
 	return booking.HoldRequest{UserID: user, IdempotencyKey: key, Train: "12951", Date: date, Class: "3A", From: "MMCT", To: "NDLS", Passengers: pax()}
 }
 
-var ops = levers.Actor{Login: "ops1", Role: "ops"}
-var admin1 = levers.Actor{Login: "admin1", Role: "admin"}
-var admin2 = levers.Actor{Login: "admin2", Role: "admin"}
 
 func propose(name, scope, value string) levers.Proposal {
 	return levers.Proposal{Name: name, Scope: scope, Value: value, Reason: "test change", Confirm: levers.ConfirmWord(name, scope)}
@@ -39,6 +35,7 @@ func propose(name, scope, value string) levers.Proposal {
 // all refused and change nothing.
 func TestLeverBounds(t *testing.T) {
 	s := setup(t, teststack.Options{})
+	ops := actor(t, s, "ops1")
 	shard, _ := s.DemoShard(t, 20, 5)
 	svc := s.Console.Levers()
 	ctx := context.Background()
@@ -64,8 +61,8 @@ func TestLeverBounds(t *testing.T) {
 		{"unknown lever", ops, propose("teleport", "global", "on"), booking.EINVALID},
 		{"wrong confirmation", ops, levers.Proposal{Name: levers.KillSwitch, Scope: "CARD", Value: "on", Reason: "test", Confirm: "kill_switch"}, booking.EINVALID},
 		{"no reason", ops, levers.Proposal{Name: levers.KillSwitch, Scope: "CARD", Value: "on", Confirm: "kill_switch CARD"}, booking.EINVALID},
-		{"finance may not", levers.Actor{Login: "finance1", Role: "finance"}, propose(levers.KillSwitch, "CARD", "on"), booking.EFORBIDDEN},
-		{"fraud may not", levers.Actor{Login: "fraud1", Role: "fraud"}, propose(levers.KillSwitch, "CARD", "on"), booking.EFORBIDDEN},
+		{"finance may not", actor(t, s, "finance1"), propose(levers.KillSwitch, "CARD", "on"), booking.EFORBIDDEN},
+		{"fraud may not", actor(t, s, "fraud1"), propose(levers.KillSwitch, "CARD", "on"), booking.EFORBIDDEN},
 	}
 	for _, tc := range bad {
 		if _, err := svc.Propose(ctx, tc.a, tc.p); booking.ErrorCode(err) != tc.code {
@@ -89,27 +86,16 @@ func TestLeverBounds(t *testing.T) {
 	if err != nil || ch.State != "PENDING" || !ch.Dangerous {
 		t.Fatalf("admission above ceiling: %v %+v, want pending", err, ch)
 	}
-	// Through the JSON API with the admin token: bounds too.
-	body, _ := json.Marshal(map[string]string{"name": "hold_window", "scope": "NB", "value": "5", "reason": "api test", "confirm": "hold_window NB"})
-	req, _ := http.NewRequest("POST", s.Server.URL+"/v1/admin/levers/changes", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer test-admin")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// Through the JSON API with ops1's personal token: bounds too.
+	a := newBrowser(t, s.Server.URL)
+	a.login("admin1")
+	tok := a.newToken("ops1", "bounds test")
+	if code, _ := api(t, s.Server.URL, "POST", "/v1/admin/levers/changes", tok, map[string]string{"name": "hold_window", "scope": "NB",
+		"value": "5", "reason": "api test", "confirm": "hold_window NB"}); code != http.StatusUnprocessableEntity {
+		t.Fatalf("API out of bounds: %d, want 422", code)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnprocessableEntity {
-		t.Fatalf("API out of bounds: %d, want 422", resp.StatusCode)
-	}
-	req, _ = http.NewRequest("GET", s.Server.URL+"/v1/admin/levers", nil)
-	req.Header.Set("Authorization", "Bearer wrong")
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("API wrong token: %d, want 401", resp.StatusCode)
+	if code, _ := api(t, s.Server.URL, "GET", "/v1/admin/levers", "wrong", nil); code != http.StatusUnauthorized {
+		t.Fatalf("API wrong token: %d, want 401", code)
 	}
 }
 
@@ -121,6 +107,7 @@ func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }
 // made through one is in force in the other within one second.
 func TestLeverReachesSecondProcess(t *testing.T) {
 	s := setup(t, teststack.Options{})
+	ops := actor(t, s, "ops1")
 	second := teststack.Start(t, s.Env, teststack.Options{})
 	ctx := context.Background()
 	// Warm both readers.
@@ -157,6 +144,7 @@ func TestLeverReachesSecondProcess(t *testing.T) {
 // revert then closes the window again.
 func TestWindowExtensionNeedsSecondAdmin(t *testing.T) {
 	s := setup(t, teststack.Options{})
+	ops, admin1, admin2 := actor(t, s, "ops1"), actor(t, s, "admin1"), actor(t, s, "admin2")
 	second := teststack.Start(t, s.Env, teststack.Options{})
 	shard, date := s.DemoShard(t, 10, 0)
 	users := s.Users(t, "winext", 2)
@@ -242,6 +230,7 @@ func TestWindowExtensionNeedsSecondAdmin(t *testing.T) {
 // window lever sets how long a UPI payment keeps the seats.
 func TestKillSwitchAndHoldWindowTakeEffect(t *testing.T) {
 	s := setup(t, teststack.Options{})
+	ops := actor(t, s, "ops1")
 	shard, date := s.DemoShard(t, 1, 5)
 	_ = shard
 	users := s.Users(t, "kill", 3)
@@ -313,26 +302,29 @@ func paymentReq(hold, method string) payment.InitiateRequest {
 	return payment.InitiateRequest{HoldID: id, Method: method, VPA: "asha@upi", IdempotencyKey: "pay-" + method + "-" + hold[:8]}
 }
 
-// TestAdminAPI: the JSON API under /v1/admin with the admin token and with
-// a console session (X-CSRF-Token): a dangerous change proposed by the
-// token waits, the token cannot approve it, an admin's session can.
+// TestAdminAPI: the JSON API under /v1/admin with personal API tokens and
+// with a console session (X-CSRF-Token). Two-person approval holds by user
+// id whatever path each person takes: a change proposed with admin1's
+// token cannot be approved by admin1's console session, nor one proposed
+// in admin2's console by admin2's token, nor by a token admin1 created
+// for admin2 when admin1 proposed; another admin's token or session can.
 func TestAdminAPI(t *testing.T) {
 	s := setup(t, teststack.Options{})
-	call := func(method, path, token, csrf string, body any, b *browser) (int, map[string]any) {
+	ctx := context.Background()
+	b1 := newBrowser(t, s.Server.URL)
+	b1.login("admin1")
+	b2 := newBrowser(t, s.Server.URL)
+	b2.login("admin2")
+	tok1 := b1.newToken("admin1", "admin1 script")
+	tok2 := b2.newToken("admin2", "admin2 script")
+	tok2by1 := b1.newToken("admin2", "made by admin1 for admin2")
+	session := func(b *browser, method, path, csrf string) (int, map[string]any) {
 		t.Helper()
-		raw, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, s.Server.URL+path, bytes.NewReader(raw))
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
+		req, _ := http.NewRequest(method, s.Server.URL+path, nil)
 		if csrf != "" {
 			req.Header.Set("X-CSRF-Token", csrf)
 		}
-		client := http.DefaultClient
-		if b != nil {
-			client = b.c
-		}
-		resp, err := client.Do(req)
+		resp, err := b.c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,37 +333,96 @@ func TestAdminAPI(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&out) //nolint:errcheck
 		return resp.StatusCode, out
 	}
-	code, ch := call("POST", "/v1/admin/levers/changes", "test-admin", "", map[string]string{"name": "route", "scope": "swiftpay/NB",
-		"value": "0,off", "reason": "swiftpay NB down", "confirm": "route swiftpay/NB"}, nil)
-	if code != http.StatusCreated || ch["State"] != "APPLIED" {
+	state := func(id int64) (st, approver string) {
+		s.Pool.QueryRow(ctx, `SELECT state, coalesce(approved_by, '') FROM lever_changes WHERE id = $1`, id).Scan(&st, &approver) //nolint:errcheck
+		return
+	}
+
+	// 1. Proposed with admin1's token: neither that token nor admin1's
+	// console (form or JSON) may approve it; admin2's session may.
+	code, ch := api(t, s.Server.URL, "POST", "/v1/admin/levers/changes", tok1, map[string]string{"name": "route", "scope": "swiftpay/NB",
+		"value": "0,off", "reason": "swiftpay NB down", "confirm": "route swiftpay/NB"})
+	if code != http.StatusCreated || ch["State"] != "APPLIED" || ch["ProposedBy"] != "admin1" {
 		t.Fatalf("disable one NB route: %d %v", code, ch)
 	}
-	code, ch = call("POST", "/v1/admin/levers/changes", "test-admin", "", map[string]string{"name": "route", "scope": "bharatpg/NB",
-		"value": "0,off", "reason": "both NB routes down", "confirm": "route bharatpg/NB"}, nil)
+	code, ch = api(t, s.Server.URL, "POST", "/v1/admin/levers/changes", tok1, map[string]string{"name": "route", "scope": "bharatpg/NB",
+		"value": "0,off", "reason": "both NB routes down", "confirm": "route bharatpg/NB"})
 	if code != http.StatusAccepted || ch["State"] != "PENDING" {
 		t.Fatalf("disable the last NB route: %d %v, want 202 pending", code, ch)
 	}
 	id := int64(ch["ID"].(float64))
-	if code, _ := call("POST", "/v1/admin/levers/changes/"+itoa(id)+"/approve", "test-admin", "", nil, nil); code != http.StatusForbidden {
+	approve := "/v1/admin/levers/changes/" + itoa(id) + "/approve"
+	if code, _ := api(t, s.Server.URL, "POST", approve, tok1, nil); code != http.StatusForbidden {
 		t.Fatalf("token approving its own change: %d, want 403", code)
 	}
-	b := newBrowser(t, s.Server.URL)
-	b.login("admin1")
-	if code, _ := call("POST", "/v1/admin/levers/changes/"+itoa(id)+"/approve", "", "", nil, b); code != http.StatusForbidden {
+	if code, _ := session(b1, "POST", approve, b1.csrf); code != http.StatusForbidden {
+		t.Fatalf("admin1's session approving what admin1's token proposed: %d, want 403", code)
+	}
+	if code, _, _ := b1.post("/console/levers/"+itoa(id)+"/approve", nil); code != http.StatusForbidden {
+		t.Fatalf("admin1's console form approving what admin1's token proposed: %d, want 403", code)
+	}
+	if st, _ := state(id); st != "PENDING" {
+		t.Fatalf("refused approvals changed the change: %s", st)
+	}
+	if code, _ := session(b2, "POST", approve, ""); code != http.StatusForbidden {
 		t.Fatalf("session without X-CSRF-Token: %d, want 403", code)
 	}
-	code, ch = call("POST", "/v1/admin/levers/changes/"+itoa(id)+"/approve", "", b.csrf, nil, b)
-	if code != http.StatusOK || ch["State"] != "APPLIED" || ch["ApprovedBy"] != "admin1" {
-		t.Fatalf("approve by session: %d %v", code, ch)
+	code, ch = session(b2, "POST", approve, b2.csrf)
+	if code != http.StatusOK || ch["State"] != "APPLIED" || ch["ApprovedBy"] != "admin2" {
+		t.Fatalf("approve by admin2's session: %d %v", code, ch)
 	}
 	var enabled int
-	s.Pool.QueryRow(context.Background(), `SELECT count(*) FROM payment_routes WHERE method = 'NB' AND enabled`).Scan(&enabled) //nolint:errcheck
+	s.Pool.QueryRow(ctx, `SELECT count(*) FROM payment_routes WHERE method = 'NB' AND enabled`).Scan(&enabled) //nolint:errcheck
 	if enabled != 0 {
 		t.Fatalf("%d NB routes still enabled", enabled)
 	}
+
+	// 2. Vice versa: proposed in admin2's console; admin2's token may not
+	// approve it, admin1's token may.
+	form := url.Values{"name": {"admission_rate"}, "scope": {"global"}, "value": {"6000"}, "reason": {"big window"}, "confirm": {"admission_rate global"}}
+	if code, body, _ := b2.post("/console/levers/propose", form); code != http.StatusSeeOther {
+		t.Fatalf("propose in the console: %d %.500s", code, body)
+	}
+	var id2 int64
+	if err := s.Pool.QueryRow(ctx, `SELECT id FROM lever_changes WHERE state = 'PENDING' AND proposed_by = 'admin2'`).Scan(&id2); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := api(t, s.Server.URL, "POST", "/v1/admin/levers/changes/"+itoa(id2)+"/approve", tok2, nil); code != http.StatusForbidden {
+		t.Fatalf("admin2's token approving admin2's console change: %d, want 403", code)
+	}
+	code, ch = api(t, s.Server.URL, "POST", "/v1/admin/levers/changes/"+itoa(id2)+"/approve", tok1, nil)
+	if code != http.StatusOK || ch["State"] != "APPLIED" || ch["ApprovedBy"] != "admin1" {
+		t.Fatalf("approve by admin1's token: %d %v", code, ch)
+	}
+
+	// 3. A token admin1 made for admin2 is also admin1's: it may not
+	// approve what admin1 proposed.
+	form = url.Values{"name": {"admission_rate"}, "scope": {"global"}, "value": {"7000"}, "reason": {"bigger window"}, "confirm": {"admission_rate global"}}
+	if code, _, _ := b1.post("/console/levers/propose", form); code != http.StatusSeeOther {
+		t.Fatalf("propose by admin1: %d", code)
+	}
+	var id3 int64
+	if err := s.Pool.QueryRow(ctx, `SELECT id FROM lever_changes WHERE state = 'PENDING' AND proposed_by = 'admin1'`).Scan(&id3); err != nil {
+		t.Fatal(err)
+	}
+	code, ch = api(t, s.Server.URL, "POST", "/v1/admin/levers/changes/"+itoa(id3)+"/approve", tok2by1, nil)
+	if code != http.StatusForbidden || ch["code"] != "SAME_PERSON" {
+		t.Fatalf("token admin1 made for admin2 approving admin1's change: %d %v, want 403 SAME_PERSON", code, ch)
+	}
+	if st, _ := state(id3); st != "PENDING" {
+		t.Fatalf("refused approval changed the change: %s", st)
+	}
+	if code, _ := api(t, s.Server.URL, "POST", "/v1/admin/levers/changes/"+itoa(id3)+"/approve", tok2, nil); code != http.StatusOK {
+		t.Fatalf("admin2's own token approving admin1's change: %d", code)
+	}
+	// The database holds the rule too.
+	if _, err := s.Pool.Exec(ctx, `UPDATE lever_changes SET approved_by_id = proposed_by_id WHERE id = $1`, id3); err == nil {
+		t.Fatal("the database let a change be approved by its proposer")
+	}
+
 	f := newBrowser(t, s.Server.URL)
 	f.login("finance1")
-	if code, _ := call("GET", "/v1/admin/levers", "", "", nil, f); code != http.StatusForbidden {
+	if code, _ := session(f, "GET", "/v1/admin/levers", ""); code != http.StatusForbidden {
 		t.Fatalf("finance reading levers: %d, want 403", code)
 	}
 }

@@ -16,6 +16,7 @@ import (
 // opening, the switch is refused.
 func TestShardModeSwitchBeforeTheWindow(t *testing.T) {
 	s := setup(t, teststack.Options{})
+	ops := actor(t, s, "ops1")
 	ctx := context.Background()
 	_, date := s.DemoShard(t, 4, 0)
 	later := date.AddDate(0, 0, 1)

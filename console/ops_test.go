@@ -39,8 +39,11 @@ func TestOperationsPages(t *testing.T) {
 		t.Fatalf("stuck payments page lacks %s: %d\n%.2000s", pay.ID, code, body)
 	}
 	code, _, h := b.post("/console/payments/"+pay.ID.String()+"/inquire", nil)
-	if code != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "notice=") {
+	if code != http.StatusSeeOther || h.Get("Location") != "/console/payments" {
 		t.Fatalf("inquire: %d %s", code, h.Get("Location"))
+	}
+	if _, body, _ := b.get("/console/payments"); !strings.Contains(body, `data-testid="notice"`) || !strings.Contains(body, "Asked the gateway about "+pay.ID.String()) {
+		t.Fatalf("no notice after the inquiry:\n%.2000s", body)
 	}
 	var n int
 	s.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = 'payment.inquire' AND actor = 'ops1' AND subject = $1`, pay.ID.String()).Scan(&n) //nolint:errcheck

@@ -17,7 +17,7 @@ type timeT struct{ t time.Time }
 // paymentsPage lists payments still unresolved (INITIATED, AWAITING_USER,
 // PENDING_AT_BANK, UNKNOWN) older than min_age, oldest first.
 func (c *Console) paymentsPage(w http.ResponseWriter, r *http.Request) {
-	c.renderPayments(w, r, views.PaymentsPage{Notice: r.URL.Query().Get("notice")}, http.StatusOK)
+	c.renderPayments(w, r, views.PaymentsPage{}, http.StatusOK)
 }
 
 func (c *Console) renderPayments(w http.ResponseWriter, r *http.Request, p views.PaymentsPage, status int) {
@@ -86,5 +86,5 @@ func (c *Console) paymentInquire(w http.ResponseWriter, r *http.Request) {
 	if ierr != nil {
 		notice = fmt.Sprintf("Inquiry about %s did not finish (%v); it stays %s and the inquiry job keeps trying.", id, userError(ierr), state)
 	}
-	http.Redirect(w, r, "/console/payments?notice="+urlQuery(notice), http.StatusSeeOther)
+	c.redirectNotice(w, r, "/console/payments", notice)
 }

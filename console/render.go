@@ -27,6 +27,7 @@ var nav = []struct {
 	{views.NavItem{Href: "/console/audit", Label: "Audit", Key: "audit"}, []string{Ops, Finance, Fraud, Admin}},
 	{views.NavItem{Href: "/console/finance", Label: "Finance", Key: "finance"}, []string{Finance, Admin}},
 	{views.NavItem{Href: "/console/fraud", Label: "Fraud", Key: "fraud"}, []string{Fraud, Admin}},
+	{views.NavItem{Href: "/console/tokens", Label: "API tokens", Key: "tokens"}, []string{Admin}},
 	{views.NavItem{Href: "/console/river/", Label: "Jobs", Key: "river"}, []string{Admin}},
 }
 
@@ -53,8 +54,10 @@ func firstPage(role string) string {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, title string, content templ.Component) {
 	u, _ := userFrom(r.Context())
 	active := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/console/"), "/", 2)[0]
+	n := navFor(u, active)
+	n.Notice = c.takeNotice(r)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := views.ConsolePage(title, navFor(u, active), content).Render(r.Context(), w); err != nil {
+	if err := views.ConsolePage(title, n, content).Render(r.Context(), w); err != nil {
 		c.log.Error("render console page", "path", r.URL.Path, "err", err)
 	}
 }

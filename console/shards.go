@@ -17,7 +17,7 @@ import (
 // shardsPage lists every shard: seats from Redis, holds and bookings from
 // PostgreSQL, and the invariant check.
 func (c *Console) shardsPage(w http.ResponseWriter, r *http.Request) {
-	c.renderShards(w, r, views.ShardsPage{Notice: r.URL.Query().Get("notice")}, http.StatusOK)
+	c.renderShards(w, r, views.ShardsPage{}, http.StatusOK)
 }
 
 func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.ShardsPage, status int) {
@@ -97,5 +97,5 @@ func (c *Console) shardRebuild(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/console/shards?notice="+urlQuery(fmt.Sprintf("Shard %d rebuilt from PostgreSQL under epoch %d.", id, epoch)), http.StatusSeeOther)
+	c.redirectNotice(w, r, "/console/shards", fmt.Sprintf("Shard %d rebuilt from PostgreSQL under epoch %d.", id, epoch))
 }

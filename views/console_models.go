@@ -13,6 +13,9 @@ type ConsoleNav struct {
 	CSRF   string
 	Active string
 	Items  []NavItem
+	// Notice is the session's flash message: set by the server before a
+	// redirect, shown once, never taken from the URL.
+	Notice string
 }
 
 // NavItem is one navigation link.
@@ -20,7 +23,8 @@ type NavItem struct {
 	Href, Label, Key string
 }
 
-// ConsoleLoginPage is the sign-in form.
+// ConsoleLoginPage is the sign-in form. Notice is one of the server's
+// fixed texts (signed out, session expired), chosen by a flag.
 type ConsoleLoginPage struct {
 	Next   string
 	Error  string
@@ -144,7 +148,6 @@ type LeversPage struct {
 	Form       LeverForm
 	Preview    *LeverPreview
 	Error      string
-	Notice     string
 	CanApprove bool
 	Me         string
 }
@@ -180,9 +183,8 @@ type LeverChange struct {
 
 // ShardsPage lists the shards with their seat figures.
 type ShardsPage struct {
-	Rows   []ShardRow
-	Error  string
-	Notice string
+	Rows  []ShardRow
+	Error string
 }
 
 // ShardRow is one shard.
@@ -202,7 +204,6 @@ type PaymentsPage struct {
 	MinAge string
 	Rows   []PaymentRow
 	Error  string
-	Notice string
 }
 
 // PaymentRow is one stuck payment.
@@ -243,14 +244,48 @@ type TraceEvent struct {
 	Detail string
 }
 
-// AuditPage lists the audit log, newest first.
+// AuditPage lists the audit log, newest first, a page at a time.
 type AuditPage struct {
-	Rows   []AuditRow
-	Action string
+	Rows       []AuditRow
+	Action     string // filter: action prefix
+	Actor      string // filter: exact actor
+	OlderHref  string // next page back, filters kept; empty on the last page
+	NewestHref string // back to the first page; empty on it
+	Error      string
 }
 
 // AuditRow is one audit record.
 type AuditRow struct {
 	ID                                 int64
 	At, Actor, Action, Subject, Detail string
+}
+
+// TokensPage lists personal API tokens and creates them.
+type TokensPage struct {
+	Users  []TokenUser
+	Tokens []TokenRow
+	Form   TokenForm
+	Error  string
+	// NewToken is the token just created, shown on this page only.
+	NewToken    string
+	NewTokenID  int64
+	NewTokenFor string
+}
+
+// TokenUser is a console user a token can be made for.
+type TokenUser struct {
+	Login, Role string
+}
+
+// TokenForm is the create form's fields.
+type TokenForm struct {
+	User, Label, Days string
+}
+
+// TokenRow is one token (never its value).
+type TokenRow struct {
+	ID                                  int64
+	Login, Role, Label, Hint, CreatedBy string
+	Created, Expires, LastUsed, State   string
+	Revoked, RevokedBy                  string
 }

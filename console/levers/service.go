@@ -2,7 +2,6 @@ package levers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,11 +16,42 @@ import (
 	"tatkal/booking/db"
 )
 
-// Actor is who asks for a change.
+// Actor is the person who asks for a change: a console user, signed in
+// or acting through one of their personal API tokens.
 type Actor struct {
-	Login string
-	Role  string // ops, finance, fraud, admin
+	UserID int64  // console_users.id; 0 is nobody and may change nothing
+	Login  string // for display and the audit log; the id decides
+	Role   string // ops, finance, fraud, admin
+	// IssuerID is the admin who created the API token in use, when that is
+	// someone other than the user: they have seen the token, so for
+	// two-person approval they count as acting too.
+	IssuerID int64
+	Via      string // "console" or "api-token N", for the audit log
 }
+
+// people are the users who may be behind a's action.
+func (a Actor) people() []int64 {
+	if a.IssuerID != 0 && a.IssuerID != a.UserID {
+		return []int64{a.UserID, a.IssuerID}
+	}
+	return []int64{a.UserID}
+}
+
+func nullID(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+func (a Actor) issuer() *int64 {
+	if a.IssuerID == a.UserID {
+		return nil
+	}
+	return nullID(a.IssuerID)
+}
+
+var errNobody = booking.Errorf(booking.EFORBIDDEN, "NO_PERSON", "Lever changes are made by a console user, signed in or with their own API token.")
 
 // CanPropose reports whether a role may propose lever changes.
 func CanPropose(role string) bool { return role == "ops" || role == "admin" }
@@ -71,6 +101,8 @@ type Change struct {
 	RevertAfter time.Duration
 	RevertAt    *time.Time
 	RevertedAt  *time.Time
+
+	proposedByID, proposerIssuerID int64 // who decides two-person approval
 }
 
 // Current returns the value in force of a lever and whether it is the default.
@@ -226,6 +258,9 @@ func parseInt(v string) (int64, error) {
 // Propose records a change. A safe change is applied at once; a dangerous
 // one waits for a second admin. The confirmation must be typed exactly.
 func (s *Service) Propose(ctx context.Context, a Actor, p Proposal) (Change, error) {
+	if a.UserID == 0 {
+		return Change{}, errNobody
+	}
 	if !CanPropose(a.Role) {
 		return Change{}, booking.Errorf(booking.EFORBIDDEN, "ROLE", "Only ops and admin may change levers.")
 	}
@@ -248,19 +283,20 @@ func (s *Service) Propose(ctx context.Context, a Actor, p Proposal) (Change, err
 		if p.RevertAfter > 0 {
 			revert = &p.RevertAfter
 		}
-		err = tx.QueryRow(ctx, `INSERT INTO lever_changes (name, scope, old_value, new_value, reason, dangerous, state, proposed_by, revert_after)
-			VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', $7, $8) RETURNING id`,
-			pv.Name, pv.Scope, pv.Old, pv.New, strings.TrimSpace(p.Reason), pv.Dangerous, a.Login, revert).Scan(&ch.ID)
+		err = tx.QueryRow(ctx, `INSERT INTO lever_changes (name, scope, old_value, new_value, reason, dangerous, state, proposed_by,
+			revert_after, proposed_by_id, proposed_by_issuer_id)
+			VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', $7, $8, $9, $10) RETURNING id`,
+			pv.Name, pv.Scope, pv.Old, pv.New, strings.TrimSpace(p.Reason), pv.Dangerous, a.Login, revert, a.UserID, a.issuer()).Scan(&ch.ID)
 		if err != nil {
 			return fmt.Errorf("insert lever change: %w", err)
 		}
 		if err := audit(ctx, tx, a.Login, "lever.propose", pv.Name+" "+pv.Scope, map[string]any{
 			"change_id": ch.ID, "lever": pv.Name, "scope": pv.Scope, "old": pv.Old, "new": pv.New, "reason": p.Reason,
-			"dangerous": pv.Dangerous, "why": pv.DangerousWhy, "revert_after": p.RevertAfter.String()}); err != nil {
+			"dangerous": pv.Dangerous, "why": pv.DangerousWhy, "revert_after": p.RevertAfter.String(), "via": a.Via}); err != nil {
 			return err
 		}
 		if !pv.Dangerous {
-			return s.applyTx(ctx, tx, ch.ID, a.Login, "")
+			return s.applyTx(ctx, tx, ch.ID, a.Login, Actor{})
 		}
 		return nil
 	})
@@ -274,9 +310,14 @@ func (s *Service) Propose(ctx context.Context, a Actor, p Proposal) (Change, err
 	return ch, err
 }
 
-// Approve applies a pending dangerous change; the approver must be an
-// admin other than the proposer.
+// Approve applies a pending dangerous change. The approver must be an admin
+// and a different person from the proposer, by user id, whichever way each
+// came (console or API token); the admin who issued either one's token
+// counts as that person too.
 func (s *Service) Approve(ctx context.Context, a Actor, id int64) (Change, error) {
+	if a.UserID == 0 {
+		return Change{}, errNobody
+	}
 	if a.Role != "admin" {
 		return Change{}, booking.Errorf(booking.EFORBIDDEN, "ROLE", "Only an admin may approve a change.")
 	}
@@ -288,10 +329,17 @@ func (s *Service) Approve(ctx context.Context, a Actor, id int64) (Change, error
 		if ch.State != "PENDING" {
 			return booking.Errorf(booking.ECONFLICT, "NOT_PENDING", "Change %d is %s, not waiting for approval.", id, ch.State)
 		}
-		if ch.ProposedBy == a.Login {
-			return booking.Errorf(booking.EFORBIDDEN, "SAME_PERSON", "A second admin must approve: you proposed change %d.", id)
+		if ch.proposedByID == 0 {
+			return booking.Errorf(booking.EFORBIDDEN, "NO_PROPOSER",
+				"Change %d was proposed by no console user (the retired shared admin token): reject it and propose it again.", id)
 		}
-		return s.applyTx(ctx, tx, id, a.Login, a.Login)
+		for _, p := range a.people() {
+			if p == ch.proposedByID || p == ch.proposerIssuerID {
+				return booking.Errorf(booking.EFORBIDDEN, "SAME_PERSON",
+					"A second admin must approve change %d: it was proposed by you, or through an API token you hold.", id)
+			}
+		}
+		return s.applyTx(ctx, tx, id, a.Login, a)
 	})
 	if err != nil {
 		return Change{}, err
@@ -310,7 +358,10 @@ func (s *Service) Reject(ctx context.Context, a Actor, id int64, reason string) 
 		if err != nil {
 			return err
 		}
-		if a.Role != "admin" && a.Login != ch.ProposedBy {
+		if a.UserID == 0 {
+			return errNobody
+		}
+		if a.Role != "admin" && a.UserID != ch.proposedByID {
 			return booking.Errorf(booking.EFORBIDDEN, "ROLE", "Only an admin or the proposer may reject change %d.", id)
 		}
 		if ch.State != "PENDING" {
@@ -320,7 +371,7 @@ func (s *Service) Reject(ctx context.Context, a Actor, id int64, reason string) 
 			return fmt.Errorf("reject change: %w", err)
 		}
 		return audit(ctx, tx, a.Login, "lever.reject", ch.Name+" "+ch.Scope, map[string]any{"change_id": id, "reason": reason,
-			"old": ch.Old, "new": ch.New, "proposed_by": ch.ProposedBy})
+			"old": ch.Old, "new": ch.New, "proposed_by": ch.ProposedBy, "via": a.Via})
 	})
 	if err != nil {
 		return Change{}, err
@@ -328,8 +379,9 @@ func (s *Service) Reject(ctx context.Context, a Actor, id int64, reason string) 
 	return s.Get(ctx, id)
 }
 
-// applyTx puts change id in force, in tx, and audits it.
-func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, id int64, actor, approver string) error {
+// applyTx puts change id in force, in tx, and audits it. approver is the
+// zero Actor for a change applied without approval.
+func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, id int64, actor string, approver Actor) error {
 	ch, err := lockChange(ctx, tx, id)
 	if err != nil {
 		return err
@@ -356,17 +408,21 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, id int64, actor, appro
 		return fmt.Errorf("cancel earlier reverts: %w", err)
 	}
 	var approvedBy *string
-	if approver != "" {
-		approvedBy = &approver
+	if approver.UserID != 0 {
+		approvedBy = &approver.Login
 	}
 	var revertAt *time.Time
 	if err := tx.QueryRow(ctx, `UPDATE lever_changes SET state = 'APPLIED', applied_at = now(), approved_by = $2,
-		approved_at = CASE WHEN $2::text IS NULL THEN NULL ELSE now() END, revert_at = now() + revert_after
-		WHERE id = $1 RETURNING revert_at`, id, approvedBy).Scan(&revertAt); err != nil {
+		approved_at = CASE WHEN $2::text IS NULL THEN NULL ELSE now() END, revert_at = now() + revert_after,
+		approved_by_id = $3, approved_by_issuer_id = $4
+		WHERE id = $1 RETURNING revert_at`, id, approvedBy, nullID(approver.UserID), approver.issuer()).Scan(&revertAt); err != nil {
 		return fmt.Errorf("mark change applied: %w", err)
 	}
 	detail := map[string]any{"change_id": id, "lever": ch.Name, "scope": ch.Scope, "old": ch.Old, "new": ch.New,
-		"reason": ch.Reason, "proposed_by": ch.ProposedBy, "approver": approver}
+		"reason": ch.Reason, "proposed_by": ch.ProposedBy, "approver": approver.Login}
+	if approver.Via != "" {
+		detail["approved_via"] = approver.Via
+	}
 	if revertAt != nil {
 		detail["revert_at"] = revertAt.UTC().Format(time.RFC3339)
 	}
@@ -477,30 +533,15 @@ func (s *Service) RevertDue(ctx context.Context) (int, error) {
 	}
 }
 
-func audit(ctx context.Context, tx pgx.Tx, actor, action, subject string, detail map[string]any) error {
-	b, err := json.Marshal(detail)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (actor, action, subject, detail) VALUES ($1, $2, $3, $4)`, actor, action, subject, b); err != nil {
-		return fmt.Errorf("audit %s: %w", action, err)
-	}
-	return nil
-}
-
-// Audit writes one audit record outside a lever change (logins, rebuilds, inquiries).
-func Audit(ctx context.Context, pool *pgxpool.Pool, actor, action, subject string, detail map[string]any) error {
-	return db.Transact(ctx, pool, func(tx pgx.Tx) error { return audit(ctx, tx, actor, action, subject, detail) })
-}
-
 const changeCols = `id, name, scope, old_value, new_value, reason, dangerous, state, proposed_by, proposed_at,
-	coalesce(approved_by, ''), approved_at, applied_at, coalesce(extract(epoch FROM revert_after), 0)::float8, revert_at, reverted_at`
+	coalesce(approved_by, ''), approved_at, applied_at, coalesce(extract(epoch FROM revert_after), 0)::float8, revert_at, reverted_at,
+	coalesce(proposed_by_id, 0), coalesce(proposed_by_issuer_id, 0)`
 
 func scanChange(row pgx.Row) (Change, error) {
 	var c Change
 	var secs float64
 	err := row.Scan(&c.ID, &c.Name, &c.Scope, &c.Old, &c.New, &c.Reason, &c.Dangerous, &c.State, &c.ProposedBy, &c.ProposedAt,
-		&c.ApprovedBy, &c.ApprovedAt, &c.AppliedAt, &secs, &c.RevertAt, &c.RevertedAt)
+		&c.ApprovedBy, &c.ApprovedAt, &c.AppliedAt, &secs, &c.RevertAt, &c.RevertedAt, &c.proposedByID, &c.proposerIssuerID)
 	c.RevertAfter = time.Duration(secs * float64(time.Second))
 	return c, err
 }

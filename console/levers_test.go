@@ -25,7 +25,6 @@ func holdReq(user int64, key string, date time.Time) booking.HoldRequest {
 	return booking.HoldRequest{UserID: user, IdempotencyKey: key, Train: "12951", Date: date, Class: "3A", From: "MMCT", To: "NDLS", Passengers: pax()}
 }
 
-
 func propose(name, scope, value string) levers.Proposal {
 	return levers.Proposal{Name: name, Scope: scope, Value: value, Reason: "test change", Confirm: levers.ConfirmWord(name, scope)}
 }

@@ -414,6 +414,24 @@ func TestAdminAPI(t *testing.T) {
 	if code, _ := api(t, s.Server.URL, "POST", "/v1/admin/levers/changes/"+itoa(id3)+"/approve", tok2, nil); code != http.StatusOK {
 		t.Fatalf("admin2's own token approving admin1's change: %d", code)
 	}
+	// 4. And the other way: ops1's token, made by admin1, proposes; admin1
+	// (the token's issuer) may not approve it, admin2 may.
+	opsTok := b1.newToken("ops1", "ops1 script made by admin1")
+	code, ch = api(t, s.Server.URL, "POST", "/v1/admin/levers/changes", opsTok, map[string]string{"name": "admission_rate", "scope": "global",
+		"value": "8000", "reason": "ops asks", "confirm": "admission_rate global"})
+	if code != http.StatusAccepted || ch["ProposedBy"] != "ops1" {
+		t.Fatalf("ops token proposing: %d %v", code, ch)
+	}
+	id4 := int64(ch["ID"].(float64))
+	if code, _, _ := b1.post("/console/levers/"+itoa(id4)+"/approve", nil); code != http.StatusForbidden {
+		t.Fatalf("admin1 approving what a token admin1 made proposed: %d, want 403", code)
+	}
+	if code, _, _ := b2.post("/console/levers/"+itoa(id4)+"/approve", nil); code != http.StatusSeeOther {
+		t.Fatalf("admin2 approving: %d", code)
+	}
+	if st, by := state(id4); st != "APPLIED" || by != "admin2" {
+		t.Fatalf("change %d: %s by %q, want applied by admin2", id4, st, by)
+	}
 	// The database holds the rule too.
 	if _, err := s.Pool.Exec(ctx, `UPDATE lever_changes SET approved_by_id = proposed_by_id WHERE id = $1`, id3); err == nil {
 		t.Fatal("the database let a change be approved by its proposer")

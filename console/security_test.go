@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tatkal/booking"
 	"tatkal/booking/teststack"
 	"tatkal/console/levers"
 )
@@ -280,5 +281,36 @@ func TestAPITokenLifecycle(t *testing.T) {
 	s.Pool.QueryRow(ctx, `SELECT count(*) FROM console_api_tokens`).Scan(&after) //nolint:errcheck
 	if after != before {
 		t.Fatalf("refused forms created %d tokens", after-before)
+	}
+}
+
+// TestLeverActorIsAPerson: the lever service takes no one's word for who
+// they are: an actor with no user id, a disabled user, or a role claimed
+// above the user's own is refused, changing nothing.
+func TestLeverActorIsAPerson(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	ctx := context.Background()
+	svc := s.Console.Levers()
+	p := levers.Proposal{Name: levers.KillSwitch, Scope: "CARD", Value: "on", Reason: "who am I", Confirm: "kill_switch CARD"}
+	fin := actor(t, s, "finance1")
+	fin.Role = "admin"
+	for name, a := range map[string]levers.Actor{
+		"no user":       {Login: "admin-token", Role: "admin"},
+		"claimed admin": fin,
+	} {
+		if _, err := svc.Propose(ctx, a, p); booking.ErrorCode(err) != booking.EFORBIDDEN {
+			t.Errorf("%s proposing: %v, want forbidden", name, err)
+		}
+	}
+	ops := actor(t, s, "ops1")
+	if _, err := s.Pool.Exec(ctx, `UPDATE console_users SET disabled = true WHERE login = 'ops1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Propose(ctx, ops, p); booking.ErrorCode(err) != booking.EFORBIDDEN {
+		t.Errorf("disabled user proposing: %v, want forbidden", err)
+	}
+	var n int
+	if err := s.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM lever_changes) + (SELECT count(*) FROM console_levers)`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("refused actors changed %d rows (%v)", n, err)
 	}
 }

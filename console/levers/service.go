@@ -53,6 +53,22 @@ func (a Actor) issuer() *int64 {
 
 var errNobody = booking.Errorf(booking.EFORBIDDEN, "NO_PERSON", "Lever changes are made by a console user, signed in or with their own API token.")
 
+// person checks that a is an active console user and takes their role
+// from the database, so no caller can act as nobody or claim a role.
+func (s *Service) person(ctx context.Context, a Actor) (Actor, error) {
+	if a.UserID == 0 {
+		return a, errNobody
+	}
+	err := s.pool.QueryRow(ctx, `SELECT login, role FROM console_users WHERE id = $1 AND NOT disabled`, a.UserID).Scan(&a.Login, &a.Role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, errNobody
+	}
+	if err != nil {
+		return a, fmt.Errorf("console user %d: %w", a.UserID, err)
+	}
+	return a, nil
+}
+
 // CanPropose reports whether a role may propose lever changes.
 func CanPropose(role string) bool { return role == "ops" || role == "admin" }
 
@@ -258,8 +274,9 @@ func parseInt(v string) (int64, error) {
 // Propose records a change. A safe change is applied at once; a dangerous
 // one waits for a second admin. The confirmation must be typed exactly.
 func (s *Service) Propose(ctx context.Context, a Actor, p Proposal) (Change, error) {
-	if a.UserID == 0 {
-		return Change{}, errNobody
+	a, err := s.person(ctx, a)
+	if err != nil {
+		return Change{}, err
 	}
 	if !CanPropose(a.Role) {
 		return Change{}, booking.Errorf(booking.EFORBIDDEN, "ROLE", "Only ops and admin may change levers.")
@@ -268,7 +285,7 @@ func (s *Service) Propose(ctx context.Context, a Actor, p Proposal) (Change, err
 		return Change{}, invalid("Give a reason (3 to 500 characters); it goes in the audit log.")
 	}
 	var ch Change
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		pv, err := s.preview(ctx, tx, p)
 		if err != nil {
 			return err
@@ -315,13 +332,14 @@ func (s *Service) Propose(ctx context.Context, a Actor, p Proposal) (Change, err
 // came (console or API token); the admin who issued either one's token
 // counts as that person too.
 func (s *Service) Approve(ctx context.Context, a Actor, id int64) (Change, error) {
-	if a.UserID == 0 {
-		return Change{}, errNobody
+	a, err := s.person(ctx, a)
+	if err != nil {
+		return Change{}, err
 	}
 	if a.Role != "admin" {
 		return Change{}, booking.Errorf(booking.EFORBIDDEN, "ROLE", "Only an admin may approve a change.")
 	}
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		ch, err := lockChange(ctx, tx, id)
 		if err != nil {
 			return err
@@ -353,13 +371,14 @@ func (s *Service) Approve(ctx context.Context, a Actor, id int64) (Change, error
 
 // Reject turns down a pending change (an admin, or its proposer withdrawing it).
 func (s *Service) Reject(ctx context.Context, a Actor, id int64, reason string) (Change, error) {
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+	a, err := s.person(ctx, a)
+	if err != nil {
+		return Change{}, err
+	}
+	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		ch, err := lockChange(ctx, tx, id)
 		if err != nil {
 			return err
-		}
-		if a.UserID == 0 {
-			return errNobody
 		}
 		if a.Role != "admin" && a.UserID != ch.proposedByID {
 			return booking.Errorf(booking.EFORBIDDEN, "ROLE", "Only an admin or the proposer may reject change %d.", id)

@@ -89,6 +89,23 @@ func TestAuditBounded(t *testing.T) {
 	if !strings.Contains(detail, "evil[31m") {
 		t.Errorf("detail lost its content: %.200s", detail)
 	}
+	// Many capped strings together: kept as a marked excerpt within 8 KB.
+	many := map[string]any{}
+	for i := range 40 {
+		many[strings.Repeat("k", i+1)] = strings.Repeat(`"<\`, 400)
+	}
+	if err := levers.Audit(ctx, s.Pool, "ops1", "test.many", "", many); err != nil {
+		t.Fatalf("audit: %v", err)
+	}
+	var size int
+	var truncated bool
+	if err := s.Pool.QueryRow(ctx, `SELECT octet_length(detail::text), (detail->>'truncated')::bool FROM audit_log WHERE action = 'test.many'`).
+		Scan(&size, &truncated); err != nil {
+		t.Fatal(err)
+	}
+	if !truncated || size > 8<<10 {
+		t.Fatalf("a 48 KB detail stored as %d bytes, truncated %v; want a marked excerpt within 8 KB", size, truncated)
+	}
 }
 
 // TestNoticeFromURLIgnored: ?notice= puts no text on any console page.

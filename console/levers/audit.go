@@ -106,14 +106,28 @@ func auditDetail(detail map[string]any) ([]byte, error) {
 	if err := d.Decode(&v); err != nil {
 		return nil, err
 	}
-	out, err := json.Marshal(cleanJSON(v))
+	out, err := marshalPlain(cleanJSON(v))
 	if err != nil {
 		return nil, err
 	}
 	if len(out) <= auditDetailMax {
 		return out, nil
 	}
-	return json.Marshal(map[string]any{"truncated": true, "bytes": len(out), "excerpt": CleanText(string(out), auditDetailMax/2)})
+	// At most 2 bytes a byte once escaped (quotes, backslashes), so the
+	// excerpt keeps the record within the cap.
+	return marshalPlain(map[string]any{"truncated": true, "bytes": len(out), "excerpt": CleanText(string(out), auditDetailMax/2-64)})
+}
+
+// marshalPlain is json.Marshal without HTML escaping (a "<" stays one
+// byte; the page escapes what it shows).
+func marshalPlain(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 func cleanJSON(v any) any {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"tatkal/console/levers"
+	"tatkal/booking/audit"
 	"tatkal/views"
 )
 
@@ -28,7 +28,7 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 		before = n
 	}
 	for _, f := range []string{p.Action, p.Actor} {
-		if len(f) > 100 || levers.CleanText(f, 100) != f {
+		if len(f) > 100 || audit.CleanText(f, 100) != f {
 			p.Error = "Filters are plain text up to 100 characters."
 		}
 	}

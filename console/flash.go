@@ -3,7 +3,7 @@ package console
 import (
 	"net/http"
 
-	"tatkal/console/levers"
+	"tatkal/booking/audit"
 )
 
 // Notices after a form (a flash): kept with the console session and shown
@@ -16,7 +16,7 @@ const flashMax = 1000
 func (c *Console) redirectNotice(w http.ResponseWriter, r *http.Request, path, notice string) {
 	if u, _ := userFrom(r.Context()); u.session != nil {
 		if _, err := c.pool.Exec(r.Context(), `UPDATE console_sessions SET flash = $2 WHERE token_hash = $1`,
-			u.session, levers.CleanText(notice, flashMax)); err != nil {
+			u.session, audit.CleanText(notice, flashMax)); err != nil {
 			// The change is done; only its notice is lost.
 			c.log.Warn("store console notice", "err", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking"
+	"tatkal/booking/audit"
 	"tatkal/booking/db"
 	"tatkal/console/levers"
 	"tatkal/views"
@@ -54,7 +55,7 @@ func (c *Console) tokenUser(ctx context.Context, tok string) (User, error) {
 // the same transaction. It returns the token, shown once.
 func (c *Console) createToken(ctx context.Context, by User, forLogin, label string, days int) (string, int64, error) {
 	label = strings.TrimSpace(label)
-	if label == "" || len(label) > 80 || levers.CleanText(label, 80) != label {
+	if label == "" || len(label) > 80 || audit.CleanText(label, 80) != label {
 		return "", 0, booking.Errorf(booking.EINVALID, "BAD_LABEL", "Give the token a label of 1 to 80 plain characters (what it is for).")
 	}
 	if days < 1 || days > apiTokenDaysMax {

@@ -48,7 +48,7 @@ ALTER TABLE lever_changes ADD CONSTRAINT lever_changes_two_people CHECK (
 -- cleared when shown). Never taken from the URL.
 ALTER TABLE console_sessions ADD COLUMN flash text CHECK (length(flash) <= 1000);
 
--- The audit writer (console/levers/audit.go) truncates and cleans; these
+-- The audit writer (booking/audit) truncates and cleans; these
 -- looser bounds catch any other writer. NOT VALID: old rows stay as they are.
 ALTER TABLE audit_log ADD CONSTRAINT audit_log_bounded CHECK (
     length(actor) <= 200 AND length(action) <= 100 AND length(subject) <= 500

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"tatkal/booking"
+	"tatkal/booking/audit"
 	"tatkal/booking/db"
 )
 
@@ -307,7 +308,7 @@ func (s *Service) Propose(ctx context.Context, a Actor, p Proposal) (Change, err
 		if err != nil {
 			return fmt.Errorf("insert lever change: %w", err)
 		}
-		if err := audit(ctx, tx, a.Login, "lever.propose", pv.Name+" "+pv.Scope, map[string]any{
+		if err := audit.Write(ctx, tx, a.Login, "lever.propose", pv.Name+" "+pv.Scope, map[string]any{
 			"change_id": ch.ID, "lever": pv.Name, "scope": pv.Scope, "old": pv.Old, "new": pv.New, "reason": p.Reason,
 			"dangerous": pv.Dangerous, "why": pv.DangerousWhy, "revert_after": p.RevertAfter.String(), "via": a.Via}); err != nil {
 			return err
@@ -389,7 +390,7 @@ func (s *Service) Reject(ctx context.Context, a Actor, id int64, reason string) 
 		if _, err := tx.Exec(ctx, `UPDATE lever_changes SET state = 'REJECTED' WHERE id = $1`, id); err != nil {
 			return fmt.Errorf("reject change: %w", err)
 		}
-		return audit(ctx, tx, a.Login, "lever.reject", ch.Name+" "+ch.Scope, map[string]any{"change_id": id, "reason": reason,
+		return audit.Write(ctx, tx, a.Login, "lever.reject", ch.Name+" "+ch.Scope, map[string]any{"change_id": id, "reason": reason,
 			"old": ch.Old, "new": ch.New, "proposed_by": ch.ProposedBy, "via": a.Via})
 	})
 	if err != nil {
@@ -413,7 +414,7 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, id int64, actor string
 		if _, err := tx.Exec(ctx, `UPDATE lever_changes SET state = 'SUPERSEDED' WHERE id = $1`, id); err != nil {
 			return err
 		}
-		if err := audit(ctx, tx, actor, "lever.superseded", ch.Name+" "+ch.Scope, map[string]any{"change_id": id, "old": ch.Old, "now": cur}); err != nil {
+		if err := audit.Write(ctx, tx, actor, "lever.superseded", ch.Name+" "+ch.Scope, map[string]any{"change_id": id, "old": ch.Old, "now": cur}); err != nil {
 			return err
 		}
 		return nil
@@ -445,7 +446,7 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, id int64, actor string
 	if revertAt != nil {
 		detail["revert_at"] = revertAt.UTC().Format(time.RFC3339)
 	}
-	return audit(ctx, tx, ch.ProposedBy, "lever.change", ch.Name+" "+ch.Scope, detail)
+	return audit.Write(ctx, tx, ch.ProposedBy, "lever.change", ch.Name+" "+ch.Scope, detail)
 }
 
 // write stores a lever's value where it lives.
@@ -541,7 +542,7 @@ func (s *Service) RevertDue(ctx context.Context) (int, error) {
 				return fmt.Errorf("mark reverted: %w", err)
 			}
 			n++
-			return audit(ctx, tx, "auto-revert", "lever.revert", ch.Name+" "+ch.Scope, detail)
+			return audit.Write(ctx, tx, "auto-revert", "lever.revert", ch.Name+" "+ch.Scope, detail)
 		})
 		if err != nil {
 			return n, err

@@ -198,6 +198,26 @@ func TestBrowserOpsAndApproval(t *testing.T) {
 		do("open "+p, chromedp.Navigate(base+"/console/"+p), chromedp.WaitVisible(chromedp.CSS(`main`)))
 		shot(strings.NewReplacer("?", "-", "=", "-").Replace(p))
 	}
+
+	// 7. admin2 gives ops1 a personal API token: shown once, then revoked.
+	do("tokens", chromedp.Navigate(base+"/console/tokens"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=token-form]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=token-user]`), "ops1"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=token-label]`), "ops1 deploy script"))
+	submit("create token", `[data-testid=token-create]`)
+	tok := text(`[data-testid=new-token]`)
+	if !strings.HasPrefix(tok, "tkc_") {
+		t.Fatalf("new token: %q", tok)
+	}
+	shot("token-created")
+	var tokenID int64
+	if err := s.Pool.QueryRow(ctxb, `SELECT id FROM console_api_tokens WHERE label = 'ops1 deploy script'`).Scan(&tokenID); err != nil {
+		t.Fatal(err)
+	}
+	submit("revoke token", fmt.Sprintf(`[data-testid=revoke-%d]`, tokenID))
+	if got := text(`[data-testid=notice]`); !strings.Contains(got, "revoked") {
+		t.Fatalf("after revoking: %q", got)
+	}
+	shot("token-revoked")
 }
 
 func anyHold(t *testing.T, s *teststack.Stack, shard int64) (int64, uuid.UUID) {

@@ -59,8 +59,7 @@ type Options struct {
 	// Gateways are the gateways Payments knows: the callback phase's
 	// payments are made at a simulator of the bench's with the same ids and
 	// keys, and their webhooks signed with these secrets. Default: the
-	// simulator's dev gateways (pspsim.DefaultGateways), as main.go
-	// configures.
+	// simulator's gateways with fresh random secrets (pspsim.NewGateways).
 	Gateways []payment.GatewayConfig
 	// WalletUsers is how many wallet-funded users the wallet phase may
 	// spend, one per confirmation. Zero: Concurrency plus 2,000 per second
@@ -118,8 +117,8 @@ func (o Options) withDefaults() (Options, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if len(o.Gateways) == 0 {
-		for _, g := range pspsim.DefaultGateways() {
-			o.Gateways = append(o.Gateways, payment.GatewayConfig{ID: g.ID, APIKey: g.APIKey, WebhookSecret: g.WebhookSecret})
+		for _, g := range pspsim.NewGateways() {
+			o.Gateways = append(o.Gateways, payment.GatewayConfig{ID: g.ID, APIKey: g.APIKeys[0], WebhookSecrets: [][]byte{g.WebhookSecret}})
 		}
 	}
 	perSecond := func(n int) int { return o.Concurrency + int(float64(n)*o.Duration.Seconds()) }

@@ -164,8 +164,8 @@ func prepareCallbacks(ctx context.Context, env *runEnv) error {
 	simGws := make([]pspsim.GatewayConfig, 0, len(opts.Gateways))
 	secrets := map[string][]byte{}
 	for _, g := range opts.Gateways {
-		simGws = append(simGws, pspsim.GatewayConfig{ID: g.ID, APIKey: g.APIKey, WebhookSecret: g.WebhookSecret})
-		secrets[g.ID] = g.WebhookSecret
+		simGws = append(simGws, pspsim.GatewayConfig{ID: g.ID, APIKeys: []string{g.APIKey}, WebhookSecret: g.WebhookSecrets[0]})
+		secrets[g.ID] = g.WebhookSecrets[0]
 	}
 	schema := "bench_psp_" + env.runID
 	sim, err := pspsim.New(ctx, pspsim.Config{Pool: opts.Pool, Schema: schema, Gateways: simGws, Log: opts.Log,
@@ -188,7 +188,7 @@ func prepareCallbacks(ctx context.Context, env *runEnv) error {
 	}
 	var gws []payment.GatewayConfig
 	for _, g := range opts.Gateways {
-		gws = append(gws, payment.GatewayConfig{ID: g.ID, BaseURL: simURL, APIKey: g.APIKey, WebhookSecret: g.WebhookSecret})
+		gws = append(gws, payment.GatewayConfig{ID: g.ID, BaseURL: simURL, APIKey: g.APIKey, WebhookSecrets: g.WebhookSecrets})
 	}
 	pays := payment.New(payment.Config{Pool: opts.Pool, Redis: opts.Redis, Prefix: "bench:pay" + env.runID, Booking: opts.Service,
 		Jobs: jobs, Gateways: gws, CallbackURL: env.baseURL + "/v1/internal/payments/callback", ReturnURL: env.baseURL + "/payments/return",

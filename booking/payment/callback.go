@@ -30,7 +30,7 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 	if g == nil {
 		return reject(booking.Errorf(booking.EUNAUTH, "UNKNOWN_GATEWAY", "Unknown gateway %q.", gw))
 	}
-	switch err := pspapi.Verify(g.cfg.WebhookSecret, h.Get(pspapi.HeaderTimestamp), h.Get(pspapi.HeaderSignature), body, time.Now()); {
+	switch err := pspapi.VerifyAny(g.cfg.WebhookSecrets, h.Get(pspapi.HeaderTimestamp), h.Get(pspapi.HeaderSignature), body, time.Now()); {
 	case errors.Is(err, pspapi.ErrReplayed):
 		return reject(booking.Errorf(booking.EUNAUTH, "REPLAYED", "The callback's timestamp is outside the replay window."))
 	case err != nil:

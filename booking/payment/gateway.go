@@ -16,10 +16,12 @@ import (
 
 // GatewayConfig is how we reach one gateway.
 type GatewayConfig struct {
-	ID            string
-	BaseURL       string // e.g. http://127.0.0.1:8081 (the /gw/{id} prefix is added)
-	APIKey        string
-	WebhookSecret []byte
+	ID      string
+	BaseURL string // e.g. http://127.0.0.1:8081 (the /gw/{id} prefix is added)
+	APIKey  string
+	// WebhookSecrets are every secret a callback may be signed with: during
+	// a rotation the gateway's new one and the old, newest first.
+	WebhookSecrets [][]byte
 }
 
 // gatewayClient speaks pspapi to one gateway.

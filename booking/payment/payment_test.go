@@ -189,7 +189,7 @@ func (w *world) checkMoney(t *testing.T) map[string]int {
 func (w *world) gatewayPayment(t *testing.T, gw string, id uuid.UUID) (pspapi.Payment, bool) {
 	t.Helper()
 	var key string
-	for _, g := range pspsim.DefaultGateways() {
+	for _, g := range w.s.Gateways {
 		if g.ID == gw {
 			key = g.APIKey
 		}
@@ -358,9 +358,9 @@ func TestTamperedCallbacksChangeNothing(t *testing.T) {
 	var pspRef string
 	w.s.Pool.QueryRow(ctx, `SELECT psp_ref FROM payments WHERE id = $1`, v.ID).Scan(&pspRef) //nolint:errcheck
 	var secret []byte
-	for _, g := range pspsim.DefaultGateways() {
+	for _, g := range w.s.Gateways {
 		if g.ID == v.Gateway {
-			secret = g.WebhookSecret
+			secret = g.WebhookSecrets[0]
 		}
 	}
 	genuine := pspapi.Webhook{EventID: "evt-genuine-1", PSPRef: pspRef, MerchantRef: v.ID.String(), Gateway: v.Gateway, Method: "UPI",
@@ -604,7 +604,7 @@ func TestLateSuccessAndDuplicateCharge(t *testing.T) {
 func createAtGateway(t *testing.T, w *world, id uuid.UUID, amount int64) {
 	t.Helper()
 	var key string
-	for _, g := range pspsim.DefaultGateways() {
+	for _, g := range w.s.Gateways {
 		if g.ID == "swiftpay" {
 			key = g.APIKey
 		}

@@ -5,6 +5,7 @@ package teststack
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -52,6 +53,11 @@ type Stack struct {
 	// The simulators: real HTTP servers with their own schemas.
 	PSP  *httptest.Server
 	Core *httptest.Server
+	// Gateways are the merchant's side of the gateways' secrets, random per
+	// stack as tatkal dev makes them (for tests that call or sign as a gateway).
+	Gateways []payment.GatewayConfig
+	// CoreKey is the reservation core's API key, random per stack.
+	CoreKey string
 }
 
 const adminToken = "test-admin"
@@ -99,7 +105,8 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	var wg sync.WaitGroup
 
 	// The outside world first: the gateways and the reservation core.
-	gateways := pspsim.DefaultGateways()
+	gateways := pspsim.NewGateways()
+	coreKey := rand.Text()
 	psp, err := pspsim.New(ctx, pspsim.Config{Pool: env.Pool, AdminToken: adminToken, Gateways: gateways, Log: log,
 		Routes: opts.Routes, Seed: 1})
 	if err != nil {
@@ -111,7 +118,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		defer wg.Done()
 		psp.Run(ctx)
 	}()
-	core, err := prs.NewServer(ctx, prs.ServerConfig{Pool: env.Pool, APIKey: "test-core", AdminToken: adminToken, Log: log})
+	core, err := prs.NewServer(ctx, prs.ServerConfig{Pool: env.Pool, APIKey: coreKey, AdminToken: adminToken, Log: log})
 	if err != nil {
 		t.Fatalf("core simulator: %v", err)
 	}
@@ -126,12 +133,9 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	rec := funnel.New(env.Redis, env.KeyPrefix, log)
 	lev := levers.NewReader(env.Pool, log)
 	svc := booking.NewService(booking.ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: log, Funnel: rec, SweepGrace: opts.SweepGrace, Levers: lev, Pause: opts.Pause,
-		Catalog: booking.NewCatalog(env.Pool, time.Minute), Core: prs.NewClient(coreServer.URL, "test-core", &http.Client{Timeout: 5 * time.Second})})
+		Catalog: booking.NewCatalog(env.Pool, time.Minute), Core: prs.NewClient(coreServer.URL, coreKey, &http.Client{Timeout: 5 * time.Second})})
 	srv := httptest.NewUnstartedServer(nil)
-	var gws []payment.GatewayConfig
-	for _, g := range gateways {
-		gws = append(gws, payment.GatewayConfig{ID: g.ID, BaseURL: pspServer.URL, APIKey: g.APIKey, WebhookSecret: g.WebhookSecret})
-	}
+	gws := merchantSide(gateways, pspServer.URL)
 	pay := payment.New(payment.Config{Pool: env.Pool, Redis: env.Redis, Prefix: env.KeyPrefix, Booking: svc, Jobs: client, Gateways: gws,
 		CallbackURL: "http://" + srv.Listener.Addr().String() + "/v1/internal/payments/callback",
 		ReturnURL:   "http://" + srv.Listener.Addr().String() + "/payments/return",
@@ -180,7 +184,18 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		cancel()
 		wg.Wait()
 	})
-	return &Stack{Env: env, Admission: adm, Funnel: rec, Levers: lev, Console: cons, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer}
+	return &Stack{Env: env, Admission: adm, Funnel: rec, Levers: lev, Console: cons, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer,
+		Gateways: gws, CoreKey: coreKey}
+}
+
+// merchantSide is what our payment service knows of the simulator's
+// gateways: the API key to call with and the secret callbacks are signed with.
+func merchantSide(gateways []pspsim.GatewayConfig, baseURL string) []payment.GatewayConfig {
+	var gws []payment.GatewayConfig
+	for _, g := range gateways {
+		gws = append(gws, payment.GatewayConfig{ID: g.ID, BaseURL: baseURL, APIKey: g.APIKeys[0], WebhookSecrets: [][]byte{g.WebhookSecret}})
+	}
+	return gws
 }
 
 // Token signs a session for a verified individual account.

@@ -14,8 +14,8 @@ import (
 	"tatkal/booking/db"
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
-	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
+	"tatkal/booking/secrets"
 	"tatkal/jobs"
 )
 
@@ -32,7 +32,24 @@ func (s *Stack) WorkerEnviron() []string {
 		"TATKAL_TEST_WORKER_PREFIX="+s.KeyPrefix,
 		"TATKAL_TEST_WORKER_CORE="+s.Core.URL,
 		"TATKAL_TEST_WORKER_PSP="+s.PSP.URL,
+		"TATKAL_PRS_KEY="+s.CoreKey,
+		"TATKAL_PSP_API_KEYS="+s.gatewaySecrets(func(g payment.GatewayConfig) []string { return []string{g.APIKey} }).String(),
+		"TATKAL_WEBHOOK_SECRETS="+s.gatewaySecrets(func(g payment.GatewayConfig) []string {
+			out := make([]string, len(g.WebhookSecrets))
+			for i, b := range g.WebhookSecrets {
+				out[i] = string(b)
+			}
+			return out
+		}).String(),
 	)
+}
+
+func (s *Stack) gatewaySecrets(of func(payment.GatewayConfig) []string) secrets.PerGateway {
+	p := secrets.PerGateway{}
+	for _, g := range s.Gateways {
+		p[g.ID] = of(g)
+	}
+	return p
 }
 
 // RunWorkerFromEnv runs River workers for the stack named in the
@@ -59,10 +76,22 @@ func RunWorkerFromEnv() error {
 		return err
 	}
 	svc := booking.NewService(booking.ServiceConfig{Pool: pool, Store: store, Jobs: client, Rules: booking.DefaultRules(), Log: log,
-		Core: prs.NewClient(os.Getenv("TATKAL_TEST_WORKER_CORE"), "test-core", &http.Client{Timeout: 10 * time.Second})})
+		Core: prs.NewClient(os.Getenv("TATKAL_TEST_WORKER_CORE"), os.Getenv("TATKAL_PRS_KEY"), &http.Client{Timeout: 10 * time.Second})})
+	keys, err := secrets.ParseList("TATKAL_PSP_API_KEYS", os.Getenv("TATKAL_PSP_API_KEYS"))
+	if err != nil {
+		return err
+	}
+	hooks, err := secrets.ParseList("TATKAL_WEBHOOK_SECRETS", os.Getenv("TATKAL_WEBHOOK_SECRETS"))
+	if err != nil {
+		return err
+	}
 	var gws []payment.GatewayConfig
-	for _, g := range pspsim.DefaultGateways() {
-		gws = append(gws, payment.GatewayConfig{ID: g.ID, BaseURL: os.Getenv("TATKAL_TEST_WORKER_PSP"), APIKey: g.APIKey, WebhookSecret: g.WebhookSecret})
+	for _, id := range keys.IDs() {
+		g := payment.GatewayConfig{ID: id, BaseURL: os.Getenv("TATKAL_TEST_WORKER_PSP"), APIKey: keys[id][0]}
+		for _, h := range hooks[id] {
+			g.WebhookSecrets = append(g.WebhookSecrets, []byte(h))
+		}
+		gws = append(gws, g)
 	}
 	svcs.Booking = svc
 	svcs.Payments = payment.New(payment.Config{Pool: pool, Redis: rdb, Prefix: os.Getenv("TATKAL_TEST_WORKER_PREFIX"), Booking: svc, Jobs: client,

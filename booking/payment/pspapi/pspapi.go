@@ -213,6 +213,22 @@ func Verify(secret []byte, tsHeader, sigHeader string, body []byte, now time.Tim
 	return nil
 }
 
+// VerifyAny checks a webhook against several secrets, as during a
+// rotation: it passes when any of them signed it. A replayed timestamp is
+// reported as such whatever the secret.
+func VerifyAny(secrets [][]byte, tsHeader, sigHeader string, body []byte, now time.Time) error {
+	err := ErrBadSignature
+	for _, s := range secrets {
+		if len(s) == 0 {
+			continue
+		}
+		if err = Verify(s, tsHeader, sigHeader, body, now); err == nil || errors.Is(err, ErrReplayed) {
+			return err
+		}
+	}
+	return err
+}
+
 // RouteConfig is one route's behaviour, settable at runtime through the
 // admin API. Rates are probabilities in [0, 1]; durations in milliseconds.
 type RouteConfig struct {

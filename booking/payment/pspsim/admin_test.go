@@ -101,9 +101,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"no pool":    func(c *Config) { c.Pool = nil },
 		"bad schema": func(c *Config) { c.Schema = "psp; DROP TABLE x" },
 		"bad gateway id": func(c *Config) {
-			c.Gateways = []GatewayConfig{{ID: "Swift Pay", APIKey: "k", WebhookSecret: []byte("s")}}
+			c.Gateways = []GatewayConfig{{ID: "Swift Pay", APIKeys: []string{"k"}, WebhookSecret: []byte("s")}}
 		},
-		"no secret":       func(c *Config) { c.Gateways = []GatewayConfig{{ID: "swiftpay", APIKey: "k"}} },
+		"no secret":   func(c *Config) { c.Gateways = []GatewayConfig{{ID: "swiftpay", APIKeys: []string{"k"}}} },
+		"no gateways": func(c *Config) { c.Gateways = nil },
+		"empty api key": func(c *Config) {
+			c.Gateways = []GatewayConfig{{ID: "swiftpay", APIKeys: []string{""}, WebhookSecret: []byte("s")}}
+		},
 		"unknown gateway": func(c *Config) { c.Routes = []pspapi.RouteConfig{{Gateway: "nopay", Method: pspapi.UPI}} },
 		"bad route": func(c *Config) {
 			c.Routes = []pspapi.RouteConfig{{Gateway: "swiftpay", Method: pspapi.UPI, DeclineRate: 3}}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"tatkal/booking/payment/pspapi"
@@ -112,7 +113,7 @@ func (s *Server) requireAPIKey(next http.Handler) http.Handler {
 			writeError(w, r, s.log, notFound("unknown gateway %q", chiParam(r, "gw")))
 			return
 		}
-		if !bearer(r, gw.APIKey) {
+		if !slices.ContainsFunc(gw.APIKeys, func(k string) bool { return bearer(r, k) }) {
 			writeError(w, r, s.log, &apiError{status: http.StatusUnauthorized, code: pspapi.CodeUnauthorized,
 				msg: "send Authorization: Bearer <api key> of gateway " + gw.ID})
 			return

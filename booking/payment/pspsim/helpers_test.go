@@ -29,7 +29,8 @@ type opts struct {
 	env    *testenv.Env // share a database (restart tests)
 	noRun  bool
 	admin  *string
-	hang   time.Duration // TimeoutHang; default 5 s
+	hang   time.Duration   // TimeoutHang; default 5 s
+	gws    []GatewayConfig // default testGateways
 }
 
 // bundle is one test's simulator, its HTTP server and a merchant's
@@ -48,7 +49,7 @@ type bundle struct {
 // millisecond latency, customer approves after 150 ms, 3 s to expire.
 func testRoutes(mut func(*pspapi.RouteConfig)) []pspapi.RouteConfig {
 	var out []pspapi.RouteConfig
-	for _, g := range DefaultGateways() {
+	for _, g := range testGateways {
 		for _, m := range []string{pspapi.UPI, pspapi.Card, pspapi.NetBanking} {
 			rc := pspapi.RouteConfig{
 				Gateway: g.ID, Method: m,
@@ -88,8 +89,12 @@ func testConfig(t *testing.T, env *testenv.Env, o opts) Config {
 	if o.admin != nil {
 		token = *o.admin
 	}
+	gws := testGateways
+	if o.gws != nil {
+		gws = o.gws
+	}
 	return Config{
-		Pool: env.Pool, AdminToken: token, Routes: routes, Seed: seed, Now: o.now,
+		Pool: env.Pool, AdminToken: token, Gateways: gws, Routes: routes, Seed: seed, Now: o.now,
 		Log:  slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Tick: 15 * time.Millisecond, WebhookRetryBase: 60 * time.Millisecond, WebhookRetryMax: 500 * time.Millisecond,
 		WebhookMaxAttempts: 4, RefundDelay: 50 * time.Millisecond, TimeoutHang: hang,
@@ -139,17 +144,21 @@ func setup(t *testing.T, o opts) *bundle {
 	return b
 }
 
+// testGateways are this test binary's gateways, with random secrets as
+// tatkal dev has.
+var testGateways = NewGateways()
+
 func apiKey(gw string) string {
-	for _, g := range DefaultGateways() {
+	for _, g := range testGateways {
 		if g.ID == gw {
-			return g.APIKey
+			return g.APIKeys[0]
 		}
 	}
 	return ""
 }
 
 func secret(gw string) []byte {
-	for _, g := range DefaultGateways() {
+	for _, g := range testGateways {
 		if g.ID == gw {
 			return g.WebhookSecret
 		}

@@ -21,14 +21,14 @@ func knownMethod(m string) bool {
 // the usual life of a UPI collect request.
 const defaultExpiryMs = 5 * 60 * 1000
 
-// DefaultRoutes is every route of DefaultGateways: UPI, CARD and
+// DefaultRoutes is every route of GatewayIDs: UPI, CARD and
 // NETBANKING on each, with ordinary production behaviour (a few percent
 // declines, rare pending and lost callbacks). swiftpay is the faster and
 // cleaner of the two; bharatpg is slower with more pending answers.
 func DefaultRoutes() []pspapi.RouteConfig {
 	var out []pspapi.RouteConfig
-	for _, g := range DefaultGateways() {
-		out = append(out, defaultRoutesFor(g.ID)...)
+	for _, id := range GatewayIDs {
+		out = append(out, defaultRoutesFor(id)...)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -18,6 +19,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,11 +30,12 @@ import (
 )
 
 // GatewayConfig is one simulated gateway and the secrets it shares with
-// its merchant.
+// its merchant. Several API keys may be live at once, so a merchant can
+// rotate without downtime: any of them is accepted.
 type GatewayConfig struct {
 	ID            string
-	APIKey        string
-	WebhookSecret []byte
+	APIKeys       []string
+	WebhookSecret []byte // signs every webhook
 }
 
 // Config configures a Server. Zero values mean the documented default.
@@ -40,7 +43,7 @@ type Config struct {
 	Pool       *pgxpool.Pool
 	Schema     string          // default "psp"
 	AdminToken string          // empty: the admin API refuses every call
-	Gateways   []GatewayConfig // default DefaultGateways()
+	Gateways   []GatewayConfig // required: no secret is compiled in
 	// PublicURL is the base URL customers' browsers use for the pay pages;
 	// empty means the scheme and host of the API request that created the
 	// payment.
@@ -97,12 +100,24 @@ var (
 	schemaPattern    = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 )
 
-// DefaultGateways are the two dev gateways with their dev keys.
-func DefaultGateways() []GatewayConfig {
-	return []GatewayConfig{
-		{ID: "swiftpay", APIKey: "sk_dev_swiftpay", WebhookSecret: []byte("whsec_dev_swiftpay")},
-		{ID: "bharatpg", APIKey: "sk_dev_bharatpg", WebhookSecret: []byte("whsec_dev_bharatpg")},
+// GatewayIDs are the gateways the simulator plays by default.
+var GatewayIDs = []string{"swiftpay", "bharatpg"}
+
+// NewGateways returns GatewayIDs with fresh random secrets: what tatkal dev
+// and tests run with. No secret is compiled in, so none can be read from
+// the source and used against a real deployment.
+func NewGateways() []GatewayConfig {
+	out := make([]GatewayConfig, 0, len(GatewayIDs))
+	for _, id := range GatewayIDs {
+		out = append(out, GatewayConfig{ID: id, APIKeys: []string{"sk_" + randomHex(24)}, WebhookSecret: []byte("whsec_" + randomHex(32))})
 	}
+	return out
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) //nolint:errcheck // never fails
+	return hex.EncodeToString(b)
 }
 
 // New checks cfg, creates the schema and tables when missing, and seeds
@@ -118,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("pspsim: schema %q: use lower-case letters, digits and _", cfg.Schema)
 	}
 	if len(cfg.Gateways) == 0 {
-		cfg.Gateways = DefaultGateways()
+		return nil, errors.New("pspsim: config needs Gateways and their secrets (see NewGateways)")
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -143,7 +158,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		switch {
 		case !gatewayIDPattern.MatchString(g.ID):
 			return nil, fmt.Errorf("pspsim: gateway id %q: use lower-case letters, digits, _ and -", g.ID)
-		case g.APIKey == "" || len(g.WebhookSecret) == 0:
+		case len(g.APIKeys) == 0 || slices.Contains(g.APIKeys, "") || len(g.WebhookSecret) == 0:
 			return nil, fmt.Errorf("pspsim: gateway %q needs an API key and a webhook secret", g.ID)
 		case gws[g.ID].ID != "":
 			return nil, fmt.Errorf("pspsim: gateway %q configured twice", g.ID)

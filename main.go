@@ -15,8 +15,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,10 +38,12 @@ import (
 	"tatkal/booking/bench"
 	"tatkal/booking/db"
 	"tatkal/booking/funnel"
+	"tatkal/booking/httpx"
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
+	"tatkal/booking/secrets"
 	"tatkal/booking/seed"
 	"tatkal/booking/web"
 	"tatkal/console"
@@ -70,20 +74,26 @@ Commands:
   verify-window  recompute a waiting-room window's fair order from its revealed seed
   bench     measure the hold path against the raw Redis and PostgreSQL ceilings
 
-Configuration (environment):
+Configuration (environment; secrets have no defaults outside dev, see SECURITY.md):
   DATABASE_URL         default postgres://127.0.0.1:5432/tatkal?sslmode=disable (created if missing)
+  TATKAL_DB_POOL       default 40 (PostgreSQL connections of this process)
   REDIS_URL            default redis://127.0.0.1:6379/0
   TATKAL_ADDR          default :8080
-  TATKAL_SESSION_KEY   hex, 32+ bytes; generated and kept in the database when unset
+  TATKAL_METRICS_ADDR  default 127.0.0.1:9090 (/metrics, off the public listener; "off" for none)
+  TATKAL_PUBLIC_URL    default http://127.0.0.1:8080 (gateway callbacks and returns come here;
+                       https here means Secure cookies and HSTS)
   TATKAL_REDIS_PREFIX  default tk (keys of one deployment)
   TATKAL_HOLD_WINDOW   default 3m
   TATKAL_MAX_HOLDS_IN_FLIGHT  default 512 (the excess is shed with 503)
   TATKAL_COMMIT_WRITERS  default 1 (group-commit writers; one lets batches grow while it flushes)
-  TATKAL_PUBLIC_URL    default http://127.0.0.1:8080 (gateway callbacks and returns come here)
   TATKAL_PSP_URL       default http://127.0.0.1:8081 (the gateways)
   TATKAL_PRS_URL       default http://127.0.0.1:8082 (the reservation core)
-  TATKAL_PRS_KEY       default prs-dev-key
-  TATKAL_ADMIN_TOKEN   simulators' admin API token, default dev-admin
+  Secrets (make each with: openssl rand -hex 32):
+  TATKAL_SESSION_KEY      hex, 32+ bytes (serve, worker); dev keeps one in the database
+  TATKAL_WEBHOOK_SECRETS  gateway=secret,... (serve, worker, psp); several per gateway while rotating
+  TATKAL_PSP_API_KEYS     gateway=key,... (serve, worker, psp); same form
+  TATKAL_PRS_KEY          the reservation core's API key (serve, worker, prs)
+  TATKAL_SIM_ADMIN_TOKEN  the simulators' fault API (psp, prs); unset: that API is off
 
 Run "tatkal <command> --help" for a command's flags.
 `
@@ -130,8 +140,10 @@ type usageError struct{ error }
 // Config is everything a process needs, from the environment.
 type Config struct {
 	DatabaseURL      string
+	DBPool           int // connections of this process's pool
 	RedisURL         string
 	Addr             string
+	MetricsAddr      string // Prometheus text, kept off the public listener
 	SessionKey       []byte
 	RedisPrefix      string
 	HoldWindow       time.Duration
@@ -142,15 +154,32 @@ type Config struct {
 	PSPURL           string
 	PRSURL           string
 	PRSKey           string
-	AdminToken       string
-	Gateways         []payment.GatewayConfig
+	// SimAdminToken guards the simulators' fault-setting API. It is the
+	// simulators' own and no identity in the product.
+	SimAdminToken string
+	// WebhookSecrets and PSPAPIKeys are per gateway, newest first: we call
+	// with the first key and accept callbacks signed with any secret; the
+	// simulator signs with the first secret and accepts any key.
+	WebhookSecrets secrets.PerGateway
+	PSPAPIKeys     secrets.PerGateway
 }
+
+// Secret variables, by the commands that need them.
+const (
+	envWebhookSecrets = "TATKAL_WEBHOOK_SECRETS"
+	envPSPAPIKeys     = "TATKAL_PSP_API_KEYS"
+	envPRSKey         = "TATKAL_PRS_KEY"
+	envSessionKey     = "TATKAL_SESSION_KEY"
+	envSimAdminToken  = "TATKAL_SIM_ADMIN_TOKEN"
+)
 
 func configFromEnv() (Config, error) {
 	cfg := Config{
 		DatabaseURL:      env("DATABASE_URL", "postgres://127.0.0.1:5432/tatkal?sslmode=disable"),
+		DBPool:           40,
 		RedisURL:         env("REDIS_URL", "redis://127.0.0.1:6379/0"),
 		Addr:             env("TATKAL_ADDR", ":8080"),
+		MetricsAddr:      env("TATKAL_METRICS_ADDR", "127.0.0.1:9090"),
 		RedisPrefix:      env("TATKAL_REDIS_PREFIX", "tk"),
 		HoldWindow:       3 * time.Minute,
 		MaxHoldsInFlight: 512,
@@ -159,18 +188,35 @@ func configFromEnv() (Config, error) {
 		PublicURL:        env("TATKAL_PUBLIC_URL", "http://127.0.0.1:8080"),
 		PSPURL:           env("TATKAL_PSP_URL", "http://127.0.0.1:8081"),
 		PRSURL:           env("TATKAL_PRS_URL", "http://127.0.0.1:8082"),
-		PRSKey:           env("TATKAL_PRS_KEY", "prs-dev-key"),
-		AdminToken:       env("TATKAL_ADMIN_TOKEN", "dev-admin"),
+		PRSKey:           os.Getenv(envPRSKey),
+		SimAdminToken:    os.Getenv(envSimAdminToken),
 	}
-	for _, g := range pspsim.DefaultGateways() {
-		cfg.Gateways = append(cfg.Gateways, payment.GatewayConfig{ID: g.ID, BaseURL: cfg.PSPURL, APIKey: g.APIKey, WebhookSecret: g.WebhookSecret})
+	if os.Getenv("TATKAL_ADMIN_TOKEN") != "" {
+		return cfg, fmt.Errorf("TATKAL_ADMIN_TOKEN is gone: the simulators' token is now %s, and the console accepts no shared token (operators use personal API tokens)", envSimAdminToken)
 	}
-	if v := os.Getenv("TATKAL_SESSION_KEY"); v != "" {
+	if u, err := url.Parse(cfg.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return cfg, fmt.Errorf("TATKAL_PUBLIC_URL %q: want http(s)://host[:port]", cfg.PublicURL)
+	}
+	var err error
+	if cfg.WebhookSecrets, err = secrets.ParseList(envWebhookSecrets, os.Getenv(envWebhookSecrets)); err != nil {
+		return cfg, err
+	}
+	if cfg.PSPAPIKeys, err = secrets.ParseList(envPSPAPIKeys, os.Getenv(envPSPAPIKeys)); err != nil {
+		return cfg, err
+	}
+	if v := os.Getenv(envSessionKey); v != "" {
 		key, err := hex.DecodeString(v)
 		if err != nil || len(key) < 32 {
-			return cfg, errors.New("TATKAL_SESSION_KEY must be at least 32 bytes in hex")
+			return cfg, fmt.Errorf("%s must be at least 32 bytes in hex; %s", envSessionKey, secrets.Hint)
 		}
 		cfg.SessionKey = key
+	}
+	if v := os.Getenv("TATKAL_DB_POOL"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 4 || n > 1000 {
+			return cfg, fmt.Errorf("TATKAL_DB_POOL %q: want 4-1000 connections", v)
+		}
+		cfg.DBPool = n
 	}
 	if v := os.Getenv("TATKAL_HOLD_WINDOW"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -196,6 +242,93 @@ func configFromEnv() (Config, error) {
 	return cfg, nil
 }
 
+// secureCookies says whether browsers reach us over https (behind a
+// TLS-terminating proxy the process itself never sees TLS).
+func (c Config) secureCookies() bool { return strings.HasPrefix(c.PublicURL, "https://") }
+
+// Which secrets a command needs.
+const (
+	needGateways = 1 << iota // TATKAL_WEBHOOK_SECRETS and TATKAL_PSP_API_KEYS
+	needPRSKey
+	needSessionKey
+)
+
+// requireSecrets refuses to start without the secrets in need, each set
+// from the environment and none a known development value, naming every
+// missing one and how to make it.
+func (c Config) requireSecrets(need int) error {
+	var errs []error
+	if need&needGateways != 0 {
+		switch {
+		case len(c.WebhookSecrets) == 0:
+			errs = append(errs, fmt.Errorf("%s is not set (gateway=secret,...: the secret each gateway signs its callbacks with); %s", envWebhookSecrets, secrets.Hint))
+		case len(c.PSPAPIKeys) == 0:
+			errs = append(errs, fmt.Errorf("%s is not set (gateway=key,...: the key we call each gateway with); %s", envPSPAPIKeys, secrets.Hint))
+		case !slices.Equal(c.WebhookSecrets.IDs(), c.PSPAPIKeys.IDs()):
+			errs = append(errs, fmt.Errorf("%s names gateways %v but %s names %v: each gateway needs both", envWebhookSecrets,
+				c.WebhookSecrets.IDs(), envPSPAPIKeys, c.PSPAPIKeys.IDs()))
+		}
+	}
+	if need&needPRSKey != 0 {
+		if err := secrets.Check(envPRSKey, c.PRSKey); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if need&needSessionKey != 0 && len(c.SessionKey) == 0 {
+		errs = append(errs, fmt.Errorf("%s is not set (hex, 32+ bytes: signs passenger sessions and admission tokens); %s", envSessionKey, secrets.Hint))
+	}
+	if c.SimAdminToken != "" {
+		if err := secrets.Check(envSimAdminToken, c.SimAdminToken); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// withDevSecrets fills every secret the environment leaves unset with a
+// fresh random one, as tatkal dev does at each start: nothing that works
+// against a dev stack works against any other.
+func (c Config) withDevSecrets() Config {
+	if len(c.WebhookSecrets) == 0 && len(c.PSPAPIKeys) == 0 {
+		c.WebhookSecrets, c.PSPAPIKeys = secrets.PerGateway{}, secrets.PerGateway{}
+		for _, g := range pspsim.NewGateways() {
+			c.WebhookSecrets[g.ID] = []string{string(g.WebhookSecret)}
+			c.PSPAPIKeys[g.ID] = g.APIKeys
+		}
+	}
+	if c.PRSKey == "" {
+		c.PRSKey = secrets.Random()
+	}
+	if c.SimAdminToken == "" {
+		c.SimAdminToken = secrets.Random()
+	}
+	return c
+}
+
+// gateways is the merchant's side: call with the first key, accept a
+// callback signed with any secret.
+func (c Config) gateways() []payment.GatewayConfig {
+	var out []payment.GatewayConfig
+	for _, id := range c.PSPAPIKeys.IDs() {
+		g := payment.GatewayConfig{ID: id, BaseURL: c.PSPURL, APIKey: c.PSPAPIKeys[id][0]}
+		for _, s := range c.WebhookSecrets[id] {
+			g.WebhookSecrets = append(g.WebhookSecrets, []byte(s))
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// simGateways is the simulator's side: sign with the first secret, accept
+// any key.
+func (c Config) simGateways() []pspsim.GatewayConfig {
+	var out []pspsim.GatewayConfig
+	for _, id := range c.WebhookSecrets.IDs() {
+		out = append(out, pspsim.GatewayConfig{ID: id, APIKeys: c.PSPAPIKeys[id], WebhookSecret: []byte(c.WebhookSecrets[id][0])})
+	}
+	return out
+}
+
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -215,9 +348,14 @@ type Main struct {
 	Funnel   *funnel.Recorder
 	Levers   *levers.Reader
 	River    *river.Client[pgx.Tx]
+	Console  *console.Console
 	Server   *http.Server
 	Listener net.Listener
-	Work     bool // run River workers in this process
+	// Metrics serves /metrics on its own listener (TATKAL_METRICS_ADDR),
+	// nil when that is "off".
+	Metrics         *http.Server
+	MetricsListener net.Listener
+	Work            bool // run River workers in this process
 
 	// Admission is the waiting room; its controller runs where Work is set.
 	Admission *admission.Service
@@ -230,7 +368,7 @@ type Main struct {
 // that cannot be reached is named, with how to start it.
 func Open(ctx context.Context, cfg Config, work bool) (*Main, error) {
 	m := &Main{Config: cfg, Work: work}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, 60)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, int32(cfg.DBPool))
 	if err != nil {
 		return nil, fmt.Errorf("%w\nIs PostgreSQL running? Start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", err)
 	}
@@ -252,11 +390,7 @@ func Open(ctx context.Context, cfg Config, work bool) (*Main, error) {
 // Build creates the services; the schema must be migrated first.
 func (m *Main) Build(ctx context.Context) error {
 	if len(m.Config.SessionKey) == 0 {
-		key, err := sessionKey(ctx, m.Pool)
-		if err != nil {
-			return err
-		}
-		m.Config.SessionKey = key
+		return fmt.Errorf("%s is not set; %s", envSessionKey, secrets.Hint)
 	}
 	m.Store = inventory.New(m.Redis, m.Config.RedisPrefix)
 	rules := booking.DefaultRules()
@@ -275,7 +409,7 @@ func (m *Main) Build(ctx context.Context) error {
 	m.Levers = levers.NewReader(m.Pool, slog.Default())
 	m.Booking = booking.NewService(booking.ServiceConfig{Pool: m.Pool, Store: m.Store, Jobs: client, Rules: rules, Core: core, Funnel: m.Funnel, Levers: m.Levers})
 	m.Payments = payment.New(payment.Config{Pool: m.Pool, Redis: m.Redis, Prefix: m.Config.RedisPrefix, Booking: m.Booking, Jobs: client, Funnel: m.Funnel, Levers: m.Levers,
-		Gateways: m.Config.Gateways, CallbackURL: m.Config.PublicURL + "/v1/internal/payments/callback",
+		Gateways: m.Config.gateways(), CallbackURL: m.Config.PublicURL + "/v1/internal/payments/callback",
 		ReturnURL: m.Config.PublicURL + "/payments/return"})
 	svcs.Booking, svcs.Payments = m.Booking, m.Payments
 	m.Admission, err = admission.New(admission.Config{Pool: m.Pool, Redis: m.Redis, Prefix: m.Config.RedisPrefix, Store: m.Store,
@@ -287,7 +421,9 @@ func (m *Main) Build(ctx context.Context) error {
 	return nil
 }
 
-// sessionKey returns the stored session key, generating it on first run.
+// sessionKey returns the stored session key, generating it on first run:
+// for tatkal dev only; everywhere else the key comes from the environment
+// and never sits in a table.
 func sessionKey(ctx context.Context, pool *pgxpool.Pool) ([]byte, error) {
 	b := make([]byte, 32)
 	rand.Read(b) //nolint:errcheck
@@ -313,9 +449,11 @@ func (m *Main) Handler() (http.Handler, error) {
 	r.Get("/readyz", m.ready)
 	(&web.Pages{Booking: m.Booking, Payments: m.Payments, Log: slog.Default()}).Routes(r)
 	api.New(api.Config{Service: m.Booking, Payments: m.Payments, Pool: m.Pool, Signer: signer, MaxHoldsInFlight: m.Config.MaxHoldsInFlight, Admission: m.Admission}).Routes(r)
-	console.New(console.Config{Pool: m.Pool, Redis: m.Redis, Store: m.Store, Booking: m.Booking, Payments: m.Payments, Funnel: m.Funnel,
-		River: m.River, HoldWindow: m.Config.HoldWindow, QueueDepth: m.Admission.Depth}).Routes(r)
-	return http.NewCrossOriginProtection().Handler(r), nil
+	m.Console = console.New(console.Config{Pool: m.Pool, Redis: m.Redis, Store: m.Store, Booking: m.Booking, Payments: m.Payments, Funnel: m.Funnel,
+		River: m.River, HoldWindow: m.Config.HoldWindow, QueueDepth: m.Admission.Depth, SecureCookies: m.Config.secureCookies()})
+	m.Console.Routes(r)
+	return httpx.App(r, httpx.AppOptions{HTTPS: m.Config.secureCookies(), APIReject: api.RejectInput,
+		CSP: map[string]string{"/console/river/": httpx.InlineStyleCSP}}), nil
 }
 
 // ready answers whether this process can serve: PostgreSQL, Redis and the
@@ -376,13 +514,25 @@ func (m *Main) Start(ctx context.Context, serve bool) error {
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
 	m.Listener = ln
-	m.Server = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := m.Server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			slog.Error("http server", "err", err)
+	m.Server = httpx.NewServer(h)
+	go serveOn(m.Server, ln, "app")
+	if m.Config.MetricsAddr != "off" {
+		mln, err := net.Listen("tcp", m.Config.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s (TATKAL_METRICS_ADDR; \"off\" turns metrics off): %w", m.Config.MetricsAddr, err)
 		}
-	}()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Console.Metrics())
+		m.MetricsListener, m.Metrics = mln, httpx.NewServer(mux)
+		go serveOn(m.Metrics, mln, "metrics")
+	}
 	return nil
+}
+
+func serveOn(srv *http.Server, ln net.Listener, name string) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		slog.Error("http server", "server", name, "err", err)
+	}
 }
 
 // URL is the base URL of the running server.
@@ -398,6 +548,9 @@ func (m *Main) Close() {
 	defer cancel()
 	if m.Server != nil {
 		m.Server.Shutdown(ctx) //nolint:errcheck
+	}
+	if m.Metrics != nil {
+		m.Metrics.Shutdown(ctx) //nolint:errcheck
 	}
 	if m.River != nil && m.Work {
 		m.River.Stop(ctx) //nolint:errcheck
@@ -460,12 +613,18 @@ func cmdServe(ctx context.Context, cfg Config, args []string, out io.Writer) err
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := cfg.requireSecrets(needGateways | needPRSKey | needSessionKey); err != nil {
+		return err
+	}
 	return serveUntilDone(ctx, cfg, *workers, true, out)
 }
 
 func cmdWorker(ctx context.Context, cfg Config, args []string, out io.Writer) error {
 	fs := flags("worker", "Run the River workers: hold expiry, seat sync, the sweeper.", out)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := cfg.requireSecrets(needGateways | needPRSKey | needSessionKey); err != nil {
 		return err
 	}
 	return serveUntilDone(ctx, cfg, true, false, out)
@@ -655,6 +814,7 @@ func cmdDev(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	cfg = cfg.withDevSecrets()
 	m, err := Open(ctx, cfg, true)
 	if err != nil {
 		return err
@@ -662,6 +822,11 @@ func cmdDev(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	defer m.Close()
 	if err := db.Migrate(ctx, m.Pool); err != nil {
 		return err
+	}
+	if len(m.Config.SessionKey) == 0 {
+		if m.Config.SessionKey, err = sessionKey(ctx, m.Pool); err != nil {
+			return err
+		}
 	}
 	opts := seed.DemoOptions{}
 	if !*realTimes {
@@ -728,7 +893,7 @@ Book a seat with curl:
     -d '{"hold_id":"<hold_id>","method":"WALLET","idempotency_key":"pay-'$(date +%%s)'"}'
 
 Ctrl-C stops it.
-`, url, demoPassword, res.JourneyDate.Format(time.DateOnly), psp.URL(), core.URL(), cfg.AdminToken)
+`, url, demoPassword, res.JourneyDate.Format(time.DateOnly), psp.URL(), core.URL(), cfg.SimAdminToken)
 	<-ctx.Done()
 	fmt.Fprintln(out, "shutting down")
 	return nil
@@ -749,6 +914,12 @@ func cmdBench(ctx context.Context, cfg Config, args []string, out io.Writer) err
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	// The bench runs its own simulators: fresh secrets, as tatkal dev.
+	cfg = cfg.withDevSecrets()
+	cfg.MetricsAddr = "off"
+	if len(cfg.SessionKey) == 0 {
+		cfg.SessionKey, _ = hex.DecodeString(secrets.Random())
+	}
 	m, err := Open(ctx, cfg, false)
 	if err != nil {
 		return err
@@ -764,7 +935,7 @@ func cmdBench(ctx context.Context, cfg Config, args []string, out io.Writer) err
 		return err
 	}
 	opts.BaseURL, opts.Pool, opts.Redis, opts.Service = m.URL(), m.Pool, m.Redis, m.Booking
-	opts.Payments, opts.Gateways = m.Payments, m.Config.Gateways
+	opts.Payments, opts.Gateways = m.Payments, m.Config.gateways()
 	opts.SessionKey = m.Config.SessionKey
 	opts.Log = slog.Default()
 	rep, err := bench.Run(ctx, opts)
@@ -793,18 +964,14 @@ func listenSim(name, rawURL string, h http.Handler) (*simulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s simulator: listen on %s: %w", name, addr, err)
 	}
-	sim := &simulator{name: name, ln: ln, server: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}}
-	go func() {
-		if err := sim.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			slog.Error("simulator", "name", name, "err", err)
-		}
-	}()
+	sim := &simulator{name: name, ln: ln, server: httpx.NewServer(h)}
+	go serveOn(sim.server, ln, name)
 	return sim, nil
 }
 
 // startPSP runs the gateway simulator on addr until ctx ends.
 func startPSP(ctx context.Context, pool *pgxpool.Pool, cfg Config, addr string) (*simulator, error) {
-	srv, err := pspsim.New(ctx, pspsim.Config{Pool: pool, AdminToken: cfg.AdminToken, PublicURL: addr})
+	srv, err := pspsim.New(ctx, pspsim.Config{Pool: pool, AdminToken: cfg.SimAdminToken, Gateways: cfg.simGateways(), PublicURL: addr})
 	if err != nil {
 		return nil, err
 	}
@@ -814,7 +981,7 @@ func startPSP(ctx context.Context, pool *pgxpool.Pool, cfg Config, addr string) 
 
 // startPRS runs the reservation core simulator on addr.
 func startPRS(ctx context.Context, pool *pgxpool.Pool, cfg Config, addr string) (*simulator, error) {
-	srv, err := prs.NewServer(ctx, prs.ServerConfig{Pool: pool, APIKey: cfg.PRSKey, AdminToken: cfg.AdminToken})
+	srv, err := prs.NewServer(ctx, prs.ServerConfig{Pool: pool, APIKey: cfg.PRSKey, AdminToken: cfg.SimAdminToken})
 	if err != nil {
 		return nil, err
 	}
@@ -822,9 +989,12 @@ func startPRS(ctx context.Context, pool *pgxpool.Pool, cfg Config, addr string) 
 }
 
 func cmdPSP(ctx context.Context, cfg Config, args []string, out io.Writer) error {
-	fs := flags("psp", "Run the payment gateway simulator: gateways swiftpay and bharatpg with UPI, CARD and NETBANKING routes,\nfaults settable at runtime through /admin/routes (TATKAL_ADMIN_TOKEN). State lives in schema psp.", out)
+	fs := flags("psp", "Run the payment gateway simulator: gateways swiftpay and bharatpg with UPI, CARD and NETBANKING routes,\nfaults settable at runtime through /admin/routes (TATKAL_SIM_ADMIN_TOKEN). State lives in schema psp.", out)
 	addr := fs.String("addr", cfg.PSPURL, "listen address (URL)")
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := cfg.requireSecrets(needGateways); err != nil {
 		return err
 	}
 	pool, err := db.Open(ctx, cfg.DatabaseURL, 20)
@@ -836,7 +1006,7 @@ func cmdPSP(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "payment gateway simulator on %s (admin token %s)\n", sim.URL(), cfg.AdminToken)
+	fmt.Fprintf(out, "payment gateway simulator on %s (%s)\n", sim.URL(), simAdminState(cfg))
 	<-ctx.Done()
 	return sim.server.Shutdown(context.Background())
 }
@@ -845,6 +1015,9 @@ func cmdPRS(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	fs := flags("prs", "Run the reservation core simulator: confirmed bookings are synced here by PNR; faults at /admin/faults.\nState lives in schema prs.", out)
 	addr := fs.String("addr", cfg.PRSURL, "listen address (URL)")
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := cfg.requireSecrets(needPRSKey); err != nil {
 		return err
 	}
 	pool, err := db.Open(ctx, cfg.DatabaseURL, 20)
@@ -856,9 +1029,17 @@ func cmdPRS(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "reservation core simulator on %s (admin token %s)\n", sim.URL(), cfg.AdminToken)
+	fmt.Fprintf(out, "reservation core simulator on %s (%s)\n", sim.URL(), simAdminState(cfg))
 	<-ctx.Done()
 	return sim.server.Shutdown(context.Background())
+}
+
+// simAdminState says whether a simulator's fault API is on, never the token.
+func simAdminState(cfg Config) string {
+	if cfg.SimAdminToken == "" {
+		return "admin API off: set " + envSimAdminToken + " to change faults"
+	}
+	return "admin API on, token from " + envSimAdminToken
 }
 
 func cmdVerifyWindow(ctx context.Context, cfg Config, args []string, out io.Writer) error {

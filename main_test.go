@@ -13,6 +13,10 @@ import (
 	"tatkal/booking/testenv"
 )
 
+// testPool caps each test process's pool: the suite runs many at once
+// against one PostgreSQL (README: the connection budget).
+const testPool = 8
+
 func testConfig(t *testing.T) (Config, *testenv.Env) {
 	t.Helper()
 	env := testenv.New(t)
@@ -21,6 +25,9 @@ func testConfig(t *testing.T) (Config, *testenv.Env) {
 		t.Fatal(err)
 	}
 	cfg.DatabaseURL, cfg.RedisURL, cfg.RedisPrefix, cfg.Addr = env.DatabaseURL, env.RedisURL, env.KeyPrefix, "127.0.0.1:0"
+	cfg.MetricsAddr, cfg.DBPool = "127.0.0.1:0", testPool
+	cfg = cfg.withDevSecrets()
+	cfg.SessionKey = bytes.Repeat([]byte{7}, 32)
 	return cfg, env
 }
 
@@ -177,5 +184,93 @@ func TestCommandLine(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"serve", "--no-such-flag"}, &out, &errOut); code != 2 {
 		t.Errorf("bad flag exited %d, want 2", code)
+	}
+}
+
+// serve, worker, psp and prs refuse to start without their secrets, or
+// with a value once compiled into the source, and say which variable to
+// set and how to make one. Nothing is opened before the refusal.
+func TestSecretsRequiredOutsideDev(t *testing.T) {
+	good := map[string]string{
+		"TATKAL_WEBHOOK_SECRETS": "swiftpay=" + strings.Repeat("a", 64) + ",bharatpg=" + strings.Repeat("b", 64),
+		"TATKAL_PSP_API_KEYS":    "swiftpay=" + strings.Repeat("c", 64) + ",bharatpg=" + strings.Repeat("d", 64),
+		"TATKAL_PRS_KEY":         strings.Repeat("e", 64),
+		"TATKAL_SESSION_KEY":     strings.Repeat("f", 64),
+		// A database nobody can reach: a command that got past the
+		// secrets check would fail on it instead, saying so.
+		"DATABASE_URL": "postgres://127.0.0.1:1/none?connect_timeout=1",
+	}
+	cases := []struct {
+		cmd, unset, set, value, want string
+	}{
+		{"serve", "TATKAL_WEBHOOK_SECRETS", "", "", "TATKAL_WEBHOOK_SECRETS is not set"},
+		{"serve", "TATKAL_PSP_API_KEYS", "", "", "TATKAL_PSP_API_KEYS is not set"},
+		{"serve", "TATKAL_PRS_KEY", "", "", "TATKAL_PRS_KEY is not set"},
+		{"serve", "TATKAL_SESSION_KEY", "", "", "TATKAL_SESSION_KEY is not set"},
+		{"serve", "", "TATKAL_WEBHOOK_SECRETS", "swiftpay=whsec_dev_swiftpay,bharatpg=" + strings.Repeat("b", 64), "development value"},
+		{"serve", "", "TATKAL_PSP_API_KEYS", "swiftpay=sk_dev_swiftpay,bharatpg=" + strings.Repeat("d", 64), "development value"},
+		{"serve", "", "TATKAL_PRS_KEY", "prs-dev-key", "development value"},
+		{"serve", "", "TATKAL_PSP_API_KEYS", "swiftpay=" + strings.Repeat("c", 64), "each gateway needs both"},
+		{"serve", "", "TATKAL_PRS_KEY", "short", "guessable"},
+		{"serve", "", "TATKAL_ADMIN_TOKEN", "dev-admin", "TATKAL_SIM_ADMIN_TOKEN"},
+		{"worker", "TATKAL_WEBHOOK_SECRETS", "", "", "TATKAL_WEBHOOK_SECRETS is not set"},
+		{"worker", "TATKAL_SESSION_KEY", "", "", "TATKAL_SESSION_KEY is not set"},
+		{"psp", "TATKAL_PSP_API_KEYS", "", "", "TATKAL_PSP_API_KEYS is not set"},
+		{"psp", "", "TATKAL_SIM_ADMIN_TOKEN", "dev-admin", "development value"},
+		{"prs", "TATKAL_PRS_KEY", "", "", "TATKAL_PRS_KEY is not set"},
+	}
+	for _, tc := range cases {
+		for k, v := range good {
+			t.Setenv(k, v)
+		}
+		if tc.unset != "" {
+			t.Setenv(tc.unset, "")
+		}
+		if tc.set != "" {
+			t.Setenv(tc.set, tc.value)
+		}
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{tc.cmd}, &out, &errOut)
+		msg := errOut.String()
+		if code == 0 || !strings.Contains(msg, tc.want) || (tc.value == "" && !strings.Contains(msg, "openssl rand -hex 32")) {
+			t.Errorf("%s with %s%s unset/changed: exit %d, %q; want a refusal saying %q and how to make one", tc.cmd, tc.unset, tc.set, code, msg, tc.want)
+		}
+		if strings.Contains(msg, "PostgreSQL") {
+			t.Errorf("%s got past the secrets check: %q", tc.cmd, msg)
+		}
+		t.Setenv("TATKAL_ADMIN_TOKEN", "")
+		t.Setenv("TATKAL_SIM_ADMIN_TOKEN", "")
+	}
+	// With every secret set, serve gets as far as the database.
+	for k, v := range good {
+		t.Setenv(k, v)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"serve"}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "PostgreSQL") {
+		t.Errorf("serve with every secret: exit %d, %q; want it to reach for the database", code, errOut.String())
+	}
+}
+
+// tatkal dev makes fresh secrets at each start and hands the same ones to
+// its simulators: two starts share none.
+func TestDevSecretsAreFreshEachStart(t *testing.T) {
+	t.Parallel()
+	var base Config
+	a, b := base.withDevSecrets(), base.withDevSecrets()
+	if err := a.requireSecrets(needGateways | needPRSKey); err != nil {
+		t.Fatalf("dev secrets refused: %v", err)
+	}
+	if a.PRSKey == b.PRSKey || a.SimAdminToken == b.SimAdminToken || a.WebhookSecrets.String() == b.WebhookSecrets.String() ||
+		a.PSPAPIKeys.String() == b.PSPAPIKeys.String() {
+		t.Fatal("two dev starts share a secret")
+	}
+	sim, merchant := a.simGateways(), a.gateways()
+	if len(sim) != 2 || len(merchant) != 2 {
+		t.Fatalf("gateways: %d simulated, %d known", len(sim), len(merchant))
+	}
+	for i := range sim {
+		if sim[i].ID != merchant[i].ID || sim[i].APIKeys[0] != merchant[i].APIKey || string(sim[i].WebhookSecret) != string(merchant[i].WebhookSecrets[0]) {
+			t.Fatalf("gateway %s: the simulator and the merchant hold different secrets", sim[i].ID)
+		}
 	}
 }

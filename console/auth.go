@@ -202,7 +202,7 @@ func allowedNav(role string, roles ...string) bool { return slices.Contains(role
 
 func (c *Console) setSessionCookie(w http.ResponseWriter, r *http.Request, tok string, expires time.Time) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: tok, Path: "/", Expires: expires, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
+		Secure: r.TLS != nil || c.cfg.SecureCookies, SameSite: http.SameSiteLaxMode})
 }
 
 // apiAuth accepts a console user's personal API token (acting as that

@@ -48,6 +48,9 @@ type Config struct {
 	// Scripts call /v1/admin/... with a console user's personal API token
 	// (created under /console/tokens); there is no shared admin token.
 	HoldWindow time.Duration // for the invariant check's grace
+	// SecureCookies marks the session cookie Secure: browsers reach us over
+	// https (TATKAL_PUBLIC_URL), even when a proxy ends TLS before us.
+	SecureCookies bool
 	// QueueDepth reports a shard's waiting and admitted counts (the waiting
 	// room's Depth); nil shows zeros.
 	QueueDepth func(ctx context.Context, shardID int64) (waiting, admitted int64, err error)
@@ -102,7 +105,6 @@ func (c *Console) Levers() *levers.Service { return c.levers }
 
 // Routes mounts the console, top to bottom: who may see what is in this list.
 func (c *Console) Routes(r chi.Router) {
-	r.Get("/metrics", c.metrics)
 	r.Route("/v1/admin", func(r chi.Router) {
 		r.Use(c.apiAuth)
 		r.With(c.apiRoles(Ops, Admin)).Get("/levers", c.apiLevers)
@@ -144,6 +146,10 @@ func (c *Console) Routes(r chi.Router) {
 		})
 	})
 }
+
+// Metrics serves Prometheus text; main mounts it on its own listener,
+// never the public one (it shows funnel counts and pending levers).
+func (c *Console) Metrics() http.Handler { return http.HandlerFunc(c.metrics) }
 
 // Snapshot computes the live funnel now (for tests and the JSON fallback).
 func (c *Console) Snapshot(ctx context.Context) (Snapshot, error) { return c.snapshot(ctx) }

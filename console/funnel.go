@@ -7,6 +7,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"tatkal/booking/httpx"
 	"tatkal/views"
 )
 
@@ -32,7 +33,11 @@ func (c *Console) funnelJSON(w http.ResponseWriter, r *http.Request) {
 
 // funnelWS pushes the hub's snapshots, one JSON message per tick. A client
 // too slow to take them is dropped by the hub and its socket closed.
+// The websocket's own deadline, in place of the server's timeouts.
+const pingEvery, pingWait = 30 * time.Second, 10 * time.Second
+
 func (c *Console) funnelWS(w http.ResponseWriter, r *http.Request) {
+	httpx.ClearDeadlines(w) // the server's timeouts are for requests; a live socket has its ping deadline
 	conn, err := websocket.Accept(w, r, nil) // same-origin only
 	if err != nil {
 		return
@@ -41,10 +46,19 @@ func (c *Console) funnelWS(w http.ResponseWriter, r *http.Request) {
 	ctx := conn.CloseRead(r.Context())
 	sub := c.hub.Subscribe()
 	defer sub.Close()
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-ping.C: // a peer gone silent is dropped within pingEvery + pingWait
+			pctx, cancel := context.WithTimeout(ctx, pingWait)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return
+			}
 		case <-sub.Done():
 			conn.Close(websocket.StatusTryAgainLater, "too slow") //nolint:errcheck
 			return

@@ -89,10 +89,16 @@ func TestOperationsPages(t *testing.T) {
 		t.Fatalf("shards page:\n%.2000s", body)
 	}
 
-	// /metrics: Prometheus text from Redis and PostgreSQL.
+	// /metrics: Prometheus text from Redis and PostgreSQL, on its own
+	// listener; the public one has none.
+	if resp, err := http.Get(s.Server.URL + "/metrics"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("public /metrics: %d, want 404", resp.StatusCode)
+	}
 	var mb *strings.Builder
 	for range 30 {
-		resp, err := http.Get(s.Server.URL + "/metrics")
+		resp, err := http.Get(s.Metrics.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

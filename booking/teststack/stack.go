@@ -26,6 +26,7 @@ import (
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
 	"tatkal/booking/funnel"
+	"tatkal/booking/httpx"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/payment/pspsim"
@@ -50,6 +51,8 @@ type Stack struct {
 	River     *river.Client[pgx.Tx]
 	Server    *httptest.Server
 	Signer    *auth.Signer
+	// Metrics serves /metrics apart from Server, as TATKAL_METRICS_ADDR does.
+	Metrics *httptest.Server
 	// The simulators: real HTTP servers with their own schemas.
 	PSP  *httptest.Server
 	Core *httptest.Server
@@ -159,8 +162,11 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	api.New(api.Config{Service: svc, Payments: pay, Pool: env.Pool, Signer: signer, MaxHoldsInFlight: opts.MaxHoldsInFlight, Log: log,
 		Admission: adm}).Routes(r)
 	(&web.Pages{Booking: svc, Payments: pay, Log: log}).Routes(r)
-	srv.Config.Handler = r
+	// The same wrapping as the binary's: security headers, cross-origin
+	// protection, the text check.
+	srv.Config.Handler = httpx.App(r, httpx.AppOptions{APIReject: api.RejectInput, CSP: map[string]string{"/console/river/": httpx.InlineStyleCSP}})
 	srv.Start()
+	metricsServer := httptest.NewServer(cons.Metrics())
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -174,6 +180,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	}
 	t.Cleanup(func() {
 		srv.Close()
+		metricsServer.Close()
 		pspServer.Close()
 		coreServer.Close()
 		if opts.Work {
@@ -185,7 +192,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		wg.Wait()
 	})
 	return &Stack{Env: env, Admission: adm, Funnel: rec, Levers: lev, Console: cons, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer,
-		Gateways: gws, CoreKey: coreKey}
+		Gateways: gws, CoreKey: coreKey, Metrics: metricsServer}
 }
 
 // merchantSide is what our payment service knows of the simulator's

@@ -1,0 +1,19 @@
+package api
+
+import (
+	"log/slog"
+	"net/http"
+
+	"tatkal/booking"
+)
+
+// RejectInput answers a request refused before routing (httpx.ValidText)
+// as a problem document like every other /v1 error.
+func RejectInput(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	code := booking.EINVALID
+	reason := "INVALID_TEXT"
+	if status == http.StatusRequestEntityTooLarge {
+		reason = "BODY_TOO_LARGE"
+	}
+	writeError(w, r, slog.Default(), booking.Errorf(code, reason, "%s", msg))
+}

@@ -37,7 +37,8 @@ func (c *Console) funnelJSON(w http.ResponseWriter, r *http.Request) {
 const pingEvery, pingWait = 30 * time.Second, 10 * time.Second
 
 func (c *Console) funnelWS(w http.ResponseWriter, r *http.Request) {
-	httpx.ClearDeadlines(w)                  // the server's timeouts are for requests; a live socket has its ping deadline
+	// The server's timeouts are for requests; a live socket has its ping deadline.
+	httpx.ClearDeadlines(w)
 	conn, err := websocket.Accept(w, r, nil) // same-origin only
 	if err != nil {
 		return

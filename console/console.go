@@ -48,7 +48,7 @@ type Config struct {
 	// Scripts call /v1/admin/... with a console user's personal API token
 	// (created under /console/tokens); there is no shared admin token.
 	HoldWindow time.Duration // for the invariant check's grace
-	// SecureCookies marks the session cookie Secure: browsers reach us over
+	// SecureCookies marks the console's cookies Secure: browsers reach us over
 	// https (TATKAL_PUBLIC_URL), even when a proxy ends TLS before us.
 	SecureCookies bool
 	// QueueDepth reports a shard's waiting and admitted counts (the waiting

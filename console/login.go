@@ -22,7 +22,7 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, p views.ConsoleLoginPage, status int) {
-	http.SetCookie(w, &http.Cookie{Name: loginCSRF, Value: p.CSRF, Path: "/console/login", HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: loginCSRF, Value: p.CSRF, Path: "/console/login", HttpOnly: true, Secure: r.TLS != nil || c.cfg.SecureCookies,
 		SameSite: http.SameSiteStrictMode, MaxAge: 3600})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)

@@ -30,7 +30,11 @@ func (p *Pages) Routes(r chi.Router) {
 }
 
 // paymentReturn is where the gateway sends the passenger's browser back.
-// The payment id is unguessable; the page shows no personal data.
+// Passengers sign in to the API with bearer tokens, so this page, reached
+// by a bank's redirect, cannot tell who is looking: a return URL is seen
+// by the bank, the browser history and anyone it is forwarded to. So it
+// says only how the payment stands, never the PNR, the amount or whose it
+// is; the signed-in app shows those (GET /v1/bookings/{hold_id}/status).
 func (p *Pages) paymentReturn(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.URL.Query().Get("payment_id"))
 	if err != nil {
@@ -51,13 +55,13 @@ func (p *Pages) paymentReturn(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Internal error.", http.StatusInternalServerError)
 		return
 	}
-	page := views.PaymentReturnPage{PaymentID: id.String(), State: v.State, Amount: booking.Rupees(v.AmountPaise), PNR: pnr}
+	page := views.PaymentReturnPage{PaymentID: id.String(), State: v.State}
 	by := v.Deadline.In(booking.IST).Format("15:04")
 	switch v.State {
 	case payment.Success:
-		page.Headline, page.Message = "Payment received", "Your ticket is being issued."
+		page.Headline, page.Message = "Payment received", "Your ticket is being issued. See your bookings in the app for the PNR."
 		if pnr != "" {
-			page.Headline, page.Message = "Ticket booked", "Your e-ticket has been sent by SMS and email."
+			page.Headline, page.Message = "Ticket booked", "Your e-ticket has been sent by SMS and email; your bookings in the app show the PNR."
 		}
 	case payment.Failed:
 		page.Headline, page.Message = "Payment failed", "Nothing was charged. The seats were released; you can try again."

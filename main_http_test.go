@@ -119,8 +119,8 @@ func TestBadTextIsRefusedEverywhere(t *testing.T) {
 			jsonBad = "\xff"
 		}
 		cases := []struct {
-			name                     string
-			c                        *http.Client
+			name                      string
+			c                         *http.Client
 			method, path, ctype, body string
 		}{
 			{"api login", anon, "POST", "/v1/auth/login", "application/json", `{"login":"http00001` + jsonBad + `","password":"secret-pw"}`},
@@ -135,8 +135,8 @@ func TestBadTextIsRefusedEverywhere(t *testing.T) {
 		fresh := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		form := loginForm(t, fresh, base)
 		cases = append(cases, struct {
-			name                     string
-			c                        *http.Client
+			name                      string
+			c                         *http.Client
 			method, path, ctype, body string
 		}{"console login", fresh, "POST", "/console/login", "application/x-www-form-urlencoded",
 			"csrf=" + url.QueryEscape(form.Get("csrf")) + "&login=ops1" + bad + "&password=wrong"})

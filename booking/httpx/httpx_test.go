@@ -1,11 +1,14 @@
 package httpx
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every way text reaches a handler is checked; clean text passes through
@@ -75,5 +78,71 @@ func TestHeaders(t *testing.T) {
 	Headers(false, nil)(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if rec.Header().Get("Strict-Transport-Security") != "" {
 		t.Error("HSTS sent over plain http")
+	}
+}
+
+// A client that sends its headers and then trickles (or never sends) its
+// body is cut off at the read timeout instead of holding the connection.
+func TestSlowBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return
+		}
+		w.Write([]byte("read it all")) //nolint:errcheck
+	}))
+	srv.ReadTimeout = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln) //nolint:errcheck
+	defer srv.Close()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\npartial")
+	start := time.Now()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck
+	b, _ := io.ReadAll(conn)
+	if took := time.Since(start); took > 3*time.Second || strings.Contains(string(b), "read it all") {
+		t.Fatalf("slow body held the connection %v and got %q", took, b)
+	}
+}
+
+// A long-lived answer (a websocket) clears the server's deadlines and
+// outlives the write timeout.
+func TestClearDeadlines(t *testing.T) {
+	t.Parallel()
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("clear") == "1" {
+			ClearDeadlines(w)
+		}
+		time.Sleep(400 * time.Millisecond)
+		w.Write([]byte("still here")) //nolint:errcheck
+	}))
+	srv.WriteTimeout = 150 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln) //nolint:errcheck
+	defer srv.Close()
+	get := func(q string) (string, error) {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/?" + q)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	if body, err := get("clear=1"); err != nil || body != "still here" {
+		t.Fatalf("cleared: %q %v", body, err)
+	}
+	if body, err := get(""); err == nil && body == "still here" {
+		t.Fatal("the write timeout did not apply to an ordinary answer")
 	}
 }

@@ -76,7 +76,7 @@ Commands:
 
 Configuration (environment; secrets have no defaults outside dev, see SECURITY.md):
   DATABASE_URL         default postgres://127.0.0.1:5432/tatkal?sslmode=disable (created if missing)
-  TATKAL_DB_POOL       default 40 (PostgreSQL connections of this process)
+  TATKAL_DB_POOL       PostgreSQL connections of this process (default: serve, worker 40; dev 20; psp, prs 10)
   REDIS_URL            default redis://127.0.0.1:6379/0
   TATKAL_ADDR          default :8080
   TATKAL_METRICS_ADDR  default 127.0.0.1:9090 (/metrics, off the public listener; "off" for none)
@@ -140,7 +140,7 @@ type usageError struct{ error }
 // Config is everything a process needs, from the environment.
 type Config struct {
 	DatabaseURL      string
-	DBPool           int // connections of this process's pool
+	DBPool           int // TATKAL_DB_POOL: connections of this process's pool; 0: the command's default
 	RedisURL         string
 	Addr             string
 	MetricsAddr      string // Prometheus text, kept off the public listener
@@ -176,7 +176,6 @@ const (
 func configFromEnv() (Config, error) {
 	cfg := Config{
 		DatabaseURL:      env("DATABASE_URL", "postgres://127.0.0.1:5432/tatkal?sslmode=disable"),
-		DBPool:           40,
 		RedisURL:         env("REDIS_URL", "redis://127.0.0.1:6379/0"),
 		Addr:             env("TATKAL_ADDR", ":8080"),
 		MetricsAddr:      env("TATKAL_METRICS_ADDR", "127.0.0.1:9090"),
@@ -240,6 +239,16 @@ func configFromEnv() (Config, error) {
 		cfg.MaxHoldsInFlight = n
 	}
 	return cfg, nil
+}
+
+// pool is the pool size: TATKAL_DB_POOL, else the command's default (see
+// README: serve and worker 40, dev 20, psp and prs 10), so that a dev stack
+// and the test suite fit beside each other in PostgreSQL's 100 connections.
+func (c Config) pool(def int) int32 {
+	if c.DBPool > 0 {
+		return int32(c.DBPool)
+	}
+	return int32(def)
 }
 
 // secureCookies says whether browsers reach us over https (behind a
@@ -368,7 +377,7 @@ type Main struct {
 // that cannot be reached is named, with how to start it.
 func Open(ctx context.Context, cfg Config, work bool) (*Main, error) {
 	m := &Main{Config: cfg, Work: work}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, int32(cfg.DBPool))
+	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.pool(40))
 	if err != nil {
 		return nil, fmt.Errorf("%w\nIs PostgreSQL running? Start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", err)
 	}
@@ -815,6 +824,9 @@ func cmdDev(ctx context.Context, cfg Config, args []string, out io.Writer) error
 		return err
 	}
 	cfg = cfg.withDevSecrets()
+	if cfg.DBPool == 0 {
+		cfg.DBPool = 20 // app, workers and both simulators share it; idle, a handful are open
+	}
 	m, err := Open(ctx, cfg, true)
 	if err != nil {
 		return err
@@ -997,7 +1009,7 @@ func cmdPSP(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	if err := cfg.requireSecrets(needGateways); err != nil {
 		return err
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, 20)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.pool(10))
 	if err != nil {
 		return err
 	}
@@ -1020,7 +1032,7 @@ func cmdPRS(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	if err := cfg.requireSecrets(needPRSKey); err != nil {
 		return err
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, 20)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.pool(10))
 	if err != nil {
 		return err
 	}

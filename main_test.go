@@ -15,7 +15,7 @@ import (
 
 // testPool caps each test process's pool: the suite runs many at once
 // against one PostgreSQL (README: the connection budget).
-const testPool = 8
+const testPool = 10
 
 func testConfig(t *testing.T) (Config, *testenv.Env) {
 	t.Helper()

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,18 @@ func RedisURL() string {
 	return "redis://127.0.0.1:6379/0"
 }
 
+// PoolSize is each test database's pool: TATKAL_TEST_DB_POOL, default 16.
+// go test runs about four tests at once (two packages, two tests each), and
+// with a dev stack beside them the whole must fit in PostgreSQL's default
+// 100 connections; 16 leaves a stack's River workers, committer and a
+// test's paused transaction room to meet.
+func PoolSize() int32 {
+	if n, err := strconv.Atoi(os.Getenv("TATKAL_TEST_DB_POOL")); err == nil && n >= 4 {
+		return int32(n)
+	}
+	return 16
+}
+
 // New creates the test's database and Redis prefix and removes both when
 // the test ends.
 func New(t testing.TB) *Env {
@@ -64,7 +77,7 @@ func New(t testing.TB) *Env {
 	if err := db.CreateDatabaseFrom(ctx, url, tmpl); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
-	pool, err := db.Open(ctx, url, 40)
+	pool, err := db.Open(ctx, url, PoolSize())
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}

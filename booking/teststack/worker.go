@@ -58,7 +58,7 @@ func (s *Stack) gatewaySecrets(of func(payment.GatewayConfig) []string) secrets.
 // it mid-job.
 func RunWorkerFromEnv() error {
 	ctx := context.Background()
-	pool, err := db.Open(ctx, os.Getenv("TATKAL_TEST_WORKER_DB"), 10)
+	pool, err := db.Open(ctx, os.Getenv("TATKAL_TEST_WORKER_DB"), 6) // 4 workers, River's own, one spare
 	if err != nil {
 		return err
 	}

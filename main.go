@@ -544,6 +544,14 @@ func serveOn(srv *http.Server, ln net.Listener, name string) {
 	}
 }
 
+// metricsURL says where /metrics is served, if anywhere.
+func metricsURL(m *Main) string {
+	if m.MetricsListener == nil {
+		return "off"
+	}
+	return "http://" + m.MetricsListener.Addr().String() + "/metrics"
+}
+
 // URL is the base URL of the running server.
 func (m *Main) URL() string {
 	addr := m.Listener.Addr().(*net.TCPAddr)
@@ -888,7 +896,7 @@ func cmdDev(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	fmt.Fprintf(out, `
 tatkal is running.
   API        %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
-  health     %[1]s/healthz  %[1]s/readyz
+  health     %[1]s/healthz  %[1]s/readyz   metrics %[7]s
   gateways   %[4]s (simulated; faults: PUT %[4]s/admin/routes/{gw}/{method}, token %[6]s)
   core       %[5]s (simulated reservation system; faults: PUT %[5]s/admin/faults)
   logins     demo00001 .. demo00005, password %[2]s (wallets hold ₹5,000)
@@ -905,7 +913,7 @@ Book a seat with curl:
     -d '{"hold_id":"<hold_id>","method":"WALLET","idempotency_key":"pay-'$(date +%%s)'"}'
 
 Ctrl-C stops it.
-`, url, demoPassword, res.JourneyDate.Format(time.DateOnly), psp.URL(), core.URL(), cfg.SimAdminToken)
+`, url, demoPassword, res.JourneyDate.Format(time.DateOnly), psp.URL(), core.URL(), cfg.SimAdminToken, metricsURL(m))
 	<-ctx.Done()
 	fmt.Fprintln(out, "shutting down")
 	return nil

@@ -122,7 +122,7 @@ func TestWorkerKilledMidJobResumesOnce(t *testing.T) {
 	if st != "completed" || attempt < 2 {
 		t.Fatalf("job %s after %d attempts, want completed after a retry", st, attempt)
 	}
-	exported, err := prs.NewClient(w.s.Core.URL, "test-core", nil).Export(ctx, w.date)
+	exported, err := prs.NewClient(w.s.Core.URL, w.s.CoreKey, nil).Export(ctx, w.date)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -471,7 +471,7 @@ func TestCoreOutageThenSyncOncePerPNR(t *testing.T) {
 		pnrs[pnr] = true
 	}
 	rows.Close()
-	core := prs.NewClient(w.s.Core.URL, "test-core", nil)
+	core := prs.NewClient(w.s.Core.URL, w.s.CoreKey, nil)
 	exported, err := core.Export(ctx, w.date)
 	if err != nil {
 		t.Fatal(err)

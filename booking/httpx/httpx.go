@@ -82,7 +82,7 @@ func Headers(https bool, csp map[string]string) func(http.Handler) http.Handler 
 const MaxTextBody = 1 << 20
 
 // ValidText refuses, before any handler runs, a request whose path, query
-// string, form or JSON body holds a NUL byte or invalid UTF-8: PostgreSQL
+// string, headers, form or JSON body holds a NUL byte or invalid UTF-8: PostgreSQL
 // stores neither, so such input would otherwise fail deep inside a
 // handler as a 500, possibly after a partial write. reject answers (400,
 // in the caller's error format) with a message naming the part. Bodies
@@ -97,6 +97,14 @@ func ValidText(reject func(w http.ResponseWriter, r *http.Request, status int, m
 			if !cleanQuery(r.URL.RawQuery) {
 				reject(w, r, http.StatusBadRequest, "The query string holds a NUL byte or invalid UTF-8.")
 				return
+			}
+			for name, vs := range r.Header { // Go refuses NUL in headers itself; bytes above 0x7f it lets through
+				for _, v := range vs {
+					if !cleanText(v) {
+						reject(w, r, http.StatusBadRequest, "Header "+name+" holds invalid UTF-8.")
+						return
+					}
+				}
 			}
 			if r.Body != nil && r.Body != http.NoBody && textBody(r.Header.Get("Content-Type")) {
 				body, err := io.ReadAll(io.LimitReader(r.Body, MaxTextBody+1))

@@ -40,6 +40,7 @@ func TestValidText(t *testing.T) {
 		{"json bad utf8", "/v1/x", "application/json", "{\"login\":\"a\xff\"}", 400},
 		{"json without content type", "/v1/x", "", `{"login":"\u0000"}`, 400},
 		{"too large", "/v1/x", "application/json", strings.Repeat(" ", MaxTextBody+1), 413},
+		{"header bad utf8", "/v1/x", "application/json; x=\xff", `{}`, 400},
 		{"multipart left to handler", "/v1/x", "multipart/form-data; boundary=x", "\x00", 200},
 	}
 	for _, tc := range cases {

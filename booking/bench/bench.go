@@ -33,7 +33,6 @@ import (
 	"tatkal/booking/auth"
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
-	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/seed"
 )
 
@@ -58,8 +57,8 @@ type Options struct {
 	Payments *payment.Service
 	// Gateways are the gateways Payments knows: the callback phase's
 	// payments are made at a simulator of the bench's with the same ids and
-	// keys, and their webhooks signed with these secrets. Default: the
-	// simulator's gateways with fresh random secrets (pspsim.NewGateways).
+	// keys, and their webhooks signed with these secrets. Required with
+	// Payments.
 	Gateways []payment.GatewayConfig
 	// WalletUsers is how many wallet-funded users the wallet phase may
 	// spend, one per confirmation. Zero: Concurrency plus 2,000 per second
@@ -116,11 +115,6 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if len(o.Gateways) == 0 {
-		for _, g := range pspsim.NewGateways() {
-			o.Gateways = append(o.Gateways, payment.GatewayConfig{ID: g.ID, APIKey: g.APIKeys[0], WebhookSecrets: [][]byte{g.WebhookSecret}})
-		}
-	}
 	perSecond := func(n int) int { return o.Concurrency + int(float64(n)*o.Duration.Seconds()) }
 	if o.WalletUsers <= 0 {
 		o.WalletUsers = perSecond(2000)
@@ -134,6 +128,9 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("bench: no booking service")
 	case len(o.SessionKey) < 32:
 		return o, errors.New("bench: the session key must be at least 32 bytes")
+	case o.Payments != nil && len(o.Gateways) == 0:
+		// No default: the callback phase must sign with the secrets Payments checks.
+		return o, errors.New("bench: Payments needs Gateways, the ones it was configured with")
 	}
 	return o, nil
 }

@@ -274,3 +274,30 @@ func TestDevSecretsAreFreshEachStart(t *testing.T) {
 		}
 	}
 }
+
+// During a rotation both sides hold two secrets: we accept callbacks
+// signed with either and call with the newest key; the simulator signs with
+// the newest secret and accepts either key.
+func TestRotationListsReachBothSides(t *testing.T) {
+	newS, oldS, newK, oldK, bpS, bpK := strings.Repeat("1", 32), strings.Repeat("2", 32), strings.Repeat("3", 32), strings.Repeat("4", 32),
+		strings.Repeat("5", 32), strings.Repeat("6", 32)
+	t.Setenv("TATKAL_WEBHOOK_SECRETS", "swiftpay="+newS+",bharatpg="+bpS+",swiftpay="+oldS)
+	t.Setenv("TATKAL_PSP_API_KEYS", "swiftpay="+newK+",swiftpay="+oldK+",bharatpg="+bpK)
+	cfg, err := configFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.requireSecrets(needGateways); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range cfg.gateways() {
+		if g.ID == "swiftpay" && (g.APIKey != newK || len(g.WebhookSecrets) != 2 || string(g.WebhookSecrets[0]) != newS || string(g.WebhookSecrets[1]) != oldS) {
+			t.Errorf("merchant side of swiftpay: %+v", g)
+		}
+	}
+	for _, g := range cfg.simGateways() {
+		if g.ID == "swiftpay" && (string(g.WebhookSecret) != newS || len(g.APIKeys) != 2 || g.APIKeys[0] != newK || g.APIKeys[1] != oldK) {
+			t.Errorf("simulator side of swiftpay: %+v", g)
+		}
+	}
+}

@@ -76,7 +76,7 @@ Commands:
 
 Configuration (environment; secrets have no defaults outside dev, see SECURITY.md):
   DATABASE_URL         default postgres://127.0.0.1:5432/tatkal?sslmode=disable (created if missing)
-  TATKAL_DB_POOL       PostgreSQL connections of this process (default: serve, worker 40; dev 20; psp, prs 10)
+  TATKAL_DB_POOL       PostgreSQL connections of this process (default: serve, worker 40; dev 20; psp, prs 20)
   REDIS_URL            default redis://127.0.0.1:6379/0
   TATKAL_ADDR          default :8080
   TATKAL_METRICS_ADDR  default 127.0.0.1:9090 (/metrics, off the public listener; "off" for none)
@@ -242,7 +242,7 @@ func configFromEnv() (Config, error) {
 }
 
 // pool is the pool size: TATKAL_DB_POOL, else the command's default (see
-// README: serve and worker 40, dev 20, psp and prs 10), so that a dev stack
+// README: serve and worker 40, dev 20, psp and prs 20), so that a dev stack
 // and the test suite fit beside each other in PostgreSQL's 100 connections.
 func (c Config) pool(def int) int32 {
 	if c.DBPool > 0 {
@@ -1017,7 +1017,7 @@ func cmdPSP(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	if err := cfg.requireSecrets(needGateways); err != nil {
 		return err
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.pool(10))
+	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.pool(20))
 	if err != nil {
 		return err
 	}
@@ -1040,7 +1040,7 @@ func cmdPRS(ctx context.Context, cfg Config, args []string, out io.Writer) error
 	if err := cfg.requireSecrets(needPRSKey); err != nil {
 		return err
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.pool(10))
+	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.pool(20))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"tatkal/booking/prs"
+	"tatkal/booking/testenv"
 )
 
 func TestConcurrentSyncOfOnePNR(t *testing.T) {
@@ -71,8 +72,10 @@ func TestConcurrentSyncOfOnePNR(t *testing.T) {
 // whatever the interleaving, and refuses the rest definitively.
 func TestConcurrentBerthRace(t *testing.T) {
 	t.Parallel()
-	st := newStack(t)
 	const n = 20
+	// One connection per racing booking: the core's own pool would
+	// otherwise queue them and the race would be a different one.
+	st := newStackOn(t, testenv.NewWithPool(t, n+4))
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})

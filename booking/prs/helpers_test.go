@@ -35,7 +35,11 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	env := testenv.New(t)
+	return newStackOn(t, testenv.New(t))
+}
+
+func newStackOn(t *testing.T, env *testenv.Env) *stack {
+	t.Helper()
 	st := &stack{env: env}
 	st.start(t, "")
 	return st

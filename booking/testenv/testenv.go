@@ -67,6 +67,14 @@ func PoolSize() int32 {
 // the test ends.
 func New(t testing.TB) *Env {
 	t.Helper()
+	return NewWithPool(t, PoolSize())
+}
+
+// NewWithPool is New with a pool of size connections, for a test that
+// runs more transactions at once than the default pool holds (so it
+// measures contention in PostgreSQL, not a queue for connections).
+func NewWithPool(t testing.TB, size int32) *Env {
+	t.Helper()
 	ctx := context.Background()
 	tmpl, err := template(ctx)
 	if err != nil {
@@ -77,7 +85,7 @@ func New(t testing.TB) *Env {
 	if err := db.CreateDatabaseFrom(ctx, url, tmpl); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
-	pool, err := db.Open(ctx, url, PoolSize())
+	pool, err := db.Open(ctx, url, size)
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}

@@ -17,16 +17,19 @@ const (
 	RefundHoldCancelled     = "HOLD_CANCELLED"
 	RefundWaitlistCancelled = "WAITLIST_CANCELLED"
 	RefundCoreRejected      = "CORE_REJECTED"
+	// RefundAmountMismatch returns a capture the gateway made for another
+	// amount than ours (migrations/006).
+	RefundAmountMismatch = "AMOUNT_MISMATCH"
 )
 
-// RequestRefundTx records, in tx, a refund of amount paise (0: all of it) of
-// one successful payment and enqueues its execution in the same
-// transaction. A payment is refunded once: asking again returns the
+// RequestRefundTx records, in tx, a refund of amount paise (0: all of it,
+// what the gateway captured where it told us, else what we asked) of one
+// successful payment and enqueues its execution in the same transaction. A payment is refunded once: asking again returns the
 // existing refund and false.
 func (s *Service) RequestRefundTx(ctx context.Context, tx pgx.Tx, paymentID uuid.UUID, reason string, amount int64) (uuid.UUID, bool, error) {
 	var captured int64
 	var state string
-	if err := tx.QueryRow(ctx, `SELECT amount_paise, state FROM payments WHERE id = $1`, paymentID).Scan(&captured, &state); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT coalesce(captured_paise, amount_paise), state FROM payments WHERE id = $1`, paymentID).Scan(&captured, &state); err != nil {
 		return uuid.Nil, false, fmt.Errorf("refund payment %s: %w", paymentID, err)
 	}
 	if state != "SUCCESS" && state != "REFUNDED" {

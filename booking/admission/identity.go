@@ -196,19 +196,22 @@ func (s *Service) BindDevice(ctx context.Context, userID int64, clientToken stri
 }
 
 // CheckInstrument counts a payment instrument (a VPA, a card fingerprint)
-// against the accounts that used it in the last 30 days; more than
-// maxAccounts distinct accounts is refused (answered like overload).
+// against the accounts that used it in the last 30 days; a new account
+// past maxAccounts is refused (answered like overload), while an account
+// already counted keeps using it. Call it only for a payment about to be
+// accepted (a valid hold of the caller's): counting on a bare request
+// would let anyone block a victim's address by naming it.
 func (s *Service) CheckInstrument(ctx context.Context, instrument string, userID int64, maxAccounts int) error {
 	h := sha256.Sum256([]byte("instrument|" + instrument))
 	key := s.cfg.Prefix + ":inst:" + hex.EncodeToString(h[:12])
 	pipe := s.rdb.TxPipeline()
-	pipe.SAdd(ctx, key, userID)
+	added := pipe.SAdd(ctx, key, userID)
 	card := pipe.SCard(ctx, key)
 	pipe.Expire(ctx, key, 30*24*time.Hour)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return booking.Errorf(booking.EUNAVAIL, "LIMITS_UNREACHABLE", "Please retry in a moment.")
 	}
-	if card.Val() > int64(maxAccounts) {
+	if added.Val() == 1 && card.Val() > int64(maxAccounts) {
 		s.rdb.SRem(ctx, key, userID) //nolint:errcheck
 		return highDemand()
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -33,23 +34,47 @@ type paymentResponse struct {
 func paymentOf(v payment.View) paymentResponse {
 	r := paymentResponse{View: v, Amount: booking.Rupees(v.AmountPaise)}
 	by := v.Deadline.In(booking.IST).Format("15:04")
-	switch v.State {
-	case payment.Success:
+	outcome := "a ticket or an automatic refund"
+	if v.Purpose == payment.PurposeTopUp {
+		outcome = "your wallet credited or nothing charged"
+	}
+	switch {
+	case v.InReview:
+		r.Message = "This payment is being reviewed by our finance team; your money is safe and you will hear from us."
+	case v.State == payment.Success && v.Purpose == payment.PurposeTopUp:
+		r.Message = "Payment received; ₹" + r.Amount + " was added to your wallet."
+	case v.State == payment.Success:
 		r.Message = "Payment received."
-	case payment.Failed:
+	case v.State == payment.Failed:
 		r.Message = "The payment did not go through and nothing was charged."
-	case payment.Refunded:
+	case v.State == payment.Refunded:
 		r.Message = "This payment was refunded."
-	case payment.AwaitingUser:
-		r.Message = "Approve the payment in your UPI app or on the bank's page. You will get a ticket or an automatic refund by " + by + " IST."
+	case v.State == payment.AwaitingUser:
+		r.Message = "Approve the payment in your UPI app or on the bank's page. You will get " + outcome + " by " + by + " IST."
 	default:
-		r.Message = "Waiting for your bank. You will get a ticket or an automatic refund by " + by + " IST."
+		r.Message = "Waiting for your bank. You will get " + outcome + " by " + by + " IST."
 	}
 	return r
 }
 
+// instrumentGuard counts a UPI address against the accounts paying with it
+// (one address paying for many accounts is a tout's signature: past a few
+// accounts it is refused, looking like overload). The payment path runs it
+// only once the hold is the caller's and payable, so a request naming a
+// random hold with someone else's address counts nothing.
+func (a *API) instrumentGuard(r *http.Request, method, vpa string) func(context.Context) error {
+	if method != payment.UPI || a.adm == nil || vpa == "" {
+		return nil
+	}
+	user := callerFrom(r.Context()).UserID
+	return func(ctx context.Context) error {
+		return a.adm.CheckInstrument(ctx, "upi:"+strings.ToLower(vpa), user, MaxAccountsPerInstrument)
+	}
+}
+
 // initiatePayment starts paying for a hold: 201 for a new payment, 200 for
-// a replay of the same idempotency key.
+// a replay of the same idempotency key and request, 422 for the key sent
+// with another request.
 func (a *API) initiatePayment(w http.ResponseWriter, r *http.Request) {
 	var req initiateRequest
 	if err := decode(w, r, &req); err != nil {
@@ -64,18 +89,15 @@ func (a *API) initiatePayment(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_HOLD_ID", "hold_id %q is not a hold id.", req.HoldID))
 		return
 	}
-	// One UPI address paying for many accounts is a tout's signature: past
-	// a few accounts it is refused, looking like overload.
-	if req.Method == payment.UPI && a.adm != nil && req.VPA != "" {
-		if err := a.adm.CheckInstrument(r.Context(), "upi:"+strings.ToLower(req.VPA), callerFrom(r.Context()).UserID, MaxAccountsPerInstrument); err != nil {
-			a.writeAdmError(w, r, err)
-			return
-		}
-	}
 	v, err := a.payments.Initiate(r.Context(), callerFrom(r.Context()), payment.InitiateRequest{
-		HoldID: id, Method: req.Method, VPA: req.VPA, Bank: req.Bank, IdempotencyKey: req.IdempotencyKey})
+		HoldID: id, Method: req.Method, VPA: req.VPA, Bank: req.Bank, IdempotencyKey: req.IdempotencyKey,
+		Guard: a.instrumentGuard(r, req.Method, req.VPA)})
+	a.writePayment(w, r, v, err)
+}
+
+func (a *API) writePayment(w http.ResponseWriter, r *http.Request, v payment.View, err error) {
 	if err != nil {
-		writeError(w, r, a.log, err)
+		a.writeAdmError(w, r, err)
 		return
 	}
 	status := http.StatusCreated
@@ -131,22 +153,30 @@ func (a *API) wallet(w http.ResponseWriter, r *http.Request) {
 }
 
 type topUpRequest struct {
-	AmountPaise int64 `json:"amount_paise"`
+	AmountPaise    int64  `json:"amount_paise"`
+	Method         string `json:"method"`
+	VPA            string `json:"vpa"`
+	Bank           string `json:"bank"`
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
+// topUp starts a payment into the caller's wallet through a gateway. The
+// answer is the payment (follow next_action, then poll
+// GET /v1/payments/{payment_id}); the wallet is credited when the gateway
+// confirms the money arrived, never before.
 func (a *API) topUp(w http.ResponseWriter, r *http.Request) {
 	var req topUpRequest
 	if err := decode(w, r, &req); err != nil {
 		writeError(w, r, a.log, err)
 		return
 	}
-	c := callerFrom(r.Context())
-	bal, err := a.payments.TopUp(r.Context(), c.UserID, req.AmountPaise, r.Header.Get("Idempotency-Key"))
-	if err != nil {
-		writeError(w, r, a.log, err)
-		return
+	if req.IdempotencyKey == "" {
+		req.IdempotencyKey = r.Header.Get("Idempotency-Key")
 	}
-	writeJSON(w, http.StatusOK, walletResponse{BalancePaise: bal, Balance: booking.Rupees(bal)})
+	v, err := a.payments.TopUp(r.Context(), callerFrom(r.Context()), payment.TopUpRequest{AmountPaise: req.AmountPaise,
+		Method: req.Method, VPA: req.VPA, Bank: req.Bank, IdempotencyKey: req.IdempotencyKey,
+		Guard: a.instrumentGuard(r, req.Method, req.VPA)})
+	a.writePayment(w, r, v, err)
 }
 
 // describePayment turns the latest payment of a hold into the passenger's
@@ -212,6 +242,8 @@ func refundReason(r string) string {
 		return "waitlisted ticket cancelled, less clerkage"
 	case booking.RefundCoreRejected:
 		return "the reservation system could not issue the ticket"
+	case booking.RefundAmountMismatch:
+		return "your bank was charged a different amount than the fare"
 	}
 	return "refund"
 }

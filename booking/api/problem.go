@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"tatkal/booking"
+	"tatkal/booking/payment"
 )
 
 // problem is an RFC 9457 problem document with our stable code.
@@ -45,6 +46,10 @@ func httpStatus(code booking.Code) int {
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	code := booking.ErrorCode(err)
 	status := httpStatus(code)
+	if booking.ErrorReason(err) == payment.ReasonKeyReused {
+		// An idempotency key sent again with another request (as Stripe answers it).
+		status = http.StatusUnprocessableEntity
+	}
 	if code == booking.EINTERNAL {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}

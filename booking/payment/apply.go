@@ -3,6 +3,7 @@ package payment
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,29 +17,39 @@ import (
 	"tatkal/booking/payment/pspapi"
 )
 
+// errAmountUnknown: an answer we asked for claims success but carries no
+// amount or currency to check it by. It proves nothing (0 is "unknown",
+// never a match), so the payment stays as it is and inquiry asks again.
+var errAmountUnknown = errors.New("the gateway's success answer carries no amount or currency")
+
 // apply moves a payment to what the gateway says (from a create answer, a
 // webhook or an inquiry), idempotently, and does what follows from it:
 // a success confirms the hold (or refunds a duplicate, or retakes the seats
-// of a lapsed hold); a definitive failure releases the seats; the bank's
-// acknowledgement extends the hold once.
-func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string) error {
+// of a lapsed hold) or credits a top-up; a definitive failure releases the
+// seats; the bank's acknowledgement extends the hold once.
+//
+// pulled says whether we asked the gateway (create answer, status inquiry)
+// or it told us (a signed callback). A pushed success is acted on for
+// tickets, to keep them fast, and confirmed by inquiry afterwards; a pushed
+// success never credits a wallet by itself. A gateway that contradicts a
+// success, or captures another amount, raises a payment review instead of
+// being ignored.
+func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool) error {
 	var after []func()
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		after = after[:0]
-		var state string
-		var amount int64
-		var userID int64
-		var holdID uuid.UUID
-		var shardID int64
-		err := tx.QueryRow(ctx, `SELECT p.state, p.amount_paise, p.user_id, p.hold_id, h.shard_id
-			FROM payments p JOIN holds h ON h.id = p.hold_id WHERE p.id = $1 FOR UPDATE OF p`, id).
-			Scan(&state, &amount, &userID, &holdID, &shardID)
+		var state, purpose string
+		var amount, userID, shardID int64
+		var hold uuid.NullUUID
+		var confirmedAt *time.Time
+		err := tx.QueryRow(ctx, `SELECT p.state, p.purpose, p.amount_paise, p.user_id, p.hold_id, coalesce(h.shard_id, 0), p.gateway_confirmed_at
+			FROM payments p LEFT JOIN holds h ON h.id = p.hold_id WHERE p.id = $1 FOR UPDATE OF p`, id).
+			Scan(&state, &purpose, &amount, &userID, &hold, &shardID, &confirmedAt)
 		if err != nil {
 			return fmt.Errorf("lock payment: %w", err)
 		}
-		if p.AmountPaise != 0 && p.AmountPaise != amount {
-			return booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The gateway reports ₹%s for a ₹%s payment.", booking.Rupees(p.AmountPaise), booking.Rupees(amount))
-		}
+		holdID := hold.UUID
+		topUp := purpose == PurposeTopUp
 		detail := map[string]any{"psp_ref": p.PSPRef, "gateway_status": p.Status}
 		set := func(to string, extra string, args ...any) error {
 			q := `UPDATE payments SET state = $2, psp_ref = coalesce(nullif($3, ''), psp_ref), bank_ref = coalesce(nullif($4, ''), bank_ref),
@@ -47,6 +58,22 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 				return fmt.Errorf("payment %s to %s: %w", id, to, err)
 			}
 			return event(ctx, tx, id, state, to, cause, detail)
+		}
+		captured := state == Success || state == Refunded
+		if p.Status == pspapi.StatusSuccess {
+			mismatch := p.AmountPaise != amount || (p.Currency != "" && p.Currency != currency)
+			switch {
+			case !pulled && p.AmountPaise != amount:
+				// A callback's word against ours: refuse it; HandleWebhook asks
+				// the gateway directly, whose answer decides.
+				return booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The gateway reports ₹%s for a ₹%s payment.", booking.Rupees(p.AmountPaise), booking.Rupees(amount))
+			case !pulled && mismatch:
+				return booking.Errorf(booking.EINVALID, "CURRENCY_MISMATCH", "The gateway reports a payment in %q, not %s.", p.Currency, currency)
+			case pulled && (p.AmountPaise <= 0 || p.Currency == ""):
+				return errAmountUnknown
+			case pulled && mismatch:
+				return s.amountMismatch(ctx, tx, id, state, holdID, userID, amount, p, cause, set, &after)
+			}
 		}
 		switch p.Status {
 		case pspapi.StatusCreated:
@@ -62,6 +89,9 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			if err := set(PendingAtBank, ""); err != nil {
 				return err
 			}
+			if topUp {
+				return nil
+			}
 			// The bank has it: give the seats one extension so a slow bank
 			// does not cost the passenger their berth.
 			h, err := booking.LockHoldTx(ctx, tx, holdID)
@@ -75,9 +105,18 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			_, err = booking.ExtendHoldTx(ctx, tx, holdID, base.Add(s.cfg.Extension), true)
 			return err
 		case pspapi.StatusFailed:
-			if state == Success || state == Refunded {
-				s.log.Warn("gateway reports failure for a captured payment; ignored", "payment", id, "cause", cause)
-				return nil
+			if captured {
+				// We took it as paid (a ticket may be issued, a wallet
+				// credited) and the gateway now says it failed: a forged or
+				// mistaken success, or a gateway error. Never ignored:
+				// a person decides, reconciliation reads it.
+				detail["reason"] = p.FailureReason
+				detail["cause"] = cause
+				detail["our_state"] = state
+				if raised, err := s.raiseReview(ctx, tx, id, nil, ReviewFailedAfterSuccess, detail); err != nil || !raised {
+					return err
+				}
+				return event(ctx, tx, id, state, state, "review: gateway says FAILED after "+state, detail)
 			}
 			if state == Failed {
 				return nil
@@ -85,6 +124,10 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			detail["reason"] = p.FailureReason
 			if err := set(Failed, ", failure_reason = $5, resolved_at = now()", p.FailureReason); err != nil {
 				return err
+			}
+			if topUp {
+				return booking.Notify(ctx, tx, userID, "TOPUP_FAILED", id.String(), "Wallet top-up failed",
+					"Your wallet top-up of Rs "+booking.Rupees(amount)+" did not go through and nothing was charged.")
 			}
 			after = append(after, func() { s.funnel.Add(shardID, funnel.PayFailed, 1) })
 			h, err := booking.LockHoldTx(ctx, tx, holdID)
@@ -99,11 +142,38 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			return booking.Notify(ctx, tx, userID, "PAYMENT_FAILED", id.String(), "Payment failed",
 				"Your payment of Rs "+booking.Rupees(amount)+" did not go through and nothing was charged. The seats were released.")
 		case pspapi.StatusSuccess:
-			if state == Success || state == Refunded {
-				return nil // a duplicate callback or a repeated inquiry
+			if captured {
+				// A duplicate callback or a repeated inquiry; an inquiry's
+				// answer confirms a success a callback brought.
+				if pulled && confirmedAt == nil {
+					_, err := tx.Exec(ctx, `UPDATE payments SET gateway_confirmed_at = now() WHERE id = $1`, id)
+					return err
+				}
+				return nil
 			}
-			if err := set(Success, ", resolved_at = now()"); err != nil {
+			if topUp && !pulled {
+				// Money goes into a wallet only on the gateway's own answer to
+				// us: ask it now rather than trust the callback.
+				_, err := s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, nil)
 				return err
+			}
+			if err := set(Success, ", resolved_at = now(), captured_paise = $5, gateway_confirmed_at = CASE WHEN $6 THEN now() END",
+				p.AmountPaise, pulled); err != nil {
+				return err
+			}
+			if !pulled && resolved(state) {
+				// A success callback after we had given up on the payment: the
+				// inquiry job has finished, so one more confirms it.
+				if _, err := s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, &river.InsertOpts{ScheduledAt: time.Now().Add(5 * time.Second)}); err != nil {
+					return err
+				}
+			}
+			if topUp {
+				if _, err := walletPost(ctx, tx, userID, "TOPUP", id.String(), amount); err != nil {
+					return err
+				}
+				return booking.Notify(ctx, tx, userID, "TOPUP_DONE", id.String(), "Wallet topped up",
+					"Rs "+booking.Rupees(amount)+" was added to your wallet.")
 			}
 			after = append(after, func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) })
 			return s.settle(ctx, tx, id, holdID, userID, amount, &after)
@@ -117,6 +187,54 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 		f()
 	}
 	return nil
+}
+
+// amountMismatch handles a capture the gateway confirms for another amount
+// or currency than ours: the payment is recorded as captured (the money
+// was taken) but buys nothing, the seats go back, the captured amount is
+// refunded, and a review is raised. Where a refund cannot be right (another
+// currency), only the review is raised, for a person to settle.
+func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, id uuid.UUID, state string, holdID uuid.UUID, userID, amount int64,
+	p pspapi.Payment, cause string, set func(string, string, ...any) error, after *[]func()) error {
+	detail := map[string]any{"ours_paise": amount, "gateway_paise": p.AmountPaise, "gateway_currency": p.Currency, "cause": cause, "our_state": state}
+	if state == Success || state == Refunded {
+		// Already acted on (a callback carried the right amount): the
+		// gateway now says otherwise. A person compares the records.
+		if raised, err := s.raiseReview(ctx, tx, id, nil, ReviewAmountMismatch, detail); err != nil || !raised {
+			return err
+		}
+		return event(ctx, tx, id, state, state, "review: gateway reports another amount", detail)
+	}
+	if err := set(Success, ", resolved_at = now(), captured_paise = $5, gateway_confirmed_at = now(), failure_reason = 'AMOUNT_MISMATCH'",
+		p.AmountPaise); err != nil {
+		return err
+	}
+	if holdID != uuid.Nil {
+		h, err := booking.LockHoldTx(ctx, tx, holdID)
+		if err != nil {
+			return err
+		}
+		if released, err := s.booking.ReleaseTx(ctx, tx, h, booking.HoldReleased, "payment amount mismatch"); err != nil {
+			return err
+		} else if released {
+			*after = append(*after, func() { s.booking.AfterRelease(ctx, h) })
+		}
+	}
+	refundable := p.Currency == currency
+	detail["refunded"] = refundable
+	if _, err := s.raiseReview(ctx, tx, id, nil, ReviewAmountMismatch, detail); err != nil {
+		return err
+	}
+	if !refundable {
+		return booking.Notify(ctx, tx, userID, "PAYMENT_REVIEW", id.String(), "Payment under review",
+			"Your bank was charged differently from the amount we asked for. Our finance team is reviewing it and will return your money.")
+	}
+	if _, _, err := s.booking.RequestRefundTx(ctx, tx, id, booking.RefundAmountMismatch, 0); err != nil {
+		return err
+	}
+	return booking.Notify(ctx, tx, userID, "REFUND_STARTED", id.String(), "Refund started",
+		"Your bank was charged Rs "+booking.Rupees(p.AmountPaise)+" instead of Rs "+booking.Rupees(amount)+
+			". Nothing was booked with it, the seats were released, and the full amount charged is being refunded automatically.")
 }
 
 // settle decides, in tx, what a captured payment becomes: the hold's

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking"
+	"tatkal/booking/db"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -65,13 +66,21 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 		return nil
 	}
 	p := pspapi.Payment{PSPRef: w.PSPRef, MerchantRef: w.MerchantRef, Status: w.Status, AmountPaise: w.AmountPaise,
-		BankRef: w.BankRef, FailureReason: w.FailureReason}
+		Currency: w.Currency, BankRef: w.BankRef, FailureReason: w.FailureReason}
 	if w.AmountPaise <= 0 {
 		return reject(booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The callback carries no amount."))
 	}
-	if err := s.apply(ctx, id, p, "webhook "+w.EventID); err != nil {
+	if err := s.apply(ctx, id, p, "webhook "+w.EventID, false); err != nil {
 		var be *booking.Error
 		if errors.As(err, &be) {
+			if r := be.Reason; r == "AMOUNT_MISMATCH" || r == "CURRENCY_MISMATCH" {
+				// The gateway's callback disagrees with our amount: its
+				// answer to a direct inquiry decides (a real capture of
+				// another amount is refunded and raised for review).
+				if ierr := s.inquireNow(ctx, id); ierr != nil {
+					return fmt.Errorf("webhook %s: %w", w.EventID, ierr)
+				}
+			}
 			return reject(be)
 		}
 		return err
@@ -81,4 +90,13 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 		return fmt.Errorf("webhook %s: %w", w.EventID, err)
 	}
 	return nil
+}
+
+// inquireNow schedules a status inquiry at once, beside any already
+// scheduled (apply is idempotent, so two answers change nothing twice).
+func (s *Service) inquireNow(ctx context.Context, id uuid.UUID) error {
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		_, err := s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, nil)
+		return err
+	})
 }

@@ -2,13 +2,18 @@ package payment
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
@@ -24,7 +29,29 @@ type InitiateRequest struct {
 	VPA            string // UPI
 	Bank           string // net banking
 	IdempotencyKey string
+	// Guard, if set, runs once the hold is known to be the caller's and
+	// payable, just before the payment is recorded; an error refuses the
+	// payment and changes nothing. The API counts a payment instrument
+	// against the accounts using it here, so a request for someone else's
+	// hold (or none) never counts.
+	Guard func(ctx context.Context) error
 }
+
+// TopUpRequest adds money to the caller's wallet through a gateway.
+type TopUpRequest struct {
+	AmountPaise    int64
+	Method         string // UPI, CARD or NB
+	VPA            string
+	Bank           string
+	IdempotencyKey string
+	Guard          func(ctx context.Context) error // as InitiateRequest.Guard
+}
+
+// Top-up bounds: at least ₹1, at most UPI's per-payment limit of ₹1 lakh.
+const (
+	MinTopUpPaise = 100
+	MaxTopUpPaise = 1_00_000_00
+)
 
 var (
 	vpaRE       = regexp.MustCompile(`^[a-zA-Z0-9._-]{2,256}@[a-zA-Z]{2,64}$`)
@@ -33,34 +60,83 @@ var (
 	methodNames = map[string]string{Wallet: "wallet", UPI: "UPI", Card: "card", NetBanking: "net banking"}
 )
 
+// order is one request to take money, for a hold or a top-up: what
+// Initiate and TopUp share.
+type order struct {
+	purpose string
+	holdID  uuid.UUID // PurposeHold
+	amount  int64     // PurposeTopUp; a hold's is its fare
+	method  string
+	vpa     string
+	bank    string
+	key     string
+	guard   func(ctx context.Context) error
+}
+
+// hash binds an idempotency key to its request: the same key with another
+// request is refused, as Stripe does, instead of answering with the
+// earlier payment.
+func (o order) hash() string {
+	h := sha256.Sum256([]byte(strings.Join([]string{o.purpose, o.holdID.String(), strconv.FormatInt(o.amount, 10),
+		o.method, o.vpa, o.bank}, "\x00")))
+	return hex.EncodeToString(h[:])
+}
+
 // Initiate starts a payment for the caller's live hold. The wallet pays and
 // confirms in one local transaction; other methods go to a gateway chosen
-// by weight and health. The same idempotency key returns the same payment;
-// a second payment while one is unresolved is refused.
+// by weight and health. The same idempotency key with the same request
+// returns the same payment (with another request it is refused); a second
+// payment while one is unresolved is refused.
 func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRequest) (View, error) {
-	if err := validate(req); err != nil {
+	return s.start(ctx, c, order{purpose: PurposeHold, holdID: req.HoldID, method: req.Method, vpa: req.VPA, bank: req.Bank,
+		key: req.IdempotencyKey, guard: req.Guard})
+}
+
+// TopUp starts a payment that adds money to the caller's wallet: UPI, card
+// or net banking through a gateway, exactly like a ticket's payment. The
+// wallet is credited when, and only when, the gateway confirms the capture
+// to us (a create answer or a status inquiry; a callback prompts an
+// inquiry). Poll it with Get.
+func (s *Service) TopUp(ctx context.Context, c booking.Caller, req TopUpRequest) (View, error) {
+	if req.Method == Wallet {
+		return View{}, booking.Errorf(booking.EINVALID, "BAD_METHOD", "Top up with UPI, CARD or NB.")
+	}
+	if req.AmountPaise < MinTopUpPaise || req.AmountPaise > MaxTopUpPaise {
+		return View{}, booking.Errorf(booking.EINVALID, "BAD_AMOUNT", "A top-up must be between ₹%s and ₹%s.",
+			booking.Rupees(MinTopUpPaise), booking.Rupees(MaxTopUpPaise))
+	}
+	return s.start(ctx, c, order{purpose: PurposeTopUp, amount: req.AmountPaise, method: req.Method, vpa: req.VPA, bank: req.Bank,
+		key: req.IdempotencyKey, guard: req.Guard})
+}
+
+// errKeyRace: another request with the same idempotency key was recorded
+// between our look-up and our insert.
+var errKeyRace = errors.New("idempotency key taken concurrently")
+
+func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, error) {
+	if err := validate(o); err != nil {
 		return View{}, err
 	}
-	if v, err := s.byKey(ctx, c.UserID, req.IdempotencyKey); err == nil {
-		v.Replayed = true
+	hash := o.hash()
+	if v, err := s.replay(ctx, c.UserID, o.key, hash); err == nil {
 		return v, nil
 	} else if booking.ErrorCode(err) != booking.ENOTFOUND {
 		return View{}, err
 	}
 	gateway := ""
-	if s.cfg.Levers != nil && !s.cfg.Levers.MethodEnabled(req.Method) {
+	if s.cfg.Levers != nil && !s.cfg.Levers.MethodEnabled(o.method) {
 		return View{}, booking.Errorf(booking.EUNAVAIL, "METHOD_UNAVAILABLE",
-			"Payments by %s are switched off right now. Your seats are still held; please pay another way.", methodNames[req.Method])
+			"Payments by %s are switched off right now.%s", methodNames[o.method], o.stillHeld())
 	}
-	if req.Method != Wallet {
+	if o.method != Wallet {
 		var err error
-		gateway, err = s.routes.pick(ctx, req.Method, func(id string) bool { return s.gateways[id] != nil })
+		gateway, err = s.routes.pick(ctx, o.method, func(id string) bool { return s.gateways[id] != nil })
 		if err != nil {
 			return View{}, fmt.Errorf("initiate: %w", err)
 		}
 		if gateway == "" {
 			return View{}, booking.Errorf(booking.EUNAVAIL, "METHOD_UNAVAILABLE",
-				"Payments by %s are unavailable right now. Your seats are still held; please choose another way to pay.", methodNames[req.Method])
+				"Payments by %s are unavailable right now.%s", methodNames[o.method], o.stillHeld())
 		}
 	}
 	id, err := uuid.NewV7()
@@ -69,68 +145,133 @@ func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRe
 	}
 	now := time.Now()
 	var confirmed booking.ConfirmResult
-	var shardID, amount int64
+	var shardID int64
+	amount := o.amount
 	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		h, err := booking.LockHoldTx(ctx, tx, req.HoldID)
-		if err != nil {
-			return err
+		var holdID *uuid.UUID
+		var h booking.HoldInfo
+		if o.purpose == PurposeHold {
+			var err error
+			h, err = booking.LockHoldTx(ctx, tx, o.holdID)
+			if err != nil {
+				return err
+			}
+			if h.UserID != c.UserID {
+				return booking.Errorf(booking.ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", o.holdID)
+			}
+			if err := s.checkPayable(ctx, tx, h, now); err != nil {
+				return err
+			}
+			holdID, shardID, amount = &h.ID, h.ShardID, h.FarePaise
 		}
-		if h.UserID != c.UserID {
-			return booking.Errorf(booking.ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", req.HoldID)
-		}
-		if err := s.checkPayable(ctx, tx, h, now); err != nil {
-			return err
-		}
-		shardID, amount = h.ShardID, h.FarePaise
-		state, deadline := Initiated, now.Add(s.cfg.ResolutionDeadline)
-		if req.Method == Wallet {
-			state, deadline = Success, now
-			if _, err := walletPost(ctx, tx, c.UserID, "DEBIT", id.String(), -h.FarePaise); err != nil {
+		if o.guard != nil {
+			if err := o.guard(ctx); err != nil {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO payments (id, hold_id, user_id, psp, route, method, amount_paise, state, idempotency_key,
-			deadline, vpa, bank, resolved_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-			id, h.ID, c.UserID, gateway, gatewayMethod(req.Method), req.Method, h.FarePaise, state, req.IdempotencyKey,
-			deadline, req.VPA, req.Bank, resolvedAt(state, now))
+		state, deadline := Initiated, now.Add(s.cfg.ResolutionDeadline)
+		if o.method == Wallet {
+			state, deadline = Success, now
+			if _, err := walletPost(ctx, tx, c.UserID, "DEBIT", id.String(), -amount); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO payments (id, purpose, hold_id, user_id, psp, route, method, amount_paise, state, idempotency_key,
+			request_hash, deadline, vpa, bank, resolved_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+			id, o.purpose, holdID, c.UserID, gateway, gatewayMethod(o.method), o.method, amount, state, o.key,
+			hash, deadline, o.vpa, o.bank, resolvedAt(state, now))
 		if db.IsUniqueViolation(err) {
+			if constraintOf(err) == "payments_user_key" {
+				return errKeyRace
+			}
 			return booking.Errorf(booking.ECONFLICT, "PAYMENT_IN_PROGRESS", "A payment for this hold is already in progress; wait for it to finish.")
 		}
 		if err != nil {
 			return fmt.Errorf("insert payment: %w", err)
 		}
-		if err := event(ctx, tx, id, "", state, "initiated", map[string]any{"method": req.Method, "gateway": gateway}); err != nil {
+		if err := event(ctx, tx, id, "", state, "initiated", map[string]any{"method": o.method, "gateway": gateway, "purpose": o.purpose}); err != nil {
 			return err
 		}
-		if req.Method == Wallet {
+		if o.method == Wallet {
 			confirmed, err = s.booking.ConfirmTx(ctx, tx, h.ID)
 			return err
 		}
-		// The window for slower methods is longer; it counts from the hold.
-		if _, err := booking.ExtendHoldTx(ctx, tx, h.ID, h.CreatedAt.Add(s.holdWindow(req.Method)), false); err != nil {
-			return err
+		if o.purpose == PurposeHold {
+			// The window for slower methods is longer; it counts from the hold.
+			if _, err := booking.ExtendHoldTx(ctx, tx, h.ID, h.CreatedAt.Add(s.holdWindow(o.method)), false); err != nil {
+				return err
+			}
 		}
 		// The safety net: if no webhook comes, the inquiry job finds out.
 		_, err = s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, &river.InsertOpts{ScheduledAt: now.Add(15 * time.Second)})
 		return err
 	})
+	if errors.Is(err, errKeyRace) {
+		return s.replay(ctx, c.UserID, o.key, hash)
+	}
 	if err != nil {
 		if booking.ErrorCode(err) == booking.EINTERNAL {
-			return View{}, fmt.Errorf("initiate payment for hold %s: %w", req.HoldID, err)
+			return View{}, fmt.Errorf("initiate %s payment: %w", o.purpose, err)
 		}
 		return View{}, err
 	}
-	s.funnel.Add(shardID, funnel.PayInitiated, 1)
-	if req.Method == Wallet {
+	if o.purpose == PurposeHold {
+		s.funnel.Add(shardID, funnel.PayInitiated, 1)
+	}
+	if o.method == Wallet {
 		s.funnel.Add(shardID, funnel.PaySucceeded, 1)
 		s.booking.AfterConfirm(ctx, confirmed)
 		return s.Get(ctx, c.UserID, id)
 	}
 	start := time.Now()
-	s.sendToGateway(ctx, id, gateway, req, shardID, amount)
-	s.funnel.Observe(funnel.PayInitiated, time.Since(start))
+	s.sendToGateway(ctx, id, gateway, o, shardID, amount)
+	if o.purpose == PurposeHold {
+		s.funnel.Observe(funnel.PayInitiated, time.Since(start))
+	}
 	return s.Get(ctx, c.UserID, id)
 }
+
+// stillHeld reassures a passenger refused a method that the seats wait.
+func (o order) stillHeld() string {
+	if o.purpose == PurposeHold {
+		return " Your seats are still held; please pay another way."
+	}
+	return " Please choose another way to pay."
+}
+
+// replay answers a request whose idempotency key was used before: the
+// earlier payment if the request is the same, a refusal if it is not.
+// ENOTFOUND: the key is new.
+func (s *Service) replay(ctx context.Context, userID int64, key, hash string) (View, error) {
+	var stored string
+	err := s.pool.QueryRow(ctx, `SELECT request_hash FROM payments WHERE user_id = $1 AND idempotency_key = $2`, userID, key).Scan(&stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return View{}, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_PAYMENT", "No payment with that key.")
+	}
+	if err != nil {
+		return View{}, fmt.Errorf("payment by key: %w", err)
+	}
+	// Rows from before request hashes were kept (empty) cannot be compared.
+	if stored != "" && stored != hash {
+		return View{}, booking.Errorf(booking.ECONFLICT, ReasonKeyReused,
+			"This Idempotency-Key was already used for a different payment request. Send a new key for a new payment.")
+	}
+	v, err := s.byKey(ctx, userID, key)
+	v.Replayed = err == nil
+	return v, err
+}
+
+func constraintOf(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.ConstraintName
+	}
+	return ""
+}
+
+// ReasonKeyReused is the refusal of an idempotency key sent again with
+// another request (HTTP 422).
+const ReasonKeyReused = "IDEMPOTENCY_KEY_REUSED"
 
 // holdWindow is the method's hold window: the operator's if set, else the configured one.
 func (s *Service) holdWindow(method string) time.Duration {
@@ -149,21 +290,21 @@ func resolvedAt(state string, now time.Time) *time.Time {
 	return nil
 }
 
-func validate(req InitiateRequest) error {
-	switch req.Method {
+func validate(req order) error {
+	switch req.method {
 	case Wallet, Card:
 	case UPI:
-		if !vpaRE.MatchString(req.VPA) {
+		if !vpaRE.MatchString(req.vpa) {
 			return booking.Errorf(booking.EINVALID, "BAD_VPA", "Give a UPI address like name@bank.")
 		}
 	case NetBanking:
-		if !banks[req.Bank] {
+		if !banks[req.bank] {
 			return booking.Errorf(booking.EINVALID, "BAD_BANK", "Choose a bank for net banking (SBI, HDFC, ICICI, AXIS, KOTAK, PNB, BOB, CANARA).")
 		}
 	default:
 		return booking.Errorf(booking.EINVALID, "BAD_METHOD", "Pay with WALLET, UPI, CARD or NB.")
 	}
-	if !keyRE.MatchString(req.IdempotencyKey) {
+	if !keyRE.MatchString(req.key) {
 		return booking.Errorf(booking.EINVALID, "BAD_IDEMPOTENCY_KEY", "Send an idempotency key of 8-128 letters, digits and :._- so a retry never pays twice.")
 	}
 	return nil
@@ -210,7 +351,7 @@ func (s *Service) checkPayable(ctx context.Context, tx pgx.Tx, h booking.HoldInf
 
 // sendToGateway creates the payment at its gateway and records the answer.
 // A timeout or an unreadable answer leaves it UNKNOWN for the inquiry job.
-func (s *Service) sendToGateway(ctx context.Context, id uuid.UUID, gateway string, req InitiateRequest, shardID, amount int64) {
+func (s *Service) sendToGateway(ctx context.Context, id uuid.UUID, gateway string, req order, shardID, amount int64) {
 	g := s.gateways[gateway]
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
@@ -218,30 +359,34 @@ func (s *Service) sendToGateway(ctx context.Context, id uuid.UUID, gateway strin
 	took, err := timed(func() error {
 		var err error
 		p, err = g.create(ctx, id.String(), pspapi.CreatePayment{
-			MerchantRef: id.String(), AmountPaise: amount, Currency: "INR", Method: gatewayMethod(req.Method),
-			VPA: req.VPA, Bank: req.Bank, CallbackURL: s.cfg.CallbackURL, ReturnURL: s.cfg.ReturnURL + "?payment_id=" + id.String(),
+			MerchantRef: id.String(), AmountPaise: amount, Currency: currency, Method: gatewayMethod(req.method),
+			VPA: req.vpa, Bank: req.bank, CallbackURL: s.cfg.CallbackURL, ReturnURL: s.cfg.ReturnURL + "?payment_id=" + id.String(),
 		})
 		return err
 	})
 	var ce *callError
-	s.routes.observe(context.WithoutCancel(ctx), gateway, req.Method, err == nil || (errors.As(err, &ce) && ce.Definitive), took)
+	s.routes.observe(context.WithoutCancel(ctx), gateway, req.method, err == nil || (errors.As(err, &ce) && ce.Definitive), took)
 	bg := context.WithoutCancel(ctx)
 	switch {
 	case err == nil:
-		if err := s.apply(bg, id, p, "create answer"); err != nil {
+		if err := s.apply(bg, id, p, "create answer", true); errors.Is(err, errAmountUnknown) {
+			s.log.Warn("create answer proves nothing; inquiry will ask", "payment", id, "err", err)
+		} else if err != nil {
 			s.log.Error("apply create answer", "payment", id, "err", err)
 		}
 	case errors.As(err, &ce) && ce.Definitive && ce.Status != 409:
 		// The gateway refused to create it: nothing can have been charged.
 		if err := s.apply(bg, id, pspapi.Payment{MerchantRef: id.String(), Status: pspapi.StatusFailed,
-			FailureReason: "refused by gateway: " + ce.Err.Error()}, "create refused"); err != nil {
+			FailureReason: "refused by gateway: " + ce.Err.Error()}, "create refused", true); err != nil {
 			s.log.Error("apply create refusal", "payment", id, "err", err)
 		}
 	default:
 		if err := s.markUnknown(bg, id, err); err != nil {
 			s.log.Error("mark payment unknown", "payment", id, "err", err)
 		}
-		s.funnel.Add(shardID, funnel.PayUnknown, 1)
+		if req.purpose == PurposeHold {
+			s.funnel.Add(shardID, funnel.PayUnknown, 1)
+		}
 	}
 }
 

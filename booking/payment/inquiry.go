@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
+	"tatkal/booking/db"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -16,20 +18,25 @@ import (
 const notCreatedAfter = 2 * time.Minute
 
 // Inquire asks the gateway about an unresolved payment and applies the
-// answer. It returns how long to wait before asking again (0: resolved).
-// Past its deadline a payment is still asked about, every minute, and is
+// answer. It returns how long to wait before asking again (0: done).
+// Past its deadline a payment is still asked about, every 30 s, and is
 // flagged for operators by the console.
+//
+// A success that only a callback reported is asked about too, once: the
+// gateway's answer to us confirms it, or contradicts it and raises a
+// review. A payment in review is left to the person reviewing it.
 func (s *Service) Inquire(ctx context.Context, id uuid.UUID) (time.Duration, error) {
 	var state, gateway, pspRef, method string
 	var inquiries int
 	var initiated, deadline time.Time
-	err := s.pool.QueryRow(ctx, `SELECT state, psp, coalesce(psp_ref, ''), method, inquiries, initiated_at, deadline
-		FROM payments WHERE id = $1`, id).Scan(&state, &gateway, &pspRef, &method, &inquiries, &initiated, &deadline)
+	var confirmedAt *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT state, psp, coalesce(psp_ref, ''), method, inquiries, initiated_at, deadline, gateway_confirmed_at
+		FROM payments WHERE id = $1`, id).Scan(&state, &gateway, &pspRef, &method, &inquiries, &initiated, &deadline, &confirmedAt)
 	if err != nil {
 		return 0, fmt.Errorf("inquire %s: %w", id, err)
 	}
-	if resolved(state) || method == Wallet {
-		return 0, nil
+	if done, err := s.inquiryDone(ctx, id, state, method, confirmedAt); err != nil || done {
+		return 0, err
 	}
 	g := s.gateways[gateway]
 	if g == nil {
@@ -39,7 +46,7 @@ func (s *Service) Inquire(ctx context.Context, id uuid.UUID) (time.Duration, err
 		return 0, fmt.Errorf("inquire %s: %w", id, err)
 	}
 	var p pspapi.Payment
-	took, err := timed(func() error {
+	took, callErr := timed(func() error {
 		c, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 		defer cancel()
 		var err error
@@ -51,30 +58,58 @@ func (s *Service) Inquire(ctx context.Context, id uuid.UUID) (time.Duration, err
 		return err
 	})
 	var ce *callError
-	s.routes.observe(ctx, gateway, method, err == nil || (errors.As(err, &ce) && ce.Definitive), took)
+	s.routes.observe(ctx, gateway, method, callErr == nil || (errors.As(callErr, &ce) && ce.Definitive), took)
 	switch {
-	case err == nil:
-		if err := s.apply(ctx, id, p, "status inquiry"); err != nil {
+	case callErr == nil:
+		if err := s.apply(ctx, id, p, "status inquiry", true); errors.Is(err, errAmountUnknown) {
+			s.log.Warn("inquiry answer proves nothing; asking again", "payment", id, "err", err)
+		} else if err != nil {
 			return 0, fmt.Errorf("inquire %s: %w", id, err)
 		}
-	case errors.As(err, &ce) && ce.NotFound && time.Since(initiated) > notCreatedAfter:
+	case errors.As(callErr, &ce) && ce.NotFound && time.Since(initiated) > notCreatedAfter:
 		if err := s.apply(ctx, id, pspapi.Payment{Status: pspapi.StatusFailed, FailureReason: "the gateway has no record of this payment"},
-			"status inquiry: not found"); err != nil {
+			"status inquiry: not found", true); err != nil {
 			return 0, fmt.Errorf("inquire %s: %w", id, err)
 		}
 	default:
-		s.log.Info("inquiry inconclusive", "payment", id, "err", err)
+		s.log.Info("inquiry inconclusive", "payment", id, "err", callErr)
 	}
-	if err := s.pool.QueryRow(ctx, `SELECT state FROM payments WHERE id = $1`, id).Scan(&state); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT state, gateway_confirmed_at FROM payments WHERE id = $1`, id).Scan(&state, &confirmedAt); err != nil {
 		return 0, fmt.Errorf("inquire %s: %w", id, err)
 	}
-	if resolved(state) {
-		return 0, nil
+	if done, err := s.inquiryDone(ctx, id, state, method, confirmedAt); err != nil || done {
+		return 0, err
 	}
 	wait := min(5*time.Second<<min(inquiries, 4), time.Minute)
 	if time.Now().After(deadline) {
+		if (state == Success || state == Refunded) && callErr == nil {
+			// A callback's success the gateway, answering, would not
+			// confirm to us by the deadline: a person compares the records.
+			return 0, s.raise(ctx, id, ReviewSuccessUnconfirmed, map[string]any{"state": state, "deadline": deadline})
+		}
 		s.log.Warn("payment unresolved past its deadline", "payment", id, "state", state, "deadline", deadline)
 		wait = 30 * time.Second
 	}
 	return wait, nil
+}
+
+// inquiryDone says whether there is nothing left to ask the gateway: the
+// payment failed, or its success is confirmed by the gateway, or it is in
+// review (a person owns it now).
+func (s *Service) inquiryDone(ctx context.Context, id uuid.UUID, state, method string, confirmedAt *time.Time) (bool, error) {
+	switch {
+	case method == Wallet || state == Failed:
+		return true, nil
+	case (state == Success || state == Refunded) && confirmedAt != nil:
+		return true, nil
+	}
+	return inReview(ctx, s.pool, id)
+}
+
+// raise records a review in a transaction of its own.
+func (s *Service) raise(ctx context.Context, id uuid.UUID, kind string, detail map[string]any) error {
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		_, err := s.raiseReview(ctx, tx, id, nil, kind, detail)
+		return err
+	})
 }

@@ -42,6 +42,15 @@ const (
 	Refunded      = "REFUNDED"
 )
 
+// What a payment is for (payments.purpose).
+const (
+	PurposeHold  = "HOLD"  // a hold's seats
+	PurposeTopUp = "TOPUP" // money into the payer's wallet
+)
+
+// currency is the only currency we charge in.
+const currency = "INR"
+
 func resolved(state string) bool { return state == Success || state == Failed || state == Refunded }
 
 // gatewayMethod maps our method names to the gateway's.
@@ -144,7 +153,8 @@ func New(cfg Config) *Service {
 // View is a payment as the passenger and the console see it.
 type View struct {
 	ID            uuid.UUID          `json:"payment_id"`
-	HoldID        uuid.UUID          `json:"hold_id"`
+	Purpose       string             `json:"purpose"`
+	HoldID        uuid.UUID          `json:"hold_id,omitzero"` // none for a top-up
 	Method        string             `json:"method"`
 	Gateway       string             `json:"gateway,omitempty"`
 	State         string             `json:"state"`
@@ -155,6 +165,9 @@ type View struct {
 	InitiatedAt   time.Time          `json:"initiated_at"`
 	ResolvedAt    *time.Time         `json:"resolved_at,omitempty"`
 	Refund        *RefundView        `json:"refund,omitempty"`
+	// InReview: the gateway contradicted itself or us about this payment's
+	// money and a person is looking at it (payment_reviews).
+	InReview bool `json:"in_review"`
 	Replayed      bool               `json:"-"`
 }
 
@@ -169,8 +182,10 @@ type RefundView struct {
 }
 
 const viewSQL = `
-	SELECT p.id, p.hold_id, p.method, p.psp, p.state, p.amount_paise, p.failure_reason, p.next_action, p.deadline,
-	       p.initiated_at, p.resolved_at, r.id, r.reason, r.amount_paise, r.state, r.gateway_ref, r.expected_at
+	SELECT p.id, p.purpose, coalesce(p.hold_id, '00000000-0000-0000-0000-000000000000'), p.method, p.psp, p.state, p.amount_paise,
+	       p.failure_reason, p.next_action, p.deadline, p.initiated_at, p.resolved_at,
+	       r.id, r.reason, r.amount_paise, r.state, r.gateway_ref, r.expected_at,
+	       EXISTS (SELECT 1 FROM payment_reviews v WHERE v.payment_id = p.id AND v.resolved_at IS NULL)
 	FROM payments p LEFT JOIN refunds r ON r.payment_id = p.id `
 
 func scanView(row pgx.Row) (View, error) {
@@ -180,8 +195,8 @@ func scanView(row pgx.Row) (View, error) {
 	var rreason, rstate, rref *string
 	var ramount *int64
 	var rexp *time.Time
-	err := row.Scan(&v.ID, &v.HoldID, &v.Method, &v.Gateway, &v.State, &v.AmountPaise, &v.FailureReason, &next, &v.Deadline,
-		&v.InitiatedAt, &v.ResolvedAt, &rid, &rreason, &ramount, &rstate, &rref, &rexp)
+	err := row.Scan(&v.ID, &v.Purpose, &v.HoldID, &v.Method, &v.Gateway, &v.State, &v.AmountPaise, &v.FailureReason, &next, &v.Deadline,
+		&v.InitiatedAt, &v.ResolvedAt, &rid, &rreason, &ramount, &rstate, &rref, &rexp, &v.InReview)
 	if err != nil {
 		return v, err
 	}

@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,14 +25,14 @@ func (s *Service) ExecuteRefund(ctx context.Context, refundID uuid.UUID) (time.D
 	var amount, captured, userID int64
 	var attempts int
 	err := s.pool.QueryRow(ctx, `SELECT r.payment_id, r.state, r.reason, r.amount_paise, r.gateway_ref, r.attempts,
-		p.method, p.psp, coalesce(p.psp_ref, ''), p.amount_paise, p.user_id
+		p.method, p.psp, coalesce(p.psp_ref, ''), coalesce(p.captured_paise, p.amount_paise), p.user_id
 		FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE r.id = $1`, refundID).
 		Scan(&paymentID, &state, &reason, &amount, &gatewayRef, &attempts, &method, &gateway, &pspRef, &captured, &userID)
 	if err != nil {
 		return 0, fmt.Errorf("refund %s: %w", refundID, err)
 	}
-	if state == "PROCESSED" {
-		return 0, nil
+	if state == "PROCESSED" || state == "FAILED" {
+		return 0, nil // done, or refused and waiting for a person (payment_reviews)
 	}
 	if _, err := s.pool.Exec(ctx, `UPDATE refunds SET attempts = attempts + 1 WHERE id = $1`, refundID); err != nil {
 		return 0, fmt.Errorf("refund %s: %w", refundID, err)
@@ -54,6 +55,12 @@ func (s *Service) ExecuteRefund(ctx context.Context, refundID uuid.UUID) (time.D
 	} else {
 		r, err = g.refund(c, refundID.String(), pspapi.CreateRefund{PSPRef: pspRef, AmountPaise: amount, Reason: reason, MerchantRef: refundID.String()})
 	}
+	var ce *callError
+	if errors.As(err, &ce) && ce.Definitive {
+		// A 4xx is the gateway's final word on this key: asking again
+		// under the same key gets the same answer.
+		return 0, s.refundRefused(ctx, refundID, paymentID, userID, amount, err.Error())
+	}
 	if err != nil {
 		s.pool.Exec(ctx, `UPDATE refunds SET last_error = $2 WHERE id = $1`, refundID, err.Error()) //nolint:errcheck
 		return 0, fmt.Errorf("refund %s at %s: %w", refundID, gateway, err)
@@ -67,11 +74,12 @@ func (s *Service) ExecuteRefund(ctx context.Context, refundID uuid.UUID) (time.D
 		}
 		// Banks take a while: look again soon, then less and less often.
 		return min(2*time.Second<<min(attempts, 5), time.Minute), nil
+	case pspapi.RefundFailed:
+		return 0, s.refundRefused(ctx, refundID, paymentID, userID, amount, "the gateway answered "+r.Status)
 	default:
-		// A refund the gateway refused is tried again under the same key; an
-		// operator sees it in the console's stuck list meanwhile.
-		s.pool.Exec(ctx, `UPDATE refunds SET last_error = $2, gateway_ref = '' WHERE id = $1`, refundID, "gateway status "+r.Status) //nolint:errcheck
-		return 0, fmt.Errorf("refund %s: gateway answered %s", refundID, r.Status)
+		// An answer we do not understand proves nothing: ask again.
+		s.pool.Exec(ctx, `UPDATE refunds SET last_error = $2 WHERE id = $1`, refundID, "gateway status "+r.Status) //nolint:errcheck
+		return 0, fmt.Errorf("refund %s: gateway answered %q", refundID, r.Status)
 	}
 }
 

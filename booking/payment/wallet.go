@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking"
-	"tatkal/booking/db"
 )
 
 // Entry is one wallet ledger line.
@@ -22,7 +21,11 @@ type Entry struct {
 	At           time.Time `json:"at"`
 }
 
-// walletPost applies one ledger entry in tx: the balance moves by amount
+// walletPost applies one ledger entry in tx. Money enters a wallet only as
+// a top-up the gateway confirmed (apply) or a refund; seed data may fund
+// wallets directly in the database.
+//
+// The entry: the balance moves by amount
 // (negative for a debit) and may never go below zero. The same (kind, ref)
 // is applied once; applying it again returns false and changes nothing.
 func walletPost(ctx context.Context, tx pgx.Tx, userID int64, kind, ref string, amount int64) (bool, error) {
@@ -50,27 +53,6 @@ func walletPost(ctx context.Context, tx pgx.Tx, userID int64, kind, ref string, 
 		return false, fmt.Errorf("wallet %s %s: %w", kind, ref, err)
 	}
 	return true, nil
-}
-
-// TopUp credits the wallet. ref makes it idempotent (a retried top-up with
-// the same reference is applied once). Real top-ups arrive from a gateway
-// collect; this is the ledger side of one.
-func (s *Service) TopUp(ctx context.Context, userID, amount int64, ref string) (int64, error) {
-	if amount <= 0 || amount > 10_00_000_00 {
-		return 0, booking.Errorf(booking.EINVALID, "BAD_AMOUNT", "A top-up must be between ₹0.01 and ₹10,00,000.")
-	}
-	if len(ref) < 8 || len(ref) > 128 {
-		return 0, booking.Errorf(booking.EINVALID, "BAD_IDEMPOTENCY_KEY", "A top-up needs an Idempotency-Key of 8-128 characters.")
-	}
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		_, err := walletPost(ctx, tx, userID, "TOPUP", fmt.Sprintf("%d:%s", userID, ref), amount)
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	b, _, err := s.Wallet(ctx, userID, 0)
-	return b, err
 }
 
 // Wallet returns the balance and the latest limit ledger entries.

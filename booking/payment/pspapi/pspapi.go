@@ -124,6 +124,7 @@ type Payment struct {
 	Gateway       string      `json:"gateway"`
 	Method        string      `json:"method"`
 	AmountPaise   int64       `json:"amount_paise"`
+	Currency      string      `json:"currency"`
 	Status        string      `json:"status"`
 	FailureReason string      `json:"failure_reason,omitempty"`
 	BankRef       string      `json:"bank_ref,omitempty"`
@@ -165,6 +166,7 @@ type Webhook struct {
 	Method        string    `json:"method"`
 	Status        string    `json:"status"`
 	AmountPaise   int64     `json:"amount_paise"`
+	Currency      string    `json:"currency,omitempty"`
 	BankRef       string    `json:"bank_ref,omitempty"`
 	FailureReason string    `json:"failure_reason,omitempty"`
 	BankEventTime time.Time `json:"bank_event_time"`
@@ -268,6 +270,9 @@ type RouteConfig struct {
 	ExpireAfterMs int `json:"expire_after_ms"`
 	// FeeBps is the gateway's fee on captured payments, for settlement.
 	FeeBps int `json:"fee_bps"`
+	// RefundFailRate: the customer's bank refuses a refund (account
+	// closed, say): it is answered FAILED and nothing is paid out.
+	RefundFailRate float64 `json:"refund_fail_rate,omitempty"`
 }
 
 // Settlement row types.

@@ -244,7 +244,7 @@ func (s *Server) answerInquiry(w http.ResponseWriter, r *http.Request, p *paymen
 func (s *Server) view(p *payment, base string) pspapi.Payment {
 	out := pspapi.Payment{
 		PSPRef: p.PSPRef, MerchantRef: p.MerchantRef, Gateway: p.Gateway, Method: p.Method,
-		AmountPaise: p.AmountPaise, Status: p.Status, FailureReason: p.FailureReason, BankRef: p.BankRef,
+		AmountPaise: p.AmountPaise, Currency: p.Currency, Status: p.Status, FailureReason: p.FailureReason, BankRef: p.BankRef,
 		RefundedPaise: p.RefundedPaise, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 	}
 	if p.Status == pspapi.StatusCreated {

@@ -103,19 +103,35 @@ func (s *Server) handleCreateRefund(w http.ResponseWriter, r *http.Request) erro
 		RequestHash: hash, AmountPaise: req.AmountPaise, Reason: req.Reason, Status: pspapi.RefundPending,
 		ProcessAt: now.Add(s.cfg.RefundDelay), ExpectedAt: addBusinessDays(now, 3), CreatedAt: now,
 	}
+	// The customer's bank refuses it: recorded FAILED, nothing counted
+	// against the capture, nothing paid out.
+	refused := s.chance(rc.RefundFailRate, gw, req.MerchantRef, "refund-fail")
+	if refused {
+		rf.Status = pspapi.RefundFailed
+	}
 	errLostRace := errors.New("refund key or merchant_ref taken concurrently")
 	// Once accepted, the refund is recorded even if the caller hangs up.
 	wctx := context.WithoutCancel(ctx)
 	err = s.transact(wctx, func(tx pgx.Tx) error {
 		var refunded int64
-		err := tx.QueryRow(wctx, s.q(`UPDATE {s}.payments SET refunded_paise = refunded_paise + $2, updated_at = $3
+		if refused {
+			var status string
+			if err := tx.QueryRow(wctx, s.q(`SELECT status FROM {s}.payments WHERE psp_ref = $1`), p.PSPRef).Scan(&status); err != nil {
+				return fmt.Errorf("read payment %s: %w", p.PSPRef, err)
+			}
+			if status != pspapi.StatusSuccess {
+				return s.refundRefusal(wctx, tx, p.PSPRef, req.AmountPaise)
+			}
+		} else {
+			err := tx.QueryRow(wctx, s.q(`UPDATE {s}.payments SET refunded_paise = refunded_paise + $2, updated_at = $3
 			WHERE psp_ref = $1 AND status = 'SUCCESS' AND refunded_paise + $2 <= amount_paise
 			RETURNING refunded_paise`), p.PSPRef, req.AmountPaise, now).Scan(&refunded)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return s.refundRefusal(wctx, tx, p.PSPRef, req.AmountPaise)
-		}
-		if err != nil {
-			return fmt.Errorf("count refund against %s: %w", p.PSPRef, err)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return s.refundRefusal(wctx, tx, p.PSPRef, req.AmountPaise)
+			}
+			if err != nil {
+				return fmt.Errorf("count refund against %s: %w", p.PSPRef, err)
+			}
 		}
 		tag, err := tx.Exec(wctx, s.q(`INSERT INTO {s}.refunds (`+refundCols+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING`),

@@ -94,6 +94,7 @@ func validateRoute(rc pspapi.RouteConfig) error {
 		{"timeout_rate", rc.TimeoutRate}, {"decline_rate", rc.DeclineRate}, {"pending_rate", rc.PendingRate},
 		{"late_success_rate", rc.LateSuccessRate}, {"lost_callback_rate", rc.LostCallbackRate},
 		{"duplicate_callback_rate", rc.DuplicateCallbackRate}, {"abandon_rate", rc.AbandonRate},
+		{"refund_fail_rate", rc.RefundFailRate},
 	}
 	for _, r := range rates {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {

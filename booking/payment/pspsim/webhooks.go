@@ -34,7 +34,7 @@ const duplicateGap = 150 * time.Millisecond
 func (s *Server) enqueueWebhook(ctx context.Context, tx pgx.Tx, p *payment, rc pspapi.RouteConfig, now time.Time) error {
 	ev := pspapi.Webhook{
 		EventID: newRef("evt_"), PSPRef: p.PSPRef, MerchantRef: p.MerchantRef, Gateway: p.Gateway,
-		Method: p.Method, Status: p.Status, AmountPaise: p.AmountPaise, BankRef: p.BankRef,
+		Method: p.Method, Status: p.Status, AmountPaise: p.AmountPaise, Currency: p.Currency, BankRef: p.BankRef,
 		FailureReason: p.FailureReason, BankEventTime: now,
 	}
 	body, err := json.Marshal(ev)

@@ -133,6 +133,7 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/rebuild", c.shardRebuild)
 			r.With(c.roles(Ops, Finance, Admin)).Get("/payments", c.paymentsPage)
 			r.With(c.roles(Ops, Finance, Admin)).Post("/payments/{id}/inquire", c.paymentInquire)
+			r.With(c.roles(Finance, Admin)).Post("/payments/reviews/{id}", c.paymentReview)
 			r.With(c.roles(Ops, Fraud, Admin)).Get("/lookup", c.lookupPage)
 			r.With(c.roles(Ops, Fraud, Admin)).Get("/trace", c.tracePage)
 			r.With(c.roles(Ops, Finance, Fraud, Admin)).Get("/audit", c.auditPage)

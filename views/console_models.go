@@ -199,11 +199,22 @@ type ShardRow struct {
 	ConfirmWord                            string
 }
 
-// PaymentsPage lists payments stuck unresolved.
+// PaymentsPage lists payments stuck unresolved and payments in review.
 type PaymentsPage struct {
-	MinAge string
-	Rows   []PaymentRow
-	Error  string
+	MinAge  string
+	Rows    []PaymentRow
+	Reviews []ReviewRow
+	// CanResolve: the viewer may resolve reviews (finance, admin).
+	CanResolve bool
+	Error      string
+}
+
+// ReviewRow is one open payment review (payment_reviews): money the
+// gateway contradicted itself or us about.
+type ReviewRow struct {
+	ID, PaymentID, Kind, Detail, Login, Purpose, Method, State, Amount, PNR, Age string
+	// WalletFallback: a refused refund the wallet can take instead.
+	WalletFallback bool
 }
 
 // PaymentRow is one stuck payment.

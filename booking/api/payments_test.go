@@ -220,7 +220,7 @@ func TestTopUpCreditsOnlyMoneyThatArrived(t *testing.T) {
 	c := newClient(s, ids[0])
 	start := c.balance(t)
 	// The old free top-up: an amount and a key, no payment.
-	free := c.do(t, "POST", "/v1/wallet/topup", map[string]string{"Idempotency-Key": "free-money-1"}, `{"amount_paise":150000000}`)
+	free := c.do(t, "POST", "/v1/wallet/topup", map[string]string{"Idempotency-Key": "free-money-1"}, `{"amount_paise":500000}`)
 	if free.status != 400 || c.balance(t) != start {
 		t.Fatalf("a top-up with no payment: %d %s, balance %v", free.status, free.raw, c.balance(t))
 	}

@@ -273,6 +273,9 @@ type RouteConfig struct {
 	// RefundFailRate: the customer's bank refuses a refund (account
 	// closed, say): it is answered FAILED and nothing is paid out.
 	RefundFailRate float64 `json:"refund_fail_rate,omitempty"`
+	// InquiryOmitsAmount: status inquiry answers carry no amount and no
+	// currency, as some gateways' status APIs do.
+	InquiryOmitsAmount bool `json:"inquiry_omits_amount,omitempty"`
 }
 
 // Settlement row types.

@@ -237,7 +237,16 @@ func (s *Server) answerInquiry(w http.ResponseWriter, r *http.Request, p *paymen
 	if rc.Outage {
 		return unavailable(p.Gateway, p.Method)
 	}
-	return s.answerPayment(r.Context(), w, r, rc, p, http.StatusOK, false)
+	if !rc.InquiryOmitsAmount {
+		return s.answerPayment(r.Context(), w, r, rc, p, http.StatusOK, false)
+	}
+	if err := s.sleep(r.Context(), s.latency(rc)); err != nil {
+		return err
+	}
+	v := s.view(p, s.publicBase(r))
+	v.AmountPaise, v.Currency = 0, ""
+	writeJSON(w, http.StatusOK, v)
+	return nil
 }
 
 // view is the wire form of p; base is the public URL for the pay page.

@@ -179,6 +179,12 @@ func (w *world) checkMoney(t *testing.T) map[string]int {
 	if bad, err := payment.CheckLedger(ctx, w.s.Pool); err != nil || len(bad) > 0 {
 		t.Errorf("wallet ledger does not balance for users %v (%v)", bad, err)
 	}
+	// Ordinary faults (declines, timeouts, lost, duplicate and late
+	// callbacks) never look like a gateway contradicting itself.
+	var reviews int
+	if err := w.s.Pool.QueryRow(ctx, `SELECT count(*) FROM payment_reviews WHERE resolved_at IS NULL`).Scan(&reviews); err != nil || reviews != 0 {
+		t.Errorf("%d payments in review (%v)", reviews, err)
+	}
 	rep, err := inventory.Check(ctx, w.s.Pool, w.s.Store, w.shard, w.s.Service.Rules().HoldWindow)
 	if err != nil || !rep.OK() {
 		t.Errorf("seat invariants: %v\n%s", err, rep)

@@ -168,7 +168,7 @@ type View struct {
 	// InReview: the gateway contradicted itself or us about this payment's
 	// money and a person is looking at it (payment_reviews).
 	InReview bool `json:"in_review"`
-	Replayed      bool               `json:"-"`
+	Replayed bool `json:"-"`
 }
 
 // RefundView is a refund as the passenger sees it.

@@ -251,9 +251,9 @@ func TestTopUpCreditsOnlyMoneyThatArrived(t *testing.T) {
 	var pspRef string
 	s.Pool.QueryRow(context.Background(), `SELECT psp_ref FROM payments WHERE id = $1`, id).Scan(&pspRef) //nolint:errcheck
 	var secret []byte
-	for _, g := range pspsim.DefaultGateways() {
+	for _, g := range s.Gateways {
 		if g.ID == gw {
-			secret = g.WebhookSecret
+			secret = g.WebhookSecrets[0]
 		}
 	}
 	body, _ := json.Marshal(pspapi.Webhook{EventID: "evt-topup-forged", PSPRef: pspRef, MerchantRef: id, Gateway: gw, Method: "UPI",

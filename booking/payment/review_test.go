@@ -15,7 +15,6 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/teststack"
 )
 
@@ -24,9 +23,9 @@ import (
 func sendWebhook(t *testing.T, w *world, gw string, ev pspapi.Webhook) int {
 	t.Helper()
 	var secret []byte
-	for _, g := range pspsim.DefaultGateways() {
+	for _, g := range w.s.Gateways {
 		if g.ID == gw {
-			secret = g.WebhookSecret
+			secret = g.WebhookSecrets[0]
 		}
 	}
 	body, _ := json.Marshal(ev)

@@ -219,6 +219,8 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train are being recounted. Nothing was held; please retry in a moment.")
 	case inventory.TokenUsed:
 		return HoldResult{}, shardID, HighDemand()
+	case inventory.HoldExists: // a fresh UUIDv7 never collides; refuse rather than guess
+		return HoldResult{}, shardID, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
 	case inventory.LiveHold:
 		return HoldResult{}, shardID, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", res.HoldID)
 	case inventory.DailyCap:

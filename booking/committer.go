@@ -50,7 +50,11 @@ const (
 type commitResult struct {
 	verdict  commitVerdict
 	existing uuid.UUID // for rejectedDuplicate and rejectedLiveHold
-	err      error     // the whole batch failed; nothing was written
+	err      error     // the whole batch failed; nothing was written (unless unknown)
+	// unknown: COMMIT failed and reading the rows back failed too, so the
+	// row may be durable. Redis must not be undone: the sweeper frees the
+	// hold at expiry if no row turns up.
+	unknown bool
 }
 
 type pendingHold struct {
@@ -183,6 +187,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		lockSet[r.ShardID] = true
 	}
 	inserted := map[uuid.UUID]bool{}
+	bodyDone := false
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		for _, id := range slices.Sorted(maps.Keys(lockSet)) {
 			if err := inventory.LockShardShared(ctx, tx, id); err != nil {
@@ -236,12 +241,31 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 				return fmt.Errorf("insert expiry jobs: %w", err)
 			}
 		}
+		bodyDone = true
 		return nil
 	})
+	unknown := false
+	if err != nil && bodyDone {
+		// COMMIT failed, or only its answer was lost (a dropped connection):
+		// the batch may be durable. Undoing Redis under durable rows would
+		// free seats PostgreSQL sold, so read the rows back first.
+		durable, verr := c.durable(ctx, slices.Collect(maps.Keys(inserted)))
+		switch {
+		case verr != nil:
+			unknown = true
+			err = errors.Join(err, verr)
+		case durable:
+			c.log.Warn("group commit reported an error but is durable", "holds", n, "err", err)
+			err = nil
+		case len(inserted) == 0:
+			err = nil // nothing was written either way
+		}
+	}
 	if err != nil {
-		c.log.Error("group commit failed", "holds", n, "err", err)
+		c.log.Error("group commit failed", "holds", n, "unknown", unknown, "err", err)
 		for i := range results {
 			results[i].err = fmt.Errorf("commit %d holds: %w", n, err)
+			results[i].unknown = unknown
 		}
 		return results
 	}
@@ -251,6 +275,29 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		}
 	}
 	return results
+}
+
+// durable reads back whether a batch whose COMMIT reported an error is in
+// PostgreSQL: its rows are all in or all out, so any one of them decides.
+// The read is retried for a few seconds, as the error may be PostgreSQL
+// going away for a moment.
+func (c *Committer) durable(ctx context.Context, ids []uuid.UUID) (bool, error) {
+	if len(ids) == 0 {
+		return false, nil
+	}
+	var err error
+	for wait := 50 * time.Millisecond; wait < 5*time.Second; wait *= 2 {
+		var n int
+		if err = c.pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = ANY($1)`, ids).Scan(&n); err == nil {
+			return n > 0, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return false, fmt.Errorf("read back %d holds: %w", len(ids), err)
 }
 
 // diagnose explains why a row was skipped. It runs after the commit, on the

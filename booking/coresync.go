@@ -125,6 +125,10 @@ func (s *Service) compensateRejected(ctx context.Context, bookingID int64, reaso
 			return err
 		}
 		release = true
+		// The seat-sync job frees the seats should the release below fail.
+		if err := s.seatSyncLaterTx(ctx, tx, h.ID, h.ShardID); err != nil {
+			return err
+		}
 		msg := fmt.Sprintf("We are sorry: PNR %s could not be issued by the reservation system and is cancelled.", pnr)
 		if paymentID, paid, err := capturedPayment(ctx, tx, h.ID); err != nil {
 			return err

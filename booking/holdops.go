@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
@@ -72,8 +73,8 @@ func ExtendHoldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, until time.Time,
 }
 
 // ReleaseTx ends a HELD hold as state (RELEASED, EXPIRED, CANCELLED) with
-// reason, in tx. It answers whether the hold was live. Call AfterRelease
-// once tx commits.
+// reason, in tx, with a seat-sync job behind the Redis release. It answers
+// whether the hold was live. Call AfterRelease once tx commits.
 func (s *Service) ReleaseTx(ctx context.Context, tx pgx.Tx, h HoldInfo, state, reason string) (bool, error) {
 	if err := inventory.LockShardShared(ctx, tx, h.ShardID); err != nil {
 		return false, err
@@ -83,15 +84,47 @@ func (s *Service) ReleaseTx(ctx context.Context, tx pgx.Tx, h HoldInfo, state, r
 	if err != nil {
 		return false, fmt.Errorf("release hold %s: %w", h.ID, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	if tag.RowsAffected() != 1 {
+		return false, nil
+	}
+	if err := s.seatSyncLaterTx(ctx, tx, h.ID, h.ShardID); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
-// AfterRelease gives a released hold's seats back in Redis. If Redis is
-// unreachable, the sweeper frees them once the hold's expiry passes.
+// seatSyncDelay is how long after a commit its seat-sync job runs: the
+// after-commit Redis update has normally landed by then, and the job finds
+// nothing to do.
+const seatSyncDelay = 10 * time.Second
+
+// seatSyncLaterTx enqueues, in tx, the job that makes Redis agree with
+// PostgreSQL about one hold should the after-commit update not land.
+func (s *Service) seatSyncLaterTx(ctx context.Context, tx pgx.Tx, holdID uuid.UUID, shardID int64) error {
+	_, err := s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: holdID, ShardID: shardID},
+		&river.InsertOpts{ScheduledAt: s.now().Add(seatSyncDelay)})
+	if err != nil {
+		return fmt.Errorf("enqueue seat sync of hold %s: %w", holdID, err)
+	}
+	return nil
+}
+
+// afterCommit is the context of the Redis update that follows a commit: not
+// the request's, since PostgreSQL has decided and a client that disconnects
+// right after the commit must not leave Redis behind; bounded, since the
+// seat-sync job committed with the change is the backstop.
+func afterCommit(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+}
+
+// AfterRelease gives a released hold's seats back in Redis. If that fails,
+// the seat-sync job of ReleaseTx repeats it.
 func (s *Service) AfterRelease(ctx context.Context, h HoldInfo) {
 	s.funnel.Add(h.ShardID, funnel.Released, 1)
+	ctx, cancel := afterCommit(ctx)
+	defer cancel()
 	if _, err := s.store.Release(ctx, h.ShardID, h.ID.String(), inventory.ReleaseHold, h.UserID, ""); err != nil {
-		s.log.Warn("release in Redis failed; the sweeper will free it", "hold", h.ID, "err", err)
+		s.log.Warn("release in Redis failed; the seat-sync job will repeat it", "hold", h.ID, "err", err)
 	}
 }
 
@@ -106,6 +139,14 @@ const (
 // transaction as inTx (the payment's side of it). It is how a payment that
 // succeeds after its hold lapsed still becomes a ticket. It answers
 // RetakeNoSeat when no seats are free (nothing changed).
+//
+// The hold row stays locked from before the Redis hold to the commit, so
+// retakes of one hold (and the sweeper's repair of one) never interleave.
+// The lapsed hold's own Redis record, if its release has not landed, is
+// freed first (PostgreSQL says so); the retake's record is then marked R,
+// which a late release of the lapsed hold leaves alone. The hold goes from
+// lapsed straight to CONFIRMED, never back through HELD, so a live hold of
+// the passenger elsewhere (one per account) does not block a paid journey.
 func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(tx pgx.Tx, res ConfirmResult) error) (ConfirmResult, string, error) {
 	var h HoldInfo
 	err := s.pool.QueryRow(ctx, `SELECT user_id, shard_id, kind, state, from_seq, to_seq, passengers FROM holds WHERE id = $1`, id).
@@ -128,33 +169,19 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 		return ConfirmResult{}, "", fmt.Errorf("retake hold %s: %w", id, err)
 	}
 	idem := "retake:" + id.String()
-	expires := s.now().Add(time.Minute).Truncate(time.Millisecond)
-	res, err := s.store.Hold(ctx, inventory.HoldRequest{
-		ShardID: h.ShardID, HoldID: id.String(), UserID: h.UserID, IdemKey: idem, From: h.From, To: h.To,
-		ExpiresAt: expires, DailyCap: 1 << 30, Prefs: prefs, IDOK: idOK, IdemTTL: time.Hour, MaxPassengers: s.rules.MaxPassengers,
-		BypassUserLimits: true,
-	})
-	if err != nil {
-		return ConfirmResult{}, "", fmt.Errorf("retake hold %s: %w", id, err)
-	}
-	switch res.Outcome {
-	case inventory.NotReady:
-		s.TriggerRebuild(h.ShardID)
-		return ConfirmResult{}, "", fmt.Errorf("retake hold %s: seat state is being rebuilt", id)
-	case inventory.Held:
-	default:
-		if res.Outcome == inventory.WaitlistOffered {
-			s.store.Release(ctx, h.ShardID, id.String(), inventory.ReleaseUndo, h.UserID, idem) //nolint:errcheck
-		}
-		return ConfirmResult{}, RetakeNoSeat, nil
-	}
-	undo := func() {
-		if _, err := s.store.Release(context.WithoutCancel(ctx), h.ShardID, id.String(), inventory.ReleaseUndo, h.UserID, idem); err != nil {
-			s.log.Error("undo retake failed; the sweeper will free it", "hold", id, "err", err)
-		}
+	release := func(ctx context.Context) (string, error) {
+		return s.store.Release(ctx, h.ShardID, id.String(), inventory.ReleaseUndo, h.UserID, idem)
 	}
 	var out ConfirmResult
+	outcome, held := RetakeNoSeat, false
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT state FROM holds WHERE id = $1 FOR UPDATE`, id).Scan(&state); err != nil {
+			return err
+		}
+		if state != HoldExpired && state != HoldReleased {
+			return nil
+		}
 		if err := inventory.LockShardShared(ctx, tx, h.ShardID); err != nil {
 			return err
 		}
@@ -162,10 +189,36 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 		if err := tx.QueryRow(ctx, `SELECT epoch FROM inventory_shards WHERE id = $1`, h.ShardID).Scan(&epoch); err != nil {
 			return err
 		}
+		// Whatever Redis still has under this id is not durable: the lapsed
+		// hold's record (its release late or lost) or an earlier attempt of
+		// this retake that never committed, idempotency key included.
+		if _, err := release(ctx); err != nil {
+			return err
+		}
+		expires := s.now().Add(s.rules.HoldWindow).Truncate(time.Millisecond)
+		res, err := s.store.Hold(ctx, inventory.HoldRequest{
+			ShardID: h.ShardID, HoldID: id.String(), UserID: h.UserID, IdemKey: idem, From: h.From, To: h.To,
+			ExpiresAt: expires, DailyCap: 1 << 30, Prefs: prefs, IDOK: idOK, IdemTTL: time.Hour, MaxPassengers: s.rules.MaxPassengers,
+			Retake: true,
+		})
+		if err != nil {
+			return err
+		}
+		switch {
+		case res.Outcome == inventory.NotReady:
+			s.TriggerRebuild(h.ShardID)
+			return fmt.Errorf("seat state of shard %d is being rebuilt", h.ShardID)
+		case res.Replayed || res.Outcome == inventory.HoldExists:
+			return fmt.Errorf("Redis still has a record of hold %s (%s)", id, res.Outcome)
+		case res.Outcome != inventory.Held:
+			return nil // sold out
+		}
+		held = true
 		if epoch != res.Epoch {
 			return fmt.Errorf("shard %d was rebuilt during the retake", h.ShardID)
 		}
-		tag, err := tx.Exec(ctx, `UPDATE holds SET state = 'HELD', berths = $2, epoch = $3, expires_at = $4,
+		s.pause.At(ctx, "retake.held")
+		tag, err := tx.Exec(ctx, `UPDATE holds SET berths = $2, epoch = $3, expires_at = $4,
 			state_reason = 're-held after a late payment', updated_at = now(), state_version = state_version + 1
 			WHERE id = $1 AND state IN ('EXPIRED', 'RELEASED')`, id, res.Berths, res.Epoch, expires)
 		if err != nil {
@@ -174,15 +227,24 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 		if tag.RowsAffected() != 1 {
 			return Errorf(ECONFLICT, "HOLD_CHANGED", "Hold %s changed during the retake.", id)
 		}
-		if out, err = s.ConfirmTx(ctx, tx, id); err != nil {
+		if out, err = s.confirmTx(ctx, tx, id, true); err != nil {
 			return err
 		}
+		outcome = RetakeConfirmed
 		return inTx(tx, out)
 	})
 	if err != nil {
-		undo()
+		if held {
+			uctx, cancel := afterCommit(ctx)
+			if _, err := release(uctx); err != nil {
+				s.log.Error("undo retake failed; the sweeper will free it", "hold", id, "err", err)
+			}
+			cancel()
+		}
 		return ConfirmResult{}, "", fmt.Errorf("retake hold %s: %w", id, err)
 	}
-	s.AfterConfirm(ctx, out)
-	return out, RetakeConfirmed, nil
+	if outcome == RetakeConfirmed {
+		s.AfterConfirm(ctx, out)
+	}
+	return out, outcome, nil
 }

@@ -110,6 +110,12 @@ func (s *Service) Confirm(ctx context.Context, id uuid.UUID) (HoldView, error) {
 // payments work calls it in the same transaction that records the money.
 // Call AfterConfirm once tx commits.
 func (s *Service) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (ConfirmResult, error) {
+	return s.confirmTx(ctx, tx, id, false)
+}
+
+// confirmTx is ConfirmTx; with lapsed it also confirms an EXPIRED or
+// RELEASED hold whose seats a retake has just taken back (RetakeAndConfirm).
+func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed bool) (ConfirmResult, error) {
 	res := ConfirmResult{HoldID: id}
 	var state, kind string
 	var userID int64
@@ -131,7 +137,7 @@ func (s *Service) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (Confi
 		err := tx.QueryRow(ctx, `SELECT id, pnr FROM bookings WHERE hold_id = $1`, id).Scan(&res.BookingID, &res.PNR)
 		return res, err
 	}
-	if state != HoldHeld {
+	if state != HoldHeld && !(lapsed && (state == HoldExpired || state == HoldReleased)) {
 		return res, Errorf(ECONFLICT, "HOLD_"+state, "Hold %s is %s and can no longer be confirmed.", id, state)
 	}
 	if err := inventory.LockShardShared(ctx, tx, res.ShardID); err != nil {
@@ -201,24 +207,26 @@ func (s *Service) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (Confi
 	if err := Notify(ctx, tx, userID, "ETICKET", res.PNR, "E-ticket PNR "+res.PNR, body); err != nil {
 		return res, err
 	}
-	// No seat-sync job here: if the Redis confirm below fails, the hold's
-	// Redis record comes due at its expiry and the sweeper, finding the row
-	// CONFIRMED, confirms it then.
 	if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR}, nil); err != nil {
 		return res, err
 	}
-	return res, nil
+	// The seat-sync job repeats AfterConfirm should it not land: a Redis
+	// record left held would turn a later cancellation into a lost seat.
+	return res, s.seatSyncLaterTx(ctx, tx, id, res.ShardID)
 }
 
-// AfterConfirm marks the seats sold in Redis once ConfirmTx has committed.
-// If Redis is unreachable, the sweeper repeats it when the hold comes due.
+// AfterConfirm marks the seats sold in Redis once ConfirmTx has committed,
+// on a context of its own (see afterCommit). If Redis is unreachable, the
+// seat-sync job committed with the confirmation repeats it.
 func (s *Service) AfterConfirm(ctx context.Context, res ConfirmResult) {
 	if res.Already {
 		return
 	}
 	s.funnel.Add(res.ShardID, funnel.Confirmed, 1)
+	ctx, cancel := afterCommit(ctx)
+	defer cancel()
 	if _, err := s.store.Confirm(ctx, res.ShardID, res.HoldID.String()); err != nil {
-		s.log.Warn("confirm in Redis failed; the sweeper will repeat it", "hold", res.HoldID, "err", err)
+		s.log.Warn("confirm in Redis failed; the seat-sync job will repeat it", "hold", res.HoldID, "err", err)
 	}
 }
 

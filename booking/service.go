@@ -219,6 +219,8 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train are being recounted. Nothing was held; please retry in a moment.")
 	case inventory.TokenUsed:
 		return HoldResult{}, shardID, HighDemand()
+	case inventory.HoldExists: // a fresh UUIDv7 never collides; refuse rather than guess
+		return HoldResult{}, shardID, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
 	case inventory.LiveHold:
 		return HoldResult{}, shardID, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", res.HoldID)
 	case inventory.DailyCap:
@@ -244,7 +246,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		Fare: fare, Epoch: res.Epoch, OpeningDay: openingDay(shard), ExpiresAt: expires, TokenID: tokenID,
 	}
 	cr := s.committer.Submit(ctx, row)
-	if cr.err != nil || cr.verdict != committed {
+	if (cr.err != nil && !cr.unknown) || (cr.err == nil && cr.verdict != committed) {
 		// Not durable: take the seats back as if the attempt never happened.
 		if _, err := s.store.Release(context.WithoutCancel(ctx), shard.ID, holdID.String(), inventory.ReleaseUndo, c.UserID, req.IdempotencyKey); err != nil {
 			s.log.Error("undo hold failed; the sweeper will free it at expiry", "hold", holdID, "err", err)
@@ -266,6 +268,10 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	case cr.verdict == rejectedDailyCap:
 		return HoldResult{}, shardID, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", s.rules.DailyCap)
 	case cr.verdict == rejectedStaleEpoch:
+		// Redis answered under an epoch PostgreSQL has left: a rebuild is
+		// loading, or one failed after its epoch bump and every hold will be
+		// refused until another succeeds.
+		s.TriggerRebuild(shard.ID)
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train were just recounted. Nothing was held; please retry.")
 	}
 	out := HoldResult{HoldID: holdID, Status: string(res.Outcome), ExpiresAt: expires, WaitlistNo: res.WaitlistNo, Fare: fare}
@@ -356,23 +362,58 @@ func (s *Service) answerFromRecord(ctx context.Context, userID int64, id uuid.UU
 }
 
 // TriggerRebuild rebuilds a shard's Redis state in the background, once per
-// process at a time. Nothing depends on it finishing: holds keep being
-// refused until it does, and the sweeper triggers it again if it fails.
+// process at a time, if it is missing or behind PostgreSQL's epoch. Nothing
+// depends on it finishing: holds keep being refused until it does, and the
+// sweeper triggers it again if it fails.
 func (s *Service) TriggerRebuild(shardID int64) {
 	go s.rebuilds.Do(fmt.Sprint(shardID), func() (any, error) { //nolint:errcheck
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if ok, _, err := s.store.Ready(ctx, shardID); err == nil && ok {
-			return nil, nil
+		_, err := s.RebuildIfNeeded(ctx, shardID)
+		return nil, err
+	})
+}
+
+// rebuildSettle is how long a shard behind PostgreSQL's epoch is given
+// before it counts as stuck: a rebuild loads right after its epoch bump
+// commits, so one in progress elsewhere lands well within it.
+const rebuildSettle = time.Second
+
+// RebuildIfNeeded rebuilds the shard when its Redis state is missing, or
+// still behind PostgreSQL's epoch after rebuildSettle (a rebuild that bumped
+// the epoch and failed to load, or died), or the last rebuild failed. It
+// answers whether it rebuilt.
+func (s *Service) RebuildIfNeeded(ctx context.Context, shardID int64) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		ready, redisEpoch, err := s.store.Ready(ctx, shardID)
+		if err != nil {
+			return false, err
 		}
-		epoch, err := inventory.Rebuild(ctx, s.pool, s.store, shardID)
+		var epoch int64
+		var failed bool
+		if err := s.pool.QueryRow(ctx, `SELECT epoch, rebuild_failed_at IS NOT NULL FROM inventory_shards WHERE id = $1`,
+			shardID).Scan(&epoch, &failed); err != nil {
+			return false, fmt.Errorf("shard %d epoch: %w", shardID, err)
+		}
+		switch {
+		case ready && redisEpoch == epoch && !failed:
+			return false, nil
+		case ready && redisEpoch != epoch && !failed && attempt == 0:
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-time.After(rebuildSettle):
+			}
+			continue
+		}
+		epoch, err = s.Rebuild(ctx, shardID)
 		if err != nil {
 			s.log.Error("rebuild failed", "shard", shardID, "err", err)
-			return nil, err
+			return false, err
 		}
 		s.log.Info("rebuilt shard from PostgreSQL", "shard", shardID, "epoch", epoch)
-		return nil, nil
-	})
+		return true, nil
+	}
 }
 
 // Rebuild reloads a shard now, under a new epoch.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,24 +14,32 @@ import (
 )
 
 // DefaultSweepGrace is how long past its expiry a hold may wait for its own
-// expiry job before the sweeper steps in, and how old a Redis hold without
-// a row must be before it counts as orphaned.
+// expiry job before the sweeper steps in, how old a Redis hold without a row
+// must be before it counts as orphaned, and how long a row must have been
+// left alone before a Redis record missing for it forces a rebuild.
 const DefaultSweepGrace = 30 * time.Second
 
 // SweepReport says what one sweep did.
 type SweepReport struct {
 	Expired int // overdue HELD rows released
-	Orphans int // Redis holds with no row, released
-	Synced  int // Redis holds brought in line with their row
-	Rebuilt int // shards whose Redis state was missing
+	Orphans int // Redis holds with no durable row, released
+	Synced  int // Redis records brought in line with their row
+	Rebuilt int // shards rebuilt: state missing, behind PostgreSQL's epoch, a failed rebuild, or a record no script can repair
 }
 
-// Sweep catches whatever the per-hold jobs missed: HELD rows past expiry,
-// Redis holds past expiry whose row is gone or says otherwise (a hold whose
-// durable write failed and whose undo also failed), and shards in or near
-// their window whose Redis state is missing.
+// Sweep catches whatever the per-hold jobs missed: HELD rows past expiry;
+// shards in or near their window whose Redis state is missing, behind
+// PostgreSQL's epoch or whose last rebuild failed (rebuilt); and every Redis
+// record that disagrees with PostgreSQL, whatever its state (PostgreSQL
+// wins). One hold or shard that fails does not stop the others: each error
+// is logged and all are returned together.
 func (s *Service) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
+	var errs []error
+	fail := func(err error) {
+		s.log.Error("sweep", "err", err)
+		errs = append(errs, err)
+	}
 	cutoff := s.now().Add(-s.sweepGrace)
 	rows, err := s.pool.Query(ctx, `SELECT id FROM holds WHERE state = 'HELD' AND expires_at < $1 LIMIT 5000`, cutoff)
 	if err != nil {
@@ -42,7 +51,8 @@ func (s *Service) Sweep(ctx context.Context) (SweepReport, error) {
 	}
 	for _, id := range overdue {
 		if _, err := s.ExpireHold(ctx, id); err != nil {
-			return rep, err
+			fail(fmt.Errorf("sweep: %w", err))
+			continue
 		}
 		rep.Expired++
 	}
@@ -50,55 +60,171 @@ func (s *Service) Sweep(ctx context.Context) (SweepReport, error) {
 	rows, err = s.pool.Query(ctx, `SELECT id FROM inventory_shards
 		WHERE window_opens_at < $1 AND window_closes_at > $2 ORDER BY id`, s.now().Add(time.Hour), s.now().Add(-24*time.Hour))
 	if err != nil {
-		return rep, fmt.Errorf("sweep: %w", err)
+		fail(fmt.Errorf("sweep: %w", err))
+		return rep, errors.Join(errs...)
 	}
 	shards, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return rep, fmt.Errorf("sweep: %w", err)
+		fail(fmt.Errorf("sweep: %w", err))
+		return rep, errors.Join(errs...)
 	}
 	for _, shardID := range shards {
-		ready, _, err := s.store.Ready(ctx, shardID)
-		if err != nil {
-			return rep, fmt.Errorf("sweep shard %d: %w", shardID, err)
-		}
-		if !ready {
-			if _, err := s.Rebuild(ctx, shardID); err != nil {
-				return rep, err
-			}
-			rep.Rebuilt++
-			continue
-		}
-		due, err := s.store.DueHolds(ctx, shardID, cutoff, 5000)
-		if err != nil {
-			return rep, err
-		}
-		for _, raw := range due {
-			id, err := uuid.Parse(raw)
-			if err != nil {
-				continue
-			}
-			var state string
-			err = s.pool.QueryRow(ctx, `SELECT state FROM holds WHERE id = $1`, id).Scan(&state)
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				if _, err := s.store.Release(ctx, shardID, raw, inventory.ReleaseHold, 0, ""); err != nil {
-					return rep, err
-				}
-				rep.Orphans++
-			case err != nil:
-				return rep, fmt.Errorf("sweep hold %s: %w", id, err)
-			case state == HoldHeld:
-				if _, err := s.ExpireHold(ctx, id); err != nil {
-					return rep, err
-				}
-				rep.Expired++
-			default:
-				if err := s.SyncSeat(ctx, id); err != nil {
-					return rep, err
-				}
-				rep.Synced++
-			}
+		if err := s.sweepShard(ctx, shardID, cutoff, &rep, fail); err != nil {
+			fail(fmt.Errorf("sweep shard %d: %w", shardID, err))
 		}
 	}
-	return rep, nil
+	return rep, errors.Join(errs...)
+}
+
+// sweptRow is PostgreSQL's side of one hold the sweeper compares.
+type sweptRow struct {
+	want    byte // inventory.RecordState
+	berths  []int
+	changed time.Time
+}
+
+// sweepShard brings one shard's Redis state in line with PostgreSQL. A
+// record a script can fix is fixed hold by hold (SyncSeat reads PostgreSQL
+// again, so a row that moved on since is judged by its new state); a record
+// missing, or with other berths than its row, needs the shard rebuilt.
+// PostgreSQL is read first: a hold made after that read looks like a write
+// in flight, not like a record that must go.
+func (s *Service) sweepShard(ctx context.Context, shardID int64, cutoff time.Time, rep *SweepReport, fail func(error)) error {
+	rebuilt, err := s.RebuildIfNeeded(ctx, shardID)
+	if err != nil || rebuilt {
+		if rebuilt {
+			rep.Rebuilt++
+		}
+		return err
+	}
+	pg := map[string]sweptRow{}
+	read := func(where string, arg any) error {
+		rows, err := s.pool.Query(ctx, `SELECT h.id, h.state, h.kind, coalesce(b.status, ''), h.berths,
+			greatest(h.updated_at, coalesce(b.cancelled_at, h.updated_at))
+			FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id WHERE `+where, arg)
+		if err != nil {
+			return err
+		}
+		var id uuid.UUID
+		var state, kind, bstatus string
+		var berths []int32
+		var changed time.Time
+		_, err = pgx.ForEachRow(rows, []any{&id, &state, &kind, &bstatus, &berths, &changed}, func() error {
+			r := sweptRow{want: inventory.RecordState(state, kind, bstatus), changed: changed}
+			if r.want == 'H' || r.want == 'C' {
+				for _, b := range berths {
+					r.berths = append(r.berths, int(b))
+				}
+			}
+			pg[id.String()] = r
+			return nil
+		})
+		return err
+	}
+	if err := read(`h.shard_id = $1 AND h.state IN ('HELD', 'CONFIRMED')`, shardID); err != nil {
+		return err
+	}
+	recs, err := s.store.Records(ctx, shardID)
+	if err != nil {
+		return err
+	}
+	// The rows of records PostgreSQL says occupy nothing (or has none).
+	var others []uuid.UUID
+	for _, rec := range recs {
+		if _, ok := pg[rec.ID]; ok {
+			continue
+		}
+		if id, err := uuid.Parse(rec.ID); err == nil {
+			others = append(others, id)
+		}
+	}
+	if len(others) > 0 {
+		if err := read(`h.id = ANY($1)`, others); err != nil {
+			return err
+		}
+	}
+	rebuild := false
+	seen := make(map[string]bool, len(recs))
+	for _, rec := range recs {
+		seen[rec.ID] = true
+		p, ok := pg[rec.ID]
+		due := time.UnixMilli(rec.ExpiresMs).Before(cutoff)
+		unsold := rec.State == 'H' || rec.State == 'W' || rec.State == 'R'
+		var err error
+		switch {
+		case ok && p.want == rec.State:
+			if !slices.Equal(p.berths, rec.Berths) && p.changed.Before(cutoff) {
+				rebuild = true
+			}
+			continue
+		case !ok && unsold && !due, ok && rec.State == 'R' && p.want == 0 && !due:
+			continue // a write in flight: a hold or a retake before its commit
+		case ok && rec.State == 'R' && p.want == 0:
+			err = s.undoRetake(ctx, rec.ID)
+			rep.Orphans++
+		case !ok:
+			if _, err = uuid.Parse(rec.ID); err != nil {
+				s.log.Warn("sweep: Redis record with a foreign id left alone", "shard", shardID, "hold", rec.ID)
+				continue
+			}
+			err = s.releaseOrphan(ctx, shardID, rec)
+			rep.Orphans++
+		default:
+			err = s.SyncSeat(ctx, uuid.MustParse(rec.ID))
+			rep.Synced++
+		}
+		if err != nil {
+			fail(fmt.Errorf("sweep shard %d hold %s: %w", shardID, rec.ID, err))
+		}
+	}
+	for id, p := range pg {
+		if p.want != 0 && !seen[id] && p.changed.Before(cutoff) {
+			rebuild = true
+		}
+	}
+	if rebuild {
+		s.log.Warn("sweep: Redis records missing or on other berths than PostgreSQL's; rebuilding", "shard", shardID)
+		if _, err := s.Rebuild(ctx, shardID); err != nil {
+			return err
+		}
+		rep.Rebuilt++
+	}
+	return nil
+}
+
+// releaseOrphan frees a Redis record no row stands behind (a hold whose
+// durable write failed and whose undo failed too): undo for a hold never
+// made durable, cancel for a sold record (which only a rebuild from a row
+// since deleted could have written).
+func (s *Service) releaseOrphan(ctx context.Context, shardID int64, rec inventory.HoldRecord) error {
+	mode := inventory.ReleaseUndo
+	if rec.State == 'C' || rec.State == 'X' {
+		mode = inventory.ReleaseCancel
+	}
+	_, err := s.store.Release(ctx, shardID, rec.ID, mode, 0, "")
+	return err
+}
+
+// undoRetake frees the seats of a retake that never committed (its own undo
+// failed). The hold row is locked meanwhile, as the retake keeps it locked
+// from its Redis hold to its commit, so a retake in progress is never undone.
+func (s *Service) undoRetake(ctx context.Context, raw string) error {
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var shardID, userID int64
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT shard_id, user_id, state FROM holds WHERE id = $1 FOR UPDATE`, id).
+			Scan(&shardID, &userID, &state); err != nil {
+			return err
+		}
+		if state == HoldConfirmed {
+			_, err := s.store.Confirm(ctx, shardID, raw)
+			return err
+		}
+		_, err := s.store.Release(ctx, shardID, raw, inventory.ReleaseUndo, userID, "retake:"+raw)
+		return err
+	})
 }

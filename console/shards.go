@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -26,7 +27,8 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 		s.window_opens_at, s.window_closes_at, s.mode, s.total_berths, s.waitlist_cap, s.epoch,
 		(SELECT count(*) FROM holds h WHERE h.shard_id = s.id AND h.state = 'HELD' AND h.kind = 'SEAT')::int,
 		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'CONFIRMED')::int,
-		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'WAITLISTED')::int
+		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'WAITLISTED')::int,
+		s.rebuild_failed_at, coalesce(s.rebuild_error, '')
 		FROM inventory_shards s ORDER BY s.id LIMIT 200`)
 	if err != nil {
 		c.serverError(w, r, err)
@@ -35,12 +37,19 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 	for rows.Next() {
 		var s views.ShardRow
 		var opens, closes = new(timeT), new(timeT)
-		if err := rows.Scan(&s.ID, &s.Label, &opens.t, &closes.t, &s.Mode, &s.Total, &s.WaitlistCap, &s.Epoch, &s.LiveHolds, &s.Confirmed, &s.Waitlist); err != nil {
+		var failedAt *time.Time
+		var failure string
+		if err := rows.Scan(&s.ID, &s.Label, &opens.t, &closes.t, &s.Mode, &s.Total, &s.WaitlistCap, &s.Epoch, &s.LiveHolds, &s.Confirmed, &s.Waitlist,
+			&failedAt, &failure); err != nil {
 			rows.Close()
 			c.serverError(w, r, err)
 			return
 		}
 		s.Window = ist(opens.t) + " – " + ist(closes.t)
+		if failedAt != nil {
+			// The shard refuses holds until a rebuild loads (the sweeper retries).
+			s.RebuildFailed = "rebuild failed at " + ist(*failedAt) + ": " + failure
+		}
 		s.ConfirmWord = fmt.Sprintf("rebuild %d", s.ID)
 		p.Rows = append(p.Rows, s)
 	}

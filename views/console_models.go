@@ -196,6 +196,7 @@ type ShardRow struct {
 	Epoch                                  int64
 	Ready, InvariantOK                     bool
 	Violations                             []string
+	RebuildFailed                          string // the last rebuild's failure, when it failed
 	ConfirmWord                            string
 }
 

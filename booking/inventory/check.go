@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -65,8 +66,10 @@ const InFlightGrace = 10 * time.Second
 // free + live holds + confirmed = total with both sides agreeing; no berth
 // taken twice on any leg; every hold and booking agrees between the two;
 // one booking per hold; every confirmed passenger has one berth for the
-// whole journey. Under live traffic the two owners are read a moment apart,
-// so a disagreement is re-checked a few times before it is reported.
+// whole journey; Redis at PostgreSQL's epoch and no failed rebuild pending.
+// Under live traffic the two owners are read a moment apart, so a
+// disagreement is re-checked a few times before it is reported, with how
+// long it has lasted.
 func Check(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64, holdWindow time.Duration) (Report, error) {
 	var rep Report
 	var err error
@@ -86,16 +89,27 @@ func Check(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64, hol
 
 type pgHold struct {
 	id       string
-	state    string // H C W X or '' for holds that occupy nothing
+	state    string // H C W X, or '' for holds that occupy nothing
 	from, to int
 	berths   []int
 	npax     int
+	desc     string    // PostgreSQL's words for it: "EXPIRED", "booking CANCELLED"
+	changed  time.Time // when PostgreSQL last changed it
+}
+
+// age renders how long a disagreement has lasted at most.
+func age(since, now time.Time) string {
+	return now.Sub(since).Round(100 * time.Millisecond).String()
 }
 
 func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64, holdWindow time.Duration) (Report, error) {
 	rep := Report{ShardID: shardID, CheckedAt: time.Now()}
 	var total, legs int
-	if err := pool.QueryRow(ctx, `SELECT total_berths, legs FROM inventory_shards WHERE id = $1`, shardID).Scan(&total, &legs); err != nil {
+	var pgEpoch int64
+	var failedAt *time.Time
+	var failure string
+	if err := pool.QueryRow(ctx, `SELECT total_berths, legs, epoch, rebuild_failed_at, coalesce(rebuild_error, '')
+		FROM inventory_shards WHERE id = $1`, shardID).Scan(&total, &legs, &pgEpoch, &failedAt, &failure); err != nil {
 		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
 	}
 	snap, err := s.Snapshot(ctx, shardID)
@@ -103,12 +117,27 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
 	}
 	rep.Ready, rep.Epoch = snap.Ready, snap.Epoch
+	if failedAt != nil {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("the last rebuild failed %s ago: %s", age(*failedAt, rep.CheckedAt), failure))
+	}
+	if snap.Ready && snap.Epoch != pgEpoch {
+		// A rebuild bumped the epoch and never loaded: every hold is refused.
+		rep.Violations = append(rep.Violations, fmt.Sprintf("Redis is at epoch %d, PostgreSQL at %d: holds are refused until a rebuild loads", snap.Epoch, pgEpoch))
+	}
 
-	// PostgreSQL's view: what occupies berths and waitlist places.
+	// PostgreSQL's view: what occupies berths and waitlist places, and
+	// every hold Redis has a record of, whatever its state.
+	var redisIDs []uuid.UUID
+	for _, h := range snap.Holds {
+		if id, err := uuid.Parse(h.ID); err == nil {
+			redisIDs = append(redisIDs, id)
+		}
+	}
 	rows, err := pool.Query(ctx, `
-		SELECT h.id::text, h.kind, h.state, coalesce(b.status, ''), h.from_seq, h.to_seq, h.berths, h.seat_count
+		SELECT h.id::text, h.kind, h.state, coalesce(b.status, ''), h.from_seq, h.to_seq, h.berths, h.seat_count,
+		       greatest(h.updated_at, coalesce(b.cancelled_at, h.updated_at))
 		FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id
-		WHERE h.shard_id = $1 AND h.state IN ('HELD', 'CONFIRMED')`, shardID)
+		WHERE h.shard_id = $1 AND (h.state IN ('HELD', 'CONFIRMED') OR h.id = ANY($2))`, shardID, redisIDs)
 	if err != nil {
 		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
 	}
@@ -116,22 +145,16 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 	var id, kind, state, bstatus string
 	var from, to, npax int
 	var berths []int32
-	if _, err := pgx.ForEachRow(rows, []any{&id, &kind, &state, &bstatus, &from, &to, &berths, &npax}, func() error {
-		h := pgHold{id: id, from: from, to: to, npax: npax}
-		switch {
-		case state == "HELD" && kind == "SEAT":
-			h.state = "H"
-		case state == "HELD":
-			h.state = "W"
-		case bstatus == "CONFIRMED":
-			h.state = "C"
-		case bstatus == "WAITLISTED":
-			h.state = "X"
-		case bstatus == "":
+	var changed time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&id, &kind, &state, &bstatus, &from, &to, &berths, &npax, &changed}, func() error {
+		h := pgHold{id: id, from: from, to: to, npax: npax, desc: state, changed: changed}
+		if bstatus != "" {
+			h.desc = "booking " + bstatus
+		}
+		if st := RecordState(state, kind, bstatus); st != 0 {
+			h.state = string(st)
+		} else if state == "CONFIRMED" && bstatus == "" {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s is CONFIRMED but has no booking", id))
-			return nil
-		default:
-			return nil // a cancelled booking occupies nothing
 		}
 		if h.state == "H" || h.state == "C" {
 			for _, b := range berths {
@@ -147,8 +170,10 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 	pgHeld, pgConf := make([]int, legs), make([]int, legs)
 	claimed := make([]uint16, total)
 	ids := make([]string, 0, len(pg))
-	for id := range pg {
-		ids = append(ids, id)
+	for id, h := range pg {
+		if h.state != "" {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
@@ -215,28 +240,39 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 		return rep, nil
 	}
 
-	// Redis records against rows. A Redis hold without a row may be a write
-	// in flight: it is forgiven while young.
-	now := time.Now()
-	redisIDs := map[string]bool{}
+	// Redis records against rows, each disagreement with its age. Only a
+	// write in flight is forgiven, while young: a Redis hold whose row is not
+	// committed yet, or seats a retake (R) took before its commit. A row that
+	// exists and says otherwise is reported however young: the after-commit
+	// Redis update lands within the re-checks, and one that did not land is
+	// exactly what must be seen.
+	now := rep.CheckedAt
+	inRedis := map[string]bool{}
 	for _, h := range snap.Holds {
-		redisIDs[h.ID] = true
+		inRedis[h.ID] = true
 		p, ok := pg[h.ID]
 		created := time.UnixMilli(h.ExpiresMs).Add(-holdWindow)
+		unsold := h.State == 'H' || h.State == 'W' || h.State == 'R'
 		switch {
-		case !ok && (h.State == 'H' || h.State == 'W') && now.Sub(created) < InFlightGrace:
+		case unsold && (!ok || (h.State == 'R' && p.state == "")) && now.Sub(created) < InFlightGrace:
 			// in flight
 		case !ok:
-			rep.Violations = append(rep.Violations, fmt.Sprintf("Redis has hold %s (%c) that PostgreSQL does not hold", h.ID, h.State))
+			rep.Violations = append(rep.Violations, fmt.Sprintf("Redis has hold %s (%c) that PostgreSQL does not hold, for %s",
+				h.ID, h.State, age(created, now)))
+		case p.state == "":
+			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s occupies nothing in PostgreSQL (%s) but is %c in Redis, for %s",
+				h.ID, p.desc, h.State, age(p.changed, now)))
 		case p.state != string(h.State):
-			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s is %s in PostgreSQL but %c in Redis", h.ID, p.state, h.State))
+			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s is %s in PostgreSQL but %c in Redis, for %s",
+				h.ID, p.state, h.State, age(p.changed, now)))
 		case !slices.Equal(p.berths, h.Berths) && p.state != "W" && p.state != "X":
-			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s berths %v in PostgreSQL, %v in Redis", h.ID, p.berths, h.Berths))
+			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s berths %v in PostgreSQL, %v in Redis, for %s",
+				h.ID, p.berths, h.Berths, age(p.changed, now)))
 		}
 	}
 	for _, id := range ids {
-		if !redisIDs[id] {
-			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s (%s) is missing from Redis", id, pg[id].state))
+		if !inRedis[id] {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s (%s) is missing from Redis, for %s", id, pg[id].state, age(pg[id].changed, now)))
 		}
 	}
 	free := snap.Free()

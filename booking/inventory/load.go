@@ -27,7 +27,7 @@ func LockShardShared(ctx context.Context, tx pgx.Tx, shardID int64) error {
 // HoldRecord is one hold as the Redis state keeps it.
 type HoldRecord struct {
 	ID         string
-	State      byte // H held, W waitlist offer held, C confirmed, X waitlisted booking
+	State      byte // H held, W waitlist offer held, R retaking (see HoldRequest.Retake), C confirmed, X waitlisted booking
 	UserID     int64
 	From, To   int
 	ExpiresMs  int64
@@ -283,7 +283,32 @@ func addCounts(c map[string]int, prefix string, from, to, n int) {
 // under the exclusive shard lock, so every writer that committed under the
 // old epoch is read, and any writer still holding the old epoch fails its
 // epoch check afterwards.
+//
+// The epoch is bumped before the load, so a load that fails leaves the shard
+// refusing holds: the failure is kept on the shard row (rebuild_failed_at,
+// rebuild_error) for the sweeper to retry and the console to show, and a
+// successful rebuild clears it.
 func Rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (int64, error) {
+	epoch, err := rebuild(ctx, pool, s, shardID)
+	noteRebuild(ctx, pool, shardID, err)
+	return epoch, err
+}
+
+// noteRebuild records a rebuild's outcome on the shard row, on a context of
+// its own: a rebuild cut short by its caller still leaves its failure.
+func noteRebuild(ctx context.Context, pool *pgxpool.Pool, shardID int64, failure error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if failure != nil {
+		pool.Exec(ctx, `UPDATE inventory_shards SET rebuild_failed_at = now(), rebuild_error = $2 WHERE id = $1`, //nolint:errcheck
+			shardID, failure.Error())
+		return
+	}
+	pool.Exec(ctx, `UPDATE inventory_shards SET rebuild_failed_at = NULL, rebuild_error = NULL
+		WHERE id = $1 AND rebuild_failed_at IS NOT NULL`, shardID) //nolint:errcheck
+}
+
+func rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (int64, error) {
 	var st ShardState
 	var extraDaily map[int64]int
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -318,7 +343,7 @@ func Rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (
 		// something (a berth or a waitlist place).
 		rows, err = tx.Query(ctx, `
 			SELECT h.id::text, h.kind, h.user_id, h.from_seq, h.to_seq, h.expires_at, h.berths,
-			       coalesce(h.waitlist_no, 0), h.seat_count, h.state, b.status
+			       coalesce(h.waitlist_no, 0), h.seat_count, h.state, coalesce(b.status, '')
 			FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id
 			WHERE h.shard_id = $1 AND h.state IN ('HELD', 'CONFIRMED')`, shardID)
 		if err != nil {
@@ -328,8 +353,7 @@ func Rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (
 		// day's cap: the scripts keep counting it, and so does the rebuild.
 		extraDaily = map[int64]int{}
 		var rec HoldRecord
-		var kind, state string
-		var bstatus *string
+		var kind, state, bstatus string
 		var expires time.Time
 		var berths []int32
 		_, err = pgx.ForEachRow(rows, []any{&rec.ID, &kind, &rec.UserID, &rec.From, &rec.To, &expires, &berths,
@@ -340,16 +364,7 @@ func Rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (
 			for i, b := range berths {
 				h.Berths[i] = int(b)
 			}
-			switch {
-			case state == "HELD" && kind == "SEAT":
-				h.State = 'H'
-			case state == "HELD":
-				h.State = 'W'
-			case bstatus != nil && *bstatus == "CONFIRMED":
-				h.State = 'C'
-			case bstatus != nil && *bstatus == "WAITLISTED":
-				h.State = 'X'
-			default:
+			if h.State = RecordState(state, kind, bstatus); h.State == 0 {
 				extraDaily[h.UserID]++ // cancelled booking: occupies nothing
 				return nil
 			}
@@ -371,6 +386,26 @@ func Rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (
 		return 0, fmt.Errorf("rebuild shard %d: %w", shardID, err)
 	}
 	return st.Epoch, nil
+}
+
+// RecordState is the Redis record PostgreSQL implies for a hold, from its
+// state, kind and its booking's status ("" for none): H or W for a live hold
+// or waitlist offer, C or X for a confirmed or waitlisted booking, and 0 for
+// a hold that occupies nothing (lapsed, cancelled, its booking cancelled).
+func RecordState(holdState, kind, bookingStatus string) byte {
+	switch {
+	case holdState == "HELD" && kind == "SEAT":
+		return 'H'
+	case holdState == "HELD":
+		return 'W'
+	case holdState != "CONFIRMED":
+		return 0
+	case bookingStatus == "CONFIRMED":
+		return 'C'
+	case bookingStatus == "WAITLISTED":
+		return 'X'
+	}
+	return 0
 }
 
 // BerthCode maps a berth type (LB MB UB SL SU WS MS AS) to the one-byte code

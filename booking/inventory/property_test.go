@@ -240,8 +240,6 @@ func (m *model) release(ctx context.Context, s *inventory.Store, id string, mode
 	switch {
 	case rec == nil:
 		want = "GONE"
-	case (rec.state == 'H' || rec.state == 'W') && mode == inventory.ReleaseCancel:
-		want = "STILL_HELD"
 	case (rec.state == 'C' || rec.state == 'X') && mode != inventory.ReleaseCancel:
 		want = "CONFIRMED"
 	}
@@ -260,9 +258,16 @@ func (m *model) release(ctx context.Context, s *inventory.Store, id string, mode
 		m.wlcount -= rec.n
 	}
 	if rec.state == 'H' || rec.state == 'W' {
-		delete(m.live, rec.user)
-		if m.daily[rec.user]--; m.daily[rec.user] <= 0 {
-			delete(m.daily, rec.user)
+		// Cancel frees a live record too (PostgreSQL cancelled a booking
+		// whose confirmation Redis missed), and the ticket keeps its place
+		// in the day's cap.
+		if m.live[rec.user] == id {
+			delete(m.live, rec.user)
+		}
+		if mode != inventory.ReleaseCancel {
+			if m.daily[rec.user]--; m.daily[rec.user] <= 0 {
+				delete(m.daily, rec.user)
+			}
 		}
 	}
 	if mode == inventory.ReleaseUndo {

@@ -116,12 +116,6 @@ func TestReleaseOfConfirmedAndCancel(t *testing.T) {
 	mustLoad(t, s, testShard, emptyShard(3, 4, 0))
 	r := req(testShard, 1, 1, 3, "--")
 	h := mustHeld(t, s, r)
-	// A live hold cannot be cancelled as a booking.
-	before := snap(t, s, testShard)
-	mustRelease(t, s, testShard, h.HoldID, inventory.ReleaseCancel, 1, r.IdemKey, "STILL_HELD")
-	if after := snap(t, s, testShard); !reflect.DeepEqual(after, before) {
-		t.Fatal("STILL_HELD changed the shard")
-	}
 	mustConfirm(t, s, testShard, h.HoldID, "CONFIRMED")
 	sold := snap(t, s, testShard)
 	if !slices.Equal(sold.Confirmed, []int{0, 2, 2}) || !slices.Equal(sold.Held, []int{0, 0, 0}) {
@@ -502,4 +496,76 @@ func TestReleaseRefusesUnknownMode(t *testing.T) {
 	if after := snap(t, s, testShard); !reflect.DeepEqual(after, before) {
 		t.Fatal("unknown release mode changed the shard")
 	}
+}
+
+// PostgreSQL cancelled a booking whose confirmation never reached Redis:
+// cancel frees the record Redis still calls held, and the ticket keeps its
+// place in the day's cap (problem 3 of issue 9: it answered STILL_HELD and
+// the berth was never free again).
+func TestCancelFreesARecordThatMissedItsConfirmation(t *testing.T) {
+	s, rdb, prefix := newStore(t)
+	mustLoad(t, s, testShard, emptyShard(3, 4, 0))
+	empty := snap(t, s, testShard)
+	r := req(testShard, 1, 0, 3, "--")
+	h := mustHeld(t, s, r)
+	mustRelease(t, s, testShard, h.HoldID, inventory.ReleaseCancel, 1, "", "RELEASED")
+	if after := snap(t, s, testShard); !reflect.DeepEqual(after, empty) {
+		t.Fatalf("after cancel %+v, want the empty shard %+v", after, empty)
+	}
+	if _, ok := hashGet(t, rdb, shardKey(prefix, testShard, "live"), "1"); ok {
+		t.Fatal("live hold left after cancel")
+	}
+	if n, _ := hashGet(t, rdb, shardKey(prefix, testShard, "daily"), "1"); n != "1" {
+		t.Fatalf("daily count %q after a cancelled ticket, want 1", n)
+	}
+}
+
+// A retake's record (R) is the retake's: a late release of the lapsed hold
+// under the same id leaves it alone, HOLD never overwrites a record, and
+// CONFIRM sells it (problem 2 of issue 9).
+func TestRetakeRecordIsNotTheLapsedHolds(t *testing.T) {
+	s, rdb, prefix := newStore(t)
+	mustLoad(t, s, testShard, emptyShard(3, 4, 0))
+	r := req(testShard, 1, 0, 3, "-")
+	lapsed := mustHeld(t, s, r)
+
+	// HOLD under an id that has a record is refused and changes nothing.
+	before := snap(t, s, testShard)
+	again := r
+	again.IdemKey, again.Retake = "retake-key-1", true
+	if got := mustHold(t, s, again); got.Outcome != inventory.HoldExists {
+		t.Fatalf("hold over an existing record: %+v, want HOLD_EXISTS", got)
+	}
+	if after := snap(t, s, testShard); !reflect.DeepEqual(after, before) {
+		t.Fatal("a refused HOLD changed the shard")
+	}
+
+	// The retake frees the lapsed record first, then holds: R, not live.
+	mustRelease(t, s, testShard, lapsed.HoldID, inventory.ReleaseUndo, 1, r.IdemKey, "RELEASED")
+	got := mustHold(t, s, again)
+	if got.Outcome != inventory.Held {
+		t.Fatalf("retake: %+v", got)
+	}
+	rec, ok := findHold(snap(t, s, testShard), lapsed.HoldID)
+	if !ok || rec.State != 'R' {
+		t.Fatalf("retake record %+v (found %v), want state R", rec, ok)
+	}
+	if _, ok := hashGet(t, rdb, shardKey(prefix, testShard, "live"), "1"); ok {
+		t.Fatal("a retake became the user's live hold")
+	}
+	held := snap(t, s, testShard)
+	if len(held.SelfCheck()) != 0 {
+		t.Fatalf("self check: %v", held.SelfCheck())
+	}
+	// The lapsed hold's late release: not its record, nothing changes.
+	mustRelease(t, s, testShard, lapsed.HoldID, inventory.ReleaseHold, 1, "", "RETAKING")
+	if after := snap(t, s, testShard); !reflect.DeepEqual(after, held) {
+		t.Fatal("a late release changed the retake's record")
+	}
+	mustConfirm(t, s, testShard, lapsed.HoldID, "CONFIRMED")
+	sold := snap(t, s, testShard)
+	if !slices.Equal(sold.Confirmed, []int{1, 1, 1}) || !slices.Equal(sold.Held, []int{0, 0, 0}) || len(sold.SelfCheck()) != 0 {
+		t.Fatalf("after confirm held %v confirmed %v, self check %v", sold.Held, sold.Confirmed, sold.SelfCheck())
+	}
+	mustRelease(t, s, testShard, lapsed.HoldID, inventory.ReleaseHold, 1, "", "CONFIRMED")
 }

@@ -172,7 +172,7 @@ func (snap Snapshot) Free() []int {
 
 // SelfCheck lists where the snapshot disagrees with itself: the bitmaps'
 // layout; counters versus occupancy; counters versus the records (held and
-// confirmed passengers per leg from H and C records); the waitlist length
+// confirmed passengers per leg from H, R and C records); the waitlist length
 // versus the W and X records, and against its cap; records that could not
 // have been written (a journey outside the legs, berths not one per
 // passenger or repeated, a waitlist record with berths or no number); and
@@ -199,7 +199,7 @@ func (snap Snapshot) SelfCheck() []string {
 			continue
 		}
 		switch h.State {
-		case 'H', 'C':
+		case 'H', 'R', 'C':
 			if len(h.Berths) != h.Passengers {
 				bad = append(bad, fmt.Sprintf("hold %s (%c): %d berths for %d passengers", h.ID, h.State, len(h.Berths), h.Passengers))
 			}

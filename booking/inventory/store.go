@@ -163,7 +163,8 @@ const (
 	BadPassengers   Outcome = "BAD_PASSENGERS" // too many or too few passengers
 	NoID            Outcome = "NO_ID"          // nobody carries a validated ID
 	BadJourney      Outcome = "BAD_JOURNEY"
-	TokenUsed       Outcome = "TOKEN_USED" // the admission token was used before
+	TokenUsed       Outcome = "TOKEN_USED"  // the admission token was used before
+	HoldExists      Outcome = "HOLD_EXISTS" // a record with this hold id exists; nothing changed
 )
 
 // HoldRequest is one attempt, already validated by the booking service.
@@ -186,9 +187,11 @@ type HoldRequest struct {
 	// marks it used for TokenTTL, in the same atomic step.
 	TokenKey string
 	TokenTTL time.Duration
-	// BypassUserLimits skips the live-hold and daily checks: for seats
-	// taken back for a payment that arrived after its hold lapsed.
-	BypassUserLimits bool
+	// Retake takes seats back for a payment that arrived after its hold
+	// lapsed: no live-hold or daily check (the journey is paid for), not the
+	// user's live hold, and a record in state R until CONFIRM, which a
+	// RELEASE of the lapsed hold (same id) refuses to touch.
+	Retake bool
 }
 
 // HoldResult is the script's answer.
@@ -239,7 +242,7 @@ func (s *Store) Hold(ctx context.Context, r HoldRequest) (HoldResult, error) {
 	args := []any{
 		r.HoldID, r.UserID, r.From, r.To, r.ExpiresAt.UnixMilli(), r.DailyCap, string(r.Prefs),
 		boolArg(r.IDOK), boolArg(r.AllowWaitlist), int64(r.IdemTTL / time.Second), r.MaxPassengers,
-		nleg, string(codes), "0", boolArg(r.BypassUserLimits),
+		nleg, string(codes), "0", boolArg(r.Retake),
 	}
 	if r.TokenKey != "" {
 		if r.TokenTTL < time.Millisecond || !strings.HasPrefix(r.TokenKey, s.prefix+":{s"+strconv.FormatInt(r.ShardID, 10)+"}:") {
@@ -348,7 +351,10 @@ var ErrNotReady = errors.New("shard state not loaded")
 var ErrBadJourney = errors.New("journey outside the shard's legs")
 
 // Release runs RELEASE. It answers RELEASED, GONE (nothing to do),
-// CONFIRMED (the hold is sold; use ReleaseCancel) or STILL_HELD.
+// CONFIRMED (the hold is sold; use ReleaseCancel) or RETAKING (ReleaseHold
+// of a record a retake made under the same id: not the record the release
+// was issued for, so it is left alone). ReleaseCancel frees a record in any
+// state: PostgreSQL's cancellation wins over a confirmation Redis missed.
 func (s *Store) Release(ctx context.Context, shardID int64, holdID string, mode ReleaseMode, userID int64, idemKey string) (string, error) {
 	switch mode {
 	case ReleaseHold, ReleaseUndo, ReleaseCancel:
@@ -447,6 +453,27 @@ func (s *Store) Ready(ctx context.Context, shardID int64) (bool, int64, error) {
 		return false, 0, fmt.Errorf("shard %d epoch: bad epoch %q", shardID, res[1])
 	}
 	return true, v, nil
+}
+
+// Records lists every hold record of the shard (live, retaking and sold),
+// for the sweeper to compare with PostgreSQL.
+func (s *Store) Records(ctx context.Context, shardID int64) ([]HoldRecord, error) {
+	m, err := s.rdb.HGetAll(ctx, s.key(shardID, "holds")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("records shard %d: %w", shardID, err)
+	}
+	out := make([]HoldRecord, 0, len(m))
+	for id, rec := range m {
+		if id == padField {
+			continue
+		}
+		h, err := decodeRecord(id, rec)
+		if err != nil {
+			return nil, fmt.Errorf("records shard %d: %w", shardID, err)
+		}
+		out = append(out, h)
+	}
+	return out, nil
 }
 
 // DueHolds lists live holds in Redis whose expiry is at or before t; the

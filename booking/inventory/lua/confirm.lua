@@ -1,4 +1,4 @@
--- CONFIRM: a held seat becomes sold (or a waitlist offer a waitlisted booking).
+-- CONFIRM: a held (or retaken, R) seat becomes sold (or a waitlist offer a waitlisted booking).
 -- The berths stay taken in the leg bitmaps; only counters and the record move.
 -- KEYS: 1 meta 2 cnt 3 holds 4 exp 5 live
 -- ARGV: 1 hold_id
@@ -14,7 +14,7 @@ local r = rec_parse(s)
 if r.state == 'C' or r.state == 'X' then return { 'CONFIRMED' } end
 if redis.call('EXISTS', KEYS[2], KEYS[5]) ~= 2 then return { 'NOT_READY' } end
 local state = 'X'
-if r.state == 'H' then
+if r.state == 'H' or r.state == 'R' then
   local n = string.format('%d', #r.berths)
   count_add(KEYS[2], 'h', r.from, r.to, '-' .. n)
   count_add(KEYS[2], 'c', r.from, r.to, n)

@@ -5,7 +5,12 @@
 -- When ARGV[14] (an admission token's mark lifetime, ms) is not 0, the last
 -- KEY is that token's used-mark: a used token is refused, and a decision
 -- (HELD, WAITLIST_OFFERED, SOLD_OUT) marks it used in this same step.
--- ARGV[15] = 1 skips the per-user limits (a paid-for hold taken back).
+-- ARGV[15] = 1 is a retake: seats taken back for a payment that arrived after
+-- its hold lapsed. It skips the per-user limits (the journey is paid for) and
+-- does not become the user's live hold; its record is marked R (retaking)
+-- until CONFIRM, so a late RELEASE of the lapsed hold leaves it alone.
+-- A hold id that already has a record is refused (HOLD_EXISTS): a record is
+-- never overwritten, its seats would stay taken with nothing to free them.
 -- ARGV: 1 hold_id 2 user 3 from 4 to 5 expires_ms 6 daily_cap 7 prefs
 --       8 id_ok 9 allow_waitlist 10 idem_ttl_s 11 max_pax 12 leg keys 13 type codes
 -- Checked before any write: a script that fails midway keeps its writes.
@@ -42,12 +47,15 @@ if npax < 1 or npax > tonumber(ARGV[11]) then return { 'BAD_PASSENGERS', epoch }
 if ARGV[8] ~= '1' then return { 'NO_ID', epoch } end
 if from < 0 or to > legs or from >= to then return { 'BAD_JOURNEY', epoch } end
 
-if ARGV[15] ~= '1' then
+local retake = ARGV[15] == '1'
+if not retake then
   local live = redis.call('HGET', KEYS[6], user)
   if live then return { 'LIVE_HOLD', epoch, live } end
   local used = tonumber(redis.call('HGET', KEYS[7], user) or '0')
   if used >= tonumber(ARGV[6]) then return { 'DAILY_CAP', epoch } end
 end
+
+if redis.call('HEXISTS', KEYS[5], hold_id) == 1 then return { 'HOLD_EXISTS', epoch } end
 
 local nleg, codes = tonumber(ARGV[12]), ARGV[13]
 if nleg ~= to - from then return redis.error_reply('hold: leg keys do not match the journey') end
@@ -220,9 +228,10 @@ if best then
   local csv, n = table.concat(bstr, ','), string.format('%d', npax)
   berths_set(KEYS, 9, 8 + nleg, bstr, '0')
   count_add(KEYS[8], 'h', from, to, n)
-  redis.call('HSET', KEYS[5], hold_id, 'H|' .. user .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. csv .. '||' .. n)
+  local state = retake and 'R|' or 'H|'
+  redis.call('HSET', KEYS[5], hold_id, state .. user .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. csv .. '||' .. n)
   redis.call('ZADD', KEYS[2], ARGV[5], hold_id)
-  redis.call('HSET', KEYS[6], user, hold_id)
+  if not retake then redis.call('HSET', KEYS[6], user, hold_id) end
   redis.call('HINCRBY', KEYS[7], user, '1')
   local answer = 'HELD|' .. hold_id .. '|' .. ARGV[5] .. '|' .. csv
   remember(answer)
@@ -230,7 +239,7 @@ if best then
 end
 
 local wl = redis.call('HMGET', KEYS[1], 'wlcap', 'wlcount')
-if ARGV[9] == '1' and tonumber(wl[2] or '0') + npax <= tonumber(wl[1] or '0') then
+if ARGV[9] == '1' and not retake and tonumber(wl[2] or '0') + npax <= tonumber(wl[1] or '0') then
   local n = string.format('%d', npax)
   redis.call('HINCRBY', KEYS[1], 'wlcount', n)
   local wlno = string.format('%d', redis.call('HINCRBY', KEYS[1], 'wlnext', '1'))

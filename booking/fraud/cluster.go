@@ -1,0 +1,388 @@
+package fraud
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Edge kinds: what can link two accounts, and how much each says on its
+// own. No single weak kind (a shared /24, a hold in the same few
+// milliseconds, the same solve time, a common passenger name) reaches
+// EdgeThreshold: in a Tatkal rush thousands of honest people coincide on
+// those. A shared device or instrument does not reach it alone either:
+// families share both. What a ring cannot avoid is several of them at once
+// across many accounts.
+const (
+	KindDevice        = "device"         // same device binding
+	KindInstrument    = "instrument"     // same UPI address, card or bank account
+	KindPassengerID   = "passenger_id"   // same passenger ID number (hashed)
+	KindPassengerName = "passenger_name" // same normalised passenger name and age
+	KindNet24Early    = "net24_early"    // same /24 within seconds of the opening
+	KindLoginSeq      = "login_seq"      // sequential logins or the same mailbox
+	KindHoldBurst     = "hold_burst"     // holds within a few ms of each other
+	KindSameSolve     = "same_solve"     // identical challenge solve time
+)
+
+// Config holds the clustering thresholds; DefaultConfig is calibrated on
+// the Generate population (see the test).
+type Config struct {
+	Weights       map[string]float64
+	EdgeThreshold float64       // a pair below this is not an edge
+	MinMembers    int           // a cluster smaller than this is never flagged: families and offices
+	MinScore      float64       // nor one whose summed edge weight is below this
+	EarlyMS       int64         // "within seconds of opening"
+	BurstMS       int64         // "within a few ms"
+	CliqueMax     int           // a key shared by more accounts links them as a star, not all pairs
+	Lookback      time.Duration // how far back earlier windows' edges are joined in
+	MaxEvidence   int           // edges kept in a cluster's evidence
+}
+
+// DefaultConfig returns the calibrated thresholds.
+func DefaultConfig() Config {
+	return Config{
+		Weights: map[string]float64{
+			KindDevice: 0.4, KindInstrument: 0.5, KindPassengerID: 0.6, KindPassengerName: 0.3,
+			KindNet24Early: 0.2, KindLoginSeq: 0.35, KindHoldBurst: 0.15, KindSameSolve: 0.15,
+		},
+		EdgeThreshold: 0.55,
+		MinMembers:    4,
+		MinScore:      2.0,
+		EarlyMS:       10_000,
+		BurstMS:       5,
+		CliqueMax:     20,
+		Lookback:      30 * 24 * time.Hour,
+		MaxEvidence:   200,
+	}
+}
+
+// EdgeEvidence is one reason two accounts are linked.
+type EdgeEvidence struct {
+	Kind   string  `json:"kind"`
+	Weight float64 `json:"weight"`
+	Shared int     `json:"shared"` // how many keys of this kind the pair shares
+	Group  int     `json:"group"`  // the largest number of accounts on one such key
+}
+
+// Edge links two accounts (A < B) in one window.
+type Edge struct {
+	Window   time.Time      `json:"window"`
+	A        int64          `json:"a"`
+	B        int64          `json:"b"`
+	Weight   float64        `json:"weight"`
+	Evidence []EdgeEvidence `json:"evidence"`
+}
+
+// Cluster is one connected component of strong edges, scored.
+type Cluster struct {
+	ID       int64
+	Window   time.Time
+	Members  []int64
+	Score    float64
+	Flagged  bool
+	Evidence ClusterEvidence
+}
+
+// ClusterEvidence is what an analyst reads: why, which kinds, which edges.
+type ClusterEvidence struct {
+	Why   []string       `json:"why"`
+	Kinds map[string]int `json:"kinds"` // edges carrying each kind
+	Edges []Edge         `json:"edges"` // strongest first, at most MaxEvidence
+	// EdgesTotal counts every edge, including those cut from Edges.
+	EdgesTotal int `json:"edges_total"`
+}
+
+// Result summarises one clustering run.
+type Result struct {
+	Window   time.Time
+	Signals  int
+	Edges    int // this window's edges
+	Clusters []Cluster
+}
+
+// Flagged counts the flagged clusters of a run.
+func (r Result) Flagged() int {
+	n := 0
+	for _, c := range r.Clusters {
+		if c.Flagged {
+			n++
+		}
+	}
+	return n
+}
+
+// Clusterer builds the account graph of a window and finds its clusters.
+type Clusterer struct {
+	Config Config
+}
+
+// edgesSQL computes a window's edges set-wise: every kind as (kind, key,
+// account) rows; accounts on one key become all pairs (or a star around the
+// smallest account when more than CliqueMax share it, which bounds the
+// work for a key everyone shares); sequential logins link neighbours in
+// numeric order; holds within BurstMS link by a range join on the held_at
+// index. Pairs are summed per kind, then per pair, and kept above the threshold.
+const edgesSQL = `
+WITH sig AS (
+	SELECT * FROM fraud_signals WHERE window_opens_at = $1
+), keyed AS (
+	SELECT 'device' AS kind, device_id AS k, user_id FROM sig WHERE device_id <> ''
+	UNION SELECT 'instrument', instrument_fp, user_id FROM sig WHERE instrument_fp <> ''
+	UNION SELECT 'passenger_id', p.id_hash, s.user_id FROM sig s JOIN fraud_signal_passengers p USING (hold_id) WHERE p.id_hash <> ''
+	UNION SELECT 'passenger_name', p.name_norm || '|' || p.age, s.user_id FROM sig s JOIN fraud_signal_passengers p USING (hold_id)
+	UNION SELECT 'net24_early', ip_net24::text, user_id FROM sig WHERE ip_net24 IS NOT NULL AND since_open_ms BETWEEN 0 AND $2
+	UNION SELECT 'same_solve', solve_ms::text, user_id FROM sig WHERE solve_ms IS NOT NULL
+), grouped AS (
+	SELECT kind, k, user_id,
+	       count(*) OVER (PARTITION BY kind, k) AS n,
+	       min(user_id) OVER (PARTITION BY kind, k) AS hub
+	FROM keyed
+), logins AS (
+	-- the mailbox without +tags and dots, split into a stem and a trailing number
+	SELECT DISTINCT u.id AS user_id,
+	       (regexp_match(replace(split_part(split_part(lower(u.login), '@', 1), '+', 1), '.', ''), '^(.*?)([0-9]+)$')) AS m,
+	       replace(split_part(lower(u.login), '+', 1), '.', '') || CASE WHEN position('@' IN u.login) > 0 THEN '@' || split_part(lower(u.login), '@', 2) ELSE '' END AS mailbox
+	FROM users u WHERE u.id IN (SELECT user_id FROM sig)
+), seq AS (
+	SELECT user_id, m[1] AS stem, m[2]::numeric AS num,
+	       lead(user_id) OVER w AS next_user, lead(m[2]::numeric) OVER w AS next_num
+	FROM logins WHERE m IS NOT NULL AND m[1] <> '' AND length(m[2]) <= 12
+	WINDOW w AS (PARTITION BY m[1] ORDER BY m[2]::numeric, user_id)
+), bursts AS (
+	SELECT DISTINCT LEAST(a.user_id, b.user_id) AS ua, GREATEST(a.user_id, b.user_id) AS ub
+	FROM sig a JOIN sig b ON b.window_opens_at = $1
+	     AND b.held_at >= a.held_at AND b.held_at <= a.held_at + make_interval(secs => $3::float8 / 1000)
+	     AND a.user_id <> b.user_id
+), pairs AS (
+	SELECT a.kind, a.user_id AS ua, b.user_id AS ub, a.n
+	FROM grouped a JOIN grouped b ON a.kind = b.kind AND a.k = b.k AND a.user_id < b.user_id
+	WHERE a.n <= $4
+	UNION ALL
+	SELECT kind, hub, user_id, n FROM grouped WHERE n > $4 AND user_id <> hub
+	UNION ALL
+	SELECT 'login_seq', LEAST(user_id, next_user), GREATEST(user_id, next_user), 2
+	FROM seq WHERE next_user IS NOT NULL AND next_num - num <= 3
+	UNION ALL
+	SELECT 'login_seq', LEAST(a.user_id, b.user_id), GREATEST(a.user_id, b.user_id), 2
+	FROM logins a JOIN logins b ON a.mailbox = b.mailbox AND a.user_id < b.user_id
+	UNION ALL
+	SELECT 'hold_burst', ua, ub, 2 FROM bursts
+), per_kind AS (
+	SELECT p.kind, p.ua, p.ub, count(*)::int AS shared, max(p.n)::int AS grp, w.weight
+	FROM pairs p JOIN unnest($5::text[], $6::float8[]) AS w(kind, weight) ON w.kind = p.kind
+	GROUP BY p.kind, p.ua, p.ub, w.weight
+), edges AS (
+	SELECT ua, ub, sum(weight) AS weight,
+	       jsonb_agg(jsonb_build_object('kind', kind, 'weight', weight, 'shared', shared, 'group', grp) ORDER BY weight DESC, kind) AS evidence
+	FROM per_kind GROUP BY ua, ub HAVING sum(weight) >= $7
+)
+INSERT INTO fraud_edges (window_opens_at, user_a, user_b, weight, evidence)
+SELECT $1, ua, ub, weight, evidence FROM edges
+`
+
+// Run clusters one window: it replaces the window's edges with ones
+// computed from its signals, joins in earlier windows' edges that touch this
+// window's accounts (the existing graph, not all history), finds connected
+// components with union-find and replaces the window's still-open clusters.
+// Running it again for the same window gives the same clusters.
+func (c Clusterer) Run(ctx context.Context, q Querier, window time.Time) (Result, error) {
+	cfg := c.Config
+	res := Result{Window: window}
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM fraud_signals WHERE window_opens_at = $1`, window).Scan(&res.Signals); err != nil {
+		return res, fmt.Errorf("fraud cluster %s: count signals: %w", window, err)
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM fraud_edges WHERE window_opens_at = $1`, window); err != nil {
+		return res, fmt.Errorf("fraud cluster %s: clear edges: %w", window, err)
+	}
+	kinds := make([]string, 0, len(cfg.Weights))
+	for k := range cfg.Weights {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	weights := make([]float64, len(kinds))
+	for i, k := range kinds {
+		weights[i] = cfg.Weights[k]
+	}
+	tag, err := q.Exec(ctx, edgesSQL, window, cfg.EarlyMS, cfg.BurstMS, cfg.CliqueMax, kinds, weights, cfg.EdgeThreshold)
+	if err != nil {
+		return res, fmt.Errorf("fraud cluster %s: edges: %w", window, err)
+	}
+	res.Edges = int(tag.RowsAffected())
+
+	edges, err := loadEdges(ctx, q, window, cfg)
+	if err != nil {
+		return res, err
+	}
+	res.Clusters = components(window, edges, cfg)
+	if err := saveClusters(ctx, q, window, res.Clusters); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// loadEdges reads this window's edges and the earlier ones (within
+// Lookback) that touch an account active in this window.
+func loadEdges(ctx context.Context, q Querier, window time.Time, cfg Config) ([]Edge, error) {
+	rows, err := q.Query(ctx, `
+		WITH active AS (SELECT DISTINCT user_id FROM fraud_signals WHERE window_opens_at = $1)
+		SELECT window_opens_at, user_a, user_b, weight, evidence FROM fraud_edges WHERE window_opens_at = $1
+		UNION ALL
+		SELECT e.window_opens_at, e.user_a, e.user_b, e.weight, e.evidence FROM fraud_edges e
+		WHERE e.window_opens_at < $1 AND e.window_opens_at >= $2 AND e.weight >= $3
+		  AND (e.user_a IN (SELECT user_id FROM active) OR e.user_b IN (SELECT user_id FROM active))`,
+		window, window.Add(-cfg.Lookback), cfg.EdgeThreshold)
+	if err != nil {
+		return nil, fmt.Errorf("fraud cluster %s: load edges: %w", window, err)
+	}
+	defer rows.Close()
+	var out []Edge
+	for rows.Next() {
+		var e Edge
+		var ev []byte
+		if err := rows.Scan(&e.Window, &e.A, &e.B, &e.Weight, &ev); err != nil {
+			return nil, fmt.Errorf("fraud cluster %s: scan edge: %w", window, err)
+		}
+		if err := json.Unmarshal(ev, &e.Evidence); err != nil {
+			return nil, fmt.Errorf("fraud cluster %s: edge evidence: %w", window, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("fraud cluster %s: load edges: %w", window, err)
+	}
+	return out, nil
+}
+
+// components runs union-find over the edges and scores each component of
+// two or more accounts.
+func components(window time.Time, edges []Edge, cfg Config) []Cluster {
+	parent := map[int64]int64{}
+	var find func(int64) int64
+	find = func(x int64) int64 {
+		p, ok := parent[x]
+		if !ok {
+			parent[x] = x
+			return x
+		}
+		if p == x {
+			return x
+		}
+		r := find(p)
+		parent[x] = r
+		return r
+	}
+	for _, e := range edges {
+		ra, rb := find(e.A), find(e.B)
+		if ra != rb {
+			// the smaller id as root keeps the result independent of edge order
+			parent[max(ra, rb)] = min(ra, rb)
+		}
+	}
+	byRoot := map[int64]*Cluster{}
+	for x := range parent {
+		r := find(x)
+		cl := byRoot[r]
+		if cl == nil {
+			cl = &Cluster{Window: window, Evidence: ClusterEvidence{Kinds: map[string]int{}}}
+			byRoot[r] = cl
+		}
+		cl.Members = append(cl.Members, x)
+	}
+	for _, e := range edges {
+		cl := byRoot[find(e.A)]
+		cl.Score += e.Weight
+		cl.Evidence.Edges = append(cl.Evidence.Edges, e)
+		for _, ev := range e.Evidence {
+			cl.Evidence.Kinds[ev.Kind]++
+		}
+	}
+	out := make([]Cluster, 0, len(byRoot))
+	for _, cl := range byRoot {
+		slices.Sort(cl.Members)
+		cl.Evidence.EdgesTotal = len(cl.Evidence.Edges)
+		sort.Slice(cl.Evidence.Edges, func(i, j int) bool {
+			a, b := cl.Evidence.Edges[i], cl.Evidence.Edges[j]
+			if a.Weight != b.Weight {
+				return a.Weight > b.Weight
+			}
+			if a.A != b.A {
+				return a.A < b.A
+			}
+			return a.B < b.B
+		})
+		if len(cl.Evidence.Edges) > cfg.MaxEvidence {
+			cl.Evidence.Edges = cl.Evidence.Edges[:cfg.MaxEvidence]
+		}
+		cl.Flagged = len(cl.Members) >= cfg.MinMembers && cl.Score >= cfg.MinScore
+		cl.Evidence.Why = why(cl, cfg)
+		out = append(out, *cl)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Score != out[j].Score {
+			return out[i].Score > out[j].Score
+		}
+		return out[i].Members[0] < out[j].Members[0]
+	})
+	return out
+}
+
+// why says in words why a cluster was or was not flagged.
+func why(cl *Cluster, cfg Config) []string {
+	var out []string
+	kinds := make([]string, 0, len(cl.Evidence.Kinds))
+	for k := range cl.Evidence.Kinds {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		if cl.Evidence.Kinds[kinds[i]] != cl.Evidence.Kinds[kinds[j]] {
+			return cl.Evidence.Kinds[kinds[i]] > cl.Evidence.Kinds[kinds[j]]
+		}
+		return kinds[i] < kinds[j]
+	})
+	for _, k := range kinds {
+		out = append(out, fmt.Sprintf("%d of %d links: %s", cl.Evidence.Kinds[k], cl.Evidence.EdgesTotal, k))
+	}
+	switch {
+	case cl.Flagged:
+		out = append(out, fmt.Sprintf("flagged: %d accounts, score %.2f (at least %d accounts and %.2f)", len(cl.Members), cl.Score, cfg.MinMembers, cfg.MinScore))
+	case len(cl.Members) < cfg.MinMembers:
+		out = append(out, fmt.Sprintf("not flagged: %d accounts, the size of a family or office", len(cl.Members)))
+	default:
+		out = append(out, fmt.Sprintf("not flagged: score %.2f below %.2f", cl.Score, cfg.MinScore))
+	}
+	return out
+}
+
+// saveClusters replaces the window's open clusters with the new ones.
+// Clusters an analyst has closed stay as they were.
+func saveClusters(ctx context.Context, q Querier, window time.Time, clusters []Cluster) error {
+	if _, err := q.Exec(ctx, `
+		DELETE FROM fraud_cluster_members m USING fraud_clusters c
+		WHERE m.cluster_id = c.id AND c.window_opens_at = $1 AND c.status = 'OPEN'`, window); err != nil {
+		return fmt.Errorf("fraud cluster %s: clear members: %w", window, err)
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM fraud_clusters WHERE window_opens_at = $1 AND status = 'OPEN'`, window); err != nil {
+		return fmt.Errorf("fraud cluster %s: clear clusters: %w", window, err)
+	}
+	for i := range clusters {
+		cl := &clusters[i]
+		ev, err := json.Marshal(cl.Evidence)
+		if err != nil {
+			return fmt.Errorf("fraud cluster %s: evidence: %w", window, err)
+		}
+		if err := q.QueryRow(ctx, `
+			INSERT INTO fraud_clusters (window_opens_at, score, flagged, members, evidence)
+			VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+			window, cl.Score, cl.Flagged, len(cl.Members), ev).Scan(&cl.ID); err != nil {
+			return fmt.Errorf("fraud cluster %s: insert cluster: %w", window, err)
+		}
+		if _, err := q.Exec(ctx, `INSERT INTO fraud_cluster_members (cluster_id, user_id) SELECT $1, unnest($2::bigint[])`,
+			cl.ID, cl.Members); err != nil {
+			return fmt.Errorf("fraud cluster %s: insert members: %w", window, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package fraud
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Population describes an abuse test population: K rings of M accounts
+// that share devices, instruments and passengers and fire together, F
+// families of 2-3 accounts sharing a device and booking for relatives, and
+// N honest accounts.
+type Population struct {
+	Rings    int
+	RingSize int
+	Families int
+	Honest   int
+	Seed     uint64
+	// OpensAt is the window the holds race in (default: next 10:00 IST).
+	OpensAt time.Time
+}
+
+// Generated is who is who in a generated population.
+type Generated struct {
+	OpensAt time.Time
+	ShardID int64
+	Ring    map[int64]int // account -> ring number
+	Family  map[int64]int // account -> family number
+	Honest  []int64
+}
+
+// Caps so a typo cannot fill the database.
+const (
+	maxRings    = 1000
+	maxRingSize = 200
+	maxFamilies = 100_000
+	maxHonest   = 1_000_000
+)
+
+var (
+	firstNames = []string{"Ramesh", "Suresh", "Priya", "Anita", "Rahul", "Sunita", "Amit", "Kavita", "Vijay", "Pooja",
+		"Arjun", "Deepa", "Manoj", "Lakshmi", "Sanjay", "Meena", "Ravi", "Geeta", "Anil", "Rekha",
+		"Kiran", "Nisha", "Ashok", "Usha", "Rajesh", "Seema", "Mohan", "Shanti", "Gopal", "Radha",
+		"Imran", "Fatima", "Harpreet", "Gurpreet", "Joseph", "Mary", "Arun", "Divya", "Naveen", "Swati"}
+	surnames = []string{"Kumar", "Sharma", "Verma", "Singh", "Patel", "Reddy", "Nair", "Iyer", "Das", "Gupta",
+		"Yadav", "Jain", "Mehta", "Shah", "Rao", "Pillai", "Menon", "Bose", "Ghosh", "Mishra",
+		"Khan", "Ali", "Gill", "Sandhu", "Thomas", "Fernandes", "Joshi", "Kulkarni", "Desai", "Chauhan"}
+)
+
+type genUser struct {
+	login    string
+	created  time.Time
+	verified bool
+	sig      Signal
+	ring     int // -1 if none
+	family   int // -1 if none
+}
+
+// Generate writes the population's accounts, a Tatkal shard for its
+// window and one signal per account (through Recorder.Record, as the live
+// path will), and says who is who. The through-the-API version is the
+// rehearsal lab's; this one tests the clustering.
+func Generate(ctx context.Context, q Querier, rec Recorder, p Population) (Generated, error) {
+	switch {
+	case p.Rings < 0 || p.Rings > maxRings, p.RingSize < 0 || p.RingSize > maxRingSize,
+		p.Families < 0 || p.Families > maxFamilies, p.Honest < 0 || p.Honest > maxHonest:
+		return Generated{}, fmt.Errorf("%w: population out of bounds (rings ≤ %d of ≤ %d, families ≤ %d, honest ≤ %d)",
+			ErrInvalid, maxRings, maxRingSize, maxFamilies, maxHonest)
+	}
+	r := rand.New(rand.NewPCG(p.Seed, 0x7a75a1))
+	opens := p.OpensAt
+	if opens.IsZero() {
+		ist := time.FixedZone("IST", 5*3600+1800)
+		now := time.Now().In(ist)
+		opens = time.Date(now.Year(), now.Month(), now.Day()+1, 10, 0, 0, 0, ist)
+	}
+	g := Generated{OpensAt: opens, Ring: map[int64]int{}, Family: map[int64]int{}}
+	tag := strconv.FormatUint(p.Seed, 36) + strconv.FormatInt(opens.Unix()%100000, 36)
+
+	var users []genUser
+	logins := map[string]bool{}
+	uniqueLogin := func(l string) string {
+		for logins[l] {
+			l += strconv.Itoa(r.IntN(10))
+		}
+		logins[l] = true
+		return l
+	}
+	name := func(surname string) string {
+		if surname == "" {
+			surname = surnames[r.IntN(len(surnames))]
+		}
+		return firstNames[r.IntN(len(firstNames))] + " " + surname
+	}
+	ispIP := func() netip.Addr { // home broadband and mobile: 400 /24s
+		n := r.IntN(400)
+		return netip.AddrFrom4([4]byte{49, byte(n / 200), byte(n % 200), byte(1 + r.IntN(254))})
+	}
+	honestLogin := func() string {
+		return uniqueLogin(fmt.Sprintf("%s%d", firstNames[r.IntN(len(firstNames))], r.IntN(100000)))
+	}
+	honestHold := func() time.Time { // the rush: most within the first 20 s
+		return opens.Add(time.Duration(r.ExpFloat64()*6000+float64(r.IntN(400))) * time.Millisecond)
+	}
+	ident := func() string { return fmt.Sprintf("%04d%04d%04d", r.IntN(10000), r.IntN(10000), r.IntN(10000)) }
+
+	for k := range p.Rings {
+		stem := fmt.Sprintf("tk%s%c%c", tag, 'a'+rune(r.IntN(26)), 'a'+rune(r.IntN(26)))
+		devices := make([]string, (p.RingSize+2)/3)
+		for i := range devices {
+			devices[i] = fmt.Sprintf("ringdev-%s-%d-%d", tag, k, i)
+		}
+		instruments := []string{fmt.Sprintf("tout%d.%s@upi", k, tag), fmt.Sprintf("card-%s-%d", tag, k)}
+		proxy := [3]byte{103, byte(k / 200), byte(k % 200)}
+		customers := make([]Passenger, p.RingSize+2)
+		for i := range customers {
+			customers[i] = Passenger{Name: name(""), Age: 18 + r.IntN(50), IDType: "AADHAAR", IDRef: ident()}
+		}
+		burst := time.Duration(r.IntN(1500)) * time.Millisecond
+		solve := 700 + r.IntN(300)
+		for i := range p.RingSize {
+			u := genUser{ring: k, family: -1, created: opens.Add(-time.Duration(1+r.IntN(20*24)) * time.Hour), verified: r.IntN(3) == 0}
+			if r.Float64() < 0.7 {
+				u.login = uniqueLogin(fmt.Sprintf("%s%03d", stem, i+1))
+			} else {
+				u.login = honestLogin()
+			}
+			s := &u.sig
+			s.DeviceID = fmt.Sprintf("dev-%s-r%d-%d", tag, k, i)
+			if r.Float64() < 0.8 {
+				s.DeviceID = devices[i%len(devices)]
+			}
+			s.IP = ispIP()
+			if r.Float64() < 0.8 {
+				s.IP = netip.AddrFrom4([4]byte{proxy[0], proxy[1], proxy[2], byte(1 + r.IntN(254))})
+			}
+			s.Instrument = fmt.Sprintf("own-%s-r%d-%d@upi", tag, k, i)
+			if r.Float64() < 0.7 {
+				s.Instrument = instruments[r.IntN(len(instruments))]
+			}
+			s.HeldAt = honestHold()
+			if r.Float64() < 0.7 {
+				s.HeldAt = opens.Add(burst + time.Duration(r.IntN(4000))*time.Microsecond)
+			}
+			s.SolveMS = 1500 + r.IntN(7000)
+			if r.Float64() < 0.6 {
+				s.SolveMS = solve
+			}
+			for _, j := range r.Perm(len(customers))[:2+r.IntN(3)] {
+				s.Passengers = append(s.Passengers, customers[j])
+			}
+			users = append(users, u)
+		}
+	}
+	for f := range p.Families {
+		surname := surnames[r.IntN(len(surnames))]
+		device := fmt.Sprintf("famdev-%s-%d", tag, f)
+		home := ispIP()
+		payer := fmt.Sprintf("fam%d.%s@upi", f, tag)
+		elder := Passenger{Name: name(surname), Age: 60 + r.IntN(25), IDType: "AADHAAR", IDRef: ident()}
+		for range 2 + r.IntN(2) {
+			u := genUser{ring: -1, family: f, login: honestLogin(), created: opens.Add(-time.Duration(30+r.IntN(3000)) * 24 * time.Hour), verified: r.IntN(3) > 0}
+			s := &u.sig
+			s.DeviceID, s.IP, s.HeldAt, s.SolveMS, s.Attested = device, home, honestHold(), 1500+r.IntN(7000), true
+			s.Instrument = fmt.Sprintf("own-%s-f%d-%d@upi", tag, f, len(users))
+			if r.Float64() < 0.5 {
+				s.Instrument = payer
+			}
+			s.Passengers = append(s.Passengers, Passenger{Name: name(surname), Age: 18 + r.IntN(50), IDType: "AADHAAR", IDRef: ident()})
+			if r.Float64() < 0.3 { // two relatives both booking for grandmother
+				s.Passengers = append(s.Passengers, elder)
+			}
+			users = append(users, u)
+		}
+	}
+	for i := range p.Honest {
+		u := genUser{ring: -1, family: -1, login: honestLogin(), created: opens.Add(-time.Duration(1+r.IntN(3000)) * 24 * time.Hour), verified: r.IntN(5) > 1}
+		s := &u.sig
+		s.DeviceID = fmt.Sprintf("dev-%s-h%d", tag, i)
+		s.IP, s.HeldAt, s.SolveMS, s.Attested = ispIP(), honestHold(), 1500+r.IntN(7000), r.IntN(10) < 7
+		s.Instrument = fmt.Sprintf("own-%s-h%d@upi", tag, i)
+		for range 1 + r.IntN(3) {
+			s.Passengers = append(s.Passengers, Passenger{Name: name(""), Age: 5 + r.IntN(70), IDType: "AADHAAR", IDRef: ident()})
+		}
+		users = append(users, u)
+	}
+
+	// The train and shard the window sells.
+	if _, err := q.Exec(ctx, `INSERT INTO trains (number, name, superfast, departs_at) VALUES ('99001', 'Abuse Test Express', true, '16:00')
+		ON CONFLICT (number) DO NOTHING`); err != nil {
+		return g, fmt.Errorf("generate train: %w", err)
+	}
+	ist := time.FixedZone("IST", 5*3600+1800)
+	journey := opens.In(ist).AddDate(0, 0, 1)
+	if err := q.QueryRow(ctx, `
+		INSERT INTO inventory_shards (train_number, journey_date, class, quota, total_berths, legs, window_opens_at, window_closes_at)
+		VALUES ('99001', $1::date, '3A', 'TQ', 64, 1, $2::timestamptz, $2::timestamptz + interval '1 hour')
+		ON CONFLICT (train_number, journey_date, class, quota) DO UPDATE SET total_berths = inventory_shards.total_berths
+		RETURNING id`, journey.Format(time.DateOnly), opens).Scan(&g.ShardID); err != nil {
+		return g, fmt.Errorf("generate shard: %w", err)
+	}
+
+	// Accounts in one statement; ids come back by login.
+	ls := make([]string, len(users))
+	cs := make([]time.Time, len(users))
+	vs := make([]bool, len(users))
+	for i, u := range users {
+		ls[i], cs[i], vs[i] = u.login, u.created, u.verified
+	}
+	rows, err := q.Query(ctx, `
+		INSERT INTO users (login, password_hash, created_at, id_verification_status, verified_at)
+		SELECT l, 'generated-no-login', c, CASE WHEN v THEN 'VERIFIED' ELSE 'UNVERIFIED' END, CASE WHEN v THEN c END
+		FROM unnest($1::text[], $2::timestamptz[], $3::bool[]) AS t(l, c, v)
+		RETURNING id, login`, ls, cs, vs)
+	if err != nil {
+		return g, fmt.Errorf("generate users: %w", err)
+	}
+	ids := make(map[string]int64, len(users))
+	for rows.Next() {
+		var id int64
+		var l string
+		if err := rows.Scan(&id, &l); err != nil {
+			rows.Close()
+			return g, fmt.Errorf("generate users: %w", err)
+		}
+		ids[l] = id
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return g, fmt.Errorf("generate users: %w", err)
+	}
+	sigs := make([]Signal, 0, len(users))
+	for _, u := range users {
+		id := ids[u.login]
+		switch {
+		case u.ring >= 0:
+			g.Ring[id] = u.ring
+		case u.family >= 0:
+			g.Family[id] = u.family
+		default:
+			g.Honest = append(g.Honest, id)
+		}
+		s := u.sig
+		s.HoldID, s.UserID, s.ShardID = uuid.New(), id, g.ShardID
+		sigs = append(sigs, s)
+		if len(sigs) == maxBatch {
+			if err := rec.Record(ctx, q, sigs); err != nil {
+				return g, err
+			}
+			sigs = sigs[:0]
+		}
+	}
+	if err := rec.Record(ctx, q, sigs); err != nil {
+		return g, err
+	}
+	return g, nil
+}

@@ -83,3 +83,15 @@ CREATE TABLE fraud_cluster_members (
     PRIMARY KEY (cluster_id, user_id)
 );
 CREATE INDEX fraud_cluster_members_user ON fraud_cluster_members (user_id);
+
+-- One row per clustering run of a window (the last one wins): when it ran
+-- and what it found, for the "clusters per window" figure and to know which
+-- closed windows still need a run.
+CREATE TABLE fraud_runs (
+    window_opens_at timestamptz PRIMARY KEY,
+    ran_at          timestamptz NOT NULL DEFAULT now(),
+    signals         int NOT NULL,
+    edges           int NOT NULL,
+    clusters        int NOT NULL,
+    flagged         int NOT NULL
+);

@@ -118,3 +118,7 @@ func TestRecordSignals(t *testing.T) {
 		t.Error("a short hashing key was accepted")
 	}
 }
+
+func newHoldID() uuid.UUID { return uuid.New() }
+
+func netipFrom(i int) netip.Addr { return netip.AddrFrom4([4]byte{100, 64, byte(i), 9}) }

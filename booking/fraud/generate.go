@@ -2,6 +2,7 @@ package fraud
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Population describes an abuse test population: K rings of M accounts
@@ -195,14 +197,30 @@ func Generate(ctx context.Context, q Querier, rec Recorder, p Population) (Gener
 		ON CONFLICT (number) DO NOTHING`); err != nil {
 		return g, fmt.Errorf("generate train: %w", err)
 	}
+	// A shard of its own for this window: the shard is what ties a hold to
+	// its window, so two windows must not share one (same journey date,
+	// different opening: take the next class).
 	ist := time.FixedZone("IST", 5*3600+1800)
-	journey := opens.In(ist).AddDate(0, 0, 1)
-	if err := q.QueryRow(ctx, `
-		INSERT INTO inventory_shards (train_number, journey_date, class, quota, total_berths, legs, window_opens_at, window_closes_at)
-		VALUES ('99001', $1::date, '3A', 'TQ', 64, 1, $2::timestamptz, $2::timestamptz + interval '1 hour')
-		ON CONFLICT (train_number, journey_date, class, quota) DO UPDATE SET total_berths = inventory_shards.total_berths
-		RETURNING id`, journey.Format(time.DateOnly), opens).Scan(&g.ShardID); err != nil {
-		return g, fmt.Errorf("generate shard: %w", err)
+	journey := opens.In(ist).AddDate(0, 0, 1).Format(time.DateOnly)
+	for _, class := range []string{"3A", "2A", "1A", "3E", "SL", "CC", "EC", "2S"} {
+		err := q.QueryRow(ctx, `
+			WITH ins AS (
+				INSERT INTO inventory_shards (train_number, journey_date, class, quota, total_berths, legs, window_opens_at, window_closes_at)
+				VALUES ('99001', $1::date, $2, 'TQ', 64, 1, $3::timestamptz, $3::timestamptz + interval '1 hour')
+				ON CONFLICT (train_number, journey_date, class, quota) DO NOTHING RETURNING id)
+			SELECT id FROM ins
+			UNION ALL
+			SELECT id FROM inventory_shards WHERE train_number = '99001' AND journey_date = $1::date AND class = $2
+				AND quota = 'TQ' AND window_opens_at = $3::timestamptz`, journey, class, opens).Scan(&g.ShardID)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return g, fmt.Errorf("generate shard: %w", err)
+		}
+	}
+	if g.ShardID == 0 {
+		return g, fmt.Errorf("generate shard: every class of %s is taken by other windows", journey)
 	}
 
 	// Accounts in one statement; ids come back by login.

@@ -1,0 +1,87 @@
+package fraud
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// TestScheduleRunsClosedWindows: the periodic scheduler enqueues a run for
+// a closed window with signals, not for one still open; the run's clusters
+// and its fraud_runs row land in the database; a window already run is not
+// due again until a new signal arrives.
+func TestScheduleRunsClosedWindows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	closed := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
+	open := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	g, err := Generate(ctx, b.env.Pool, b.rec, Population{Rings: 2, RingSize: 5, Families: 5, Honest: 40, Seed: 11, OpensAt: closed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := Generate(ctx, b.env.Pool, b.rec, Population{Rings: 1, RingSize: 5, Seed: 12, OpensAt: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &Service{Pool: b.env.Pool, Clusterer: Clusterer{Config: DefaultConfig()}}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &ClusterWorker{Svc: svc})
+	river.AddWorker(workers, &ScheduleWorker{Svc: svc})
+	client, err := river.NewClient(riverpgxv5.New(b.env.Pool), &river.Config{
+		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
+		FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, TestOnly: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Stop(context.Background()) }) //nolint:errcheck
+	if _, err := client.Insert(ctx, ScheduleArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var flagged int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := b.env.Pool.QueryRow(ctx, `SELECT flagged FROM fraud_runs WHERE window_opens_at = $1`, g.OpensAt).Scan(&flagged)
+		if err == nil {
+			break
+		}
+		if err != pgx.ErrNoRows || time.Now().After(deadline) {
+			t.Fatalf("run of the closed window: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if flagged != 2 {
+		t.Errorf("closed window: %d clusters flagged, want the 2 rings", flagged)
+	}
+	var openRuns int
+	if err := b.env.Pool.QueryRow(ctx, `SELECT count(*) FROM fraud_runs WHERE window_opens_at = $1`, g2.OpensAt).Scan(&openRuns); err != nil || openRuns != 0 {
+		t.Errorf("window still open was run (%d, %v)", openRuns, err)
+	}
+	due, err := svc.DueWindows(ctx, time.Now(), 10)
+	if err != nil || len(due) != 0 {
+		t.Errorf("due after the run = %v (%v), want none", due, err)
+	}
+	// A late signal (a confirmation recorded after the run) makes it due again.
+	for id := range g.Ring {
+		var hold [16]byte
+		if err := b.env.Pool.QueryRow(ctx, `SELECT hold_id FROM fraud_signals WHERE user_id = $1`, id).Scan(&hold); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.env.Pool.Exec(ctx, `UPDATE fraud_signals SET recorded_at = now() + interval '1 second' WHERE hold_id = $1`, hold); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	due, err = svc.DueWindows(ctx, time.Now(), 10)
+	if err != nil || len(due) != 1 || !due[0].Equal(g.OpensAt) {
+		t.Errorf("due after a late signal = %v (%v), want [%v]", due, err, g.OpensAt)
+	}
+}

@@ -1,0 +1,68 @@
+package fraud
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Service runs clustering against the database.
+type Service struct {
+	Pool      *pgxpool.Pool
+	Clusterer Clusterer
+}
+
+// ClusterWindow runs one window's clustering in one transaction, so
+// analysts never see a half-replaced set of clusters. Two runs of the same
+// window (the scheduled one and one on demand) take turns on an advisory
+// lock rather than interleave their deletes and inserts.
+func (s *Service) ClusterWindow(ctx context.Context, window time.Time) (Result, error) {
+	var res Result
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('fraud_cluster'), hashtext($1::text))`,
+			window.UTC().Format(time.RFC3339Nano)); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		var err error
+		if res, err = s.Clusterer.Run(ctx, tx, window); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO fraud_runs (window_opens_at, signals, edges, clusters, flagged) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (window_opens_at) DO UPDATE SET ran_at = now(), signals = EXCLUDED.signals,
+				edges = EXCLUDED.edges, clusters = EXCLUDED.clusters, flagged = EXCLUDED.flagged`,
+			window, res.Signals, res.Edges, len(res.Clusters), res.Flagged())
+		return err
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("fraud cluster window %s: %w", window.Format(time.RFC3339), err)
+	}
+	slog.Info("fraud clustering", "window", window, "signals", res.Signals, "edges", res.Edges,
+		"clusters", len(res.Clusters), "flagged", res.Flagged())
+	return res, nil
+}
+
+// DueWindows returns the windows whose shards have all closed, that have
+// signals, and that have no run since their last signal was recorded:
+// what the scheduler enqueues. At most limit, oldest first.
+func (s *Service) DueWindows(ctx context.Context, now time.Time, limit int) ([]time.Time, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT f.window_opens_at
+		FROM (SELECT window_opens_at, max(recorded_at) AS last FROM fraud_signals GROUP BY window_opens_at) f
+		LEFT JOIN fraud_runs r USING (window_opens_at)
+		WHERE (r.ran_at IS NULL OR r.ran_at < f.last)
+		  AND NOT EXISTS (SELECT 1 FROM inventory_shards s WHERE s.window_opens_at = f.window_opens_at AND s.window_closes_at > $1)
+		ORDER BY f.window_opens_at LIMIT $2`, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("fraud due windows: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		return nil, fmt.Errorf("fraud due windows: %w", err)
+	}
+	return out, nil
+}

@@ -71,8 +71,14 @@ CREATE TABLE fraud_clusters (
     members         int NOT NULL CHECK (members >= 2),
     -- {"why": [...], "kinds": {...}, "edges": [...]}: what an analyst reads
     evidence        jsonb NOT NULL,
+    -- OPEN until an analyst decides; a rerun of the window replaces only
+    -- open clusters nobody holds a claim on
     status          text NOT NULL DEFAULT 'OPEN' CHECK (status IN ('OPEN', 'CLOSED')),
-    created_at      timestamptz NOT NULL DEFAULT now()
+    -- one analyst at a time: the claim lapses at claimed_until
+    claimed_by      bigint REFERENCES console_users (id),
+    claimed_until   timestamptz,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    CHECK ((claimed_by IS NULL) = (claimed_until IS NULL))
 );
 CREATE INDEX fraud_clusters_queue ON fraud_clusters (score DESC) WHERE flagged AND status = 'OPEN';
 CREATE INDEX fraud_clusters_window ON fraud_clusters (window_opens_at);
@@ -95,3 +101,26 @@ CREATE TABLE fraud_runs (
     clusters        int NOT NULL,
     flagged         int NOT NULL
 );
+
+-- An analyst's decision on a cluster, with its reason code. Cancelling
+-- bookings and banning accounts act on many people, so they wait for a
+-- second analyst's approval. Nothing a member sees changes here:
+-- enforcement runs later, in a batch, and stamps enforced_at.
+CREATE TABLE fraud_decisions (
+    id          bigserial PRIMARY KEY,
+    cluster_id  bigint NOT NULL UNIQUE REFERENCES fraud_clusters (id),
+    analyst_id  bigint NOT NULL REFERENCES console_users (id),
+    outcome     text NOT NULL CHECK (outcome IN ('CLEAR', 'WATCH', 'EXTRA_CHALLENGE', 'CANCEL_BOOKINGS', 'BAN')),
+    reason_code text NOT NULL CHECK (reason_code IN ('FALSE_POSITIVE', 'FAMILY_OR_OFFICE', 'SHARED_DEVICES',
+                    'SHARED_INSTRUMENTS', 'PASSENGER_RESALE', 'AUTOMATION', 'AGENT_VIA_PERSONAL', 'OTHER')),
+    note        text NOT NULL DEFAULT '' CHECK (length(note) <= 2000),
+    decided_at  timestamptz NOT NULL DEFAULT now(),
+    needs_approval boolean NOT NULL,
+    approved_by bigint REFERENCES console_users (id),
+    approved_at timestamptz,
+    enforced_at timestamptz,
+    CHECK (approved_by IS NULL OR approved_by <> analyst_id),
+    CHECK (enforced_at IS NULL OR NOT needs_approval OR approved_at IS NOT NULL)
+);
+CREATE INDEX fraud_decisions_to_enforce ON fraud_decisions (decided_at)
+    WHERE enforced_at IS NULL;

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Edge kinds: what can link two accounts, and how much each says on its
@@ -329,6 +333,20 @@ func components(window time.Time, edges []Edge, cfg Config) []Cluster {
 	return out
 }
 
+// memberKey spells sorted members as PostgreSQL prints a bigint[].
+func memberKey(members []int64) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, m := range members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(m, 10))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
 // why says in words why a cluster was or was not flagged.
 func why(cl *Cluster, cfg Config) []string {
 	var out []string
@@ -356,19 +374,36 @@ func why(cl *Cluster, cfg Config) []string {
 	return out
 }
 
-// saveClusters replaces the window's open clusters with the new ones.
-// Clusters an analyst has closed stay as they were.
+// saveClusters replaces the window's open, unclaimed clusters with the new
+// ones. Clusters an analyst has decided or holds a claim on stay as they
+// were, and a new cluster with exactly their members is not added again.
 func saveClusters(ctx context.Context, q Querier, window time.Time, clusters []Cluster) error {
-	if _, err := q.Exec(ctx, `
-		DELETE FROM fraud_cluster_members m USING fraud_clusters c
-		WHERE m.cluster_id = c.id AND c.window_opens_at = $1 AND c.status = 'OPEN'`, window); err != nil {
+	const replaceable = `c.window_opens_at = $1 AND c.status = 'OPEN' AND (c.claimed_until IS NULL OR c.claimed_until < now())`
+	if _, err := q.Exec(ctx, `DELETE FROM fraud_cluster_members m USING fraud_clusters c
+		WHERE m.cluster_id = c.id AND `+replaceable, window); err != nil {
 		return fmt.Errorf("fraud cluster %s: clear members: %w", window, err)
 	}
-	if _, err := q.Exec(ctx, `DELETE FROM fraud_clusters WHERE window_opens_at = $1 AND status = 'OPEN'`, window); err != nil {
+	if _, err := q.Exec(ctx, `DELETE FROM fraud_clusters c WHERE `+replaceable, window); err != nil {
 		return fmt.Errorf("fraud cluster %s: clear clusters: %w", window, err)
+	}
+	rows, err := q.Query(ctx, `SELECT array_agg(m.user_id ORDER BY m.user_id)::text FROM fraud_clusters c
+		JOIN fraud_cluster_members m ON m.cluster_id = c.id WHERE c.window_opens_at = $1 GROUP BY c.id`, window)
+	if err != nil {
+		return fmt.Errorf("fraud cluster %s: kept clusters: %w", window, err)
+	}
+	kept, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("fraud cluster %s: kept clusters: %w", window, err)
+	}
+	keptSet := make(map[string]bool, len(kept))
+	for _, k := range kept {
+		keptSet[k] = true
 	}
 	for i := range clusters {
 		cl := &clusters[i]
+		if keptSet[memberKey(cl.Members)] {
+			continue
+		}
 		ev, err := json.Marshal(cl.Evidence)
 		if err != nil {
 			return fmt.Errorf("fraud cluster %s: evidence: %w", window, err)

@@ -1,0 +1,319 @@
+// Package review is the analysts' side of fraud clusters: a queue by score,
+// claims so that two analysts never work one cluster, and decisions with
+// reason codes, every step audited. It is apart from package fraud because
+// it speaks the booking error vocabulary, while the booking service must be
+// able to import fraud to record signals.
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tatkal/booking"
+	"tatkal/booking/audit"
+)
+
+// Outcomes of a decision, mildest first (graduated responses).
+const (
+	Clear          = "CLEAR"           // false positive, labelled
+	Watch          = "WATCH"           // keep an eye: flagged again next window
+	ExtraChallenge = "EXTRA_CHALLENGE" // members' next challenges are harder
+	CancelBookings = "CANCEL_BOOKINGS" // bulk: needs a second analyst
+	Ban            = "BAN"             // bulk: needs a second analyst
+)
+
+// Reason codes. Clearing takes one of the first two; acting takes one of
+// the others; OTHER needs a note.
+var reasons = map[string]bool{
+	"FALSE_POSITIVE": true, "FAMILY_OR_OFFICE": true,
+	"SHARED_DEVICES": false, "SHARED_INSTRUMENTS": false, "PASSENGER_RESALE": false,
+	"AUTOMATION": false, "AGENT_VIA_PERSONAL": false, "OTHER": false,
+}
+
+var outcomes = map[string]bool{Clear: false, Watch: false, ExtraChallenge: false, CancelBookings: true, Ban: true}
+
+const (
+	maxNote        = 2000
+	defaultClaim   = 15 * time.Minute
+	maxClaim       = 2 * time.Hour
+	maxQueueLength = 500
+)
+
+// Service is the review queue.
+type Service struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+// New returns the review service on pool.
+func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool, now: time.Now} }
+
+// Item is one cluster in the queue.
+type Item struct {
+	ClusterID    int64
+	Window       time.Time
+	Score        float64
+	Members      int
+	ClaimedBy    int64 // 0: free (or the claim lapsed)
+	ClaimedUntil time.Time
+}
+
+// Decision is what an analyst decides on a cluster.
+type Decision struct {
+	Outcome string
+	Reason  string
+	Note    string
+}
+
+// Decided is a stored decision.
+type Decided struct {
+	ID            int64
+	ClusterID     int64
+	AnalystID     int64
+	Decision      Decision
+	NeedsApproval bool
+	ApprovedBy    int64
+}
+
+var errNobody = booking.Errorf(booking.EFORBIDDEN, "NO_ANALYST", "Fraud review is done by an active fraud analyst or admin.")
+
+// analyst checks id is an active console user whose role may review, and
+// returns their login for the audit log.
+func (s *Service) analyst(ctx context.Context, q pgx.Tx, id int64) (string, error) {
+	if id <= 0 {
+		return "", errNobody
+	}
+	var login, role string
+	err := q.QueryRow(ctx, `SELECT login, role FROM console_users WHERE id = $1 AND NOT disabled`, id).Scan(&login, &role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", errNobody
+	}
+	if err != nil {
+		return "", fmt.Errorf("console user %d: %w", id, err)
+	}
+	if role != "fraud" && role != "admin" {
+		return "", errNobody
+	}
+	return login, nil
+}
+
+// Queue lists flagged open clusters by score, highest first, claimed or not.
+func (s *Service) Queue(ctx context.Context, limit int) ([]Item, error) {
+	if limit <= 0 || limit > maxQueueLength {
+		limit = maxQueueLength
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, window_opens_at, score, members,
+		       CASE WHEN claimed_until > $2 THEN claimed_by ELSE 0 END,
+		       CASE WHEN claimed_until > $2 THEN claimed_until ELSE 'epoch'::timestamptz END
+		FROM fraud_clusters WHERE flagged AND status = 'OPEN'
+		ORDER BY score DESC, id LIMIT $1`, limit, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("review queue: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
+		var it Item
+		var score float32
+		err := r.Scan(&it.ClusterID, &it.Window, &score, &it.Members, &it.ClaimedBy, &it.ClaimedUntil)
+		it.Score = float64(score)
+		if it.ClaimedBy == 0 {
+			it.ClaimedUntil = time.Time{}
+		}
+		return it, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("review queue: %w", err)
+	}
+	return items, nil
+}
+
+// Claim gives the analyst the cluster for ttl (default 15 minutes, at most
+// two hours); claiming again extends one's own claim. A cluster someone
+// else holds is a conflict until their claim lapses.
+func (s *Service) Claim(ctx context.Context, analystID, clusterID int64, ttl time.Duration) (time.Time, error) {
+	if ttl <= 0 {
+		ttl = defaultClaim
+	}
+	if ttl > maxClaim {
+		return time.Time{}, booking.Errorf(booking.EINVALID, "CLAIM_TOO_LONG", "A claim lasts at most %s.", maxClaim)
+	}
+	var until time.Time
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		login, err := s.analyst(ctx, tx, analystID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		var status string
+		var flagged bool
+		var holder *int64
+		var holderUntil *time.Time
+		err = tx.QueryRow(ctx, `SELECT status, flagged, claimed_by, claimed_until FROM fraud_clusters WHERE id = $1 FOR UPDATE`, clusterID).
+			Scan(&status, &flagged, &holder, &holderUntil)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return booking.Errorf(booking.ENOTFOUND, "NO_CLUSTER", "No cluster %d.", clusterID)
+		}
+		if err != nil {
+			return fmt.Errorf("cluster %d: %w", clusterID, err)
+		}
+		switch {
+		case status != "OPEN":
+			return booking.Errorf(booking.ECONFLICT, "DECIDED", "Cluster %d has been decided.", clusterID)
+		case holder != nil && *holder != analystID && holderUntil.After(now):
+			return booking.Errorf(booking.ECONFLICT, "CLAIMED", "Cluster %d is claimed by another analyst until %s.",
+				clusterID, holderUntil.In(booking.IST).Format("15:04:05 IST"))
+		}
+		until = now.Add(ttl)
+		if _, err := tx.Exec(ctx, `UPDATE fraud_clusters SET claimed_by = $2, claimed_until = $3 WHERE id = $1`, clusterID, analystID, until); err != nil {
+			return fmt.Errorf("claim cluster %d: %w", clusterID, err)
+		}
+		return audit.Write(ctx, tx, login, "fraud.claim", fmt.Sprintf("cluster:%d", clusterID),
+			map[string]any{"until": until.UTC().Format(time.RFC3339)})
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("claim cluster %d: %w", clusterID, err)
+	}
+	return until, nil
+}
+
+// Release gives up one's own claim.
+func (s *Service) Release(ctx context.Context, analystID, clusterID int64) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		login, err := s.analyst(ctx, tx, analystID)
+		if err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE fraud_clusters SET claimed_by = NULL, claimed_until = NULL
+			WHERE id = $1 AND claimed_by = $2 AND status = 'OPEN'`, clusterID, analystID)
+		if err != nil {
+			return fmt.Errorf("release cluster %d: %w", clusterID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return booking.Errorf(booking.ECONFLICT, "NOT_CLAIMED", "You do not hold cluster %d.", clusterID)
+		}
+		return audit.Write(ctx, tx, login, "fraud.release", fmt.Sprintf("cluster:%d", clusterID), nil)
+	})
+	if err != nil {
+		return fmt.Errorf("release cluster %d: %w", clusterID, err)
+	}
+	return nil
+}
+
+// Validate checks a decision's outcome, reason and note.
+func (d Decision) Validate() error {
+	if _, ok := outcomes[d.Outcome]; !ok {
+		return booking.Errorf(booking.EINVALID, "BAD_OUTCOME", "Outcome %q is not one of CLEAR, WATCH, EXTRA_CHALLENGE, CANCEL_BOOKINGS, BAN.", d.Outcome)
+	}
+	clearing, ok := reasons[d.Reason]
+	if !ok {
+		return booking.Errorf(booking.EINVALID, "BAD_REASON", "Reason code %q is unknown.", d.Reason)
+	}
+	if clearing != (d.Outcome == Clear) {
+		if clearing {
+			return booking.Errorf(booking.EINVALID, "BAD_REASON", "Reason %s clears a cluster; it cannot justify %s.", d.Reason, d.Outcome)
+		}
+		return booking.Errorf(booking.EINVALID, "BAD_REASON", "Clearing takes FALSE_POSITIVE or FAMILY_OR_OFFICE, not %s.", d.Reason)
+	}
+	if d.Reason == "OTHER" && strings.TrimSpace(audit.CleanText(d.Note, maxNote)) == "" {
+		return booking.Errorf(booking.EINVALID, "NOTE_REQUIRED", "Reason OTHER needs a note.")
+	}
+	if len(d.Note) > maxNote {
+		return booking.Errorf(booking.EINVALID, "NOTE_TOO_LONG", "A note is at most %d bytes.", maxNote)
+	}
+	return nil
+}
+
+// Decide records the claiming analyst's decision and closes the cluster.
+// Only the analyst holding a live claim may decide. Cancelling bookings
+// and banning accounts are recorded as awaiting a second analyst; nothing
+// is enforced here.
+func (s *Service) Decide(ctx context.Context, analystID, clusterID int64, d Decision) (Decided, error) {
+	if err := d.Validate(); err != nil {
+		return Decided{}, err
+	}
+	// control characters go; the length was checked on what was sent
+	d.Note = audit.CleanText(d.Note, maxNote)
+	out := Decided{ClusterID: clusterID, AnalystID: analystID, Decision: d, NeedsApproval: outcomes[d.Outcome]}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		login, err := s.analyst(ctx, tx, analystID)
+		if err != nil {
+			return err
+		}
+		var status string
+		var holder *int64
+		var until *time.Time
+		err = tx.QueryRow(ctx, `SELECT status, claimed_by, claimed_until FROM fraud_clusters WHERE id = $1 FOR UPDATE`, clusterID).
+			Scan(&status, &holder, &until)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return booking.Errorf(booking.ENOTFOUND, "NO_CLUSTER", "No cluster %d.", clusterID)
+		}
+		if err != nil {
+			return fmt.Errorf("cluster %d: %w", clusterID, err)
+		}
+		if status != "OPEN" {
+			return booking.Errorf(booking.ECONFLICT, "DECIDED", "Cluster %d has been decided.", clusterID)
+		}
+		if holder == nil || *holder != analystID || !until.After(s.now()) {
+			return booking.Errorf(booking.ECONFLICT, "NOT_CLAIMED", "Claim cluster %d before deciding on it.", clusterID)
+		}
+		if err := tx.QueryRow(ctx, `
+			INSERT INTO fraud_decisions (cluster_id, analyst_id, outcome, reason_code, note, needs_approval)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+			clusterID, analystID, d.Outcome, d.Reason, d.Note, out.NeedsApproval).Scan(&out.ID); err != nil {
+			return fmt.Errorf("insert decision: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE fraud_clusters SET status = 'CLOSED', claimed_by = NULL, claimed_until = NULL WHERE id = $1`, clusterID); err != nil {
+			return fmt.Errorf("close cluster: %w", err)
+		}
+		return audit.Write(ctx, tx, login, "fraud.decide", fmt.Sprintf("cluster:%d", clusterID), map[string]any{
+			"decision": out.ID, "outcome": d.Outcome, "reason": d.Reason, "note": d.Note, "needs_approval": out.NeedsApproval})
+	})
+	if err != nil {
+		return Decided{}, fmt.Errorf("decide cluster %d: %w", clusterID, err)
+	}
+	return out, nil
+}
+
+// Approve is the second analyst's yes to a bulk decision; the analyst who
+// decided may not approve it (the database refuses it too).
+func (s *Service) Approve(ctx context.Context, approverID, decisionID int64) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		login, err := s.analyst(ctx, tx, approverID)
+		if err != nil {
+			return err
+		}
+		var analyst int64
+		var needs bool
+		var approved *int64
+		err = tx.QueryRow(ctx, `SELECT analyst_id, needs_approval, approved_by FROM fraud_decisions WHERE id = $1 FOR UPDATE`, decisionID).
+			Scan(&analyst, &needs, &approved)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return booking.Errorf(booking.ENOTFOUND, "NO_DECISION", "No decision %d.", decisionID)
+		}
+		if err != nil {
+			return fmt.Errorf("decision %d: %w", decisionID, err)
+		}
+		switch {
+		case !needs:
+			return booking.Errorf(booking.ECONFLICT, "NO_APPROVAL_NEEDED", "Decision %d needs no approval.", decisionID)
+		case approved != nil:
+			return booking.Errorf(booking.ECONFLICT, "APPROVED", "Decision %d is already approved.", decisionID)
+		case analyst == approverID:
+			return booking.Errorf(booking.EFORBIDDEN, "SAME_ANALYST", "A second analyst must approve decision %d.", decisionID)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE fraud_decisions SET approved_by = $2, approved_at = now() WHERE id = $1`, decisionID, approverID); err != nil {
+			return fmt.Errorf("approve: %w", err)
+		}
+		return audit.Write(ctx, tx, login, "fraud.approve", fmt.Sprintf("decision:%d", decisionID), nil)
+	})
+	if err != nil {
+		return fmt.Errorf("approve decision %d: %w", decisionID, err)
+	}
+	return nil
+}

@@ -243,3 +243,144 @@ func TestIncrementalWindow(t *testing.T) {
 		t.Errorf("with a 12 h lookback %d accounts flagged from a day-old window, want 0", n)
 	}
 }
+
+// TestEdgeKinds checks each kind of link on its own: pairs of accounts that
+// share exactly one thing (and near-misses that must not link), with the
+// edge threshold lowered so single weak kinds show.
+func TestEdgeKinds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	opens := time.Date(2026, 12, 3, 10, 0, 0, 0, time.FixedZone("IST", 5*3600+1800))
+	g, err := Generate(ctx, b.env.Pool, b.rec, Population{OpensAt: opens, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type acct struct {
+		login string
+		sig   Signal
+	}
+	at := func(ms int) time.Time { return opens.Add(time.Duration(ms) * time.Millisecond) }
+	// Every account gets its own device, address, time and solve time unless a case shares one.
+	n := 0
+	base := func(login string) acct {
+		n++
+		return acct{login: login, sig: Signal{DeviceID: fmt.Sprintf("d%d", n), IP: netipFrom(n), HeldAt: at(30_000 + 1000*n), SolveMS: 10_000 + 37*n}}
+	}
+	pass := func(name string, age int, id string) []Passenger {
+		return []Passenger{{Name: name, Age: age, IDType: "PAN", IDRef: id}}
+	}
+	cases := []struct {
+		kind string // "" : must not link
+		a, b acct
+	}{}
+	add := func(kind string, a, b acct) {
+		cases = append(cases, struct {
+			kind string
+			a, b acct
+		}{kind, a, b})
+	}
+	{
+		a, c := base("dev-a"), base("dev-b")
+		c.sig.DeviceID = a.sig.DeviceID
+		add(KindDevice, a, c)
+	}
+	{
+		a, c := base("ins-a"), base("ins-b")
+		a.sig.Instrument, c.sig.Instrument = "Same@UPI", "same@upi "
+		add(KindInstrument, a, c)
+	}
+	{
+		a, c := base("pid-a"), base("pid-b")
+		a.sig.Passengers, c.sig.Passengers = pass("Zed One", 30, "ABCDE1234F"), pass("Other Name", 44, "abcde-1234-f")
+		add(KindPassengerID, a, c)
+	}
+	{
+		a, c := base("pn-a"), base("pn-b")
+		a.sig.Passengers, c.sig.Passengers = pass("Lalita  Kumari", 52, "X1"), pass("lalita kumari.", 52, "X2")
+		add(KindPassengerName, a, c)
+		d, e := base("pn-c"), base("pn-d") // same name, another age
+		d.sig.Passengers, e.sig.Passengers = pass("Hema Rao", 20, "Y1"), pass("Hema Rao", 21, "Y2")
+		add("", d, e)
+	}
+	{
+		a, c := base("net-a"), base("net-b")
+		a.sig.IP, c.sig.IP = netipFrom(200), netipFrom(200).Next()
+		a.sig.HeldAt, c.sig.HeldAt = at(1200), at(4800)
+		add(KindNet24Early, a, c)
+		d, e := base("net-c"), base("net-d") // same /24 but a minute after opening
+		d.sig.IP, e.sig.IP = netipFrom(201), netipFrom(201).Next()
+		d.sig.HeldAt, e.sig.HeldAt = at(60_000), at(61_000)
+		add("", d, e)
+	}
+	{
+		add(KindLoginSeq, base("booker007"), base("booker008"))
+		add("", base("seller007"), base("seller019"))
+		add(KindLoginSeq, base("a.b.c+one@mail.in"), base("abc+two@mail.in"))
+		add(KindLoginSeq, base("ring.x41@mail.in"), base("ringx43@mail.in"))
+	}
+	{
+		a, c := base("burst-a"), base("burst-b")
+		a.sig.HeldAt, c.sig.HeldAt = at(90_000), at(90_003)
+		add(KindHoldBurst, a, c)
+		d, e := base("burst-c"), base("burst-d")
+		d.sig.HeldAt, e.sig.HeldAt = at(95_000), at(95_020)
+		add("", d, e)
+	}
+	{
+		a, c := base("solve-a"), base("solve-b")
+		a.sig.SolveMS, c.sig.SolveMS = 777, 777
+		add(KindSameSolve, a, c)
+	}
+	var sigs []Signal
+	ids := map[string]int64{}
+	for _, tc := range cases {
+		for _, a := range []acct{tc.a, tc.b} {
+			var id int64
+			if err := b.env.Pool.QueryRow(ctx, `INSERT INTO users (login, password_hash) VALUES ($1, 'x') RETURNING id`, a.login).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids[a.login] = id
+			s := a.sig
+			s.HoldID, s.UserID, s.ShardID = newHoldID(), id, g.ShardID
+			sigs = append(sigs, s)
+		}
+	}
+	if err := b.rec.Record(ctx, b.env.Pool, sigs); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.EdgeThreshold = 0.01
+	if _, err := (Clusterer{Config: cfg}).Run(ctx, b.env.Pool, opens); err != nil {
+		t.Fatal(err)
+	}
+	got := map[[2]int64][]string{}
+	rows, err := b.env.Pool.Query(ctx, `SELECT user_a, user_b, e->>'kind' FROM fraud_edges, jsonb_array_elements(evidence) e WHERE window_opens_at = $1`, opens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var a, c int64
+		var k string
+		if err := rows.Scan(&a, &c, &k); err != nil {
+			t.Fatal(err)
+		}
+		got[[2]int64{a, c}] = append(got[[2]int64{a, c}], k)
+	}
+	rows.Close()
+	for _, tc := range cases {
+		a, c := ids[tc.a.login], ids[tc.b.login]
+		key := [2]int64{min(a, c), max(a, c)}
+		kinds := got[key]
+		delete(got, key)
+		switch {
+		case tc.kind == "" && len(kinds) > 0:
+			t.Errorf("%s–%s linked by %v, want no link", tc.a.login, tc.b.login, kinds)
+		case tc.kind != "" && (len(kinds) != 1 || kinds[0] != tc.kind):
+			t.Errorf("%s–%s linked by %v, want [%s]", tc.a.login, tc.b.login, kinds, tc.kind)
+		}
+	}
+	for k, kinds := range got {
+		t.Errorf("unexpected edge %v: %v", k, kinds)
+	}
+}

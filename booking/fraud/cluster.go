@@ -156,10 +156,17 @@ WITH sig AS (
 	FROM logins WHERE m IS NOT NULL AND m[1] <> '' AND length(m[2]) <= 12
 	WINDOW w AS (PARTITION BY m[1] ORDER BY m[2]::numeric, user_id)
 ), bursts AS (
+	-- per hold, an index range scan for the next holds within BurstMS
+	-- (LATERAL makes the planner use the held_at index), at most 32 of them
+	-- so a dense rush stays linear
 	SELECT DISTINCT LEAST(a.user_id, b.user_id) AS ua, GREATEST(a.user_id, b.user_id) AS ub
-	FROM sig a JOIN sig b ON b.window_opens_at = $1
-	     AND b.held_at >= a.held_at AND b.held_at <= a.held_at + make_interval(secs => $3::float8 / 1000)
-	     AND a.user_id <> b.user_id
+	FROM fraud_signals a
+	JOIN LATERAL (
+		SELECT x.user_id FROM fraud_signals x
+		WHERE x.window_opens_at = $1 AND x.held_at >= a.held_at AND x.held_at <= a.held_at + $3::float8 * interval '1 millisecond'
+		ORDER BY x.held_at LIMIT 32
+	) b ON b.user_id <> a.user_id
+	WHERE a.window_opens_at = $1
 ), pairs AS (
 	SELECT a.kind, a.user_id AS ua, b.user_id AS ub, a.n
 	FROM grouped a JOIN grouped b ON a.kind = b.kind AND a.k = b.k AND a.user_id < b.user_id

@@ -19,13 +19,13 @@ type bundle struct {
 	rec Recorder
 }
 
-func setup(t *testing.T) bundle {
+func setup(t testing.TB) bundle {
 	t.Helper()
 	return bundle{env: testenv.New(t), rec: Recorder{Key: testKey}}
 }
 
 // fixture makes one account and one shard whose window opened at opens.
-func (b bundle) fixture(t *testing.T, opens time.Time, login string, created time.Time) (userID, shardID int64) {
+func (b bundle) fixture(t testing.TB, opens time.Time, login string, created time.Time) (userID, shardID int64) {
 	t.Helper()
 	ctx := context.Background()
 	g, err := Generate(ctx, b.env.Pool, b.rec, Population{OpensAt: opens, Seed: 1})

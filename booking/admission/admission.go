@@ -67,11 +67,25 @@ type Config struct {
 
 	Prequeue  time.Duration // the queue opens this long before the window (15m)
 	Randomise time.Duration // entrants until opening + this get a random place (10s)
-	TokenTTL  time.Duration // admission tokens live this long (120s)
-	// Allowance: a shard never has more outstanding admissions (admitted in
-	// the last TokenTTL) than seats left plus this.
+	// OfferTTL is an admission offer's pick-up window, from when it is made
+	// (60s): the admitted must fetch their token (claim it) by then.
+	OfferTTL time.Duration
+	// TokenTTL is how long a claimed permit (the admission token) lives
+	// from its claim (120s).
+	TokenTTL time.Duration
+	// Allowance caps the no-show allowance: a shard never has more
+	// outstanding offers than places left plus an allowance sized from the
+	// no-show rate measured so far (0 until offers lapse), at most this.
 	Allowance int
-	// Rate limits per second on queue calls, per IP, device and account.
+	// PollMin and PollMax bound poll_after_ms (1s, 15s): a waiter near the
+	// admission cursor polls every PollMin, so it learns of its admission
+	// within about that long.
+	PollMin, PollMax time.Duration
+	// Rate limits per second. Queue calls (signed in, device bound) count
+	// per account and per device only: a NAT's neighbours never share a
+	// budget. LimitIP is for unauthenticated requests only, per source
+	// address, sized so a NAT of thousands of honest users stays under it
+	// (README, "The waiting room").
 	LimitIP, LimitDevice, LimitAccount int
 	// MaxInFlight queue requests per process; beyond it the static
 	// high-demand answer is given.
@@ -81,6 +95,10 @@ type Config struct {
 	// ChallengeBits is the proof-of-work difficulty; risky clients get
 	// ChallengeBits+RiskyExtraBits.
 	ChallengeBits, RiskyExtraBits int
+
+	// anyPlaces lets the controller admit at its rate whatever the places
+	// left: for tests of order and leadership only.
+	anyPlaces bool
 }
 
 func (c *Config) defaults() {
@@ -96,14 +114,23 @@ func (c *Config) defaults() {
 	if c.Randomise <= 0 {
 		c.Randomise = 10 * time.Second
 	}
+	if c.OfferTTL <= 0 {
+		c.OfferTTL = 60 * time.Second
+	}
 	if c.TokenTTL <= 0 {
 		c.TokenTTL = 120 * time.Second
 	}
 	if c.Allowance <= 0 {
 		c.Allowance = 10
 	}
+	if c.PollMin <= 0 {
+		c.PollMin = time.Second
+	}
+	if c.PollMax < c.PollMin {
+		c.PollMax = max(15*time.Second, c.PollMin)
+	}
 	if c.LimitIP <= 0 {
-		c.LimitIP = 50
+		c.LimitIP = DefaultLimitIP
 	}
 	if c.LimitDevice <= 0 {
 		c.LimitDevice = 5
@@ -203,8 +230,10 @@ func (s *Service) qkey(shardID int64, name string) string {
 	return s.cfg.Prefix + ":{q" + strconv.FormatInt(shardID, 10) + "}:" + name
 }
 
+// queueKeys: z (the order), m (meta), ba (admission batches by count), bt
+// (batch counts by time), cl (claim times of offers by member).
 func (s *Service) queueKeys(shardID int64) []string {
-	return []string{s.qkey(shardID, "z"), s.qkey(shardID, "m"), s.qkey(shardID, "ba"), s.qkey(shardID, "bt")}
+	return []string{s.qkey(shardID, "z"), s.qkey(shardID, "m"), s.qkey(shardID, "ba"), s.qkey(shardID, "bt"), s.qkey(shardID, "cl")}
 }
 
 // highDemand is the one answer for overload, rate limits and suspected

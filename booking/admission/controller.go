@@ -90,10 +90,10 @@ type Controller struct {
 
 type shardState struct {
 	rate, carry float64
+	pace        float64 // admissions a second, measured (moving average over ~5 s)
 	last        time.Time
 	sigAt       time.Time
-	capacity    int
-	capKnown    bool
+	released    int // what the queue was last told: 0 not yet, 1 open, 2 sold out
 }
 
 // NewController returns a controller over s.
@@ -215,10 +215,10 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 	}
 	st := c.shards[id]
 	if st == nil {
-		st = &shardState{rate: c.cfg.BaseRate, last: now.Add(-c.cfg.Tick)}
+		st = &shardState{rate: c.cfg.BaseRate, pace: c.cfg.BaseRate, last: now.Add(-c.cfg.Tick)}
 		c.shards[id] = st
 	}
-	if now.Sub(st.sigAt) >= time.Second || !st.capKnown {
+	if now.Sub(st.sigAt) >= time.Second {
 		c.signals(ctx, shard, st, now)
 	}
 	rate := st.rate
@@ -234,12 +234,19 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 	want := rate*max(dt, 0) + st.carry
 	n := math.Floor(want)
 	st.carry = min(want-n, 1)
-	capArg := int64(0) // seats unknown: admit nobody, fail closed
-	if st.capKnown {
-		capArg = int64(st.capacity + s.cfg.Allowance)
+	// Offers first, then places: a claim landing between the two reads is
+	// counted in both (admits one fewer this tick), never in neither.
+	room := int64(0) // places or offers unknown: admit nobody, fail closed
+	off, err := c.offers(ctx, shard, now)
+	if s.cfg.anyPlaces {
+		room = -1
+	} else if err != nil {
+		s.log.Warn("admission: outstanding offers unknown", "shard", id, "err", err)
+	} else if places, ok := c.places(ctx, shard); ok {
+		room = int64(max(places-off.outstanding+off.allowance(places, s.cfg.Allowance), 0))
+		c.releaseQueue(ctx, shard, st, places, off, now)
 	}
-	expireAt := later(w.RandomiseUntil, shard.ClosesAt).Add(24 * time.Hour).UnixMilli()
-	res, err := s.admit.Run(ctx, s.rdb, s.queueKeys(id), fence, int64(n), now.UnixMilli(), now.Add(-s.cfg.TokenTTL).UnixMilli(), capArg, expireAt).Slice()
+	res, err := s.admit.Run(ctx, s.rdb, s.queueKeys(id), fence, int64(n), now.UnixMilli(), room, w.keysExpireAt()).Slice()
 	if err != nil {
 		return fmt.Errorf("admit: %w", err)
 	}
@@ -253,6 +260,11 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 	if upto > from {
 		s.cfg.Funnel.Add(id, funnel.Admitted, upto-from)
 	}
+	// The cursor's real speed, which waiters are paced by: below the
+	// target rate whenever places, not the rate, bound admission.
+	if dt > 0 {
+		st.pace += (float64(upto-from)/dt - st.pace) * min(dt/5, 1)
+	}
 	if w.SealedAt == nil {
 		if err := c.seal(ctx, shard); err != nil {
 			return err
@@ -261,36 +273,130 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 	return c.logAdmissions(ctx, shard)
 }
 
-// signals reads the live state the rate follows: seats left (the most free
-// on any leg, plus waitlist places), hold latency and refusals, payment
-// success. A sold-out shard's queue is released with alternatives.
-func (c *Controller) signals(ctx context.Context, shard *booking.Shard, st *shardState, now time.Time) {
+// places reads the places left now: the most berths free on any leg, then
+// the Tatkal waitlist places.
+func (c *Controller) places(ctx context.Context, shard *booking.Shard) (int, bool) {
 	s := c.s
-	st.sigAt = now
-	best, wl, ok := 0, 0, true
+	best, wl := 0, 0
 	for l := 0; l < shard.Legs; l++ {
 		a, err := s.cfg.Store.Available(ctx, shard.ID, l, l+1)
 		if err != nil {
-			ok = false
-			break
+			return 0, false
 		}
 		best, wl = max(best, a.Free), a.WaitlistLeft
-	}
-	st.capKnown = ok
-	if !ok {
-		return
 	}
 	if !s.cfg.Rules.Waitlist {
 		wl = 0
 	}
-	st.capacity = best + wl
-	m := s.qkey(shard.ID, "m")
-	if st.capacity == 0 {
-		alts, _ := json.Marshal(c.alternatives(ctx, shard, now))
-		s.rdb.HSet(ctx, m, "soldout", "1", "alts", string(alts)) //nolint:errcheck
-	} else {
-		s.rdb.HDel(ctx, m, "soldout", "alts") //nolint:errcheck
+	return best + wl, true
+}
+
+// offerCount sums up the offers made in the last OfferTTL + TokenTTL.
+type offerCount struct {
+	outstanding int // not used, not lapsed: each keeps a place for its holder
+	shown       int // used for a hold
+	lapsed      int // never used: unclaimed in OfferTTL, or claimed and not used in TokenTTL
+}
+
+// allowance is how many more than the places left may be offered: the
+// no-show rate measured so far times the places, starting from nothing
+// (as if 10 offers had been used before any lapsed), at most most.
+func (o offerCount) allowance(places, most int) int {
+	rate := float64(o.lapsed) / float64(o.shown+o.lapsed+10)
+	return min(int(rate*float64(places)), most)
+}
+
+// offers counts the shard's offers still able to claim a place. An offer
+// is used once its token's used-mark exists (set by the HOLD script in the
+// same step that takes the seat); that mark outlives the permit by a
+// minute, so every offer in the scanned span is classified right.
+func (c *Controller) offers(ctx context.Context, shard *booking.Shard, now time.Time) (offerCount, error) {
+	s := c.s
+	keys := s.queueKeys(shard.ID)
+	horizon := now.Add(-s.cfg.OfferTTL - s.cfg.TokenTTL).UnixMilli()
+	var out offerCount
+	p := s.rdb.Pipeline()
+	before := p.ZRevRangeByScore(ctx, keys[3], &redis.ZRangeBy{Max: strconv.FormatInt(horizon, 10), Min: "-inf", Count: 1})
+	adm := p.HGet(ctx, keys[1], "admitted")
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return out, fmt.Errorf("offers: %w", err)
 	}
+	lo, hi := int64(0), atoi64(adm.Val())
+	if b := before.Val(); len(b) > 0 {
+		lo = atoi64(b[0])
+	}
+	if hi <= lo {
+		return out, nil
+	}
+	p = s.rdb.Pipeline()
+	mem := p.ZRange(ctx, keys[0], lo, hi-1)
+	bat := p.ZRangeByScoreWithScores(ctx, keys[2], &redis.ZRangeBy{Min: "(" + strconv.FormatInt(lo, 10), Max: "+inf"})
+	if _, err := p.Exec(ctx); err != nil {
+		return out, fmt.Errorf("offers: %w", err)
+	}
+	members, batches := mem.Val(), bat.Val()
+	p = s.rdb.Pipeline()
+	claims := p.HMGet(ctx, keys[4], members...)
+	used := make([]*redis.IntCmd, len(members))
+	for i, m := range members {
+		uid, _ := strconv.ParseInt(m, 10, 64)
+		used[i] = p.Exists(ctx, token.UsedKey(s.cfg.Prefix, token.Claims{ShardID: shard.ID, TokenID: token.TokenID(shard.ID, uid, 0)}))
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		return out, fmt.Errorf("offers: %w", err)
+	}
+	cl := claims.Val()
+	b := 0
+	for i := range members {
+		rank := lo + int64(i)
+		for b < len(batches) && int64(batches[b].Score) <= rank {
+			b++
+		}
+		if b == len(batches) {
+			return out, fmt.Errorf("offers: no batch for place %d", rank)
+		}
+		offered := atoi64(strings.Split(batches[b].Member.(string), ":")[1])
+		claimed := atoi64(cl[i])
+		switch {
+		case used[i].Val() > 0:
+			out.shown++
+		case claimed == 0 && now.UnixMilli() < offered+s.cfg.OfferTTL.Milliseconds(),
+			claimed > 0 && now.UnixMilli() < claimed+s.cfg.TokenTTL.Milliseconds():
+			out.outstanding++
+		default:
+			out.lapsed++
+		}
+	}
+	return out, nil
+}
+
+// releaseQueue tells the queue what is left: the places not promised to an
+// outstanding offer (its odds), and sold out with alternatives once no
+// place is left at all. While places are left but all promised, the queue
+// waits: offers that lapse give their places back to it.
+func (c *Controller) releaseQueue(ctx context.Context, shard *booking.Shard, st *shardState, places int, off offerCount, now time.Time) {
+	s := c.s
+	m := s.qkey(shard.ID, "m")
+	s.rdb.HSet(ctx, m, "cap", strconv.Itoa(max(places-off.outstanding, 0))) //nolint:errcheck
+	switch {
+	case places == 0 && st.released != 2:
+		alts, _ := json.Marshal(c.alternatives(ctx, shard, now))
+		if s.rdb.HSet(ctx, m, "soldout", "1", "alts", string(alts)).Err() == nil {
+			st.released = 2
+		}
+	case places > 0 && st.released != 1:
+		if s.rdb.HDel(ctx, m, "soldout", "alts").Err() == nil {
+			st.released = 1
+		}
+	}
+}
+
+// signals reads the live state the rate follows: hold latency and
+// refusals, payment success.
+func (c *Controller) signals(ctx context.Context, shard *booking.Shard, st *shardState, now time.Time) {
+	s := c.s
+	st.sigAt = now
+	m := s.qkey(shard.ID, "m")
 	// Adaptive rate: multiplicative decrease on distress, gentle increase otherwise.
 	from, to := time.Now().Add(-5*time.Second), time.Now().Add(-time.Second)
 	var attempts, refused, paid, failed int64
@@ -320,7 +426,8 @@ func (c *Controller) signals(ctx context.Context, shard *booking.Shard, st *shar
 		st.rate = st.rate*1.1 + 1
 	}
 	st.rate = min(max(st.rate, c.cfg.MinRate), c.cfg.MaxRate)
-	s.rdb.HSet(ctx, m, "rate", strconv.FormatFloat(st.rate, 'f', 1, 64), "cap", strconv.Itoa(st.capacity)) //nolint:errcheck
+	// Waiters are told the cursor's measured speed, not the target.
+	s.rdb.HSet(ctx, m, "rate", strconv.FormatFloat(st.pace, 'f', 2, 64)) //nolint:errcheck
 }
 
 // alternatives lists other trains and classes on the same date whose
@@ -435,7 +542,7 @@ func (c *Controller) logAdmissions(ctx context.Context, shard *booking.Shard) er
 		tids[i], tickets[i], intents[i] = token.TokenID(shard.ID, uid, 0), s.Ticket(shard.ID, uid), shard.Key()
 		uids[i], seqs[i], fences[i] = uid, rank, fence
 		issued[i] = time.UnixMilli(ms)
-		expires[i] = issued[i].Add(s.cfg.TokenTTL)
+		expires[i] = issued[i].Add(s.cfg.OfferTTL) // the pick-up deadline
 	}
 	if _, err := s.pool.Exec(ctx, `INSERT INTO admission_log (token_id, user_id, intent, issued_at, shard_id, seq, ticket, fence, expires_at)
 		SELECT t, u, i, at, $9, q, k, f, e FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[], $7::bigint[], $8::timestamptz[])

@@ -17,7 +17,7 @@ import (
 // arrived, and later entrants follow in arrival order.
 func TestFairOrder(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *Config) { c.Allowance = 1 << 20 })
+	b := setup(t, func(c *Config) { c.anyPlaces = true })
 	ctx := context.Background()
 	opens := time.Now().Add(time.Hour).Truncate(time.Second)
 	shard := b.shard(t, "3A", 0, opens, "queue")

@@ -37,7 +37,7 @@ func TestLeversAndAdaptiveRate(t *testing.T) {
 	var rec *funnel.Recorder
 	b := setup(t, func(c *Config) {
 		c.Levers = lev
-		c.Allowance = 1 << 20
+		c.anyPlaces = true
 		rec = funnel.New(c.Redis, c.Prefix, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		c.Funnel = rec
 	})

@@ -55,7 +55,9 @@ type View struct {
 	AlreadyInQueue  bool          `json:"already_in_queue,omitempty"`
 	RetryAfterS     int           `json:"-"`
 	expiresAt       time.Time
-	nextPollAllowed time.Time
+	nextPollAt      time.Time // the time given
+	nextPollAllowed time.Time // polls before this get this answer again
+	earlyNoted      bool      // an early poll of this answer is in the trace
 }
 
 // Intent names a queue: train, journey date, class, quota.
@@ -109,7 +111,7 @@ func (s *Service) Enter(ctx context.Context, c Caller, in Intent) (View, error) 
 	if err != nil {
 		return View{}, err
 	}
-	if err := s.limit(ctx, c, dev); err != nil {
+	if err := s.limit(ctx, c, dev, shard.ID); err != nil {
 		return View{}, err
 	}
 	if err := s.eligible(c, shard, now); err != nil {
@@ -136,11 +138,10 @@ func (s *Service) enterShard(ctx context.Context, shardID int64, w *Window, c Ca
 		cohort = strconv.FormatInt(Score(w.Seed, ticket), 10)
 	}
 	keys := s.queueKeys(shardID)[:2]
-	expireAt := later(w.RandomiseUntil, w.ClosesAt).Add(24 * time.Hour).UnixMilli()
 	var en, st *redis.Cmd
 	if err := s.pipe(ctx, func(p redis.Pipeliner) {
-		en = s.enter.EvalSha(ctx, p, keys, c.UserID, cohort, expireAt)
-		st = s.status.EvalSha(ctx, p, s.queueKeys(shardID)[:3], c.UserID)
+		en = s.enter.EvalSha(ctx, p, keys, c.UserID, cohort, w.keysExpireAt())
+		st = s.statusCmd(ctx, p, shardID, w, c.UserID, now)
 	}); err != nil {
 		return View{}, unreachable()
 	}
@@ -153,9 +154,21 @@ func (s *Service) enterShard(ctx context.Context, shardID int64, w *Window, c Ca
 		s.cfg.Funnel.Add(shardID, funnel.QueueEntered, 1)
 	}
 	sres, _ := st.Slice()
-	v, err := s.view(shardID, w, c, dev, ticket, now, sres)
+	v, err := s.view(ctx, shardID, w, c, dev, ticket, now, sres)
 	v.AlreadyInQueue = created == 0
 	return v, err
+}
+
+// statusCmd queues the STATUS script for member; an admitted member inside
+// the pick-up window claims its offer in the same step.
+func (s *Service) statusCmd(ctx context.Context, p redis.Pipeliner, shardID int64, w *Window, member int64, now time.Time) *redis.Cmd {
+	k := s.queueKeys(shardID)
+	return s.status.EvalSha(ctx, p, []string{k[0], k[1], k[2], k[4]}, member, now.UnixMilli(), s.cfg.OfferTTL.Milliseconds(), w.keysExpireAt())
+}
+
+// keysExpireAt is when a window's queue keys may go: a day after it closes.
+func (w *Window) keysExpireAt() int64 {
+	return later(w.RandomiseUntil, w.ClosesAt).Add(24 * time.Hour).UnixMilli()
 }
 
 // Status tells the holder of ticket where they stand. A poll earlier than
@@ -171,10 +184,18 @@ func (s *Service) Status(ctx context.Context, c Caller, ticket string) (View, er
 	if err != nil {
 		return View{}, err
 	}
+	// A poll before the time the server gave costs nothing and needs no
+	// limit: the previous answer, from process memory. The client learns
+	// nothing new by it, which is its whole penalty; the first early poll
+	// per answer is noted in its trace.
 	ck := ticket + "|" + token.SessionHash(c.SessionToken) + "|" + dev
-	if v, ok := s.polls.get(ck, now); ok {
+	if v, first, ok := s.polls.get(ck, now); ok {
 		s.EarlyPolls.Add(1)
 		s.cfg.Funnel.Add(shardID, "queue_early_poll", 1)
+		if first {
+			s.refused(ctx, c.UserID, shardID, RefusedEarlyPoll, fmt.Sprintf("polled %d ms before the time given; got the previous answer (%s)",
+				v.nextPollAt.Sub(now).Milliseconds(), v.Status))
+		}
 		return v, nil
 	}
 	shard, err := s.cfg.Catalog.ByID(ctx, shardID)
@@ -186,19 +207,20 @@ func (s *Service) Status(ctx context.Context, c Caller, ticket string) (View, er
 		return View{}, err
 	}
 	// Rate limits and the status in one round trip.
-	var over func() bool
+	var over func() string
 	var st *redis.Cmd
 	if err := s.pipe(ctx, func(p redis.Pipeliner) {
 		over = s.limitCmds(ctx, p, c, dev)
-		st = s.status.EvalSha(ctx, p, s.queueKeys(shardID)[:3], c.UserID)
+		st = s.statusCmd(ctx, p, shardID, w, c.UserID, now)
 	}); err != nil {
 		return View{}, unreachable()
 	}
-	if over() {
+	if what := over(); what != "" {
+		s.refused(ctx, c.UserID, shardID, RefusedRateLimit, what)
 		return View{}, highDemand()
 	}
 	res, _ := st.Slice()
-	v, err := s.view(shardID, w, c, dev, ticket, now, res)
+	v, err := s.view(ctx, shardID, w, c, dev, ticket, now, res)
 	if err != nil {
 		return View{}, err
 	}
@@ -211,8 +233,8 @@ func unreachable() error {
 }
 
 // view turns a STATUS answer into what the passenger is told.
-func (s *Service) view(shardID int64, w *Window, c Caller, dev, ticket string, now time.Time, res []any) (View, error) {
-	if len(res) < 10 {
+func (s *Service) view(ctx context.Context, shardID int64, w *Window, c Caller, dev, ticket string, now time.Time, res []any) (View, error) {
+	if len(res) < 11 {
 		return View{}, unreachable()
 	}
 	rank, _ := res[0].(int64)
@@ -227,12 +249,18 @@ func (s *Service) view(shardID int64, w *Window, c Caller, dev, ticket string, n
 	waiting := card - admitted
 	switch {
 	case rank < admitted:
+		// The offer was made at the batch's time; claimed (this token
+		// fetched) inside its pick-up window, the permit lives TokenTTL
+		// from the claim, and the controller keeps its place until then.
 		f := strings.Split(batch, ":")
-		ms, _ := strconv.ParseInt(f[min(1, len(f)-1)], 10, 64)
-		exp := time.UnixMilli(ms + s.cfg.TokenTTL.Milliseconds())
-		if !now.Before(exp) {
-			v.Status, v.Message = Expired, "You were let in, but did not start booking in time. Your admission has lapsed."
+		offered, _ := strconv.ParseInt(f[min(1, len(f)-1)], 10, 64)
+		claimed, _ := strconv.ParseInt(str(10), 10, 64)
+		exp := time.UnixMilli(claimed + s.cfg.TokenTTL.Milliseconds())
+		if claimed == 0 || !now.Before(exp) {
+			v.Status, v.Message = Expired, fmt.Sprintf("You were let in at %s IST, but did not come back within %s to start booking. Your admission has lapsed.",
+				time.UnixMilli(offered).In(booking.IST).Format("15:04:05"), s.cfg.OfferTTL)
 			v.PollAfterMs, v.RetryAfterS = 60000, 60
+			s.refused(ctx, c.UserID, shardID, RefusedLapsed, v.Message)
 			break
 		}
 		tok := s.keys.Issue(token.Claims{TokenID: token.TokenID(shardID, c.UserID, 0), UserID: c.UserID, ShardID: shardID,
@@ -249,12 +277,13 @@ func (s *Service) view(shardID int64, w *Window, c Caller, dev, ticket string, n
 			json.Unmarshal([]byte(alts), &v.Alternatives) //nolint:errcheck
 		}
 		v.PollAfterMs, v.RetryAfterS = 30000, 30
+		s.refused(ctx, c.UserID, shardID, RefusedSoldOut, "every seat and waitlist place taken; queue released")
 	case !sealed && now.Before(w.RandomiseUntil.Add(time.Second)) && atof(str(9)) < LateBase:
 		v.Status = Waiting
 		v.Message = fmt.Sprintf("You are in. Everyone who joins by %s IST gets a place drawn at random, so there is no need to hurry or refresh; your place is shown once the draw is done.",
 			w.RandomiseUntil.In(booking.IST).Format("15:04:05"))
 		until := w.RandomiseUntil.Sub(now)
-		v.PollAfterMs = int(max(min(until, 5*time.Second), time.Second) / time.Millisecond)
+		v.PollAfterMs = int(max(min(until, 5*time.Second), s.cfg.PollMin) / time.Millisecond)
 		v.RetryAfterS = max(1, v.PollAfterMs/1000)
 	default:
 		pos := rank - admitted + 1
@@ -264,18 +293,26 @@ func (s *Service) view(shardID int64, w *Window, c Caller, dev, ticket string, n
 			v.EstimatedWaitS = &wait
 		}
 		v.Message = fmt.Sprintf("You are number %d in the queue.", pos)
-		// Poll slowly when far back; at most 1 s when close to the front.
-		ahead := float64(pos) / math.Max(rate, 1)
-		base := math.Min(math.Max(ahead/4, 1), 15)
-		v.PollAfterMs = int(base * 1000)
-		v.RetryAfterS = int(math.Ceil(base))
+		v.PollAfterMs = s.pollAfter(pos, rate)
+		v.RetryAfterS = int(math.Ceil(float64(v.PollAfterMs) / 1000))
 	}
 	if v.Status == Waiting && waiting > 0 && str(5) != "" { // seats known once the controller has looked
 		v.Odds = odds(capLeft, waiting)
 	}
 	v.PollAfterMs = jitter(v.PollAfterMs)
+	v.nextPollAt = now.Add(time.Duration(v.PollAfterMs) * time.Millisecond)
 	v.nextPollAllowed = now.Add(time.Duration(v.PollAfterMs) * time.Millisecond * 8 / 10)
 	return v, nil
+}
+
+// pollAfter paces a waiter pos places from the admission cursor moving at
+// rate a second: half the expected wait, so a client that obeys is back
+// before its turn whenever the cursor goes at most twice as fast as
+// expected, and PollMin once its turn is near, so it learns of its
+// admission within about PollMin. Never above PollMax.
+func (s *Service) pollAfter(pos int64, rate float64) int {
+	eta := time.Duration(float64(pos) / math.Max(rate, 1) * float64(time.Second))
+	return int(min(max(eta/2, s.cfg.PollMin), s.cfg.PollMax) / time.Millisecond)
 }
 
 func odds(capLeft float64, waiting int64) string {
@@ -288,8 +325,10 @@ func odds(capLeft float64, waiting int64) string {
 	return fmt.Sprintf("About 1 in %d people in this queue will get a seat.", int64(math.Round(float64(waiting)/capLeft)))
 }
 
+// jitter spreads polls by up to 20 %, only earlier: poll_after_ms is
+// "come back by", so pacing never makes anyone later than asked.
 func jitter(ms int) int {
-	return ms + int(float64(ms)*(rand.Float64()*0.4-0.2))
+	return ms - int(float64(ms)*rand.Float64()*0.2)
 }
 
 func atof(s string) float64 {
@@ -308,21 +347,29 @@ const pollCacheMax = 200_000
 
 func (p *pollCache) init() { p.m = map[string]View{} }
 
-func (p *pollCache) get(k string, now time.Time) (View, bool) {
+// get returns the cached answer for k while it is too early to poll
+// again; first is true for the first early poll of that answer.
+func (p *pollCache) get(k string, now time.Time) (v View, first, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v, ok := p.m[k]
+	v, ok = p.m[k]
 	if !ok {
-		return View{}, false
+		return View{}, false, false
 	}
 	if !now.Before(v.nextPollAllowed) || (v.Status == Admitted && !now.Before(v.expiresAt)) {
 		delete(p.m, k)
-		return View{}, false
+		return View{}, false, false
+	}
+	if !v.earlyNoted {
+		first = true
+		e := v
+		e.earlyNoted = true
+		p.m[k] = e
 	}
 	if v.Status == Admitted {
 		v.ExpiresInS = int(v.expiresAt.Sub(now).Seconds())
 	}
-	return v, true
+	return v, first, true
 }
 
 func (p *pollCache) put(k string, v View) {

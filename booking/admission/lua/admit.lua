@@ -1,7 +1,8 @@
 -- ADMIT: the leader admits the next n entrants of a shard's queue.
--- KEYS: z, m, ba (batches by count), bt (batch counts by time)
--- ARGV: fence, n, now ms, cutoff ms (admissions since then are still
--- outstanding), cap (most outstanding admissions; -1 for none), expire-at ms
+-- KEYS: z, m, ba (batches by count), bt (batch counts by time), cl (claims)
+-- ARGV: fence, n, now ms, room (most to admit now: places left minus the
+-- outstanding offers plus the no-show allowance, worked out by the
+-- controller; -1 for no bound), expire-at ms
 -- A leader whose fence is older than one already seen is refused (STALE):
 -- fencing at the resource, so a paused old leader cannot admit. Admission
 -- moves a cursor over a fixed order, so no one is admitted twice. The first
@@ -12,18 +13,15 @@ if fence < cur then return {'STALE', tostring(cur)} end
 redis.call('HSET', KEYS[2], 'fence', ARGV[1], 'sealed', '1')
 local admitted = tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0')
 local card = redis.call('ZCARD', KEYS[1])
-local recent = admitted
-local before = redis.call('ZREVRANGEBYSCORE', KEYS[4], '(' .. ARGV[4], '-inf', 'LIMIT', 0, 1)
-if before[1] then recent = admitted - tonumber(before[1]) end
 local n = tonumber(ARGV[2])
-local cap = tonumber(ARGV[5])
-if cap >= 0 then n = math.min(n, cap - recent) end
+local room = tonumber(ARGV[4])
+if room >= 0 then n = math.min(n, room) end
 local upto = math.min(admitted + math.max(n, 0), card)
-for _, k in ipairs(KEYS) do redis.call('PEXPIREAT', k, ARGV[6]) end
-if upto <= admitted then return {'OK', admitted, admitted, recent} end
+for _, k in ipairs(KEYS) do redis.call('PEXPIREAT', k, ARGV[5]) end
+if upto <= admitted then return {'OK', admitted, admitted} end
 redis.call('HSET', KEYS[2], 'admitted', upto)
 redis.call('ZADD', KEYS[3], upto, upto .. ':' .. ARGV[3] .. ':' .. ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[3], upto)
-redis.call('PEXPIREAT', KEYS[3], ARGV[6])
-redis.call('PEXPIREAT', KEYS[4], ARGV[6])
-return {'OK', admitted, upto, recent}
+redis.call('PEXPIREAT', KEYS[3], ARGV[5])
+redis.call('PEXPIREAT', KEYS[4], ARGV[5])
+return {'OK', admitted, upto}

@@ -1,15 +1,27 @@
--- STATUS: where an account stands in a shard's queue.
+-- STATUS: where an account stands in a shard's queue; an admitted account
+-- asking inside its offer's pick-up window claims the offer here.
 -- KEYS: z, m, ba (admission batches: score = admitted count after the
--- batch, member = "<count>:<ms>:<fence>")
--- ARGV: member
+-- batch, member = "<count>:<ms>:<fence>"), cl (claim ms by member)
+-- ARGV: member, now ms, offer pick-up window ms, expire-at ms
+-- Returns rank, card, admitted, soldout, rate, cap, alts, batch, sealed,
+-- score, claim ms ('' when not claimed).
 local rank = redis.call('ZRANK', KEYS[1], ARGV[1])
 local meta = redis.call('HMGET', KEYS[2], 'admitted', 'soldout', 'rate', 'cap', 'alts', 'sealed')
 local card = redis.call('ZCARD', KEYS[1])
 local admitted = tonumber(meta[1] or '0')
-local batch = ''
+local batch, claim = '', ''
 if rank and rank < admitted then
   local b = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. rank, '+inf', 'LIMIT', 0, 1)
   batch = b[1] or ''
+  claim = redis.call('HGET', KEYS[4], ARGV[1]) or ''
+  if claim == '' and batch ~= '' then
+    local offered = tonumber(string.match(batch, '^%d+:(%d+)'))
+    if offered and tonumber(ARGV[2]) < offered + tonumber(ARGV[3]) then
+      claim = ARGV[2]
+      redis.call('HSET', KEYS[4], ARGV[1], claim)
+      redis.call('PEXPIREAT', KEYS[4], ARGV[4])
+    end
+  end
 end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1]) or ''
-return {rank or -1, card, admitted, meta[2] or '', meta[3] or '', meta[4] or '', meta[5] or '', batch, meta[6] or '', score}
+return {rank or -1, card, admitted, meta[2] or '', meta[3] or '', meta[4] or '', meta[5] or '', batch, meta[6] or '', score, claim}

@@ -459,7 +459,7 @@ func (m *Main) Handler() (http.Handler, error) {
 	(&web.Pages{Booking: m.Booking, Payments: m.Payments, Log: slog.Default()}).Routes(r)
 	api.New(api.Config{Service: m.Booking, Payments: m.Payments, Pool: m.Pool, Signer: signer, MaxHoldsInFlight: m.Config.MaxHoldsInFlight, Admission: m.Admission}).Routes(r)
 	m.Console = console.New(console.Config{Pool: m.Pool, Redis: m.Redis, Store: m.Store, Booking: m.Booking, Payments: m.Payments, Funnel: m.Funnel,
-		River: m.River, HoldWindow: m.Config.HoldWindow, QueueDepth: m.Admission.Depth, SecureCookies: m.Config.secureCookies()})
+		River: m.River, HoldWindow: m.Config.HoldWindow, QueueDepth: m.Admission.Depth, QueueRefusals: m.Admission.Refusals, SecureCookies: m.Config.secureCookies()})
 	m.Console.Routes(r)
 	return httpx.App(r, httpx.AppOptions{HTTPS: m.Config.secureCookies(), APIReject: api.RejectInput,
 		CSP: map[string]string{"/console/river/": httpx.InlineStyleCSP}}), nil

@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
+	"tatkal/booking/admission"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
@@ -54,6 +55,9 @@ type Config struct {
 	// QueueDepth reports a shard's waiting and admitted counts (the waiting
 	// room's Depth); nil shows zeros.
 	QueueDepth func(ctx context.Context, shardID int64) (waiting, admitted int64, err error)
+	// QueueRefusals lists what the waiting room refused a traveller (the
+	// waiting room's Refusals), for the user trace; nil shows none.
+	QueueRefusals func(ctx context.Context, userID int64) ([]admission.Refusal, error)
 	SessionTTL time.Duration // default 8h
 	Tick       time.Duration // funnel push interval, default 1s
 	Log        *slog.Logger

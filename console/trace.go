@@ -16,9 +16,8 @@ import (
 
 // tracePage answers "why did this person not get a ticket": every hold,
 // payment (with its events), refund, notification and booking of the
-// account, in time order, and the outcome. Queue entries and admissions
-// join the same list (kinds queue and admission) once the waiting room
-// records them.
+// account, in time order, and the outcome, with each refusal the waiting
+// room gave (kind queue: rate limit, early poll, sold out, lapsed offer).
 func (c *Console) tracePage(w http.ResponseWriter, r *http.Request) {
 	login := strings.TrimSpace(r.URL.Query().Get("login"))
 	p := views.TracePage{Login: login}
@@ -77,6 +76,17 @@ func (c *Console) trace(ctx context.Context, p *views.TracePage) error {
 	for _, q := range queries {
 		if err := addRows(q.sql, q.kind); err != nil {
 			return err
+		}
+	}
+	if c.cfg.QueueRefusals != nil {
+		// Best effort: they live in Redis, and a trace without them still helps.
+		rs, err := c.cfg.QueueRefusals(ctx, p.UserID)
+		if err != nil {
+			c.log.Warn("trace: queue refusals", "user", p.UserID, "err", err)
+		}
+		for _, r := range rs {
+			evs = append(evs, traceEvent{at: r.At, TraceEvent: views.TraceEvent{At: ist(r.At), Kind: "queue",
+				Ref: fmt.Sprintf("shard %d", r.ShardID), What: "refused in the queue: " + r.Reason, Detail: r.Detail}})
 		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Why the waiting room turned a traveller away, for the user trace.
@@ -52,9 +50,10 @@ func (s *Service) refused(ctx context.Context, userID, shardID int64, reason, de
 	}
 }
 
-// Refusals lists the latest refusals userID got in any queue, newest first.
-func Refusals(ctx context.Context, rdb redis.UniversalClient, prefix string, userID int64) ([]Refusal, error) {
-	vs, err := rdb.LRange(ctx, refusalsKey(prefix, userID), 0, refusalsKept-1).Result()
+// Refusals lists the latest refusals userID got in any queue, newest first
+// (for the console's user trace).
+func (s *Service) Refusals(ctx context.Context, userID int64) ([]Refusal, error) {
+	vs, err := s.rdb.LRange(ctx, refusalsKey(s.cfg.Prefix, userID), 0, refusalsKept-1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue refusals of %d: %w", userID, err)
 	}

@@ -79,9 +79,12 @@ func New(cfg Config) *API {
 // Routes mounts every /v1 route, top to bottom.
 func (a *API) Routes(r chi.Router) {
 	r.Get("/v1/openapi.json", a.openAPI)
-	r.Post("/v1/auth/login", a.login)
-	r.Post("/v1/session/prepare", a.prepare)
-	r.Get("/v1/availability", a.availability)
+	r.Group(func(r chi.Router) {
+		r.Use(a.limitAddress) // unauthenticated: limited per source address (queue.go)
+		r.Post("/v1/auth/login", a.login)
+		r.Post("/v1/session/prepare", a.prepare)
+		r.Get("/v1/availability", a.availability)
+	})
 	r.Post("/v1/internal/payments/callback", a.callback)
 	a.queueRoutes(r) // waiting room, OTP, devices, challenge: queue.go
 	r.Group(func(r chi.Router) {

@@ -124,6 +124,26 @@ func rehearsalConfig(cfg *admission.Config) {
 	cfg.PollMin, cfg.PollMax = 250*time.Millisecond, 5*time.Second
 }
 
+// waitingRoomServer serves the /v1 API of stack s with a waiting room
+// configured by mod (same secret and prefix as the stack's own, so the
+// stack's hold path and console see its tokens and records).
+func waitingRoomServer(t *testing.T, s *teststack.Stack, mod func(*admission.Config)) (*admission.Service, *httptest.Server) {
+	log := slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := admission.Config{Pool: s.Pool, Redis: s.Redis, Prefix: s.KeyPrefix, Store: s.Store, Catalog: s.Service.Catalog(),
+		Funnel: s.Funnel, Rules: s.Service.Rules(), Secret: []byte(strings.Repeat("k", 32)), Log: log}
+	mod(&cfg)
+	adm, err := admission.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Service.SetAdmission(adm.Verifier(), s.KeyPrefix)
+	router := chi.NewRouter()
+	api.New(api.Config{Service: s.Service, Payments: s.Payments, Pool: s.Pool, Signer: s.Signer, Admission: adm, Log: log}).Routes(router)
+	srv := httptest.NewServer(router)
+	t.Cleanup(srv.Close)
+	return adm, srv
+}
+
 // traveller is one rehearsal client.
 type traveller struct {
 	uid        int64
@@ -143,19 +163,7 @@ type traveller struct {
 func rehearse(t *testing.T, r *rehearsal) *rehearsal {
 	ctx := context.Background()
 	s := teststack.New(t, teststack.Options{})
-	log := slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg := admission.Config{Pool: s.Pool, Redis: s.Redis, Prefix: s.KeyPrefix, Store: s.Store, Catalog: s.Service.Catalog(),
-		Funnel: s.Funnel, Rules: s.Service.Rules(), Secret: []byte(strings.Repeat("k", 32)), Log: log}
-	rehearsalConfig(&cfg)
-	adm, err := admission.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Service.SetAdmission(adm.Verifier(), s.KeyPrefix)
-	router := chi.NewRouter()
-	api.New(api.Config{Service: s.Service, Payments: s.Payments, Pool: s.Pool, Signer: s.Signer, Admission: adm, Log: log}).Routes(router)
-	srv := httptest.NewServer(router)
-	defer srv.Close()
+	adm, srv := waitingRoomServer(t, s, rehearsalConfig)
 
 	// Travellers: verified accounts, each with its own device, bound now.
 	ids := s.Users(t, fmt.Sprintf("fr%d", r.seed), r.travellers)
@@ -343,7 +351,9 @@ func (tv *traveller) call(base, method, path string, headers map[string]string, 
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Authorization", "Bearer "+tv.token)
+	if tv.token != "" {
+		req.Header.Set("Authorization", "Bearer "+tv.token)
+	}
 	if tv.device != "" {
 		req.Header.Set("X-Device-Token", tv.device)
 	}
@@ -497,4 +507,124 @@ type tlogWriter struct{ t testing.TB }
 func (w tlogWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestLimitsPenaliseOnlyTheOffender: behind one source address, with the
+// per-address limit set to 5 a second, 40 signed-in, device-bound
+// travellers enter and poll freely (their limits are per account and
+// device); a traveller polling before its time gets the previous answer,
+// free, noted once in its trace; one hammering enter is refused, its
+// neighbour on the same address is not; unauthenticated requests are
+// limited per address, and another address is unaffected.
+func TestLimitsPenaliseOnlyTheOffender(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	adm, srv := waitingRoomServer(t, s, func(c *admission.Config) { c.LimitIP, c.LimitAccount, c.LimitDevice = 5, 5, 5 })
+	open := -time.Minute
+	if _, err := seed.Demo(ctx, s.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+		t.Fatal(err)
+	}
+	date := time.Now().In(booking.IST).AddDate(0, 0, 9)
+	date = time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, booking.IST)
+	wl := 0
+	shardID, err := seed.Shard(ctx, s.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: 8,
+		OpensAt: time.Now().Add(time.Minute), Mode: "queue", WaitlistCap: &wl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Service.Rebuild(ctx, shardID); err != nil {
+		t.Fatal(err)
+	}
+	intent := fmt.Sprintf(`{"intent":{"train_no":"12951","journey_date":"%s","class":"3A"}}`, date.Format(time.DateOnly))
+	ids := s.Users(t, "lim", 40)
+	client := &http.Client{Timeout: 10 * time.Second}
+	ts := make([]*traveller, len(ids))
+	for i, uid := range ids {
+		ts[i] = &traveller{uid: uid, http: client, token: s.Token(uid)}
+		code, body, _ := ts[i].call(srv.URL, "POST", "/v1/devices/bind", nil, fmt.Sprintf(`{"device_token":"limits-device-%08d"}`, uid))
+		if ts[i].device, _ = body["device_binding"].(string); code != 200 {
+			t.Fatalf("bind: %d %v", code, body)
+		}
+	}
+	// 40 enters and 40 polls in well under a second, all from 127.0.0.1.
+	for _, tv := range ts {
+		code, body, _ := tv.call(srv.URL, "POST", "/v1/queue/enter", nil, intent)
+		if tv.ticket, _ = body["queue_ticket"].(string); code != 200 {
+			t.Fatalf("enter of %d behind a shared address: %d %v", tv.uid, code, body)
+		}
+	}
+	for _, tv := range ts[1:] {
+		if code, body, _ := tv.call(srv.URL, "GET", "/v1/queue/status?ticket="+tv.ticket, nil, ""); code != 200 {
+			t.Fatalf("poll of %d behind a shared address: %d %v", tv.uid, code, body)
+		}
+	}
+	// Traveller 0 polls 20 times at once: one real answer, 19 early polls
+	// answered from the cache with the same answer, one note in its trace.
+	early := adm.EarlyPolls.Load()
+	var first map[string]any
+	for i := range 20 {
+		code, body, _ := ts[0].call(srv.URL, "GET", "/v1/queue/status?ticket="+ts[0].ticket, nil, "")
+		if code != 200 {
+			t.Fatalf("fast poll %d: %d %v", i, code, body)
+		}
+		if i == 0 {
+			first = body
+		} else if body["status"] != first["status"] || body["poll_after_ms"] != first["poll_after_ms"] {
+			t.Fatalf("an early poll got a new answer: %v, then %v", first, body)
+		}
+	}
+	if n := adm.EarlyPolls.Load() - early; n != 19 {
+		t.Fatalf("%d early polls counted, want 19", n)
+	}
+	// Traveller 1 hammers enter: past 5 in a second it is refused; its
+	// neighbour on the same address enters fine right after.
+	refused := 0
+	for range 30 {
+		if code, _, _ := ts[1].call(srv.URL, "POST", "/v1/queue/enter", nil, intent); code == http.StatusServiceUnavailable {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("30 enters at once from one account were never refused")
+	}
+	if code, body, _ := ts[2].call(srv.URL, "POST", "/v1/queue/enter", nil, intent); code != 200 {
+		t.Fatalf("the neighbour of a hammering client: %d %v", code, body)
+	}
+	reasons := func(uid int64) map[string]int {
+		rs, err := adm.Refusals(ctx, uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int{}
+		for _, r := range rs {
+			m[r.Reason]++
+		}
+		return m
+	}
+	if got := reasons(ts[0].uid); got[admission.RefusedEarlyPoll] != 1 || len(got) != 1 {
+		t.Fatalf("trace of the fast poller: %v, want one EARLY_POLL", got)
+	}
+	if got := reasons(ts[1].uid); got[admission.RefusedRateLimit] != refused || len(got) != 1 {
+		t.Fatalf("trace of the hammering client: %v, want %d RATE_LIMITED", got, refused)
+	}
+	if got := reasons(ts[2].uid); len(got) != 0 {
+		t.Fatalf("trace of its neighbour: %v, want nothing", got)
+	}
+	// Unauthenticated: limited per address, another address unaffected.
+	anon := &traveller{http: client}
+	limited := 0
+	for range 30 {
+		if code, _, _ := anon.call(srv.URL, "GET", fmt.Sprintf("/v1/windows/%d/fairness", shardID), nil, ""); code == http.StatusServiceUnavailable {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("30 unauthenticated requests at once from one address, limit 5, never refused")
+	}
+	other := &traveller{http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 77)}}).DialContext}}}
+	if code, body, _ := other.call(srv.URL, "GET", fmt.Sprintf("/v1/windows/%d/fairness", shardID), nil, ""); code != 200 {
+		t.Fatalf("another address: %d %v", code, body)
+	}
 }

@@ -16,7 +16,7 @@ import (
 // queueRoutes mounts the waiting room, identity verification, device
 // binding and the booking-time challenge.
 func (a *API) queueRoutes(r chi.Router) {
-	r.With(a.queueGate).Get("/v1/windows/{id}/fairness", a.fairness)
+	r.With(a.queueGate, a.limitAddress).Get("/v1/windows/{id}/fairness", a.fairness)
 	r.Group(func(r chi.Router) {
 		r.Use(a.queueGate, a.requireSession)
 		r.Post("/v1/queue/enter", a.queueEnter)
@@ -57,15 +57,36 @@ func (a *API) queueGate(next http.Handler) http.Handler {
 	})
 }
 
+// limitAddress limits unauthenticated requests per source address, at a
+// threshold a carrier NAT of thousands of honest users does not reach
+// (admission.DefaultLimitIP). Signed-in queue calls never pass here: they
+// are limited per account and device, so neighbours behind one address
+// never share a budget.
+func (a *API) limitAddress(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.adm != nil && a.adm.LimitAddress(r.Context(), remoteIP(r)) != nil {
+			writeHighDemand(w, 1)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// remoteIP is the request's source address (the connection's: no proxy
+// header is trusted).
+func remoteIP(r *http.Request) string {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return ip
+}
+
 func (a *API) admCaller(r *http.Request) admission.Caller {
 	c := callerFrom(r.Context())
 	tok, _ := bearer(r)
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		ip = r.RemoteAddr
-	}
 	return admission.Caller{UserID: c.UserID, Verified: c.Verified, Agent: c.Agent, CreatedAt: c.CreatedAt,
-		SessionToken: tok, DeviceToken: r.Header.Get("X-Device-Token"), IP: ip, Attested: r.Header.Get("X-Client-Attestation") != ""}
+		SessionToken: tok, DeviceToken: r.Header.Get("X-Device-Token"), IP: remoteIP(r), Attested: r.Header.Get("X-Client-Attestation") != ""}
 }
 
 // writeAdmError answers an error; the high-demand one with its static body.

@@ -157,7 +157,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	}
 	svc.SetAdmission(adm.Verifier(), env.KeyPrefix)
 	cons := console.New(console.Config{Pool: env.Pool, Redis: env.Redis, Store: env.Store, Booking: svc, Payments: pay, Funnel: rec, River: client,
-		HoldWindow: rules.HoldWindow, QueueDepth: adm.Depth, Log: log, Context: ctx})
+		HoldWindow: rules.HoldWindow, QueueDepth: adm.Depth, QueueRefusals: adm.Refusals, Log: log, Context: ctx})
 	cons.Routes(r)
 	api.New(api.Config{Service: svc, Payments: pay, Pool: env.Pool, Signer: signer, MaxHoldsInFlight: opts.MaxHoldsInFlight, Log: log,
 		Admission: adm}).Routes(r)

@@ -58,9 +58,10 @@ type Config struct {
 	// QueueRefusals lists what the waiting room refused a traveller (the
 	// waiting room's Refusals), for the user trace; nil shows none.
 	QueueRefusals func(ctx context.Context, userID int64) ([]admission.Refusal, error)
-	SessionTTL    time.Duration // default 8h
-	Tick          time.Duration // funnel push interval, default 1s
-	Log           *slog.Logger
+
+	SessionTTL time.Duration // default 8h
+	Tick       time.Duration // funnel push interval, default 1s
+	Log        *slog.Logger
 	// Context bounds the background services of River's UI (nil: the
 	// process's lifetime).
 	Context context.Context

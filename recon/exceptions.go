@@ -141,7 +141,7 @@ func (s *Service) Exceptions(ctx context.Context, f Filter) ([]Exception, error)
 		add("gateway = $%d", f.Gateway)
 	}
 	if !f.BusinessDate.IsZero() {
-		add("business_date = $%d", dateOnly(f.BusinessDate))
+		add("business_date = $%d", pgDate(f.BusinessDate))
 	}
 	if f.Kind != "" {
 		if _, ok := KindOf(f.Kind); !ok {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"tatkal/booking"
 )
@@ -104,7 +105,7 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 		// the day's current file while its lines load.
 		if _, err := tx.Exec(ctx, `INSERT INTO recon_files (id, source, gateway, format, business_date, sha256, row_count, byte_count, name,
 			ingested_by, superseded_by) VALUES ($1, $2, $3, $4, $5, repeat('0', 64), 0, 0, $6, $7, $1)`,
-			id, meta.Source, meta.Gateway, meta.Format, day, meta.Name, meta.By); err != nil {
+			id, meta.Source, meta.Gateway, meta.Format, pgDate(day), meta.Name, meta.By); err != nil {
 			return fmt.Errorf("record file: %w", err)
 		}
 		h := sha256.New()
@@ -126,7 +127,7 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 
 		var prior int64
 		err = tx.QueryRow(ctx, `SELECT id FROM recon_files WHERE source = $1 AND gateway = $2 AND business_date = $3 AND sha256 = $4`,
-			meta.Source, meta.Gateway, day, sum).Scan(&prior)
+			meta.Source, meta.Gateway, pgDate(day), sum).Scan(&prior)
 		if err == nil {
 			info.ID = prior
 			return errReplay
@@ -137,7 +138,7 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 		var old int64
 		err = tx.QueryRow(ctx, `UPDATE recon_files SET superseded_by = $4, superseded_at = now()
 			WHERE source = $1 AND gateway = $2 AND business_date = $3 AND superseded_by IS NULL RETURNING id`,
-			meta.Source, meta.Gateway, day, id).Scan(&old)
+			meta.Source, meta.Gateway, pgDate(day), id).Scan(&old)
 		switch {
 		case err == nil:
 			if _, err := tx.Exec(ctx, `UPDATE recon_lines SET current = false WHERE file_id = $1`, old); err != nil {
@@ -153,7 +154,7 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO audit_log (actor, action, subject, detail) VALUES ($1, 'recon.ingest', $2,
 			jsonb_build_object('source', $3::text, 'gateway', $4::text, 'business_date', $5::date, 'sha256', $6::text, 'rows', $7::bigint, 'superseded', $8::bigint))`,
-			meta.By, fmt.Sprintf("recon_file:%d", id), meta.Source, meta.Gateway, day, sum, n, old); err != nil {
+			meta.By, fmt.Sprintf("recon_file:%d", id), meta.Source, meta.Gateway, pgDate(day), sum, n, old); err != nil {
 			return err
 		}
 		info.ID = id
@@ -198,7 +199,7 @@ func (s *Service) File(ctx context.Context, id int64) (FileInfo, error) {
 // Files lists every file of a source, gateway and day, current first.
 func (s *Service) Files(ctx context.Context, source, gateway string, day time.Time) ([]FileInfo, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+fileCols+` FROM recon_files WHERE source = $1 AND gateway = $2 AND business_date = $3
-		ORDER BY superseded_by IS NOT NULL, id DESC`, source, gateway, dateOnly(day))
+		ORDER BY superseded_by IS NOT NULL, id DESC`, source, gateway, pgDate(day))
 	if err != nil {
 		return nil, fmt.Errorf("list files: %w", err)
 	}
@@ -247,12 +248,11 @@ func (l *lineSource) Values() ([]any, error) {
 	if c.Gateway != "" {
 		gw = c.Gateway
 	}
-	var value *time.Time
+	var value pgtype.Date
 	if c.ValueDate != nil {
-		d := dateOnly(*c.ValueDate)
-		value = &d
+		value = pgDate(*c.ValueDate)
 	}
-	return []any{l.file, c.LineNo, l.meta.Source, gw, l.day, c.Kind, c.ExtRef, c.MerchantRef, c.ParentRef, c.Method,
+	return []any{l.file, c.LineNo, l.meta.Source, gw, pgDate(l.day), c.Kind, c.ExtRef, c.MerchantRef, c.ParentRef, c.Method,
 		c.Amount, c.Fee, c.Tax, c.Net, c.EventAt, value, c.PayoutID, c.Status, c.Passengers, c.Raw}, nil
 }
 
@@ -268,6 +268,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// pgDate is t's calendar day as a PostgreSQL date, whatever the session's zone.
+func pgDate(t time.Time) pgtype.Date { return pgtype.Date{Time: dateOnly(t), Valid: true} }
 
 // dateOnly is t's calendar day in its own location, as a UTC midnight
 // for a PostgreSQL date.

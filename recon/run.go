@@ -87,7 +87,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (RunSummary, error) {
 			return err
 		}
 		if err := tx.QueryRow(ctx, `INSERT INTO recon_runs (gateway, business_date, as_of, run_by) VALUES ($1, $2, $3, $4) RETURNING id`,
-			req.Gateway, day, req.AsOf, req.By).Scan(&runID); err != nil {
+			req.Gateway, pgDate(day), req.AsOf, req.By).Scan(&runID); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
 		return s.match(ctx, tx, runID, req, day, start, now)
@@ -283,7 +283,7 @@ var matchSteps = []step{
 		FROM bookings b JOIN inventory_shards s ON s.id = b.shard_id
 		WHERE b.hold_id IN (SELECT hold_id FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED'))`},
 	{"core lines", `CREATE TEMP TABLE rc_core ON COMMIT DROP AS
-		SELECT l.id, l.ext_ref AS pnr, l.amount AS fare, l.status, l.passengers AS pax, l.business_date
+		SELECT l.id, l.ext_ref AS pnr, l.amount_paise AS fare, l.status, l.passengers AS pax, l.business_date
 		FROM recon_lines l
 		WHERE l.current AND l.source = 'CORE' AND l.business_date IN (SELECT DISTINCT journey_date FROM rc_book)`},
 	{CoreMissing, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, path, evidence)
@@ -357,28 +357,34 @@ func (s *Service) match(ctx context.Context, tx pgx.Tx, runID int64, req RunRequ
 	for i, m := range methods {
 		bps[i] = int32(contract[m])
 	}
-	args := []any{req.Gateway, day, start, start.AddDate(0, 0, 1), req.AsOf, start.AddDate(0, 0, 4), start.AddDate(0, 0, 3), methods, bps, runID}
+	args := []any{req.Gateway, pgDate(day), start, start.AddDate(0, 0, 1), req.AsOf, start.AddDate(0, 0, 4), start.AddDate(0, 0, 3), methods, bps, runID}
 	for _, st := range matchSteps {
-		if _, err := tx.Exec(ctx, st.sql, usedArgs(st.sql, args)...); err != nil {
+		sql, used := bind(st.sql, args)
+		if _, err := tx.Exec(ctx, sql, used...); err != nil {
 			return fmt.Errorf("%s: %w", st.name, err)
 		}
 	}
 	return s.record(ctx, tx, runID, req, day, now)
 }
 
-// usedArgs passes a statement only the parameters up to the highest it
-// names (PostgreSQL refuses parameters it cannot type).
-func usedArgs(sql string, args []any) []any {
-	n := 0
-	for _, m := range paramRE.FindAllStringSubmatch(sql, -1) {
-		if i, _ := strconv.Atoi(m[1]); i > n {
-			n = i
+// bind renumbers the parameters a statement uses ($2, $5 → $1, $2) and
+// picks their values: PostgreSQL cannot type a parameter nobody uses.
+func bind(sql string, args []any) (string, []any) {
+	renum := map[string]string{}
+	var used []any
+	out := paramRE.ReplaceAllStringFunc(sql, func(m string) string {
+		if r, ok := renum[m]; ok {
+			return r
 		}
-	}
-	return args[:min(n, len(args))]
+		i, _ := strconv.Atoi(m[1:])
+		used = append(used, args[i-1])
+		renum[m] = "$" + strconv.Itoa(len(used))
+		return renum[m]
+	})
+	return out, used
 }
 
-var paramRE = regexp.MustCompile(`\$([0-9]+)`)
+var paramRE = regexp.MustCompile(`\$[0-9]+`)
 
 // record merges what the run found into the exceptions: new ones are
 // opened with their owner and due time (and their automatic resolution
@@ -411,7 +417,7 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, runID int64, req RunReq
 			INSERT INTO reconciliation_exceptions (id, kind, ref, gateway, business_date, payment_id, hold_id, refund_id, pnr, psp_ref,
 				payout_id, amount_paise, diff_paise, owner_team, path, detected_at, due_at, first_run_id, last_run_id, evidence, needs_approval)
 			SELECT gen_random_uuid(), f.kind, f.ref, $1, $2, f.payment_id, f.hold_id, f.refund_id, f.pnr, f.psp_ref, f.payout_id,
-				f.amount, f.diff, k.owner, f.path, $3, $3 + make_interval(secs => k.sla_s), $4, $4, f.evidence,
+				f.amount, f.diff, k.owner, f.path, $3::timestamptz, $3::timestamptz + make_interval(secs => k.sla_s), $4, $4, f.evidence,
 				f.path = 'AUTO' AND abs(f.amount) > $8
 			FROM rc_found f JOIN k USING (kind)
 			ON CONFLICT (kind, ref) DO UPDATE SET last_run_id = excluded.last_run_id, amount_paise = excluded.amount_paise,
@@ -420,7 +426,7 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, runID int64, req RunReq
 		, ev AS (INSERT INTO reconciliation_exception_events (exception_id, actor, action, to_state, run_id)
 			SELECT id, $9, 'DETECTED', 'OPEN', $4 FROM up WHERE inserted)
 		SELECT id, path, needs_approval FROM up WHERE inserted`,
-		req.Gateway, day, now, runID, kindNames, owners, slas, s.cfg.ApprovalLimitPaise, actor)
+		req.Gateway, pgDate(day), now, runID, kindNames, owners, slas, s.cfg.ApprovalLimitPaise, actor)
 	if err != nil {
 		return fmt.Errorf("open exceptions: %w", err)
 	}
@@ -438,7 +444,7 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, runID int64, req RunReq
 			RETURNING e.id, o.state)
 		, ev AS (INSERT INTO reconciliation_exception_events (exception_id, actor, action, from_state, to_state, run_id, note)
 			SELECT id, $5, 'CLEARED_ON_RERUN', state, 'RESOLVED', $3, 'no longer reproduces' FROM c)
-		SELECT count(*) FROM c`, req.Gateway, day, runID, now, actor).Scan(&cleared)
+		SELECT count(*) FROM c`, req.Gateway, pgDate(day), runID, now, actor).Scan(&cleared)
 	if err != nil {
 		return fmt.Errorf("clear exceptions: %w", err)
 	}
@@ -505,7 +511,7 @@ func (s *Service) RunByID(ctx context.Context, id int64) (RunSummary, error) {
 func (s *Service) LatestRun(ctx context.Context, gateway string, day time.Time) (RunSummary, error) {
 	var id int64
 	err := s.pool.QueryRow(ctx, `SELECT id FROM recon_runs WHERE gateway = $1 AND business_date = $2 ORDER BY id DESC LIMIT 1`,
-		gateway, dateOnly(day)).Scan(&id)
+		gateway, pgDate(day)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return RunSummary{}, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_RUN", "%s has not been reconciled for %s.", gateway, dateOnly(day).Format(time.DateOnly))
 	}

@@ -80,17 +80,17 @@ func TestFaultyDay(t *testing.T) {
 		func() spec { s := clean(gw, "UPI", 260000); s.refund = 30000; return s }(), // 7 refund amount changed
 		{gateway: gw, method: "UPI", amount: 145000, ours: "UNKNOWN", captured: true}, // 8 paid, not booked
 		{gateway: gw, method: "CARD", amount: 155000, ours: "FAILED", captured: true}, // 9 we said FAILED
-		clean(gw, "UPI", 165000), // 10 booked; 11 charges the same hold again
-		{gateway: gw, method: "NB", amount: 135000, ours: "UNKNOWN", booked: true, synced: true}, // 12 booked, never paid
-		clean(gw, "CARD", 195000), // 13 dropped from the core's export
-		clean(gw, "UPI", 205000),  // 14 fare changed in the core's export
-		clean(gw, "NB", 215000),   // 15 booked; 16 unresolved here, captured there
+		clean(gw, "UPI", 165000), // 10 booked; a second charge on its hold follows
+		{gateway: gw, method: "NB", amount: 135000, ours: "UNKNOWN", booked: true, synced: true}, // 11 booked, never paid
+		clean(gw, "CARD", 195000), // 12 dropped from the core's export
+		clean(gw, "UPI", 205000),  // 13 fare changed in the core's export
+		clean(gw, "NB", 215000),   // 14 booked; a second payment, unresolved here, captured there
 	}
 	made := w.make(append(base, faulty...)...)
 	f := made[len(base):]
 	more := w.make(
 		spec{gateway: gw, method: "UPI", amount: 165000, ours: "SUCCESS", captured: true, sameHold: f[10], at: 10 * 60e9},
-		spec{gateway: gw, method: "NB", amount: 215000, ours: "UNKNOWN", captured: true, sameHold: f[15], at: 10 * 60e9},
+		spec{gateway: gw, method: "NB", amount: 215000, ours: "UNKNOWN", captured: true, sameHold: f[14], at: 10 * 60e9},
 	)
 	dup, unresolved := more[0], more[1]
 
@@ -106,8 +106,8 @@ func TestFaultyDay(t *testing.T) {
 		ShortPay:      pspsim.FaultPick{Refs: []string{payout}, Paise: 700},
 		PhantomLines:  1,
 	})
-	w.exportFaults(prs.ExportFaults{Seed: 3, Drop: prs.ExportPick{PNRs: []string{f[13].PNR}},
-		ChangeFare: prs.ExportPick{PNRs: []string{f[14].PNR}, Paise: 500}, UnknownPNRs: 1})
+	w.exportFaults(prs.ExportFaults{Seed: 3, Drop: prs.ExportPick{PNRs: []string{f[12].PNR}},
+		ChangeFare: prs.ExportPick{PNRs: []string{f[13].PNR}, Paise: 500}, UnknownPNRs: 1})
 	w.ingestDay(gw)
 	sum := w.run(gw)
 
@@ -126,9 +126,9 @@ func TestFaultyDay(t *testing.T) {
 		{PaidNotBooked, f[8].ID.String(), f[8].Amount, 0, PathAuto},
 		{StatusMismatch, f[9].ID.String(), f[9].Amount, 0, PathManual},
 		{DuplicateCharge, dup.ID.String(), dup.Amount, 0, PathAuto},
-		{BookedNotPaid, f[12].PNR, f[12].Amount, 0, PathInquiry},
-		{CoreMissing, f[13].PNR, f[13].Amount, 0, PathResync},
-		{CoreMismatch, f[14].PNR, f[14].Amount, 500, PathResync},
+		{BookedNotPaid, f[11].PNR, f[11].Amount, 0, PathInquiry},
+		{CoreMissing, f[12].PNR, f[12].Amount, 0, PathResync},
+		{CoreMismatch, f[13].PNR, f[13].Amount, 500, PathResync},
 		{StatusMismatch, unresolved.ID.String(), unresolved.Amount, 0, PathAuto},
 	}
 	// The phantom line, the short payout and the unknown PNR: their

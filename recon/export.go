@@ -126,7 +126,9 @@ func (s *sheet) finish(name string) error {
 func rupees(paise int64) float64 { return float64(paise) / 100 }
 
 // calendarDay is a date column's day as a midnight excelize writes as that day.
-func calendarDay(d time.Time) time.Time { return time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC) }
+func calendarDay(d time.Time) time.Time {
+	return time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
+}
 
 // excelTime is t's wall clock in IST, which excelize writes as a serial date.
 func excelTime(t time.Time) time.Time { return t.In(booking.IST) }

@@ -152,7 +152,9 @@ type fieldErrs struct {
 	errs []string
 }
 
-func (f *fieldErrs) add(format string, args ...any) { f.errs = append(f.errs, fmt.Sprintf(format, args...)) }
+func (f *fieldErrs) add(format string, args ...any) {
+	f.errs = append(f.errs, fmt.Sprintf(format, args...))
+}
 
 func (f *fieldErrs) err() error {
 	if len(f.errs) == 0 {

@@ -77,7 +77,7 @@ func TestFaultyDay(t *testing.T) {
 		clean(gw, "UPI", 99900),   // 4 moved to the next day's file: no exception
 		func() spec { s := clean(gw, "NB", 250000); s.refund = 40000; return s }(), // 5 refund omitted
 		clean(gw, "CARD", 180000), // 6 charged back
-		func() spec { s := clean(gw, "UPI", 260000); s.refund = 30000; return s }(), // 7 refund amount changed
+		func() spec { s := clean(gw, "UPI", 260000); s.refund = 30000; return s }(),   // 7 refund amount changed
 		{gateway: gw, method: "UPI", amount: 145000, ours: "UNKNOWN", captured: true}, // 8 paid, not booked
 		{gateway: gw, method: "CARD", amount: 155000, ours: "FAILED", captured: true}, // 9 we said FAILED
 		clean(gw, "UPI", 165000), // 10 booked; a second charge on its hold follows

@@ -139,4 +139,3 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal("age buckets")
 	}
 }
-

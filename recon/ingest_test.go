@@ -93,7 +93,7 @@ func TestIngest(t *testing.T) {
 	}
 	var gw, payout, method string
 	env.Pool.QueryRow(ctx, `SELECT gateway, ext_ref, net_paise FROM recon_lines WHERE source = 'BANK'`).Scan(&gw, &payout, &net) //nolint:errcheck
-	env.Pool.QueryRow(ctx, `SELECT method, kind FROM recon_lines WHERE ext_ref = 'bpg_7'`).Scan(&method, &kind)          //nolint:errcheck
+	env.Pool.QueryRow(ctx, `SELECT method, kind FROM recon_lines WHERE ext_ref = 'bpg_7'`).Scan(&method, &kind)                  //nolint:errcheck
 	if gw != "bharatpg" || payout != "BPGUTR20250604" || net != 12345 || method != "NB" || kind != LineChargeback {
 		t.Fatalf("bank line %s %s %d; bharatpg line %s %s", gw, payout, net, method, kind)
 	}

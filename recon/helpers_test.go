@@ -45,7 +45,8 @@ type world struct {
 	prsURL  string
 	core    *prs.Client
 	src     Sources
-	day     time.Time // the business date, midnight IST
+	day     time.Time     // the business date, midnight IST
+	start   time.Duration // when in the day our fixtures' payments start
 	shard   shardInfo
 	userID  int64
 	seq     atomic.Int64
@@ -67,7 +68,7 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	env := testenv.New(t)
 	ctx := context.Background()
-	w := &world{t: t, ctx: ctx, env: env, day: day0, http: &http.Client{Timeout: 20 * time.Second}}
+	w := &world{t: t, ctx: ctx, env: env, day: day0, start: 11 * time.Hour, http: &http.Client{Timeout: 20 * time.Second}}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	// The gateway simulator's clock runs from noon of the business date.
@@ -206,7 +207,7 @@ func (w *world) make1(s spec) (*made, error) {
 	ctx := w.ctx
 	n := w.seq.Add(1)
 	m := &made{ID: uuid.Must(uuid.NewV7()), Amount: s.amount}
-	initiated := w.day.Add(11*time.Hour + time.Duration(n)*time.Second + s.at)
+	initiated := w.day.Add(w.start + time.Duration(n)*time.Second + s.at)
 	if s.sameHold != nil {
 		m.Hold = s.sameHold.Hold
 	} else {

@@ -30,7 +30,9 @@ CREATE UNIQUE INDEX recon_files_current ON recon_files (source, gateway, busines
 -- superseded, so matching reads only the indexed current lines.
 CREATE TABLE recon_lines (
     id            bigserial PRIMARY KEY,
-    file_id       bigint NOT NULL REFERENCES recon_files (id),
+    -- No foreign key: a per-row check would cost more than the COPY itself;
+    -- lines are only ever written with their file, in one transaction.
+    file_id       bigint NOT NULL,
     line_no       int NOT NULL,
     source        text NOT NULL,
     gateway       text NOT NULL,
@@ -85,7 +87,7 @@ CREATE INDEX recon_runs_day ON recon_runs (gateway, business_date, id DESC);
 
 -- What a run matched, rule by rule: the Matched sheet of the workbook.
 CREATE TABLE recon_matches (
-    run_id       bigint NOT NULL REFERENCES recon_runs (id),
+    run_id       bigint NOT NULL,  -- no foreign key: a run writes a row per match, checked per row it would double the cost
     rule         text NOT NULL,
     our_ref      text NOT NULL,
     ext_ref      text NOT NULL,

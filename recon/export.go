@@ -81,8 +81,10 @@ type sheet struct {
 }
 
 func startSheet(f *excelize.File, name string, cols []column, st styles) (*sheet, error) {
-	if _, err := f.NewSheet(name); err != nil {
-		return nil, err
+	if i, _ := f.GetSheetIndex(name); i < 0 {
+		if _, err := f.NewSheet(name); err != nil {
+			return nil, err
+		}
 	}
 	sw, err := f.NewStreamWriter(name)
 	if err != nil {
@@ -151,11 +153,13 @@ func (s *Service) WriteXLSX(ctx context.Context, runID int64, w io.Writer) error
 	if err != nil {
 		return fmt.Errorf("workbook styles: %w", err)
 	}
+	// Renamed, not added and deleted: deleting or activating a sheet makes
+	// excelize parse every streamed sheet back into memory.
+	if err := f.SetSheetName("Sheet1", "Summary"); err != nil {
+		return err
+	}
 	if err := s.summarySheet(ctx, f, run, st, now); err != nil {
 		return fmt.Errorf("summary sheet: %w", err)
-	}
-	if err := f.DeleteSheet("Sheet1"); err != nil {
-		return err
 	}
 	var present []string
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT kind FROM (`+runExceptions+`) e`, run.Gateway, pgDate(run.BusinessDate), run.ID)
@@ -181,7 +185,6 @@ func (s *Service) WriteXLSX(ctx context.Context, runID int64, w io.Writer) error
 	if err := s.matchedSheet(ctx, f, run, st); err != nil {
 		return fmt.Errorf("matched sheet: %w", err)
 	}
-	f.SetActiveSheet(0)
 	if _, err := f.WriteTo(w); err != nil {
 		return fmt.Errorf("write workbook: %w", err)
 	}

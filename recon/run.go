@@ -139,11 +139,11 @@ var matchSteps = []step{
 		      WHERE l.kind = 'REFUND' AND (r.id = recon_uuid(l.merchant_ref) OR (l.ext_ref <> '' AND r.gateway_ref = l.ext_ref))
 		      ORDER BY r.id = recon_uuid(l.merchant_ref) DESC LIMIT 1) rf ON true
 		WHERE l.current AND l.source = 'SETTLEMENT' AND l.gateway = $1 AND l.business_date BETWEEN $2::date - 3 AND $2::date + 3`},
-	{"analyze", `ANALYZE rc_pay, rc_ref, rc_line`},
 	{"captures", `CREATE TEMP TABLE rc_cap ON COMMIT DROP AS
 		SELECT pay_id, count(*) AS n, min(amount) AS amount, max(amount) AS amount_max, min(fee) AS fee, min(tax) AS tax,
 		       min(ext_ref) AS ext_ref, min(id) AS line_id, min(file_day) AS file_day, array_agg(id ORDER BY id) AS line_ids
 		FROM rc_line WHERE kind = 'CAPTURE' AND pay_id IS NOT NULL GROUP BY pay_id`},
+	{"analyze", `ANALYZE rc_pay, rc_ref, rc_line, rc_cap`},
 	{"found", `CREATE TEMP TABLE rc_found (
 		kind text NOT NULL, ref text NOT NULL, payment_id uuid, hold_id uuid, refund_id uuid, pnr text NOT NULL DEFAULT '',
 		psp_ref text NOT NULL DEFAULT '', payout_id text NOT NULL DEFAULT '', amount bigint NOT NULL, diff bigint NOT NULL DEFAULT 0,
@@ -278,14 +278,16 @@ var matchSteps = []step{
 	// The core leg: the bookings this day's money paid for, against the
 	// core's export of their journey dates.
 	{"our bookings", `CREATE TEMP TABLE rc_book ON COMMIT DROP AS
-		SELECT b.id, b.pnr, b.hold_id, b.status, b.fare_paise AS fare, s.journey_date,
-		       (SELECT count(*) FROM booking_passengers bp WHERE bp.booking_id = b.id) AS pax
+		SELECT b.id, b.pnr, b.hold_id, b.status, b.fare_paise AS fare, s.journey_date, count(bp.seq) AS pax
 		FROM bookings b JOIN inventory_shards s ON s.id = b.shard_id
-		WHERE b.hold_id IN (SELECT hold_id FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED'))`},
+		LEFT JOIN booking_passengers bp ON bp.booking_id = b.id
+		WHERE b.hold_id IN (SELECT hold_id FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED'))
+		GROUP BY b.id, s.journey_date`},
 	{"core lines", `CREATE TEMP TABLE rc_core ON COMMIT DROP AS
 		SELECT l.id, l.ext_ref AS pnr, l.amount_paise AS fare, l.status, l.passengers AS pax, l.business_date
 		FROM recon_lines l
 		WHERE l.current AND l.source = 'CORE' AND l.business_date IN (SELECT DISTINCT journey_date FROM rc_book)`},
+	{"analyze bookings", `ANALYZE rc_book, rc_core, rc_found`},
 	{CoreMissing, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, path, evidence)
 		SELECT 'CORE_MISSING', b.pnr, b.hold_id, b.pnr, b.fare, 'RESYNC', jsonb_build_object('booking_id', b.id, 'journey_date', b.journey_date)
 		FROM rc_book b
@@ -360,9 +362,11 @@ func (s *Service) match(ctx context.Context, tx pgx.Tx, runID int64, req RunRequ
 	args := []any{req.Gateway, pgDate(day), start, start.AddDate(0, 0, 1), req.AsOf, start.AddDate(0, 0, 4), start.AddDate(0, 0, 3), methods, bps, runID}
 	for _, st := range matchSteps {
 		sql, used := bind(st.sql, args)
+		t0 := time.Now()
 		if _, err := tx.Exec(ctx, sql, used...); err != nil {
 			return fmt.Errorf("%s: %w", st.name, err)
 		}
+		s.log.DebugContext(ctx, "recon step", "run", runID, "step", st.name, "took", time.Since(t0))
 	}
 	return s.record(ctx, tx, runID, req, day, now)
 }

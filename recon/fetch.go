@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
@@ -84,4 +85,68 @@ type FetchArgs struct {
 func (FetchArgs) Kind() string { return "recon_fetch" }
 func (FetchArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: booking.QueueMoney, MaxAttempts: 20, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// FetchWorker runs FetchArgs: the day's settlement file and the bank
+// statements of the three days after (a payout lands on T+1, or T+2 over
+// a Sunday), then a run judged now. jobs/ registers it with a periodic
+// schedule per gateway.
+type FetchWorker struct {
+	river.WorkerDefaults[FetchArgs]
+	Recon   *Service
+	Sources Sources
+}
+
+func (w *FetchWorker) Work(ctx context.Context, job *river.Job[FetchArgs]) error {
+	by := "job:recon_fetch"
+	if _, err := w.Recon.FetchSettlement(ctx, w.Sources, job.Args.Gateway, job.Args.Date, by); err != nil {
+		return err
+	}
+	// Only whole days: a statement of today is still growing, and its
+	// missing credit would look like a missing payout.
+	today := dateOnly(time.Now().In(booking.IST))
+	for i := 1; i <= 3; i++ {
+		if d := dateOnly(job.Args.Date).AddDate(0, 0, i); d.Before(today) {
+			if _, err := w.Recon.FetchBank(ctx, w.Sources, d, by); err != nil {
+				return err
+			}
+		}
+	}
+	journeys, err := w.Recon.journeyDates(ctx, job.Args.Gateway, job.Args.Date)
+	if err != nil {
+		return err
+	}
+	for _, j := range journeys {
+		if _, err := w.Recon.FetchCore(ctx, w.Sources, j, by); err != nil {
+			return err
+		}
+	}
+	_, err = w.Recon.Run(ctx, RunRequest{Gateway: job.Args.Gateway, Date: job.Args.Date, By: by})
+	return err
+}
+
+// journeyDates are the journey dates of the bookings a gateway's day paid for.
+func (s *Service) journeyDates(ctx context.Context, gateway string, day time.Time) ([]time.Time, error) {
+	start := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, booking.IST)
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT s.journey_date FROM payments p JOIN bookings b ON b.hold_id = p.hold_id
+		JOIN inventory_shards s ON s.id = b.shard_id WHERE p.psp = $1 AND p.initiated_at >= $2 AND p.initiated_at < $3 ORDER BY 1`,
+		gateway, start, start.AddDate(0, 0, 1))
+	if err != nil {
+		return nil, fmt.Errorf("journey dates: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[time.Time])
+}
+
+// EscalateWorker runs EscalateArgs.
+type EscalateWorker struct {
+	river.WorkerDefaults[EscalateArgs]
+	Recon *Service
+}
+
+func (w *EscalateWorker) Work(ctx context.Context, _ *river.Job[EscalateArgs]) error {
+	n, err := w.Recon.Escalate(ctx)
+	if n > 0 {
+		w.Recon.log.WarnContext(ctx, "reconciliation exceptions past their SLA escalated", "count", n)
+	}
+	return err
 }

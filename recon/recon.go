@@ -109,6 +109,8 @@ type Config struct {
 	ApprovalLimitPaise int64
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Pause is a test hook between the steps of a resolution; nil in production.
+	Pause booking.PauseFunc
 }
 
 // Service ingests, runs and keeps exceptions.

@@ -104,6 +104,7 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bo
 				"You were charged twice for one booking. The second charge of Rs "+booking.Rupees(e.AmountPaise)+" is being refunded automatically."); err != nil {
 				return err
 			}
+			s.cfg.Pause.At(ctx, "recon.resolve.before-commit")
 			return s.closeTx(ctx, tx, id, actor, StateResolved, "AUTO_REFUND", "duplicate charge refunded: refund "+refundID.String())
 		})
 
@@ -134,6 +135,9 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bo
 				return fmt.Errorf("resolve %s: the gateway's inquiry still says %s: %w", id, state, ErrNotYet)
 			}
 		}
+		// A worker killed here has moved the money but not closed the
+		// exception: the retried job finds the payment settled and only closes it.
+		s.cfg.Pause.At(ctx, "recon.resolve.after-effect")
 		outcome, err := s.outcome(ctx, *e.PaymentID)
 		if err != nil {
 			return err

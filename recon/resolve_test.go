@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,9 +22,9 @@ import (
 // Automatic resolutions go through the live payment path, once: a
 // payment the gateway captured but we never heard of (its hold long gone)
 // ends refunded by the late-success path; a second charge on a booked
-// hold is refunded. Each resolution is run four times at once (as a
-// retried or resumed job would), and each payment still gets one refund,
-// at the gateway too; the day then reconciles clean.
+// hold is refunded. Each resolution is first killed mid-job, then run four
+// times at once (as retried or resumed jobs would), and each payment still
+// gets one refund, at the gateway too; the day then reconciles clean.
 func TestAutomaticResolutions(t *testing.T) {
 	t.Parallel()
 	var routes []pspapi.RouteConfig
@@ -55,7 +56,14 @@ func TestAutomaticResolutions(t *testing.T) {
 	w := &world{t: t, ctx: ctx, env: st.Env, pspURL: st.PSP.URL, http: &http.Client{Timeout: 20 * time.Second}, hookURL: hooks.URL,
 		day: time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, booking.IST), userID: users[0],
 		shard: shardInfo{ID: shard, Journey: journey}, src: Sources{PSPURL: st.PSP.URL, GatewayKeys: keys}}
-	w.svc = New(Config{Pool: st.Pool, Jobs: insertOnly})
+	var armed atomic.Bool
+	reached := make(chan string, 1)
+	w.svc = New(Config{Pool: st.Pool, Jobs: insertOnly, Pause: func(ctx context.Context, point string) {
+		if armed.CompareAndSwap(true, false) {
+			reached <- point
+			<-ctx.Done()
+		}
+	}})
 	// Our fixtures start just after midnight IST, so they are today's.
 	w.start = time.Minute
 
@@ -90,6 +98,20 @@ func TestAutomaticResolutions(t *testing.T) {
 		}
 		if e.PaymentID == nil || *e.PaymentID != wantPay || e.Path != PathAuto {
 			t.Fatalf("%s: %+v", e.Kind, e)
+		}
+		// A first attempt dies at its pause point (the worker killed mid-job):
+		// the exception stays open, and the retries below finish it once.
+		armed.Store(true)
+		kctx, kill := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- w.svc.Resolve(kctx, e.ID, st.Payments, st.Service) }()
+		point := <-reached
+		kill()
+		if err := <-errc; err == nil {
+			t.Fatalf("%s: the killed attempt at %s succeeded", e.Kind, point)
+		}
+		if got, _ := w.svc.Exception(ctx, e.ID); got.State != StateOpen {
+			t.Fatalf("%s: killed at %s, the exception is %s", e.Kind, point, got.State)
 		}
 		var wg sync.WaitGroup
 		for range 4 {

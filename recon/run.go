@@ -249,12 +249,12 @@ var matchSteps = []step{
 	// Grouping: one payout against the net of all its lines.
 	{"payouts", `CREATE TEMP TABLE rc_po ON COMMIT DROP AS
 		SELECT po.payout_id, po.net, po.value_date, b.credit, b.ids AS bank_ids, b.utr
-		FROM (SELECT payout_id, sum(net_paise) AS net, max(value_date) AS value_date FROM recon_lines
-		      WHERE current AND source = 'SETTLEMENT' AND gateway = $1
-		        AND payout_id IN (SELECT DISTINCT payout_id FROM rc_line WHERE file_day = $2::date AND payout_id <> '')
+		FROM (SELECT payout_id, sum(net) AS net, max(value_date) AS value_date FROM rc_line
+		      WHERE payout_id IN (SELECT DISTINCT payout_id FROM rc_line WHERE file_day = $2::date AND payout_id <> '')
 		      GROUP BY payout_id) po
-		LEFT JOIN (SELECT ext_ref, sum(net_paise) AS credit, array_agg(id) AS ids, min(merchant_ref) AS utr FROM recon_lines
-		      WHERE current AND source = 'BANK' AND kind = 'PAYOUT' AND gateway = $1 GROUP BY ext_ref) b ON b.ext_ref = po.payout_id`},
+		LEFT JOIN LATERAL (SELECT sum(net_paise) AS credit, array_agg(id) AS ids, min(merchant_ref) AS utr FROM recon_lines
+		      WHERE current AND source = 'BANK' AND gateway = $1 AND ext_ref = po.payout_id AND kind = 'PAYOUT'
+		      HAVING count(*) > 0) b ON true`},
 	{PayoutMismatch, `INSERT INTO rc_found (kind, ref, payout_id, amount, diff, path, evidence)
 		SELECT 'PAYOUT_MISMATCH', payout_id, payout_id, net, coalesce(credit, 0) - net, 'MANUAL',
 		       jsonb_build_object('net_of_lines', net, 'bank_credit', credit, 'bank_lines', bank_ids)

@@ -250,3 +250,23 @@ func TestFaultyDay(t *testing.T) {
 		t.Fatalf("%d clearing events", n)
 	}
 }
+
+// Wallet payments have no gateway file, but their bookings are still
+// checked against the core's export by the "wallet" run.
+func TestWalletDay(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	var specs []spec
+	for i := range 6 {
+		specs = append(specs, spec{gateway: "", method: "WALLET", amount: 110000 + int64(i), ours: "SUCCESS", booked: true, synced: true})
+	}
+	m := w.make(specs...)
+	w.exportFaults(prs.ExportFaults{Drop: prs.ExportPick{PNRs: []string{m[2].PNR}}})
+	_, err := w.svc.FetchCore(w.ctx, w.src, w.shard.Journey, "job:test")
+	w.must(err)
+	sum := w.run(Wallet)
+	ex := w.exceptions(Wallet)
+	if len(ex) != 1 || ex[0].Kind != CoreMissing || ex[0].Ref != m[2].PNR || ex[0].AmountPaise != m[2].Amount || sum.Matched != 5 {
+		t.Fatalf("wallet run %+v: %+v", sum, ex)
+	}
+}

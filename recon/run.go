@@ -113,17 +113,18 @@ type step struct {
 // The statements of a run, in order. Parameters: $1 gateway, $2 business
 // date, $3 start of the day (IST), $4 end of the day, $5 as-of, $6 the
 // moment after which a missing line counts (end of T+3), $7 the same for
-// booked-not-paid (end of T+2), $8 contracted methods, $9 their bps.
+// booked-not-paid (end of T+2), $8 contracted methods, $9 their bps, $10
+// the run, $11 our payments' psp column for the gateway ('' for the wallet).
 // Every statement is SQL over sets; nothing loops over rows in Go.
 var matchSteps = []step{
 	{"our payments", `CREATE TEMP TABLE rc_pay ON COMMIT DROP AS
 		SELECT p.id, p.hold_id, p.method, p.state, p.amount_paise AS amount, coalesce(p.psp_ref, '') AS psp_ref,
 		       coalesce(p.resolved_at, p.initiated_at) AS resolved_at
-		FROM payments p WHERE p.psp = $1 AND p.initiated_at >= $3 AND p.initiated_at < $4`},
+		FROM payments p WHERE p.psp = $11 AND p.initiated_at >= $3 AND p.initiated_at < $4`},
 	{"our refunds", `CREATE TEMP TABLE rc_ref ON COMMIT DROP AS
 		SELECT r.id, r.payment_id, r.amount_paise AS amount, r.state, p.hold_id, coalesce(p.psp_ref, '') AS psp_ref
 		FROM refunds r JOIN payments p ON p.id = r.payment_id
-		WHERE p.psp = $1 AND r.initiated_at >= $3 AND r.initiated_at < $4`},
+		WHERE p.psp = $11 AND r.initiated_at >= $3 AND r.initiated_at < $4`},
 	// Exact keys: our payment id = merchant reference, else psp_ref; our
 	// refund id = the refund's merchant reference, else the gateway's
 	// refund ref. Lines from T-3 to T+3 take part (the T+0..T+3 tolerance).
@@ -132,8 +133,8 @@ var matchSteps = []step{
 		       l.fee_paise AS fee, l.tax_paise AS tax, l.net_paise AS net, l.event_at, l.value_date, l.payout_id,
 		       coalesce(pm.id, pp.id, rf.payment_id) AS pay_id, rf.id AS refund_id
 		FROM recon_lines l
-		LEFT JOIN payments pm ON l.kind <> 'REFUND' AND pm.id = recon_uuid(l.merchant_ref) AND pm.psp = $1
-		LEFT JOIN payments pp ON pm.id IS NULL AND pp.psp = $1
+		LEFT JOIN payments pm ON l.kind <> 'REFUND' AND pm.id = recon_uuid(l.merchant_ref) AND pm.psp = $11
+		LEFT JOIN payments pp ON pm.id IS NULL AND pp.psp = $11
 		      AND pp.psp_ref = CASE WHEN l.kind = 'REFUND' THEN l.parent_ref ELSE l.ext_ref END
 		LEFT JOIN LATERAL (SELECT r.id, r.payment_id FROM refunds r
 		      WHERE l.kind = 'REFUND' AND (r.id = recon_uuid(l.merchant_ref) OR (l.ext_ref <> '' AND r.gateway_ref = l.ext_ref))
@@ -359,7 +360,7 @@ func (s *Service) match(ctx context.Context, tx pgx.Tx, runID int64, req RunRequ
 	for i, m := range methods {
 		bps[i] = int32(contract[m])
 	}
-	args := []any{req.Gateway, pgDate(day), start, start.AddDate(0, 0, 1), req.AsOf, start.AddDate(0, 0, 4), start.AddDate(0, 0, 3), methods, bps, runID}
+	args := []any{req.Gateway, pgDate(day), start, start.AddDate(0, 0, 1), req.AsOf, start.AddDate(0, 0, 4), start.AddDate(0, 0, 3), methods, bps, runID, pspOf(req.Gateway)}
 	for _, st := range matchSteps {
 		sql, used := bind(st.sql, args)
 		t0 := time.Now()
@@ -369,6 +370,18 @@ func (s *Service) match(ctx context.Context, tx pgx.Tx, runID int64, req RunRequ
 		s.log.DebugContext(ctx, "recon step", "run", runID, "step", st.name, "took", time.Since(t0))
 	}
 	return s.record(ctx, tx, runID, req, day, now)
+}
+
+// Wallet is the pseudo-gateway of wallet payments: its run has no
+// settlement file, only our side and the core's export (a wallet payment
+// has no gateway, so its psp is empty).
+const Wallet = "wallet"
+
+func pspOf(gateway string) string {
+	if gateway == Wallet {
+		return ""
+	}
+	return gateway
 }
 
 // bind renumbers the parameters a statement uses ($2, $5 → $1, $2) and

@@ -114,7 +114,7 @@ type step struct {
 // date, $3 start of the day (IST), $4 end of the day, $5 as-of, $6 the
 // moment after which a missing line counts (end of T+3), $7 the same for
 // booked-not-paid (end of T+2), $8 contracted methods, $9 their bps, $10
-// the run, $11 our payments' psp column for the gateway (” for the wallet).
+// the run, $11 our payments' psp column for the gateway (empty for the wallet).
 // Every statement is SQL over sets; nothing loops over rows in Go.
 var matchSteps = []step{
 	{"our payments", `CREATE TEMP TABLE rc_pay ON COMMIT DROP AS

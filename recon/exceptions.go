@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
+	"tatkal/booking/audit"
 	"tatkal/booking/db"
 )
 
@@ -255,12 +256,8 @@ func event(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, action, from, to
 		VALUES ($1, $2, $3, $4, $5, $6)`, id, actor, action, from, to, note); err != nil {
 		return fmt.Errorf("exception %s history: %w", id, err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (actor, action, subject, detail) VALUES ($1, $2, $3,
-		jsonb_build_object('from', $4::text, 'to', $5::text, 'note', $6::text))`,
-		actor, "recon."+strings.ToLower(action), "recon_exception:"+id.String(), from, to, note); err != nil {
-		return fmt.Errorf("exception %s audit: %w", id, err)
-	}
-	return nil
+	return audit.Write(ctx, tx, actor, "recon."+strings.ToLower(action), "recon_exception:"+id.String(),
+		map[string]any{"from": from, "to": to, "note": note})
 }
 
 // Assign gives an exception to a person to investigate.

@@ -94,6 +94,10 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("history %v, want %v", actions, want)
 	}
 
+	if n := w.count(`SELECT count(*) FROM audit_log WHERE subject = $1 AND action LIKE 'recon.%'`, "recon_exception:"+a.String()); n != 4 {
+		t.Fatalf("%d audit records of the exception's changes, want 4", n)
+	}
+
 	// b: a write-off needs a second person.
 	w.must(svc.ProposeWriteOff(ctx, b, "finance1", "₹2,000 not worth chasing"))
 	if err := svc.ProposeWriteOff(ctx, b, "finance2", "again"); code(err) != booking.ECONFLICT {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"tatkal/booking"
+	"tatkal/booking/audit"
 )
 
 // FileMeta says what a file is and who brings it.
@@ -152,9 +153,9 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 			id, sum, n, counter.n); err != nil {
 			return fmt.Errorf("record file: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO audit_log (actor, action, subject, detail) VALUES ($1, 'recon.ingest', $2,
-			jsonb_build_object('source', $3::text, 'gateway', $4::text, 'business_date', $5::date, 'sha256', $6::text, 'rows', $7::bigint, 'superseded', $8::bigint))`,
-			meta.By, fmt.Sprintf("recon_file:%d", id), meta.Source, meta.Gateway, pgDate(day), sum, n, old); err != nil {
+		if err := audit.Write(ctx, tx, meta.By, "recon.ingest", fmt.Sprintf("recon_file:%d", id), map[string]any{
+			"source": meta.Source, "gateway": meta.Gateway, "business_date": day.Format(time.DateOnly), "sha256": sum,
+			"rows": n, "superseded": old, "name": meta.Name}); err != nil {
 			return err
 		}
 		info.ID = id

@@ -84,7 +84,8 @@ func newWorld(t *testing.T) *world {
 			routes = append(routes, pspapi.RouteConfig{Gateway: gw, Method: m, AutoApproveMs: 5, ExpireAfterMs: 60000, FeeBps: bps})
 		}
 	}
-	psp, err := pspsim.New(ctx, pspsim.Config{Pool: env.Pool, AdminToken: pspAdmin, Routes: routes, Seed: 42, Now: clock, Log: log,
+	gateways := pspsim.NewGateways()
+	psp, err := pspsim.New(ctx, pspsim.Config{Pool: env.Pool, AdminToken: pspAdmin, Gateways: gateways, Routes: routes, Seed: 42, Now: clock, Log: log,
 		Tick: 10 * time.Millisecond, RefundDelay: 10 * time.Millisecond, WebhookMaxAttempts: 1, HTTPClient: &http.Client{Timeout: time.Second}})
 	if err != nil {
 		t.Fatalf("psp simulator: %v", err)
@@ -110,8 +111,8 @@ func newWorld(t *testing.T) *world {
 	w.pspURL, w.prsURL, w.hookURL = pts.URL, cts.URL, hooks.URL
 	w.core = prs.NewClient(cts.URL, prsKey, w.http)
 	keys := map[string]string{}
-	for _, g := range pspsim.DefaultGateways() {
-		keys[g.ID] = g.APIKey
+	for _, g := range gateways {
+		keys[g.ID] = g.APIKeys[0]
 	}
 	w.src = Sources{HTTP: w.http, PSPURL: pts.URL, GatewayKeys: keys, BankToken: pspAdmin, CoreURL: cts.URL, CoreKey: prsKey}
 

@@ -28,14 +28,14 @@ import (
 func TestAutomaticResolutions(t *testing.T) {
 	t.Parallel()
 	var routes []pspapi.RouteConfig
-	for _, g := range pspsim.DefaultGateways() {
+	for _, gw := range pspsim.GatewayIDs {
 		for _, m := range []string{pspapi.UPI, pspapi.Card, pspapi.NetBanking} {
 			our := m
 			if m == pspapi.NetBanking {
 				our = "NB"
 			}
-			routes = append(routes, pspapi.RouteConfig{Gateway: g.ID, Method: m, AutoApproveMs: 5, ExpireAfterMs: 60000,
-				FeeBps: DefaultContracts()[g.ID][our]})
+			routes = append(routes, pspapi.RouteConfig{Gateway: gw, Method: m, AutoApproveMs: 5, ExpireAfterMs: 60000,
+				FeeBps: DefaultContracts()[gw][our]})
 		}
 	}
 	st := teststack.New(t, teststack.Options{Work: true, Routes: routes})
@@ -46,7 +46,7 @@ func TestAutomaticResolutions(t *testing.T) {
 	t.Cleanup(hooks.Close)
 	now := time.Now().In(booking.IST)
 	keys := map[string]string{}
-	for _, g := range pspsim.DefaultGateways() {
+	for _, g := range st.Gateways {
 		keys[g.ID] = g.APIKey
 	}
 	insertOnly, err := river.NewClient(riverpgxv5.New(st.Pool), &river.Config{})

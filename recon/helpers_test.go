@@ -157,6 +157,7 @@ type spec struct {
 	synced   bool   // the booking was sent to the core
 	refund   int64  // a refund of this much, processed by the gateway and by us
 	sameHold *made  // pay for another payment's hold (a second charge)
+	topup    bool   // a wallet top-up through the gateway: no hold
 	at       time.Duration
 }
 
@@ -209,9 +210,14 @@ func (w *world) make1(s spec) (*made, error) {
 	n := w.seq.Add(1)
 	m := &made{ID: uuid.Must(uuid.NewV7()), Amount: s.amount}
 	initiated := w.day.Add(w.start + time.Duration(n)*time.Second + s.at)
-	if s.sameHold != nil {
+	var hold *uuid.UUID
+	purpose := "HOLD"
+	switch {
+	case s.topup:
+		purpose = "TOPUP"
+	case s.sameHold != nil:
 		m.Hold = s.sameHold.Hold
-	} else {
+	default:
 		m.Hold = uuid.Must(uuid.NewV7())
 		state := "EXPIRED"
 		if s.booked {
@@ -224,14 +230,17 @@ func (w *world) make1(s spec) (*made, error) {
 			return nil, fmt.Errorf("hold: %w", err)
 		}
 	}
+	if !s.topup {
+		hold = &m.Hold
+	}
 	var resolved *time.Time
 	if s.ours == "SUCCESS" || s.ours == "FAILED" || s.ours == "REFUNDED" {
 		r := initiated.Add(time.Minute)
 		resolved = &r
 	}
 	if _, err := w.env.Pool.Exec(ctx, `INSERT INTO payments (id, hold_id, user_id, psp, route, method, amount_paise, state, idempotency_key,
-		deadline, initiated_at, resolved_at) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $9, $10)`,
-		m.ID, m.Hold, w.userID, s.gateway, s.method, s.amount, s.ours, "p"+m.ID.String(), initiated, resolved); err != nil {
+		deadline, initiated_at, resolved_at, purpose) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $9, $10, $11)`,
+		m.ID, hold, w.userID, s.gateway, s.method, s.amount, s.ours, "p"+m.ID.String(), initiated, resolved, purpose); err != nil {
 		return nil, fmt.Errorf("payment: %w", err)
 	}
 	if s.captured {

@@ -32,15 +32,18 @@ func bps(amount int64, b int) int64 { return (amount*int64(b) + 5000) / 10000 }
 func TestCleanDay(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.make(append(cleanSet("swiftpay", 30), cleanSet("bharatpg", 30)...)...)
+	// A wallet top-up through each gateway too: captured, nothing to book.
+	topups := []spec{{gateway: "swiftpay", method: "UPI", amount: 500000, ours: "SUCCESS", captured: true, topup: true},
+		{gateway: "bharatpg", method: "CARD", amount: 250000, ours: "SUCCESS", captured: true, topup: true}}
+	w.make(append(append(cleanSet("swiftpay", 30), cleanSet("bharatpg", 30)...), topups...)...)
 	for _, gw := range []string{"swiftpay", "bharatpg"} {
 		w.ingestDay(gw)
 		sum := w.run(gw)
 		if ex := w.exceptions(gw); len(ex) != 0 || sum.Exceptions != 0 {
 			t.Fatalf("%s: clean day has %d exceptions: %+v", gw, len(ex), ex)
 		}
-		// 30 captures, 6 refunds, one payout, 30 bookings in the core.
-		if sum.OurItems != 36 || sum.Lines != 36 || sum.Matched != 36+1+30 || sum.Payouts == 0 || sum.Payouts != sum.Net {
+		// 30 captures and a top-up, 6 refunds, one payout, 30 bookings in the core.
+		if sum.OurItems != 37 || sum.Lines != 37 || sum.Matched != 37+1+30 || sum.Payouts == 0 || sum.Payouts != sum.Net {
 			t.Fatalf("%s: run %+v", gw, sum)
 		}
 		again := w.run(gw)

@@ -154,7 +154,7 @@ var matchSteps = []step{
 		SELECT 'PAID_NOT_BOOKED', p.id::text, p.id, p.hold_id, c.ext_ref, c.amount, 'AUTO',
 		       jsonb_build_object('our_state', p.state, 'lines', c.line_ids)
 		FROM rc_pay p JOIN rc_cap c ON c.pay_id = p.id
-		WHERE p.state NOT IN ('FAILED', 'REFUNDED')
+		WHERE p.state NOT IN ('FAILED', 'REFUNDED') AND p.hold_id IS NOT NULL -- a wallet top-up books nothing
 		  AND NOT EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = p.hold_id)
 		  AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = p.id)
 		ON CONFLICT DO NOTHING`},

@@ -84,6 +84,8 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.auth(func() []byte { return s.admin }))
 		r.Get("/faults", s.getFaults)
 		r.Put("/faults", s.putFaults)
+		r.Get("/export-faults", s.getExportFaults)
+		r.Put("/export-faults", s.putExportFaults)
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.auth(func() []byte { return s.apiKey }), s.inject)
@@ -211,6 +213,10 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 		enc = newCSVExport(w)
 	default:
 		writeError(w, http.StatusBadRequest, errorBody{Code: CodeBadRequest, Message: fmt.Sprintf("format %q is neither json nor csv", f)})
+		return
+	}
+	if enc, err = s.withExportFaults(r.Context(), date, enc); err != nil {
+		s.internal(w, r, err)
 		return
 	}
 	n := 0

@@ -255,7 +255,12 @@ func (s *Server) routes() http.Handler {
 		r.Use(s.requireAdmin)
 		r.Get("/routes", s.api(s.handleListRoutes))
 		r.Put("/routes/{gw}/{method}", s.api(s.handlePutRoute))
+		r.Get("/settlement-faults/{gw}", s.api(s.handleGetSettlementFaults))
+		r.Put("/settlement-faults/{gw}", s.api(s.handlePutSettlementFaults))
 	})
+	// The bank's statement of payouts; the admin token stands in for the
+	// bank's own credentials.
+	r.With(s.requireAdmin).Get("/bank/v1/statements/{file}", s.api(s.handleBankStatement))
 	return r
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/csv"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,45 +36,37 @@ func TestSettlementFile(t *testing.T) {
 	b.putRoute(t, "swiftpay", pspapi.Card, func(rc *pspapi.RouteConfig) { rc.FeeBps = 500 })
 
 	r := b.must(t, "GET", "/gw/swiftpay/v1/settlements/2025-06-07.csv", apiKey("swiftpay"), "", nil)
-	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/csv") {
-		t.Fatalf("settlement: %d %s %s", r.status, r.header.Get("Content-Type"), r.body)
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/csv") || r.header.Get(HeaderSettlementFormat) != FormatSwiftpay {
+		t.Fatalf("settlement: %d %s %s", r.status, r.header, r.body)
 	}
 	rows, err := csv.NewReader(strings.NewReader(string(r.body))).ReadAll()
 	if err != nil {
 		t.Fatalf("parse CSV: %v\n%s", err, r.body)
 	}
-	if !slices.Equal(rows[0], pspapi.SettlementColumns) {
+	if !slices.Equal(rows[0], SwiftpayColumns) {
 		t.Fatalf("header = %v", rows[0])
 	}
+	// swiftpay writes signed rupees with two decimals and DD/MM/YYYY dates.
 	type line struct {
-		typ, psp, merchant, refund string
-		amount, fee, net           int64
+		typ, psp, merchant, refund, refundMerchant, method string
+		gross, mdr, gst, net                               string
 	}
 	var got []line
-	var sumAmount, sumFee, sumNet int64
 	for _, row := range rows[1:] {
-		n := func(i int) int64 {
-			v, err := strconv.ParseInt(row[i], 10, 64)
-			if err != nil {
-				t.Fatalf("column %s = %q", pspapi.SettlementColumns[i], row[i])
-			}
-			return v
+		got = append(got, line{row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9]})
+		if row[11] != "09/06/2025" || row[12] != "SWP20250607" {
+			t.Errorf("settlement date, payout = %s, %s; want 09/06/2025 (Saturday's T+1 skips Sunday), SWP20250607", row[11], row[12])
 		}
-		got = append(got, line{row[0], row[1], row[2], row[3], n(4), n(5), n(6)})
-		sumAmount, sumFee, sumNet = sumAmount+n(4), sumFee+n(5), sumNet+n(6)
-		if row[8] != "2025-06-09" {
-			t.Errorf("settlement_date = %s, want 2025-06-09 (Saturday's T+1 skips Sunday)", row[8])
-		}
-		et, err := time.Parse(time.RFC3339, row[7])
-		if err != nil || et.Format(time.DateOnly) != "2025-06-07" || !strings.HasSuffix(row[7], "+05:30") {
-			t.Errorf("event_time = %q", row[7])
+		if et, err := time.ParseInLocation("02/01/2006 15:04:05", row[10], ist()); err != nil || et.Format(time.DateOnly) != "2025-06-07" {
+			t.Errorf("txn date = %q", row[10])
 		}
 	}
 	want := []line{
-		{"PAYMENT", card.PSPRef, "pay-s-card", "", 12345, 222, 12123}, // 1.8% of 123.45 is 2.2221
-		{"PAYMENT", nb.PSPRef, "pay-s-nb", "", 100000, 1500, 98500},
-		{"PAYMENT", upi.PSPRef, "pay-s-upi", "", 5000, 0, 5000},
-		{"REFUND", nb.PSPRef, "rf-s", rf.RefundRef, -5000, 0, -5000},
+		// 1.8% of 123.45 is 2.2221 → 2.22; GST 18% of it 0.3996 → 0.40
+		{"CAPTURE", card.PSPRef, "pay-s-card", "", "", pspapi.Card, "123.45", "2.22", "0.40", "120.83"},
+		{"CAPTURE", nb.PSPRef, "pay-s-nb", "", "", pspapi.NetBanking, "1000.00", "15.00", "2.70", "982.30"},
+		{"CAPTURE", upi.PSPRef, "pay-s-upi", "", "", pspapi.UPI, "50.00", "0.00", "0.00", "50.00"},
+		{"REFUND", nb.PSPRef, "pay-s-nb", rf.RefundRef, "rf-s", pspapi.NetBanking, "-50.00", "0.00", "0.00", "-50.00"},
 	}
 	byRef := func(a, b line) int { return strings.Compare(a.typ+a.psp, b.typ+b.psp) }
 	slices.SortFunc(got, byRef)
@@ -83,20 +74,35 @@ func TestSettlementFile(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("rows:\n got %+v\nwant %+v", got, want)
 	}
-	if sumAmount != 112345 || sumFee != 1722 || sumNet != 110623 || sumAmount-sumFee != sumNet {
-		t.Fatalf("sums amount %d fee %d net %d", sumAmount, sumFee, sumNet)
-	}
 	if strings.Contains(string(r.body), other.PSPRef) || strings.Contains(string(r.body), failed.PSPRef) {
 		t.Fatal("the file carries another gateway's or a failed payment")
 	}
 
-	// bharatpg's file has its own payment; the day before is empty.
+	// bharatpg's file has its own payment, in its own format: paise, YYYYMMDD, SALE.
 	r = b.must(t, "GET", "/gw/bharatpg/v1/settlements/2025-06-07.csv", apiKey("bharatpg"), "", nil)
-	if lines := strings.Split(strings.TrimSpace(string(r.body)), "\n"); len(lines) != 2 || !strings.Contains(lines[1], other.PSPRef) {
-		t.Fatalf("bharatpg file:\n%s", r.body)
+	rows, err = csv.NewReader(strings.NewReader(string(r.body))).ReadAll()
+	if err != nil || len(rows) != 2 || !slices.Equal(rows[0], BharatpgColumns) || r.header.Get(HeaderSettlementFormat) != FormatBharatpg {
+		t.Fatalf("bharatpg file (%v):\n%s", err, r.body)
 	}
+	if g := rows[1]; g[0] != "20250609" || g[1] != "BPGUTR20250607" || g[2] != "SALE" || g[3] != other.PSPRef || g[4] != "pay-s-other" ||
+		g[8] != "777" || g[9] != "14" || g[10] != "3" || g[11] != "760" {
+		t.Fatalf("bharatpg line = %v", g)
+	}
+
+	// The bank credits each file's net on its settlement date.
+	r = b.must(t, "GET", "/bank/v1/statements/2025-06-09.csv", adminToken, "", nil)
+	rows, err = csv.NewReader(strings.NewReader(string(r.body))).ReadAll()
+	if err != nil || r.status != 200 || !slices.Equal(rows[0], BankColumns) || len(rows) != 3 {
+		t.Fatalf("bank statement (%v):\n%s", err, r.body)
+	}
+	if rows[1][2] != "NEFT CR-BHARATPG SETTLEMENT-BPGUTR20250607" || rows[1][5] != "7.60" ||
+		rows[2][2] != "NEFT CR-SWIFTPAY SETTLEMENT-SWP20250607" || rows[2][5] != "1103.13" || rows[2][4] != "" || rows[2][0] != "09-Jun-2025" {
+		t.Fatalf("bank statement:\n%s", r.body)
+	}
+	b.must(t, "GET", "/bank/v1/statements/2025-06-09.csv", apiKey("swiftpay"), "", nil).wantError(t, 401, pspapi.CodeUnauthorized)
+
 	r = b.must(t, "GET", "/gw/swiftpay/v1/settlements/2025-06-06.csv", apiKey("swiftpay"), "", nil)
-	if strings.TrimSpace(string(r.body)) != strings.Join(pspapi.SettlementColumns, ",") {
+	if strings.TrimSpace(string(r.body)) != strings.Join(SwiftpayColumns, ",") {
 		t.Fatalf("empty day:\n%s", r.body)
 	}
 	b.must(t, "GET", "/gw/swiftpay/v1/settlements/2025-13-01.csv", apiKey("swiftpay"), "", nil).wantError(t, 400, pspapi.CodeInvalid)

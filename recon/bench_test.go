@@ -1,0 +1,295 @@
+package recon
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+	"tatkal/booking/prs"
+	"tatkal/booking/seed"
+	"tatkal/booking/testenv"
+)
+
+// BenchmarkReconcileDay reconciles one gateway's day of
+// TATKAL_RECON_BENCH_PAYMENTS payments (default 20,000): our payments,
+// bookings and their passengers; the gateway's settlement file (swiftpay
+// format, with 1% of lines dropped and 1% changed, so there are
+// exceptions to write), the bank's statement and the core's export. It
+// reports ingest and run throughput beside a raw ceiling measured in the
+// same run (PostgreSQL COPY of the same settlement file into a table of
+// text columns), the workbook's write time, and the peak Go heap of each
+// phase. Run it once:
+//
+//	TATKAL_RECON_BENCH_PAYMENTS=1000000 go test -run '^$' -bench ReconcileDay -benchtime 1x -timeout 30m ./recon/
+func BenchmarkReconcileDay(b *testing.B) {
+	n := 20000
+	if v := os.Getenv("TATKAL_RECON_BENCH_PAYMENTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 100 {
+			b.Fatalf("TATKAL_RECON_BENCH_PAYMENTS=%q: want a number of at least 100", v)
+		}
+	}
+	ctx := context.Background()
+	env := testenv.New(b)
+	level := slog.LevelInfo
+	if os.Getenv("TATKAL_RECON_BENCH_STEPS") != "" {
+		level = slog.LevelDebug
+	}
+	svc := New(Config{Pool: env.Pool, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))})
+	day := day0
+	demo, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{JourneyDate: day.AddDate(0, 0, 1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sh := demo.Shards[0]
+	users, err := seed.Users(ctx, env.Pool, seed.UsersSpec{Count: 1, Prefix: "bench", PasswordHash: "x"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	ourDay(b, env, sh.ID, users[0], day, n)
+	b.Logf("our side: %d payments, bookings and passengers in %v", n, time.Since(start).Round(time.Millisecond))
+	dir := b.TempDir()
+	settle, bank, core := filepath.Join(dir, "settle.csv"), filepath.Join(dir, "bank.csv"), filepath.Join(dir, "core.csv")
+	writeFiles(b, env, settle, bank, core, day)
+
+	for b.Loop() {
+		var peak peakHeap
+		phase := func(name string, fn func() error) time.Duration {
+			stop := peak.watch()
+			t0 := time.Now()
+			if err := fn(); err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
+			d := time.Since(t0)
+			mb := stop()
+			b.Logf("%-10s %8v  peak heap %4d MB", name, d.Round(time.Millisecond), mb)
+			b.ReportMetric(float64(mb), name+"-peak-MB")
+			return d
+		}
+		ingest := func(path string, meta FileMeta) func() error {
+			return func() error {
+				f, err := os.Open(path)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				_, err = svc.Ingest(ctx, meta, bufio.NewReaderSize(f, 1<<20))
+				return err
+			}
+		}
+		lines := n - n/100
+		tIngest := phase("ingest", ingest(settle, FileMeta{Source: SourceSettlement, Gateway: "swiftpay", BusinessDate: day, By: "bench"}))
+		tCopy := phase("copy", func() error { return copyCeiling(ctx, env, settle) })
+		phase("bank+core", func() error {
+			if err := ingest(bank, FileMeta{Source: SourceBank, BusinessDate: day.AddDate(0, 0, 1), By: "bench"})(); err != nil {
+				return err
+			}
+			return ingest(core, FileMeta{Source: SourceCore, BusinessDate: day.AddDate(0, 0, 1), By: "bench"})()
+		})
+		var sum RunSummary
+		tRun := phase("run", func() error {
+			var err error
+			sum, err = svc.Run(ctx, RunRequest{Gateway: "swiftpay", Date: day, AsOf: day.AddDate(0, 0, 5), By: "bench"})
+			return err
+		})
+		tXLSX := phase("xlsx", func() error { return svc.WriteXLSX(ctx, sum.ID, io.Discard) })
+		b.Logf("run: %d our items, %d lines, %d matched, %d exceptions", sum.OurItems, sum.Lines, sum.Matched, sum.Exceptions)
+		b.ReportMetric(float64(lines)/tIngest.Seconds(), "ingest-lines/s")
+		b.ReportMetric(float64(lines)/tCopy.Seconds(), "copy-lines/s")
+		b.ReportMetric(float64(n+lines)/tRun.Seconds(), "run-items/s")
+		b.ReportMetric(tRun.Seconds(), "run-s")
+		b.ReportMetric(tXLSX.Seconds(), "xlsx-s")
+		b.ReportMetric(float64(sum.Exceptions), "exceptions")
+	}
+}
+
+// ourDay writes n paid, booked payments of swiftpay on day, set-wise.
+func ourDay(b *testing.B, env *testenv.Env, shard, user int64, day time.Time, n int) {
+	ctx := context.Background()
+	t0 := day.Add(6 * time.Hour)
+	for _, q := range []string{
+		`INSERT INTO holds (id, shard_id, user_id, idempotency_key, kind, from_seq, to_seq, seat_count, berths, passengers,
+			fare_paise, fare_breakup, state, epoch, opening_day, created_at, expires_at)
+		 SELECT gen_random_uuid(), $1, $2, 'b' || i, 'SEAT', 0, 1, 1, ARRAY[i], '[]', 100000 + (i % 5000) * 7, '{}', 'CONFIRMED', 1,
+			$4::date, $5, $5 FROM generate_series(1, $3::int) i`,
+		`INSERT INTO payments (id, hold_id, user_id, psp, route, method, amount_paise, state, idempotency_key, deadline, initiated_at,
+			resolved_at, psp_ref)
+		 SELECT gen_random_uuid(), h.id, h.user_id, 'swiftpay', m, m, h.fare_paise, 'SUCCESS', 'p' || h.idempotency_key, t, t, t,
+			'pay_B' || substr(h.idempotency_key, 2)
+		 FROM holds h CROSS JOIN LATERAL (SELECT (ARRAY['UPI', 'CARD', 'NB'])[1 + substr(h.idempotency_key, 2)::int % 3] AS m,
+			$5::timestamptz + substr(h.idempotency_key, 2)::int * interval '40 ms' AS t) x`,
+		`INSERT INTO bookings (pnr, hold_id, user_id, shard_id, from_seq, to_seq, status, fare_paise, booked_at, prs_state)
+		 SELECT '8' || lpad(substr(idempotency_key, 2), 9, '0'), id, user_id, shard_id, 0, 1, 'CONFIRMED', fare_paise, $5, 'SYNCED'
+		 FROM holds`,
+		`INSERT INTO booking_passengers (booking_id, seq, shard_id, name, age, gender, berth_idx, coach, berth_no, berth_type,
+			from_seq, to_seq, status)
+		 SELECT b.id, 1, b.shard_id, 'P', 30, 'M', b.id, 'B1', 1 + b.id % 72, 'LB', 0, 1, 'CONFIRMED' FROM bookings b`,
+		`ANALYZE holds, payments, bookings, booking_passengers`,
+	} {
+		sql, args := bind(q, []any{shard, user, n, pgDate(day), t0})
+		if _, err := env.Pool.Exec(ctx, sql, args...); err != nil {
+			b.Fatalf("our side: %v\n%s", err, q)
+		}
+	}
+}
+
+// writeFiles writes the gateway's settlement file (1% of lines dropped,
+// 1% with a changed amount), the bank's statement and the core's export,
+// from our side, in their published formats.
+func writeFiles(b *testing.B, env *testenv.Env, settle, bank, core string, day time.Time) {
+	ctx := context.Background()
+	f, err := os.Create(settle)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	cw := csv.NewWriter(bw)
+	cw.Write(swiftpayCols) //nolint:errcheck
+	rows, err := env.Pool.Query(ctx, `SELECT id, psp_ref, method, amount_paise, initiated_at FROM payments ORDER BY initiated_at`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	contract := DefaultContracts()["swiftpay"]
+	payout := "SWP" + day.Format("20060102")
+	settleOn := day.AddDate(0, 0, 1).Format("02/01/2006")
+	var net int64
+	i := 0
+	for rows.Next() {
+		var id uuid.UUID
+		var ref, method string
+		var amount int64
+		var at time.Time
+		if err := rows.Scan(&id, &ref, &method, &amount, &at); err != nil {
+			b.Fatal(err)
+		}
+		i++
+		if i%100 == 0 {
+			continue // dropped: MISSING_IN_SETTLEMENT
+		}
+		if i%100 == 50 {
+			amount += 100 // AMOUNT_MISMATCH
+		}
+		fee := bps(amount, contract[method])
+		gst := bps(fee, 1800)
+		net += amount - fee - gst
+		mode := map[string]string{"NB": "NETBANKING"}[method]
+		if mode == "" {
+			mode = method
+		}
+		cw.Write([]string{"CAPTURE", ref, id.String(), "", "", mode, rupeeText(amount), rupeeText(fee), rupeeText(gst), //nolint:errcheck
+			rupeeText(amount - fee - gst), at.In(booking.IST).Format("02/01/2006 15:04:05"), settleOn, payout})
+	}
+	if rows.Err() != nil {
+		b.Fatal(rows.Err())
+	}
+	cw.Flush()
+	if err := bw.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	d := day.AddDate(0, 0, 1).Format("02-Jan-2006")
+	if err := os.WriteFile(bank, fmt.Appendf(nil, "Txn Date,Value Date,Description,Ref No,Debit,Credit\n%s,%s,NEFT CR-SWIFTPAY SETTLEMENT-%s,HDFCN1,,%s\n",
+		d, d, payout, rupeeText(net)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	f, err = os.Create(core)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bw = bufio.NewWriterSize(f, 1<<20)
+	cw = csv.NewWriter(bw)
+	cw.Write(prs.CSVHeader()) //nolint:errcheck
+	rows, err = env.Pool.Query(ctx, `SELECT pnr, fare_paise, 1 + id % 72 FROM bookings ORDER BY pnr`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	journey := day.AddDate(0, 0, 1).Format(time.DateOnly)
+	accepted := day.Add(7 * time.Hour).UTC().Format(time.RFC3339Nano)
+	for rows.Next() {
+		var pnr string
+		var fare, berth int64
+		if err := rows.Scan(&pnr, &fare, &berth); err != nil {
+			b.Fatal(err)
+		}
+		cw.Write([]string{pnr, "C" + pnr, "CONFIRMED", "12951", journey, "3A", "TQ", "MMCT", "BVI", "0", "1", "CONFIRMED", "0", //nolint:errcheck
+			strconv.FormatInt(fare, 10), accepted, "", "1", "P", "30", "M", "B1", strconv.FormatInt(berth, 10), "LB"})
+	}
+	cw.Flush()
+	if err := bw.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+}
+
+// copyCeiling is the raw ceiling: PostgreSQL COPY of the same settlement
+// file into a table of text columns, nothing parsed, checked or indexed.
+func copyCeiling(ctx context.Context, env *testenv.Env, path string) error {
+	cols := ""
+	for i := range swiftpayCols {
+		if i > 0 {
+			cols += ", "
+		}
+		cols += fmt.Sprintf("c%d text", i)
+	}
+	if _, err := env.Pool.Exec(ctx, `DROP TABLE IF EXISTS bench_copy; CREATE TABLE bench_copy (`+cols+`)`); err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	conn, err := env.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	_, err = conn.Conn().PgConn().CopyFrom(ctx, bufio.NewReaderSize(f, 1<<20), `COPY bench_copy FROM STDIN (FORMAT csv, HEADER true)`)
+	return err
+}
+
+// peakHeap samples the Go heap while a phase runs.
+type peakHeap struct{}
+
+func (peakHeap) watch() func() int64 {
+	runtime.GC()
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() int64 {
+		close(done)
+		wg.Wait()
+		return int64(peak.Load() >> 20)
+	}
+}

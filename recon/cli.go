@@ -1,0 +1,179 @@
+package recon
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"tatkal/booking"
+	"tatkal/booking/db"
+)
+
+const cliUsage = `tatkal recon: reconciliation from the command line.
+
+  tatkal recon ingest --source settlement|bank|core [--gateway G] --date YYYY-MM-DD --file F [--by NAME]
+  tatkal recon run    --gateway G --date YYYY-MM-DD [--as-of RFC3339] [--by NAME]
+  tatkal recon export --gateway G --date YYYY-MM-DD --out F.xlsx|F.csv
+
+ingest stores a file with its lineage (the same file again changes nothing;
+a different one for the same day supersedes it); run reconciles a
+gateway's business date; export writes the latest run's workbook or CSV.
+`
+
+// Command runs "tatkal recon ARGS" against the database at databaseURL.
+// A mistake in the arguments wraps ErrUsage and changes nothing.
+func Command(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, cliUsage)
+		if len(args) == 0 {
+			return usage("name a subcommand: ingest, run or export")
+		}
+		return nil
+	}
+	fs := flag.NewFlagSet("tatkal recon "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	gateway := fs.String("gateway", "", "gateway id, e.g. swiftpay")
+	date := fs.String("date", "", "business date (journey date for a core export), YYYY-MM-DD")
+	by := fs.String("by", defaultActor(), "who ingests or runs (a login, or job:NAME)")
+	var source, file, out, asOf *string
+	switch args[0] {
+	case "ingest":
+		source = fs.String("source", "settlement", "settlement, bank or core")
+		file = fs.String("file", "", "the file to ingest")
+	case "run":
+		asOf = fs.String("as-of", "", "judge ageing rules at this time (RFC 3339); default now")
+	case "export":
+		out = fs.String("out", "", "where to write: .xlsx for the workbook, .csv for the exceptions")
+	default:
+		fmt.Fprint(stdout, cliUsage)
+		return usage("unknown subcommand %q", args[0])
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usage("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usage("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	day, err := time.ParseInLocation(time.DateOnly, *date, booking.IST)
+	if err != nil {
+		return usage("--date %q is not YYYY-MM-DD", *date)
+	}
+	// Check what can be checked before touching the database.
+	switch args[0] {
+	case "ingest":
+		if *file == "" {
+			return usage("--file is required")
+		}
+	case "export":
+		if ext := filepath.Ext(*out); ext != ".xlsx" && ext != ".csv" {
+			return usage("--out must end in .xlsx or .csv, not %q", *out)
+		}
+	}
+	var when time.Time
+	if asOf != nil && *asOf != "" {
+		if when, err = time.Parse(time.RFC3339, *asOf); err != nil {
+			return usage("--as-of %q is not RFC 3339", *asOf)
+		}
+	}
+
+	pool, err := db.Open(ctx, databaseURL, 4)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	jobs, err := river.NewClient(riverpgxv5.New(pool), &river.Config{}) // insert-only: the workers run elsewhere
+	if err != nil {
+		return fmt.Errorf("river: %w", err)
+	}
+	svc := New(Config{Pool: pool, Jobs: jobs})
+
+	switch args[0] {
+	case "ingest":
+		src := map[string]string{"settlement": SourceSettlement, "bank": SourceBank, "core": SourceCore}[strings.ToLower(*source)]
+		if src == "" {
+			return usage("--source must be settlement, bank or core, not %q", *source)
+		}
+		f, err := os.Open(*file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		info, err := svc.Ingest(ctx, FileMeta{Source: src, Gateway: *gateway, BusinessDate: day, Name: filepath.Base(*file), By: *by}, f)
+		if err != nil {
+			return err
+		}
+		verb := "ingested"
+		if info.Replayed {
+			verb = "already ingested (nothing changed)"
+		}
+		fmt.Fprintf(stdout, "file %d %s: %s %s %s, %d rows, sha256 %s\n", info.ID, verb, info.Source, info.Gateway,
+			info.BusinessDate.Format(time.DateOnly), info.Rows, info.SHA256)
+		if info.Superseded != 0 {
+			fmt.Fprintf(stdout, "supersedes file %d\n", info.Superseded)
+		}
+	case "run":
+		sum, err := svc.Run(ctx, RunRequest{Gateway: *gateway, Date: day, AsOf: when, By: *by})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "run %d: %s %s: %d of our items, %d lines, %d matched (%.2f%%), %d exceptions (%d new, %d cleared)\n",
+			sum.ID, sum.Gateway, sum.BusinessDate.Format(time.DateOnly), sum.OurItems, sum.Lines, sum.Matched, 100*sum.MatchRate(),
+			sum.Exceptions, sum.NewExceptions, sum.Cleared)
+		fmt.Fprintf(stdout, "matched ₹%s, unmatched ₹%s, fees ₹%s + GST ₹%s, net ₹%s, paid out ₹%s\n", rupeeText(sum.AmountMatched),
+			rupeeText(sum.AmountUnmatched), rupeeText(sum.Fees), rupeeText(sum.Tax), rupeeText(sum.Net), rupeeText(sum.Payouts))
+	case "export":
+		sum, err := svc.LatestRun(ctx, *gateway, day)
+		if err != nil {
+			return err
+		}
+		// Written beside the target and renamed, so a failure never leaves
+		// half a workbook under the name asked for.
+		tmp, err := os.CreateTemp(filepath.Dir(*out), ".recon-*"+filepath.Ext(*out))
+		if err != nil {
+			return err
+		}
+		defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename
+		write := svc.WriteXLSX
+		if filepath.Ext(*out) == ".csv" {
+			write = svc.WriteCSV
+		}
+		if err := write(ctx, sum.ID, tmp); err != nil {
+			tmp.Close()
+			return err
+		}
+		if err := tmp.Close(); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp.Name(), *out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "run %d written to %s\n", sum.ID, *out)
+	}
+	return nil
+}
+
+// ErrUsage marks a mistake in the command's arguments.
+var ErrUsage = errors.New("usage")
+
+func usage(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
+}
+
+func defaultActor() string {
+	if u := os.Getenv("USER"); u != "" {
+		return "cli:" + u
+	}
+	return "cli"
+}

@@ -1,0 +1,419 @@
+package recon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"tatkal/booking"
+	"tatkal/booking/audit"
+	"tatkal/booking/db"
+)
+
+// Exception states: OPEN → INVESTIGATING (assigned to a person) →
+// RESOLVED (automatically, by a rerun that no longer finds it, or with a
+// resolution code and note) or WRITTEN_OFF (proposed by one person,
+// approved by another).
+const (
+	StateOpen          = "OPEN"
+	StateInvestigating = "INVESTIGATING"
+	StateResolved      = "RESOLVED"
+	StateWrittenOff    = "WRITTEN_OFF"
+)
+
+// ClearedOnRerun is the resolution of an exception a later run no longer finds.
+const ClearedOnRerun = "CLEARED_ON_RERUN"
+
+// Exception is one difference between the legs.
+type Exception struct {
+	ID            uuid.UUID       `json:"id"`
+	Kind          string          `json:"kind"`
+	Ref           string          `json:"ref"`
+	Gateway       string          `json:"gateway"`
+	BusinessDate  time.Time       `json:"business_date"`
+	PaymentID     *uuid.UUID      `json:"payment_id,omitempty"`
+	HoldID        *uuid.UUID      `json:"hold_id,omitempty"`
+	RefundID      *uuid.UUID      `json:"refund_id,omitempty"`
+	PNR           string          `json:"pnr,omitempty"`
+	PSPRef        string          `json:"psp_ref,omitempty"`
+	PayoutID      string          `json:"payout_id,omitempty"`
+	AmountPaise   int64           `json:"amount_paise"`
+	DiffPaise     int64           `json:"diff_paise"`
+	Owner         string          `json:"owner_team"`
+	Path          string          `json:"path"`
+	State         string          `json:"state"`
+	Assignee      string          `json:"assignee,omitempty"`
+	Resolution    string          `json:"resolution,omitempty"`
+	DetectedAt    time.Time       `json:"detected_at"`
+	DueAt         time.Time       `json:"due_at"`
+	FirstRunID    int64           `json:"first_run_id"`
+	LastRunID     int64           `json:"last_run_id"`
+	Evidence      json.RawMessage `json:"evidence"`
+	NeedsApproval bool            `json:"needs_approval"`
+	ApprovedBy    string          `json:"approved_by,omitempty"`
+	WriteOffBy    string          `json:"write_off_proposed_by,omitempty"`
+	ResolvedAt    *time.Time      `json:"resolved_at,omitempty"`
+	ResolvedBy    string          `json:"resolved_by,omitempty"`
+	EscalatedAt   *time.Time      `json:"escalated_at,omitempty"`
+}
+
+// Age is how long the exception has been (or was) open.
+func (e Exception) Age(now time.Time) time.Duration {
+	if e.ResolvedAt != nil {
+		return e.ResolvedAt.Sub(e.DetectedAt)
+	}
+	return now.Sub(e.DetectedAt)
+}
+
+// AgeBucket is the ageing bucket of an age: 0-1 d, 1-3 d, 3-7 d, over 7 d.
+func AgeBucket(age time.Duration) string {
+	switch d := age.Hours() / 24; {
+	case d < 1:
+		return "0-1 d"
+	case d < 3:
+		return "1-3 d"
+	case d < 7:
+		return "3-7 d"
+	}
+	return "over 7 d"
+}
+
+const exceptionCols = `id, kind, ref, gateway, business_date, payment_id, hold_id, refund_id, pnr, psp_ref, payout_id,
+	amount_paise, diff_paise, owner_team, path, state, assignee, resolution, detected_at, due_at, first_run_id, last_run_id,
+	evidence, needs_approval, approved_by, writeoff_by, resolved_at, resolved_by, escalated_at`
+
+func scanException(row pgx.Row) (Exception, error) {
+	var e Exception
+	err := row.Scan(&e.ID, &e.Kind, &e.Ref, &e.Gateway, &e.BusinessDate, &e.PaymentID, &e.HoldID, &e.RefundID, &e.PNR, &e.PSPRef,
+		&e.PayoutID, &e.AmountPaise, &e.DiffPaise, &e.Owner, &e.Path, &e.State, &e.Assignee, &e.Resolution, &e.DetectedAt,
+		&e.DueAt, &e.FirstRunID, &e.LastRunID, &e.Evidence, &e.NeedsApproval, &e.ApprovedBy, &e.WriteOffBy, &e.ResolvedAt,
+		&e.ResolvedBy, &e.EscalatedAt)
+	return e, err
+}
+
+// Exception returns one exception.
+func (s *Service) Exception(ctx context.Context, id uuid.UUID) (Exception, error) {
+	e, err := scanException(s.pool.QueryRow(ctx, `SELECT `+exceptionCols+` FROM reconciliation_exceptions WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_EXCEPTION", "No exception %s.", id)
+	}
+	if err != nil {
+		return e, fmt.Errorf("read exception %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// Filter selects exceptions; zero fields select everything.
+type Filter struct {
+	Gateway      string
+	BusinessDate time.Time
+	Kind         string
+	State        string // a state, or "UNRESOLVED" for OPEN and INVESTIGATING
+	Owner        string
+	MinPaise     int64 // |amount| at least
+	OlderThan    time.Duration
+	Limit        int // default 100, at most 1000
+	Offset       int
+}
+
+// Exceptions lists exceptions, oldest first, a page at a time.
+func (s *Service) Exceptions(ctx context.Context, f Filter) ([]Exception, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	if f.Limit > 1000 || f.Offset < 0 {
+		return nil, booking.Errorf(booking.EINVALID, "BAD_PAGE", "Pages hold at most 1000 exceptions and start at 0.")
+	}
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Gateway != "" {
+		add("gateway = $%d", f.Gateway)
+	}
+	if !f.BusinessDate.IsZero() {
+		add("business_date = $%d", pgDate(f.BusinessDate))
+	}
+	if f.Kind != "" {
+		if _, ok := KindOf(f.Kind); !ok {
+			return nil, booking.Errorf(booking.EINVALID, "UNKNOWN_KIND", "Unknown exception kind %q.", f.Kind)
+		}
+		add("kind = $%d", f.Kind)
+	}
+	switch f.State {
+	case "":
+	case "UNRESOLVED":
+		where = append(where, "state IN ('OPEN', 'INVESTIGATING')")
+	case StateOpen, StateInvestigating, StateResolved, StateWrittenOff:
+		add("state = $%d", f.State)
+	default:
+		return nil, booking.Errorf(booking.EINVALID, "UNKNOWN_STATE", "Unknown exception state %q.", f.State)
+	}
+	if f.Owner != "" {
+		add("owner_team = $%d", f.Owner)
+	}
+	if f.MinPaise > 0 {
+		add("abs(amount_paise) >= $%d", f.MinPaise)
+	}
+	if f.OlderThan > 0 {
+		add("detected_at <= $%d", s.cfg.Now().Add(-f.OlderThan))
+	}
+	q := `SELECT ` + exceptionCols + ` FROM reconciliation_exceptions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, f.Limit, f.Offset)
+	q += fmt.Sprintf(" ORDER BY detected_at, kind, ref LIMIT $%d OFFSET $%d", len(args)-1, len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list exceptions: %w", err)
+	}
+	defer rows.Close()
+	out := []Exception{}
+	for rows.Next() {
+		e, err := scanException(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list exceptions: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Event is one entry of an exception's history.
+type Event struct {
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor"`
+	Action    string    `json:"action"`
+	FromState string    `json:"from_state,omitempty"`
+	ToState   string    `json:"to_state,omitempty"`
+	Note      string    `json:"note,omitempty"`
+	RunID     *int64    `json:"run_id,omitempty"`
+}
+
+// History is an exception's full history, oldest first.
+func (s *Service) History(ctx context.Context, id uuid.UUID) ([]Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT at, actor, action, from_state, to_state, note, run_id
+		FROM reconciliation_exception_events WHERE exception_id = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", id, err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
+}
+
+var (
+	actorRE = regexp.MustCompile(`^[a-zA-Z0-9._:@-]{1,100}$`)
+	codeRE  = regexp.MustCompile(`^[A-Z][A-Z_]{2,39}$`)
+)
+
+func checkActor(actor string) error {
+	if !actorRE.MatchString(actor) {
+		return booking.Errorf(booking.EINVALID, "NO_ACTOR", "Say who acts (a login of letters, digits and ._:@-).")
+	}
+	return nil
+}
+
+func checkNote(note string, required bool) error {
+	if required && strings.TrimSpace(note) == "" {
+		return booking.Errorf(booking.EINVALID, "NOTE_REQUIRED", "Write a note saying why.")
+	}
+	if len(note) > 4000 {
+		return booking.Errorf(booking.EINVALID, "NOTE_TOO_LONG", "Notes are at most 4000 characters.")
+	}
+	return nil
+}
+
+// change locks an unresolved exception and runs fn on it in one
+// transaction; a closed exception is a conflict and changes nothing.
+func (s *Service) change(ctx context.Context, id uuid.UUID, fn func(tx pgx.Tx, e Exception) error) error {
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		e, err := scanException(tx.QueryRow(ctx, `SELECT `+exceptionCols+` FROM reconciliation_exceptions WHERE id = $1 FOR UPDATE`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return booking.Errorf(booking.ENOTFOUND, "NO_SUCH_EXCEPTION", "No exception %s.", id)
+		}
+		if err != nil {
+			return fmt.Errorf("lock exception %s: %w", id, err)
+		}
+		if e.State != StateOpen && e.State != StateInvestigating {
+			return booking.Errorf(booking.ECONFLICT, "EXCEPTION_CLOSED", "Exception %s is %s already.", id, e.State)
+		}
+		return fn(tx, e)
+	})
+}
+
+func event(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, action, from, to, note string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO reconciliation_exception_events (exception_id, actor, action, from_state, to_state, note)
+		VALUES ($1, $2, $3, $4, $5, $6)`, id, actor, action, from, to, note); err != nil {
+		return fmt.Errorf("exception %s history: %w", id, err)
+	}
+	return audit.Write(ctx, tx, actor, "recon."+strings.ToLower(action), "recon_exception:"+id.String(),
+		map[string]any{"from": from, "to": to, "note": note})
+}
+
+// Assign gives an exception to a person to investigate.
+func (s *Service) Assign(ctx context.Context, id uuid.UUID, actor, assignee string) error {
+	if err := checkActor(actor); err != nil {
+		return err
+	}
+	if err := checkActor(assignee); err != nil {
+		return booking.Errorf(booking.EINVALID, "NO_ASSIGNEE", "Name the person to assign it to.")
+	}
+	return s.change(ctx, id, func(tx pgx.Tx, e Exception) error {
+		if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET state = 'INVESTIGATING', assignee = $2 WHERE id = $1`, id, assignee); err != nil {
+			return fmt.Errorf("assign %s: %w", id, err)
+		}
+		return event(ctx, tx, id, actor, "ASSIGNED", e.State, StateInvestigating, "to "+assignee)
+	})
+}
+
+// AddNote records a note on an exception, open or closed.
+func (s *Service) AddNote(ctx context.Context, id uuid.UUID, actor, note string) error {
+	if err := checkActor(actor); err != nil {
+		return err
+	}
+	if err := checkNote(note, true); err != nil {
+		return err
+	}
+	if _, err := s.Exception(ctx, id); err != nil {
+		return err
+	}
+	return s.note(ctx, id, actor, "NOTE", note)
+}
+
+func (s *Service) note(ctx context.Context, id uuid.UUID, actor, action, note string) error {
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error { return event(ctx, tx, id, actor, action, "", "", note) })
+}
+
+// ResolveManually closes an exception with a resolution code and a note.
+func (s *Service) ResolveManually(ctx context.Context, id uuid.UUID, actor, code, note string) error {
+	if err := checkActor(actor); err != nil {
+		return err
+	}
+	if !codeRE.MatchString(code) || code == ClearedOnRerun || strings.HasPrefix(code, "AUTO_") {
+		return booking.Errorf(booking.EINVALID, "BAD_CODE", "A resolution code is 3-40 capitals and _ (not %s or AUTO_…).", ClearedOnRerun)
+	}
+	if err := checkNote(note, true); err != nil {
+		return err
+	}
+	return s.change(ctx, id, func(tx pgx.Tx, e Exception) error {
+		return s.closeTx(ctx, tx, id, actor, StateResolved, code, note)
+	})
+}
+
+// closeTx moves a locked, unresolved exception to state.
+func (s *Service) closeTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, state, code, note string) error {
+	var from string
+	if err := tx.QueryRow(ctx, `SELECT state FROM reconciliation_exceptions WHERE id = $1`, id).Scan(&from); err != nil {
+		return fmt.Errorf("exception %s: %w", id, err)
+	}
+	final := state == StateResolved || state == StateWrittenOff
+	if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET state = $2, resolution = CASE WHEN $5 THEN $3 ELSE resolution END,
+		resolved_at = CASE WHEN $5 THEN $6::timestamptz END, resolved_by = CASE WHEN $5 THEN $4 ELSE '' END WHERE id = $1`,
+		id, state, code, actor, final, s.cfg.Now()); err != nil {
+		return fmt.Errorf("close %s: %w", id, err)
+	}
+	action := state
+	if code != "" {
+		action += " " + code
+	}
+	return event(ctx, tx, id, actor, strings.ReplaceAll(action, " ", ":"), from, state, note)
+}
+
+// ProposeWriteOff asks to write an exception off; a second person approves.
+func (s *Service) ProposeWriteOff(ctx context.Context, id uuid.UUID, actor, note string) error {
+	if err := checkActor(actor); err != nil {
+		return err
+	}
+	if err := checkNote(note, true); err != nil {
+		return err
+	}
+	return s.change(ctx, id, func(tx pgx.Tx, e Exception) error {
+		if e.WriteOffBy != "" {
+			return booking.Errorf(booking.ECONFLICT, "ALREADY_PROPOSED", "%s already proposed writing it off.", e.WriteOffBy)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET writeoff_by = $2 WHERE id = $1`, id, actor); err != nil {
+			return fmt.Errorf("propose write-off %s: %w", id, err)
+		}
+		return event(ctx, tx, id, actor, "WRITE_OFF_PROPOSED", e.State, e.State, note)
+	})
+}
+
+// ApproveWriteOff writes an exception off: a second person, never the proposer.
+func (s *Service) ApproveWriteOff(ctx context.Context, id uuid.UUID, approver, note string) error {
+	if err := checkActor(approver); err != nil {
+		return err
+	}
+	if err := checkNote(note, false); err != nil {
+		return err
+	}
+	return s.change(ctx, id, func(tx pgx.Tx, e Exception) error {
+		switch {
+		case e.WriteOffBy == "":
+			return booking.Errorf(booking.ECONFLICT, "NOT_PROPOSED", "Nobody proposed writing it off.")
+		case e.WriteOffBy == approver:
+			return booking.Errorf(booking.EFORBIDDEN, "SAME_PERSON", "A write-off needs a second person; %s proposed it.", approver)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET approved_by = $2 WHERE id = $1`, id, approver); err != nil {
+			return fmt.Errorf("approve write-off %s: %w", id, err)
+		}
+		return s.closeTx(ctx, tx, id, approver, StateWrittenOff, "WRITTEN_OFF", note)
+	})
+}
+
+// ApproveAutomatic lets an automatic money move above the limit go ahead:
+// its job is enqueued with the approval.
+func (s *Service) ApproveAutomatic(ctx context.Context, id uuid.UUID, approver string, jobs booking.JobInserter) error {
+	if err := checkActor(approver); err != nil {
+		return err
+	}
+	return s.change(ctx, id, func(tx pgx.Tx, e Exception) error {
+		switch {
+		case !e.NeedsApproval:
+			return booking.Errorf(booking.ECONFLICT, "NO_APPROVAL_NEEDED", "Exception %s needs no approval.", id)
+		case e.ApprovedBy != "":
+			return booking.Errorf(booking.ECONFLICT, "ALREADY_APPROVED", "%s approved it already.", e.ApprovedBy)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET approved_by = $2 WHERE id = $1`, id, approver); err != nil {
+			return fmt.Errorf("approve %s: %w", id, err)
+		}
+		if _, err := jobs.InsertTx(ctx, tx, ResolveArgs{ExceptionID: id}, nil); err != nil {
+			return fmt.Errorf("approve %s: enqueue: %w", id, err)
+		}
+		return event(ctx, tx, id, approver, "APPROVED", e.State, e.State, "automatic resolution approved")
+	})
+}
+
+// Escalate marks the unresolved exceptions past their SLA as escalated (to
+// the finance lead and the console's home page) and returns how many were
+// newly escalated. Run by a periodic job.
+func (s *Service) Escalate(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `WITH e AS (
+			UPDATE reconciliation_exceptions SET escalated_at = $1
+			WHERE state IN ('OPEN', 'INVESTIGATING') AND due_at < $1 AND escalated_at IS NULL RETURNING id, state)
+		, ev AS (INSERT INTO reconciliation_exception_events (exception_id, actor, action, from_state, to_state, note)
+			SELECT id, 'job:recon_escalate', 'ESCALATED', state, state, 'past its SLA: raised to the finance lead' FROM e)
+		SELECT count(*) FROM e`, s.cfg.Now()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("escalate: %w", err)
+	}
+	return n, nil
+}
+
+// EscalateArgs runs Escalate; a periodic job.
+type EscalateArgs struct{}
+
+func (EscalateArgs) Kind() string { return "recon_escalate" }
+func (EscalateArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: booking.QueueMoney, MaxAttempts: 3}
+}

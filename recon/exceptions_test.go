@@ -1,0 +1,145 @@
+package recon
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+	"tatkal/booking/payment/pspsim"
+)
+
+func code(err error) booking.Code { return booking.ErrorCode(err) }
+
+// The lifecycle: OPEN → INVESTIGATING → RESOLVED with a code and note, or
+// WRITTEN_OFF by two people; notes and a full history; every bad request a
+// clear error that changes nothing; escalation past the SLA.
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const gw = "swiftpay"
+	m := w.make(clean(gw, "UPI", 100000), clean(gw, "CARD", 200000), clean(gw, "NB", 300000))
+	w.settlementFaults(gw, pspsim.SettlementFaults{Drop: pspsim.FaultPick{Refs: []string{m[0].PSPRef, m[1].PSPRef, m[2].PSPRef}}})
+	w.ingestDay(gw)
+	w.run(gw)
+	ex := w.exceptions(gw)
+	var missing []Exception
+	for _, e := range ex {
+		if e.Kind == MissingInSettlement {
+			missing = append(missing, e)
+		}
+	}
+	if len(missing) != 3 {
+		t.Fatalf("exceptions %+v", ex)
+	}
+	slices.SortFunc(missing, func(x, y Exception) int { return int(x.AmountPaise - y.AmountPaise) })
+	a, b, c := missing[0].ID, missing[1].ID, missing[2].ID
+	ctx, svc := w.ctx, w.svc
+	snapshot := func() string {
+		var s string
+		w.must(w.env.Pool.QueryRow(ctx, `SELECT string_agg(concat_ws('|', id, state, assignee, resolution, writeoff_by, approved_by, resolved_by), ',' ORDER BY id)
+			FROM reconciliation_exceptions`).Scan(&s))
+		return s + "|" + strings.Repeat("e", w.count(`SELECT count(*) FROM reconciliation_exception_events`))
+	}
+
+	// Bad requests change nothing.
+	before := snapshot()
+	for name, err := range map[string]error{
+		"no actor":          svc.Assign(ctx, a, "", "asha"),
+		"no assignee":       svc.Assign(ctx, a, "finance1", ""),
+		"unknown":           svc.Assign(ctx, uuid.New(), "finance1", "asha"),
+		"empty note":        svc.AddNote(ctx, a, "finance1", "  "),
+		"bad code":          svc.ResolveManually(ctx, a, "finance1", "fixed it", "note"),
+		"reserved code":     svc.ResolveManually(ctx, a, "finance1", ClearedOnRerun, "note"),
+		"auto code":         svc.ResolveManually(ctx, a, "finance1", "AUTO_REFUND", "note"),
+		"no note":           svc.ResolveManually(ctx, a, "finance1", "GATEWAY_CONFIRMED", ""),
+		"unproposed":        svc.ApproveWriteOff(ctx, a, "finance2", ""),
+		"no approval asked": svc.ApproveAutomatic(ctx, a, "finance2", w.river),
+	} {
+		if code(err) == booking.EINTERNAL || err == nil {
+			t.Errorf("%s: %v, want a clear error", name, err)
+		}
+	}
+	if _, err := svc.Exceptions(ctx, Filter{Kind: "NOPE"}); code(err) != booking.EINVALID {
+		t.Errorf("unknown kind filter: %v", err)
+	}
+	if snapshot() != before {
+		t.Fatal("a refused request changed something")
+	}
+
+	// a: assigned, noted, resolved with a code.
+	w.must(svc.Assign(ctx, a, "finance1", "asha"))
+	w.must(svc.AddNote(ctx, a, "asha", "gateway says the line is in tomorrow's file"))
+	w.must(svc.ResolveManually(ctx, a, "asha", "GATEWAY_CONFIRMED", "confirmed by the gateway's ops"))
+	got, _ := svc.Exception(ctx, a)
+	if got.State != StateResolved || got.Resolution != "GATEWAY_CONFIRMED" || got.ResolvedBy != "asha" || got.ResolvedAt == nil || got.Assignee != "asha" {
+		t.Fatalf("resolved: %+v", got)
+	}
+	if err := svc.Assign(ctx, a, "finance1", "ravi"); code(err) != booking.ECONFLICT {
+		t.Fatalf("assigning a resolved exception: %v", err)
+	}
+	w.must(svc.AddNote(ctx, a, "ravi", "a note after the fact is kept"))
+	hist, err := svc.History(ctx, a)
+	w.must(err)
+	var actions []string
+	for _, h := range hist {
+		actions = append(actions, h.Actor+":"+h.Action)
+	}
+	if want := []string{"run:" + strconv.FormatInt(got.FirstRunID, 10) + ":DETECTED", "finance1:ASSIGNED", "asha:NOTE", "asha:RESOLVED:GATEWAY_CONFIRMED", "ravi:NOTE"}; !slices.Equal(actions, want) {
+		t.Fatalf("history %v, want %v", actions, want)
+	}
+
+	if n := w.count(`SELECT count(*) FROM audit_log WHERE subject = $1 AND action LIKE 'recon.%'`, "recon_exception:"+a.String()); n != 4 {
+		t.Fatalf("%d audit records of the exception's changes, want 4", n)
+	}
+
+	// b: a write-off needs a second person.
+	w.must(svc.ProposeWriteOff(ctx, b, "finance1", "₹2,000 not worth chasing"))
+	if err := svc.ProposeWriteOff(ctx, b, "finance2", "again"); code(err) != booking.ECONFLICT {
+		t.Fatalf("second proposal: %v", err)
+	}
+	var be *booking.Error
+	if err := svc.ApproveWriteOff(ctx, b, "finance1", ""); !errors.As(err, &be) || be.Reason != "SAME_PERSON" {
+		t.Fatalf("the proposer approving: %v", err)
+	}
+	if got, _ := svc.Exception(ctx, b); got.State != StateOpen {
+		t.Fatalf("refused approval changed the state: %s", got.State)
+	}
+	w.must(svc.ApproveWriteOff(ctx, b, "finance2", "agreed"))
+	if got, _ := svc.Exception(ctx, b); got.State != StateWrittenOff || got.WriteOffBy != "finance1" || got.ApprovedBy != "finance2" {
+		t.Fatalf("written off: %+v", got)
+	}
+
+	// A rerun leaves closed exceptions alone and still finds the open one.
+	w.run(gw)
+	if got, _ := svc.Exception(ctx, a); got.State != StateResolved || got.Resolution != "GATEWAY_CONFIRMED" {
+		t.Fatalf("rerun changed a resolved exception: %+v", got)
+	}
+	if got, _ := svc.Exception(ctx, c); got.State != StateOpen {
+		t.Fatalf("rerun: %+v", got)
+	}
+	open, err := svc.Exceptions(ctx, Filter{State: "UNRESOLVED", Owner: "finance-settlement", MinPaise: 250000})
+	w.must(err)
+	if len(open) != 1 || open[0].ID != c {
+		t.Fatalf("filtered: %+v", open)
+	}
+
+	// Past its SLA (24 h) the open one is escalated, once.
+	svc.cfg.Now = func() time.Time { return time.Now().Add(25 * time.Hour) }
+	n, err := svc.Escalate(ctx)
+	w.must(err)
+	if n2, _ := svc.Escalate(ctx); n != 1 || n2 != 0 {
+		t.Fatalf("escalated %d then %d", n, n2)
+	}
+	if got, _ := svc.Exception(ctx, c); got.EscalatedAt == nil {
+		t.Fatal("not escalated")
+	}
+	if AgeBucket(25*time.Hour) != "1-3 d" || AgeBucket(time.Hour) != "0-1 d" || AgeBucket(100*time.Hour) != "3-7 d" || AgeBucket(200*time.Hour) != "over 7 d" {
+		t.Fatal("age buckets")
+	}
+}

@@ -1,0 +1,141 @@
+package recon
+
+import (
+	"bytes"
+	"encoding/csv"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/xuri/excelize/v2"
+
+	"tatkal/booking/payment/pspsim"
+)
+
+// The workbook read back with excelize: its sheets, styled and frozen
+// header rows with autofilters, amounts as numbers in rupees with two
+// decimals, dates as real dates; the CSV carries the same rows.
+func TestWorkbook(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const gw = "bharatpg"
+	m := w.make(append(cleanSet(gw, 6), clean(gw, "UPI", 150000), clean(gw, "CARD", 123456))...)
+	dropped, changed := m[6], m[7]
+	w.settlementFaults(gw, pspsim.SettlementFaults{
+		Drop: pspsim.FaultPick{Refs: []string{dropped.PSPRef}}, ChangeAmount: pspsim.FaultPick{Refs: []string{changed.PSPRef}, Paise: 1234}})
+	w.ingestDay(gw)
+	run := w.run(gw)
+
+	var buf bytes.Buffer
+	w.must(w.svc.WriteXLSX(w.ctx, run.ID, &buf))
+	f, err := excelize.OpenReader(&buf)
+	w.must(err)
+	defer f.Close()
+	if got, want := f.GetSheetList(), []string{"Summary", AmountMismatch, MissingInSettlement, "Matched"}; !slices.Equal(got, want) {
+		t.Fatalf("sheets %v, want %v", got, want)
+	}
+	for _, name := range f.GetSheetList() {
+		panes, err := f.GetPanes(name)
+		w.must(err)
+		if !panes.Freeze || panes.YSplit != 1 || panes.TopLeftCell != "A2" {
+			t.Errorf("%s: panes %+v, want the first row frozen", name, panes)
+		}
+		tables, err := f.GetTables(name)
+		w.must(err)
+		if len(tables) != 1 || !strings.HasPrefix(tables[0].Range, "A1:") {
+			t.Errorf("%s: tables %+v, want one autofilter table from A1", name, tables)
+		}
+		style, err := f.GetCellStyle(name, "A1")
+		w.must(err)
+		st, err := f.GetStyle(style)
+		w.must(err)
+		if st.Font == nil || !st.Font.Bold || len(st.Fill.Color) == 0 {
+			t.Errorf("%s: header style %+v", name, st)
+		}
+		if width, _ := f.GetColWidth(name, "B"); width < 10 {
+			t.Errorf("%s: column B width %v", name, width)
+		}
+	}
+	rows, err := f.GetRows(AmountMismatch)
+	w.must(err)
+	head := make([]string, len(exceptionColumns))
+	for i, c := range exceptionColumns {
+		head[i] = c.name
+	}
+	if len(rows) != 2 || !slices.Equal(rows[0], head) {
+		t.Fatalf("%s rows %q", AmountMismatch, rows)
+	}
+	col := func(name string) string {
+		i := slices.Index(head, name)
+		c, _ := excelize.ColumnNumberToName(i + 1)
+		return c
+	}
+	// Amount: the number 1234.56 (rupees) shown as ₹1,234.56.
+	cell := col("Amount (₹)") + "2"
+	raw, err := f.GetCellValue(AmountMismatch, cell, excelize.Options{RawCellValue: true})
+	w.must(err)
+	if v, err := strconv.ParseFloat(raw, 64); err != nil || v != 1234.56 {
+		t.Fatalf("amount cell %s raw %q, want the number 1234.56", cell, raw)
+	}
+	if shown, _ := f.GetCellValue(AmountMismatch, cell); shown != "₹1,234.56" {
+		t.Fatalf("amount shown as %q", shown)
+	}
+	diff, _ := f.GetCellValue(AmountMismatch, col("Difference (₹)")+"2")
+	if diff != "₹12.34" {
+		t.Fatalf("difference shown as %q", diff)
+	}
+	// Dates: serial numbers styled as dates.
+	dcell := col("Business date") + "2"
+	raw, _ = f.GetCellValue(AmountMismatch, dcell, excelize.Options{RawCellValue: true})
+	if v, err := strconv.ParseFloat(raw, 64); err != nil || v != 45812 { // 2025-06-04
+		t.Fatalf("business date raw %q, want the serial 45812", raw)
+	}
+	if shown, _ := f.GetCellValue(AmountMismatch, dcell); shown != "2025-06-04" {
+		t.Fatalf("business date shown as %q", shown)
+	}
+	raw, _ = f.GetCellValue(AmountMismatch, col("Detected (IST)")+"2", excelize.Options{RawCellValue: true})
+	if v, err := strconv.ParseFloat(raw, 64); err != nil || v < 45812 {
+		t.Fatalf("detected raw %q is not a date serial", raw)
+	}
+	// Summary: figures and the kinds table; Matched: every match.
+	sum, _ := f.GetRows("Summary")
+	if sum[1][0] != "Gateway" || sum[1][1] != gw || sum[2][1] != "2025-06-04" {
+		t.Fatalf("summary %q", sum[:3])
+	}
+	if v, _ := f.GetCellValue("Summary", "B10", excelize.Options{RawCellValue: true}); v != strconv.Itoa(run.Matched) {
+		t.Fatalf("summary matched %q, run %d", v, run.Matched)
+	}
+	matched, _ := f.GetRows("Matched")
+	if len(matched)-1 != run.Matched {
+		t.Fatalf("matched sheet has %d rows, run matched %d", len(matched)-1, run.Matched)
+	}
+	formulas := 0
+	for _, name := range f.GetSheetList() {
+		rows, _ := f.GetRows(name)
+		for r := range rows {
+			for c := range rows[r] {
+				cn, _ := excelize.CoordinatesToCellName(c+1, r+1)
+				if fm, _ := f.GetCellFormula(name, cn); fm != "" {
+					formulas++
+				}
+			}
+		}
+	}
+	if formulas != 0 {
+		t.Fatalf("%d formulas in the workbook", formulas)
+	}
+
+	var cbuf bytes.Buffer
+	w.must(w.svc.WriteCSV(w.ctx, run.ID, &cbuf))
+	recs, err := csv.NewReader(&cbuf).ReadAll()
+	w.must(err)
+	if len(recs) != 3 || !slices.Equal(recs[0], head) {
+		t.Fatalf("csv %q", recs)
+	}
+	for _, r := range recs[1:] {
+		if r[1] == AmountMismatch && (r[14] != "1234.56" || r[15] != "12.34" || r[5] != "2025-06-04") {
+			t.Fatalf("csv row %q", r)
+		}
+	}
+}

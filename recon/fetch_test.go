@@ -1,0 +1,26 @@
+package recon
+
+import (
+	"testing"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// The daily job fetches the gateway's file, the bank's statements and the
+// core's exports over HTTP, with lineage naming the job, and reconciles.
+func TestFetchJob(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.make(cleanSet("swiftpay", 9)...)
+	worker := &FetchWorker{Recon: w.svc, Sources: w.src}
+	w.must(worker.Work(w.ctx, &river.Job[FetchArgs]{JobRow: &rivertype.JobRow{}, Args: FetchArgs{Gateway: "swiftpay", Date: w.day}}))
+	sum, err := w.svc.LatestRun(w.ctx, "swiftpay", w.day)
+	w.must(err)
+	if sum.Lines != 10 || sum.Exceptions != 0 || sum.Matched != 9+1+1+9 || sum.RunBy != "job:recon_fetch" {
+		t.Fatalf("run %+v", sum)
+	}
+	if n := w.count(`SELECT count(*) FROM recon_files WHERE ingested_by = 'job:recon_fetch'`); n != 5 {
+		t.Fatalf("%d files fetched, want the settlement file, three statements and one export", n)
+	}
+}

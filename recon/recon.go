@@ -1,0 +1,138 @@
+// Package recon is the reconciliation back office: it ingests the outside
+// records of every rupee (each gateway's settlement file, the bank's
+// statement of payouts, the reservation core's export) with their lineage,
+// matches them against ours set-wise in PostgreSQL, and turns every
+// difference into an exception with a kind, an owning team, an SLA and a
+// resolution path. Automatic resolutions run as River jobs through the same
+// payment and booking code as the live path.
+package recon
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tatkal/booking"
+)
+
+// Exception kinds.
+const (
+	PaidNotBooked       = "PAID_NOT_BOOKED"
+	StatusMismatch      = "STATUS_MISMATCH"
+	BookedNotPaid       = "BOOKED_NOT_PAID"
+	DuplicateCharge     = "DUPLICATE_CHARGE"
+	AmountMismatch      = "AMOUNT_MISMATCH"
+	FeeMismatch         = "FEE_MISMATCH"
+	MissingInSettlement = "MISSING_IN_SETTLEMENT"
+	RefundNotSettled    = "REFUND_NOT_SETTLED"
+	RefundMismatch      = "REFUND_MISMATCH"
+	PayoutMismatch      = "PAYOUT_MISMATCH"
+	CoreMissing         = "CORE_MISSING"
+	CoreOrphan          = "CORE_ORPHAN"
+	CoreMismatch        = "CORE_MISMATCH"
+	OrphanLine          = "ORPHAN_LINE"
+	DuplicateLine       = "DUPLICATE_LINE"
+	Chargeback          = "CHARGEBACK"
+)
+
+// Resolution paths.
+const (
+	PathAuto    = "AUTO"    // a River job resolves it through the payment or booking code
+	PathInquiry = "INQUIRY" // ask the gateway, then a person
+	PathResync  = "RESYNC"  // send the booking to the core once more, then a person
+	PathManual  = "MANUAL"
+)
+
+// KindInfo is what every exception of a kind shares.
+type KindInfo struct {
+	Kind    string
+	Owner   string        // the team that answers for it
+	SLA     time.Duration // from detection to resolution, before escalation
+	Path    string        // the usual path (a row may differ: a FAILED status mismatch is manual)
+	Meaning string
+}
+
+// Kinds is the table of exception kinds, in the order the workbook shows them.
+var kinds = []KindInfo{
+	{PaidNotBooked, "payments-ops", 4 * time.Hour, PathAuto, "the gateway settled a capture; we have no booking and no refund for it"},
+	{StatusMismatch, "payments-ops", 8 * time.Hour, PathAuto, "we say FAILED or unresolved, the file says captured"},
+	{BookedNotPaid, "payments-ops", 24 * time.Hour, PathInquiry, "a confirmed booking with no settled capture and no wallet debit after T+2"},
+	{DuplicateCharge, "payments-ops", 4 * time.Hour, PathAuto, "two settled captures for one hold, one not refunded"},
+	{AmountMismatch, "finance-settlement", 48 * time.Hour, PathManual, "the file's amount differs from ours beyond a paisa"},
+	{FeeMismatch, "finance-settlement", 72 * time.Hour, PathManual, "the fee or its GST differs from the contracted rate beyond a paisa"},
+	{MissingInSettlement, "finance-settlement", 24 * time.Hour, PathInquiry, "our SUCCESS is in no file by T+3"},
+	{RefundNotSettled, "refunds", 24 * time.Hour, PathInquiry, "a refund we processed is in no file by T+3"},
+	{RefundMismatch, "refunds", 48 * time.Hour, PathInquiry, "a refund's amount in the file differs from ours, or refunds exceed the capture"},
+	{PayoutMismatch, "treasury", 24 * time.Hour, PathManual, "a bank credit differs from its lines' net sum, or is missing"},
+	{CoreMissing, "reservations", 4 * time.Hour, PathResync, "booked here but not in the core's export"},
+	{CoreOrphan, "reservations", 24 * time.Hour, PathManual, "in the core's export but not booked here"},
+	{CoreMismatch, "reservations", 24 * time.Hour, PathResync, "fare, passengers or status differ between us and the core"},
+	{OrphanLine, "finance-settlement", 72 * time.Hour, PathManual, "a settlement line with a reference we never issued"},
+	{DuplicateLine, "finance-settlement", 72 * time.Hour, PathManual, "the same settlement line more than once"},
+	{Chargeback, "disputes", 7 * 24 * time.Hour, PathManual, "the customer's bank took a capture back"},
+}
+
+// Kinds returns the table of exception kinds.
+func Kinds() []KindInfo { return append([]KindInfo(nil), kinds...) }
+
+// KindOf returns the kind's row.
+func KindOf(kind string) (KindInfo, bool) {
+	for _, k := range kinds {
+		if k.Kind == kind {
+			return k, true
+		}
+	}
+	return KindInfo{}, false
+}
+
+// DefaultContracts are the fees (basis points of the amount, by our payment
+// method) agreed with each dev gateway; GST of 18% is due on the fee.
+func DefaultContracts() map[string]map[string]int {
+	return map[string]map[string]int{
+		"swiftpay": {"UPI": 0, "CARD": 180, "NB": 150},
+		"bharatpg": {"UPI": 30, "CARD": 195, "NB": 160},
+	}
+}
+
+// Config wires the service.
+type Config struct {
+	Pool *pgxpool.Pool
+	// Jobs inserts the automatic resolutions in the run's transaction.
+	Jobs booking.JobInserter
+	Log  *slog.Logger
+	// Contracts: fee basis points per gateway and our payment method;
+	// default DefaultContracts. A method without a contract is not checked.
+	Contracts map[string]map[string]int
+	// ApprovalLimitPaise: an automatic money move above it waits for a
+	// second finance person (default ₹10,000).
+	ApprovalLimitPaise int64
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Pause is a test hook between the steps of a resolution; nil in production.
+	Pause booking.PauseFunc
+}
+
+// Service ingests, runs and keeps exceptions.
+type Service struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+// New returns the service.
+func New(cfg Config) *Service {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Contracts == nil {
+		cfg.Contracts = DefaultContracts()
+	}
+	if cfg.ApprovalLimitPaise == 0 {
+		cfg.ApprovalLimitPaise = 10_000_00
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{cfg: cfg, pool: cfg.Pool, log: cfg.Log.With("component", "recon")}
+}

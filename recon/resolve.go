@@ -1,0 +1,216 @@
+package recon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"tatkal/booking"
+	"tatkal/booking/db"
+	"tatkal/booking/payment"
+)
+
+// ResolveArgs carries out one exception's automatic resolution. It is
+// inserted with the exception, in the run's transaction, once: River
+// keeps it unique by the exception id, and the resolution itself checks
+// the exception's state, so a retried or resumed job does nothing twice.
+type ResolveArgs struct {
+	ExceptionID uuid.UUID `json:"exception_id"`
+}
+
+func (ResolveArgs) Kind() string { return "recon_resolve" }
+func (ResolveArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: booking.QueueMoney, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// Payments is the part of the payment orchestrator a resolution uses: the
+// same calls the live path makes (*payment.Service satisfies it).
+type Payments interface {
+	// Inquire asks the gateway about an unresolved payment and applies the
+	// answer: a success confirms the hold, refunds a second charge, or
+	// starts the late-success path.
+	Inquire(ctx context.Context, id uuid.UUID) (time.Duration, error)
+	// ResolveLateSuccess retakes the seats of a paid, lapsed hold or
+	// refunds in full.
+	ResolveLateSuccess(ctx context.Context, id uuid.UUID) error
+}
+
+// Bookings is the part of the booking service a resolution uses
+// (*booking.Service satisfies it).
+type Bookings interface {
+	RequestRefundTx(ctx context.Context, tx pgx.Tx, paymentID uuid.UUID, reason string, amount int64) (uuid.UUID, bool, error)
+	SyncToCore(ctx context.Context, bookingID int64) error
+}
+
+var (
+	_ Payments = (*payment.Service)(nil)
+	_ Bookings = (*booking.Service)(nil)
+)
+
+// ResolveWorker runs ResolveArgs; jobs/ registers it.
+type ResolveWorker struct {
+	river.WorkerDefaults[ResolveArgs]
+	Recon    *Service
+	Payments Payments
+	Bookings Bookings
+}
+
+func (w *ResolveWorker) Work(ctx context.Context, job *river.Job[ResolveArgs]) error {
+	return w.Recon.Resolve(ctx, job.Args.ExceptionID, w.Payments, w.Bookings)
+}
+
+// ErrNotYet means a resolution could not finish now (the gateway has not
+// answered); the job retries.
+var ErrNotYet = errors.New("resolution not finished yet")
+
+// Resolve carries out an exception's automatic resolution, once. An
+// exception already closed, or waiting for a person's approval, is left
+// alone.
+func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bookings) error {
+	e, err := s.Exception(ctx, id)
+	if err != nil {
+		return err
+	}
+	if e.State != StateOpen && e.State != StateInvestigating {
+		return nil
+	}
+	if e.NeedsApproval && e.ApprovedBy == "" {
+		return nil
+	}
+	actor := "job:recon_resolve"
+	switch {
+	case e.Kind == DuplicateCharge:
+		// The same refund the live path makes for a second charge, recorded
+		// with the resolution in one transaction.
+		return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+			if done, err := lockOpen(ctx, tx, id); err != nil || done {
+				return err
+			}
+			refundID, _, err := bk.RequestRefundTx(ctx, tx, *e.PaymentID, booking.RefundDuplicateCharge, 0)
+			if err != nil {
+				return err
+			}
+			var userID int64
+			if err := tx.QueryRow(ctx, `SELECT user_id FROM payments WHERE id = $1`, *e.PaymentID).Scan(&userID); err != nil {
+				return err
+			}
+			if err := booking.Notify(ctx, tx, userID, "REFUND_STARTED", e.PaymentID.String(), "Refund started",
+				"You were charged twice for one booking. The second charge of Rs "+booking.Rupees(e.AmountPaise)+" is being refunded automatically."); err != nil {
+				return err
+			}
+			s.cfg.Pause.At(ctx, "recon.resolve.before-commit")
+			return s.closeTx(ctx, tx, id, actor, StateResolved, "AUTO_REFUND", "duplicate charge refunded: refund "+refundID.String())
+		})
+
+	case e.Kind == PaidNotBooked || (e.Kind == StatusMismatch && e.Path == PathAuto):
+		state, err := s.paymentState(ctx, *e.PaymentID)
+		if err != nil {
+			return err
+		}
+		switch state {
+		case payment.Success:
+			// Captured here too, but nothing came of it: the late-success
+			// path retakes the seats or refunds in full.
+			if err := pay.ResolveLateSuccess(ctx, *e.PaymentID); err != nil {
+				return fmt.Errorf("resolve %s: %w", id, err)
+			}
+		case payment.Failed, payment.Refunded:
+			return s.close(ctx, id, actor, StateInvestigating, "", "our payment is "+state+"; a person must decide")
+		default:
+			// Unresolved here: ask the gateway, which settles it through
+			// the live path (confirm, duplicate refund, or late success).
+			if _, err := pay.Inquire(ctx, *e.PaymentID); err != nil {
+				return fmt.Errorf("resolve %s: %w", id, err)
+			}
+			if state, err = s.paymentState(ctx, *e.PaymentID); err != nil {
+				return err
+			}
+			if state != payment.Success && state != payment.Refunded {
+				return fmt.Errorf("resolve %s: the gateway's inquiry still says %s: %w", id, state, ErrNotYet)
+			}
+		}
+		// A worker killed here has moved the money but not closed the
+		// exception: the retried job finds the payment settled and only closes it.
+		s.cfg.Pause.At(ctx, "recon.resolve.after-effect")
+		outcome, err := s.outcome(ctx, *e.PaymentID)
+		if err != nil {
+			return err
+		}
+		return s.close(ctx, id, actor, StateResolved, "AUTO_"+outcome, "settled through the payment path: "+outcome)
+
+	case e.Path == PathResync:
+		var ev struct {
+			BookingID int64 `json:"booking_id"`
+		}
+		json.Unmarshal(e.Evidence, &ev) //nolint:errcheck // checked below
+		if ev.BookingID == 0 {
+			return s.close(ctx, id, actor, StateInvestigating, "", "no booking to re-sync; a person must look")
+		}
+		// Send it once more through the live sync. The sync skips a booking
+		// it believes synced, so mark it pending first.
+		if _, err := s.pool.Exec(ctx, `UPDATE bookings SET prs_state = 'PENDING' WHERE id = $1 AND prs_state = 'SYNCED' AND status <> 'CANCELLED'`,
+			ev.BookingID); err != nil {
+			return fmt.Errorf("resolve %s: %w", id, err)
+		}
+		if err := bk.SyncToCore(ctx, ev.BookingID); err != nil {
+			return fmt.Errorf("resolve %s: re-sync: %w", id, err)
+		}
+		// Once only: a person takes over if the next run still finds it.
+		if _, err := s.pool.Exec(ctx, `UPDATE reconciliation_exceptions SET path = 'MANUAL' WHERE id = $1`, id); err != nil {
+			return err
+		}
+		return s.note(ctx, id, actor, "RESYNCED", "sent to the core again; the next run clears it or a person takes over")
+	}
+	return nil
+}
+
+// paymentState reads our payment's state.
+func (s *Service) paymentState(ctx context.Context, id uuid.UUID) (string, error) {
+	var state string
+	if err := s.pool.QueryRow(ctx, `SELECT state FROM payments WHERE id = $1`, id).Scan(&state); err != nil {
+		return "", fmt.Errorf("payment %s: %w", id, err)
+	}
+	return state, nil
+}
+
+// outcome says what the payment became: a ticket, a refund, or a late
+// success still being worked on by its own job.
+func (s *Service) outcome(ctx context.Context, id uuid.UUID) (string, error) {
+	var booked, refunded bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bookings b JOIN payments p ON p.hold_id = b.hold_id WHERE p.id = $1),
+		EXISTS (SELECT 1 FROM refunds WHERE payment_id = $1)`, id).Scan(&booked, &refunded)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("payment %s outcome: %w", id, err)
+	case refunded:
+		return "REFUND", nil
+	case booked:
+		return "TICKET", nil
+	}
+	return "LATE_SUCCESS_QUEUED", nil
+}
+
+// lockOpen locks an exception; done reports that it is closed already.
+func lockOpen(ctx context.Context, tx pgx.Tx, id uuid.UUID) (done bool, err error) {
+	var state string
+	if err := tx.QueryRow(ctx, `SELECT state FROM reconciliation_exceptions WHERE id = $1 FOR UPDATE`, id).Scan(&state); err != nil {
+		return false, fmt.Errorf("exception %s: %w", id, err)
+	}
+	return state != StateOpen && state != StateInvestigating, nil
+}
+
+// close moves an exception to state with a resolution code, in its own transaction.
+func (s *Service) close(ctx context.Context, id uuid.UUID, actor, state, code, note string) error {
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		if done, err := lockOpen(ctx, tx, id); err != nil || done {
+			return err
+		}
+		return s.closeTx(ctx, tx, id, actor, state, code, note)
+	})
+}

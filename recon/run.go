@@ -1,0 +1,539 @@
+package recon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"tatkal/booking"
+	"tatkal/booking/db"
+)
+
+// RunRequest names one reconciliation: a gateway's business date.
+type RunRequest struct {
+	Gateway string
+	Date    time.Time // the business date (its calendar day)
+	// AsOf is the moment the ageing rules are judged at ("no file by T+3");
+	// default now.
+	AsOf time.Time
+	By   string // a person, or job:<name>
+}
+
+// RunSummary is what a run found.
+type RunSummary struct {
+	ID              int64     `json:"id"`
+	Gateway         string    `json:"gateway"`
+	BusinessDate    time.Time `json:"business_date"`
+	AsOf            time.Time `json:"as_of"`
+	RunBy           string    `json:"run_by"`
+	StartedAt       time.Time `json:"started_at"`
+	FinishedAt      time.Time `json:"finished_at"`
+	OurItems        int       `json:"our_items"`
+	Lines           int       `json:"lines"`
+	Matched         int       `json:"matched"`
+	AmountMatched   int64     `json:"amount_matched_paise"`
+	AmountUnmatched int64     `json:"amount_unmatched_paise"`
+	Fees            int64     `json:"fees_paise"`
+	Tax             int64     `json:"tax_paise"`
+	Net             int64     `json:"net_paise"`
+	Payouts         int64     `json:"payouts_paise"`
+	Exceptions      int       `json:"exceptions"`
+	NewExceptions   int       `json:"new_exceptions"`
+	Cleared         int       `json:"cleared"`
+	Files           []int64   `json:"files"`
+}
+
+// MatchRate is the share of our items and their lines that matched.
+func (r RunSummary) MatchRate() float64 {
+	if r.Matched+r.Exceptions == 0 {
+		return 1
+	}
+	return float64(r.Matched) / float64(r.Matched+r.Exceptions)
+}
+
+// Run reconciles one gateway's business date against every current file
+// in PostgreSQL, set-wise: a handful of statements over temporary tables,
+// whatever the day's volume. It is idempotent: a rerun finds the same
+// exceptions (never a second copy), closes those that no longer reproduce
+// as CLEARED_ON_RERUN, and enqueues each automatic resolution once.
+func (s *Service) Run(ctx context.Context, req RunRequest) (RunSummary, error) {
+	if !gatewayID.MatchString(req.Gateway) {
+		return RunSummary{}, booking.Errorf(booking.EINVALID, "NO_GATEWAY", "Name the gateway to reconcile (lower-case id), not %q.", req.Gateway)
+	}
+	if req.Date.IsZero() {
+		return RunSummary{}, booking.Errorf(booking.EINVALID, "NO_DATE", "Name the business date to reconcile.")
+	}
+	if req.By == "" {
+		return RunSummary{}, booking.Errorf(booking.EINVALID, "NO_ACTOR", "Say who (or which job) runs the reconciliation.")
+	}
+	now := s.cfg.Now()
+	if req.AsOf.IsZero() {
+		req.AsOf = now
+	}
+	day := dateOnly(req.Date)
+	start := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, booking.IST)
+	var runID int64
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('recon.run|' || $1 || '|' || $2, 0))`,
+			req.Gateway, day.Format(time.DateOnly)); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO recon_runs (gateway, business_date, as_of, run_by) VALUES ($1, $2, $3, $4) RETURNING id`,
+			req.Gateway, pgDate(day), req.AsOf, req.By).Scan(&runID); err != nil {
+			return fmt.Errorf("record run: %w", err)
+		}
+		return s.match(ctx, tx, runID, req, day, start, now)
+	})
+	if err != nil {
+		return RunSummary{}, fmt.Errorf("reconcile %s %s: %w", req.Gateway, day.Format(time.DateOnly), err)
+	}
+	sum, err := s.RunByID(ctx, runID)
+	if err != nil {
+		return sum, err
+	}
+	s.log.InfoContext(ctx, "recon run", "id", runID, "gateway", req.Gateway, "date", day.Format(time.DateOnly),
+		"lines", sum.Lines, "matched", sum.Matched, "exceptions", sum.Exceptions, "new", sum.NewExceptions, "cleared", sum.Cleared)
+	return sum, nil
+}
+
+// step is one set-based statement of a run, named for errors.
+type step struct {
+	name string
+	sql  string
+}
+
+// The statements of a run, in order. Parameters: $1 gateway, $2 business
+// date, $3 start of the day (IST), $4 end of the day, $5 as-of, $6 the
+// moment after which a missing line counts (end of T+3), $7 the same for
+// booked-not-paid (end of T+2), $8 contracted methods, $9 their bps, $10
+// the run, $11 our payments' psp column for the gateway (empty for the wallet).
+// Every statement is SQL over sets; nothing loops over rows in Go.
+var matchSteps = []step{
+	{"our payments", `CREATE TEMP TABLE rc_pay ON COMMIT DROP AS
+		SELECT p.id, p.hold_id, p.method, p.state, p.amount_paise AS amount, coalesce(p.psp_ref, '') AS psp_ref,
+		       coalesce(p.resolved_at, p.initiated_at) AS resolved_at
+		FROM payments p WHERE p.psp = $11 AND p.initiated_at >= $3 AND p.initiated_at < $4`},
+	{"our refunds", `CREATE TEMP TABLE rc_ref ON COMMIT DROP AS
+		SELECT r.id, r.payment_id, r.amount_paise AS amount, r.state, p.hold_id, coalesce(p.psp_ref, '') AS psp_ref
+		FROM refunds r JOIN payments p ON p.id = r.payment_id
+		WHERE p.psp = $11 AND r.initiated_at >= $3 AND r.initiated_at < $4`},
+	// Exact keys: our payment id = merchant reference, else psp_ref; our
+	// refund id = the refund's merchant reference, else the gateway's
+	// refund ref. Lines from T-3 to T+3 take part (the T+0..T+3 tolerance).
+	{"settlement lines", `CREATE TEMP TABLE rc_line ON COMMIT DROP AS
+		SELECT l.id, l.business_date AS file_day, l.kind, l.ext_ref, l.merchant_ref, l.amount_paise AS amount,
+		       l.fee_paise AS fee, l.tax_paise AS tax, l.net_paise AS net, l.event_at, l.value_date, l.payout_id,
+		       coalesce(pm.id, pp.id, rf.payment_id) AS pay_id, rf.id AS refund_id
+		FROM recon_lines l
+		LEFT JOIN payments pm ON l.kind <> 'REFUND' AND pm.id = recon_uuid(l.merchant_ref) AND pm.psp = $11
+		LEFT JOIN payments pp ON pm.id IS NULL AND pp.psp = $11
+		      AND pp.psp_ref = CASE WHEN l.kind = 'REFUND' THEN l.parent_ref ELSE l.ext_ref END
+		LEFT JOIN LATERAL (SELECT r.id, r.payment_id FROM refunds r
+		      WHERE l.kind = 'REFUND' AND (r.id = recon_uuid(l.merchant_ref) OR (l.ext_ref <> '' AND r.gateway_ref = l.ext_ref))
+		      ORDER BY r.id = recon_uuid(l.merchant_ref) DESC LIMIT 1) rf ON true
+		WHERE l.current AND l.source = 'SETTLEMENT' AND l.gateway = $1 AND l.business_date BETWEEN $2::date - 3 AND $2::date + 3`},
+	{"captures", `CREATE TEMP TABLE rc_cap ON COMMIT DROP AS
+		SELECT pay_id, count(*) AS n, min(amount) AS amount, max(amount) AS amount_max, min(fee) AS fee, min(tax) AS tax,
+		       min(ext_ref) AS ext_ref, min(id) AS line_id, min(file_day) AS file_day, array_agg(id ORDER BY id) AS line_ids
+		FROM rc_line WHERE kind = 'CAPTURE' AND pay_id IS NOT NULL GROUP BY pay_id`},
+	{"analyze", `ANALYZE rc_pay, rc_ref, rc_line, rc_cap`},
+	{"found", `CREATE TEMP TABLE rc_found (
+		kind text NOT NULL, ref text NOT NULL, payment_id uuid, hold_id uuid, refund_id uuid, pnr text NOT NULL DEFAULT '',
+		psp_ref text NOT NULL DEFAULT '', payout_id text NOT NULL DEFAULT '', amount bigint NOT NULL, diff bigint NOT NULL DEFAULT 0,
+		path text NOT NULL, evidence jsonb NOT NULL DEFAULT '{}', PRIMARY KEY (kind, ref)) ON COMMIT DROP`},
+
+	{PaidNotBooked, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
+		SELECT 'PAID_NOT_BOOKED', p.id::text, p.id, p.hold_id, c.ext_ref, c.amount, 'AUTO',
+		       jsonb_build_object('our_state', p.state, 'lines', c.line_ids)
+		FROM rc_pay p JOIN rc_cap c ON c.pay_id = p.id
+		WHERE p.state NOT IN ('FAILED', 'REFUNDED') AND p.hold_id IS NOT NULL -- a wallet top-up books nothing
+		  AND NOT EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = p.hold_id)
+		  AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = p.id)
+		ON CONFLICT DO NOTHING`},
+	{StatusMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
+		SELECT 'STATUS_MISMATCH', p.id::text, p.id, p.hold_id, c.ext_ref, c.amount,
+		       CASE WHEN p.state = 'FAILED' THEN 'MANUAL' ELSE 'AUTO' END,
+		       jsonb_build_object('our_state', p.state, 'file_state', 'CAPTURED', 'lines', c.line_ids)
+		FROM rc_pay p JOIN rc_cap c ON c.pay_id = p.id
+		WHERE p.state = 'FAILED'
+		   OR (p.state IN ('INITIATED', 'AWAITING_USER', 'PENDING_AT_BANK', 'UNKNOWN')
+		       AND EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = p.hold_id))
+		ON CONFLICT DO NOTHING`},
+	// The charge kept is the hold's first unrefunded success; a later one
+	// with a capture line and no refund is the duplicate.
+	{DuplicateCharge, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
+		SELECT 'DUPLICATE_CHARGE', p.id::text, p.id, p.hold_id, c.ext_ref, p.amount, 'AUTO',
+		       jsonb_build_object('kept', (SELECT q.id FROM payments q WHERE q.hold_id = p.hold_id AND q.state = 'SUCCESS'
+		           ORDER BY coalesce(q.resolved_at, q.initiated_at), q.id LIMIT 1), 'lines', c.line_ids)
+		FROM rc_pay p JOIN rc_cap c ON c.pay_id = p.id
+		WHERE p.state = 'SUCCESS' AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = p.id)
+		  AND EXISTS (SELECT 1 FROM payments q WHERE q.hold_id = p.hold_id AND q.id <> p.id AND q.state = 'SUCCESS'
+		      AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = q.id)
+		      AND (coalesce(q.resolved_at, q.initiated_at), q.id) < (p.resolved_at, p.id))
+		ON CONFLICT DO NOTHING`},
+	// Tolerance: a paisa of rounding per line.
+	{AmountMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, diff, path, evidence)
+		SELECT 'AMOUNT_MISMATCH', p.id::text, p.id, p.hold_id, c.ext_ref, p.amount,
+		       CASE WHEN abs(c.amount - p.amount) > 1 THEN c.amount - p.amount ELSE c.amount_max - p.amount END, 'MANUAL',
+		       jsonb_build_object('ours', p.amount, 'file', c.amount, 'lines', c.line_ids)
+		FROM rc_pay p JOIN rc_cap c ON c.pay_id = p.id
+		WHERE abs(c.amount - p.amount) > 1 OR abs(c.amount_max - p.amount) > 1
+		ON CONFLICT DO NOTHING`},
+	// The fee is judged on the line's own amount, so a changed amount is an
+	// amount mismatch and not also a fee one.
+	{FeeMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, diff, path, evidence)
+		SELECT 'FEE_MISMATCH', p.id::text, p.id, p.hold_id, c.ext_ref, c.fee + c.tax,
+		       (c.fee + c.tax) - (e.fee + (e.fee * 1800 + 5000) / 10000), 'MANUAL',
+		       jsonb_build_object('fee', c.fee, 'gst', c.tax, 'contract_bps', k.bps, 'expected_fee', e.fee,
+		           'expected_gst', (e.fee * 1800 + 5000) / 10000, 'lines', c.line_ids)
+		FROM rc_pay p JOIN rc_cap c ON c.pay_id = p.id
+		JOIN unnest($8::text[], $9::int[]) AS k(method, bps) ON k.method = p.method
+		CROSS JOIN LATERAL (SELECT (c.amount * k.bps + 5000) / 10000 AS fee) e
+		WHERE abs(c.fee - e.fee) > 1 OR abs(c.tax - (c.fee * 1800 + 5000) / 10000) > 1
+		ON CONFLICT DO NOTHING`},
+	{MissingInSettlement, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
+		SELECT 'MISSING_IN_SETTLEMENT', p.id::text, p.id, p.hold_id, p.psp_ref, p.amount, 'INQUIRY',
+		       jsonb_build_object('our_state', p.state)
+		FROM rc_pay p
+		WHERE p.state IN ('SUCCESS', 'REFUNDED') AND p.method <> 'WALLET' AND $5::timestamptz >= $6::timestamptz
+		  AND NOT EXISTS (SELECT 1 FROM rc_cap c WHERE c.pay_id = p.id)
+		ON CONFLICT DO NOTHING`},
+	{DuplicateLine, `INSERT INTO rc_found (kind, ref, payment_id, psp_ref, amount, path, evidence)
+		SELECT 'DUPLICATE_LINE', $1 || '|' || kind || '|' || ext_ref, (array_agg(pay_id))[1], ext_ref,
+		       sum(amount) - min(amount), 'MANUAL', jsonb_build_object('lines', array_agg(id ORDER BY id), 'copies', count(*))
+		FROM rc_line GROUP BY kind, ext_ref HAVING count(*) > 1 AND min(file_day) = $2::date
+		ON CONFLICT DO NOTHING`},
+	{OrphanLine, `INSERT INTO rc_found (kind, ref, psp_ref, amount, path, evidence)
+		SELECT DISTINCT ON (kind, ext_ref) 'ORPHAN_LINE', $1 || '|' || kind || '|' || ext_ref, ext_ref, amount, 'MANUAL',
+		       jsonb_build_object('merchant_ref', merchant_ref, 'lines', jsonb_build_array(id))
+		FROM rc_line
+		WHERE file_day = $2::date AND ((kind IN ('CAPTURE', 'CHARGEBACK') AND pay_id IS NULL) OR (kind = 'REFUND' AND refund_id IS NULL))
+		ORDER BY kind, ext_ref, id
+		ON CONFLICT DO NOTHING`},
+	{Chargeback, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
+		SELECT 'CHARGEBACK', $1 || '|' || l.ext_ref, l.pay_id, p.hold_id, l.ext_ref, l.amount, 'MANUAL',
+		       jsonb_build_object('lines', jsonb_build_array(l.id))
+		FROM rc_line l JOIN payments p ON p.id = l.pay_id
+		WHERE l.file_day = $2::date AND l.kind = 'CHARGEBACK'
+		ON CONFLICT DO NOTHING`},
+	{RefundNotSettled, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, refund_id, psp_ref, amount, path)
+		SELECT 'REFUND_NOT_SETTLED', r.id::text, r.payment_id, r.hold_id, r.id, r.psp_ref, r.amount, 'INQUIRY'
+		FROM rc_ref r
+		WHERE r.state = 'PROCESSED' AND $5::timestamptz >= $6::timestamptz
+		  AND NOT EXISTS (SELECT 1 FROM rc_line l WHERE l.kind = 'REFUND' AND l.refund_id = r.id)
+		ON CONFLICT DO NOTHING`},
+	{RefundMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, refund_id, psp_ref, amount, diff, path, evidence)
+		SELECT 'REFUND_MISMATCH', r.id::text, r.payment_id, r.hold_id, r.id, r.psp_ref, r.amount,
+		       CASE WHEN abs(l.amount - r.amount) > 1 THEN l.amount - r.amount ELSE l.amax - r.amount END, 'INQUIRY',
+		       jsonb_build_object('ours', r.amount, 'file', l.amount, 'lines', l.ids)
+		FROM rc_ref r JOIN (SELECT refund_id, min(amount) AS amount, max(amount) AS amax, array_agg(id) AS ids FROM rc_line
+		                    WHERE kind = 'REFUND' AND refund_id IS NOT NULL GROUP BY refund_id) l ON l.refund_id = r.id
+		WHERE abs(l.amount - r.amount) > 1 OR abs(l.amax - r.amount) > 1
+		ON CONFLICT DO NOTHING`},
+	// Grouping: a capture's partial refunds together never exceed it.
+	{"over-refund", `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, diff, path, evidence)
+		SELECT 'REFUND_MISMATCH', 'OVER|' || p.id, p.id, p.hold_id, c.ext_ref, c.amount, s.refunded - c.amount, 'INQUIRY',
+		       jsonb_build_object('captured', c.amount, 'refunded', s.refunded)
+		FROM rc_pay p JOIN rc_cap c ON c.pay_id = p.id
+		JOIN (SELECT pay_id, sum(amount) AS refunded FROM (SELECT DISTINCT ON (ext_ref) pay_id, amount FROM rc_line
+		      WHERE kind = 'REFUND' ORDER BY ext_ref, id) x GROUP BY pay_id) s ON s.pay_id = p.id
+		WHERE s.refunded > c.amount + 1
+		ON CONFLICT DO NOTHING`},
+	// Grouping: one payout against the net of all its lines.
+	{"payouts", `CREATE TEMP TABLE rc_po ON COMMIT DROP AS
+		SELECT po.payout_id, po.net, po.value_date, b.credit, b.ids AS bank_ids, b.utr
+		FROM (SELECT payout_id, sum(net) AS net, max(value_date) AS value_date FROM rc_line
+		      WHERE payout_id IN (SELECT DISTINCT payout_id FROM rc_line WHERE file_day = $2::date AND payout_id <> '')
+		      GROUP BY payout_id) po
+		LEFT JOIN LATERAL (SELECT sum(net_paise) AS credit, array_agg(id) AS ids, min(merchant_ref) AS utr FROM recon_lines
+		      WHERE current AND source = 'BANK' AND gateway = $1 AND ext_ref = po.payout_id AND kind = 'PAYOUT'
+		      HAVING count(*) > 0) b ON true`},
+	{PayoutMismatch, `INSERT INTO rc_found (kind, ref, payout_id, amount, diff, path, evidence)
+		SELECT 'PAYOUT_MISMATCH', payout_id, payout_id, net, coalesce(credit, 0) - net, 'MANUAL',
+		       jsonb_build_object('net_of_lines', net, 'bank_credit', credit, 'bank_lines', bank_ids)
+		FROM rc_po
+		WHERE (credit IS NULL AND net <> 0
+		       AND ($5::timestamptz >= (value_date + 3)::timestamp AT TIME ZONE 'Asia/Kolkata'
+		            OR EXISTS (SELECT 1 FROM recon_files f WHERE f.source = 'BANK' AND f.business_date = value_date AND f.superseded_by IS NULL)))
+		   OR credit <> net
+		ON CONFLICT DO NOTHING`},
+	{BookedNotPaid, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, pnr, amount, path, evidence)
+		SELECT 'BOOKED_NOT_PAID', b.pnr, (SELECT p.id FROM rc_pay p WHERE p.hold_id = b.hold_id ORDER BY p.resolved_at DESC, p.id LIMIT 1),
+		       b.hold_id, b.pnr, b.fare_paise, 'INQUIRY', '{}'
+		FROM bookings b
+		WHERE b.status = 'CONFIRMED' AND $5::timestamptz >= $7::timestamptz
+		  AND b.hold_id IN (SELECT hold_id FROM rc_pay)
+		  AND NOT EXISTS (SELECT 1 FROM payments q WHERE q.hold_id = b.hold_id AND q.state IN ('SUCCESS', 'REFUNDED'))
+		  AND NOT EXISTS (SELECT 1 FROM payments q JOIN rc_cap c ON c.pay_id = q.id WHERE q.hold_id = b.hold_id)
+		  AND NOT EXISTS (SELECT 1 FROM payments q JOIN wallet_entries w ON w.kind = 'DEBIT' AND w.ref = q.id::text
+		                  WHERE q.hold_id = b.hold_id)
+		ON CONFLICT DO NOTHING`},
+	// The core leg: the bookings this day's money paid for, against the
+	// core's export of their journey dates.
+	{"our bookings", `CREATE TEMP TABLE rc_book ON COMMIT DROP AS
+		SELECT b.id, b.pnr, b.hold_id, b.status, b.fare_paise AS fare, s.journey_date, count(bp.seq) AS pax
+		FROM bookings b JOIN inventory_shards s ON s.id = b.shard_id
+		LEFT JOIN booking_passengers bp ON bp.booking_id = b.id
+		WHERE b.hold_id IN (SELECT hold_id FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED'))
+		GROUP BY b.id, s.journey_date`},
+	{"core lines", `CREATE TEMP TABLE rc_core ON COMMIT DROP AS
+		SELECT l.id, l.ext_ref AS pnr, l.amount_paise AS fare, l.status, l.passengers AS pax, l.business_date
+		FROM recon_lines l
+		WHERE l.current AND l.source = 'CORE' AND l.business_date IN (SELECT DISTINCT journey_date FROM rc_book)`},
+	{"analyze bookings", `ANALYZE rc_book, rc_core, rc_found`},
+	{CoreMissing, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, path, evidence)
+		SELECT 'CORE_MISSING', b.pnr, b.hold_id, b.pnr, b.fare, 'RESYNC', jsonb_build_object('booking_id', b.id, 'journey_date', b.journey_date)
+		FROM rc_book b
+		WHERE b.status <> 'CANCELLED' AND NOT EXISTS (SELECT 1 FROM rc_core c WHERE c.pnr = b.pnr)
+		  AND EXISTS (SELECT 1 FROM recon_files f WHERE f.source = 'CORE' AND f.business_date = b.journey_date AND f.superseded_by IS NULL)
+		ON CONFLICT DO NOTHING`},
+	{CoreMismatch, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, diff, path, evidence)
+		SELECT 'CORE_MISMATCH', b.pnr, b.hold_id, b.pnr, b.fare, c.fare - b.fare, 'RESYNC',
+		       jsonb_build_object('booking_id', b.id, 'ours', jsonb_build_object('fare', b.fare, 'passengers', b.pax, 'status', b.status),
+		           'core', jsonb_build_object('fare', c.fare, 'passengers', c.pax, 'status', c.status), 'lines', jsonb_build_array(c.id))
+		FROM rc_book b JOIN rc_core c ON c.pnr = b.pnr
+		WHERE c.fare <> b.fare OR c.pax <> b.pax OR (b.status = 'CANCELLED') <> (c.status = 'CANCELLED')
+		   OR (b.status <> 'CANCELLED' AND c.status <> b.status)
+		ON CONFLICT DO NOTHING`},
+	{CoreOrphan, `INSERT INTO rc_found (kind, ref, pnr, amount, path, evidence)
+		SELECT 'CORE_ORPHAN', c.pnr, c.pnr, c.fare, 'MANUAL', jsonb_build_object('journey_date', c.business_date, 'lines', jsonb_build_array(c.id))
+		FROM rc_core c WHERE NOT EXISTS (SELECT 1 FROM bookings b WHERE b.pnr = c.pnr)
+		ON CONFLICT DO NOTHING`},
+
+	// What matched, rule by rule.
+	{"capture matches", `INSERT INTO recon_matches (run_id, rule, our_ref, ext_ref, amount_paise, fee_paise, tax_paise, event_at, value_date)
+		SELECT $10, CASE WHEN c.file_day > $2::date THEN 'KEY, T+' || (c.file_day - $2::date)
+		                 WHEN c.amount <> p.amount THEN 'KEY, ROUNDING' ELSE 'EXACT KEY' END,
+		       p.id::text, c.ext_ref, c.amount, c.fee, c.tax, l.event_at, l.value_date
+		FROM rc_pay p JOIN rc_cap c ON c.pay_id = p.id JOIN rc_line l ON l.id = c.line_id
+		WHERE NOT EXISTS (SELECT 1 FROM rc_found f WHERE f.payment_id = p.id)`},
+	{"refund matches", `INSERT INTO recon_matches (run_id, rule, our_ref, ext_ref, amount_paise, event_at, value_date)
+		SELECT $10, CASE WHEN r.amount < p.amount_paise THEN 'PARTIAL REFUND TO CAPTURE' ELSE 'EXACT KEY (REFUND)' END,
+		       r.id::text, l.ext_ref, -l.amount, l.event_at, l.value_date
+		FROM rc_ref r JOIN payments p ON p.id = r.payment_id
+		JOIN LATERAL (SELECT * FROM rc_line l WHERE l.kind = 'REFUND' AND l.refund_id = r.id ORDER BY l.id LIMIT 1) l ON true
+		WHERE NOT EXISTS (SELECT 1 FROM rc_found f WHERE f.refund_id = r.id)`},
+	{"payout matches", `INSERT INTO recon_matches (run_id, rule, our_ref, ext_ref, amount_paise, value_date)
+		SELECT $10, 'PAYOUT = SUM OF NET LINES', payout_id, coalesce(utr, ''), credit, value_date
+		FROM rc_po WHERE credit = net`},
+	{"core matches", `INSERT INTO recon_matches (run_id, rule, our_ref, ext_ref, amount_paise, value_date)
+		SELECT $10, 'EXACT PNR', b.pnr, b.pnr, b.fare, b.journey_date
+		FROM rc_book b JOIN rc_core c ON c.pnr = b.pnr
+		WHERE NOT EXISTS (SELECT 1 FROM rc_found f WHERE f.kind LIKE 'CORE_%' AND f.pnr = b.pnr)`},
+	{"run totals", `UPDATE recon_runs SET
+		our_items = (SELECT count(*) FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED') AND method <> 'WALLET')
+		          + (SELECT count(*) FROM rc_ref WHERE state = 'PROCESSED'),
+		lines = (SELECT count(*) FROM rc_line WHERE file_day = $2::date),
+		matched = (SELECT count(*) FROM recon_matches WHERE run_id = $10),
+		amount_matched = (SELECT coalesce(sum(abs(amount_paise)), 0) FROM recon_matches WHERE run_id = $10
+		                  AND rule NOT IN ('PAYOUT = SUM OF NET LINES', 'EXACT PNR')),
+		amount_unmatched = (SELECT coalesce(sum(abs(amount)), 0) FROM rc_found),
+		fees_paise = (SELECT coalesce(sum(fee), 0) FROM rc_line WHERE file_day = $2::date),
+		tax_paise = (SELECT coalesce(sum(tax), 0) FROM rc_line WHERE file_day = $2::date),
+		net_paise = (SELECT coalesce(sum(net), 0) FROM rc_line WHERE file_day = $2::date),
+		payouts_paise = (SELECT coalesce(sum(credit), 0) FROM rc_po),
+		exceptions = (SELECT count(*) FROM rc_found),
+		files = ARRAY(SELECT id FROM recon_files WHERE superseded_by IS NULL AND (
+		            (source = 'SETTLEMENT' AND gateway = $1 AND business_date BETWEEN $2::date - 3 AND $2::date + 3)
+		            OR (source = 'BANK' AND business_date IN (SELECT value_date FROM rc_po))
+		            OR (source = 'CORE' AND business_date IN (SELECT journey_date FROM rc_book))) ORDER BY id)
+		WHERE id = $10`},
+}
+
+// match runs the steps and turns what they found into exceptions.
+func (s *Service) match(ctx context.Context, tx pgx.Tx, runID int64, req RunRequest, day, start, now time.Time) error {
+	contract := s.cfg.Contracts[req.Gateway]
+	methods := make([]string, 0, len(contract))
+	for m := range contract {
+		methods = append(methods, m)
+	}
+	slices.Sort(methods)
+	bps := make([]int32, len(methods))
+	for i, m := range methods {
+		bps[i] = int32(contract[m])
+	}
+	args := []any{req.Gateway, pgDate(day), start, start.AddDate(0, 0, 1), req.AsOf, start.AddDate(0, 0, 4), start.AddDate(0, 0, 3), methods, bps, runID, pspOf(req.Gateway)}
+	for _, st := range matchSteps {
+		sql, used := bind(st.sql, args)
+		t0 := time.Now()
+		if _, err := tx.Exec(ctx, sql, used...); err != nil {
+			return fmt.Errorf("%s: %w", st.name, err)
+		}
+		s.log.DebugContext(ctx, "recon step", "run", runID, "step", st.name, "took", time.Since(t0))
+	}
+	return s.record(ctx, tx, runID, req, day, now)
+}
+
+// Wallet is the pseudo-gateway of wallet payments: its run has no
+// settlement file, only our side and the core's export (a wallet payment
+// has no gateway, so its psp is empty).
+const Wallet = "wallet"
+
+func pspOf(gateway string) string {
+	if gateway == Wallet {
+		return ""
+	}
+	return gateway
+}
+
+// bind renumbers the parameters a statement uses ($2, $5 → $1, $2) and
+// picks their values: PostgreSQL cannot type a parameter nobody uses.
+func bind(sql string, args []any) (string, []any) {
+	renum := map[string]string{}
+	var used []any
+	out := paramRE.ReplaceAllStringFunc(sql, func(m string) string {
+		if r, ok := renum[m]; ok {
+			return r
+		}
+		i, _ := strconv.Atoi(m[1:])
+		used = append(used, args[i-1])
+		renum[m] = "$" + strconv.Itoa(len(used))
+		return renum[m]
+	})
+	return out, used
+}
+
+var paramRE = regexp.MustCompile(`\$[0-9]+`)
+
+// record merges what the run found into the exceptions: new ones are
+// opened with their owner and due time (and their automatic resolution
+// enqueued), known ones are touched, ones cleared earlier that reproduce
+// are reopened, and the run's open ones that no longer reproduce are closed
+// as CLEARED_ON_RERUN. Never a second row for the same kind and reference.
+func (s *Service) record(ctx context.Context, tx pgx.Tx, runID int64, req RunRequest, day, now time.Time) error {
+	actor := fmt.Sprintf("run:%d", runID)
+	var kindNames, owners []string
+	var slas []int64
+	for _, k := range kinds {
+		kindNames, owners, slas = append(kindNames, k.Kind), append(owners, k.Owner), append(slas, int64(k.SLA/time.Second))
+	}
+	rows, err := tx.Query(ctx, `WITH re AS (
+			UPDATE reconciliation_exceptions e SET state = 'OPEN', resolution = '', resolved_at = NULL, resolved_by = '', last_run_id = $1
+			FROM rc_found f WHERE e.kind = f.kind AND e.ref = f.ref AND e.resolution = 'CLEARED_ON_RERUN'
+			RETURNING e.id, e.path, e.needs_approval)
+		, ev AS (INSERT INTO reconciliation_exception_events (exception_id, actor, action, from_state, to_state, run_id, note)
+			SELECT id, $2, 'REOPENED', 'RESOLVED', 'OPEN', $1, 'reproduces again' FROM re)
+		SELECT id, path, needs_approval FROM re`, runID, actor)
+	if err != nil {
+		return fmt.Errorf("reopen: %w", err)
+	}
+	reopened, err := pgx.CollectRows(rows, pgx.RowToStructByPos[autoRow])
+	if err != nil {
+		return fmt.Errorf("reopen: %w", err)
+	}
+	rows, err = tx.Query(ctx, `WITH k AS (SELECT * FROM unnest($5::text[], $6::text[], $7::bigint[]) AS k(kind, owner, sla_s))
+		, up AS (
+			INSERT INTO reconciliation_exceptions (id, kind, ref, gateway, business_date, payment_id, hold_id, refund_id, pnr, psp_ref,
+				payout_id, amount_paise, diff_paise, owner_team, path, detected_at, due_at, first_run_id, last_run_id, evidence, needs_approval)
+			SELECT gen_random_uuid(), f.kind, f.ref, $1, $2, f.payment_id, f.hold_id, f.refund_id, f.pnr, f.psp_ref, f.payout_id,
+				f.amount, f.diff, k.owner, f.path, $3::timestamptz, $3::timestamptz + make_interval(secs => k.sla_s), $4, $4, f.evidence,
+				f.path = 'AUTO' AND abs(f.amount) > $8
+			FROM rc_found f JOIN k USING (kind)
+			ON CONFLICT (kind, ref) DO UPDATE SET last_run_id = excluded.last_run_id, amount_paise = excluded.amount_paise,
+				diff_paise = excluded.diff_paise, evidence = excluded.evidence
+			RETURNING id, path, needs_approval, (xmax = 0) AS inserted)
+		, ev AS (INSERT INTO reconciliation_exception_events (exception_id, actor, action, to_state, run_id)
+			SELECT id, $9, 'DETECTED', 'OPEN', $4 FROM up WHERE inserted)
+		SELECT id, path, needs_approval FROM up WHERE inserted`,
+		req.Gateway, pgDate(day), now, runID, kindNames, owners, slas, s.cfg.ApprovalLimitPaise, actor)
+	if err != nil {
+		return fmt.Errorf("open exceptions: %w", err)
+	}
+	inserted, err := pgx.CollectRows(rows, pgx.RowToStructByPos[autoRow])
+	if err != nil {
+		return fmt.Errorf("open exceptions: %w", err)
+	}
+	var cleared int
+	err = tx.QueryRow(ctx, `WITH c AS (
+			UPDATE reconciliation_exceptions e SET state = 'RESOLVED', resolution = 'CLEARED_ON_RERUN', resolved_at = $4,
+				resolved_by = $5, last_run_id = $3
+			FROM (SELECT id, state FROM reconciliation_exceptions WHERE gateway = $1 AND business_date = $2
+			      AND state IN ('OPEN', 'INVESTIGATING') FOR UPDATE) o
+			WHERE e.id = o.id AND NOT EXISTS (SELECT 1 FROM rc_found f WHERE f.kind = e.kind AND f.ref = e.ref)
+			RETURNING e.id, o.state)
+		, ev AS (INSERT INTO reconciliation_exception_events (exception_id, actor, action, from_state, to_state, run_id, note)
+			SELECT id, $5, 'CLEARED_ON_RERUN', state, 'RESOLVED', $3, 'no longer reproduces' FROM c)
+		SELECT count(*) FROM c`, req.Gateway, pgDate(day), runID, now, actor).Scan(&cleared)
+	if err != nil {
+		return fmt.Errorf("clear exceptions: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE recon_runs SET new_exceptions = $2, cleared = $3, finished_at = clock_timestamp() WHERE id = $1`,
+		runID, len(inserted), cleared); err != nil {
+		return fmt.Errorf("finish run: %w", err)
+	}
+	return s.enqueue(ctx, tx, append(inserted, reopened...))
+}
+
+// autoRow is an exception that may need its automatic resolution enqueued.
+type autoRow struct {
+	ID            uuid.UUID
+	Path          string
+	NeedsApproval bool
+}
+
+// enqueue inserts the resolution jobs of new automatic exceptions, in the
+// run's transaction: one batch, whatever the count.
+func (s *Service) enqueue(ctx context.Context, tx pgx.Tx, rows []autoRow) error {
+	var params []river.InsertManyParams
+	for _, r := range rows {
+		if resolvable(r.Path) && !r.NeedsApproval {
+			params = append(params, river.InsertManyParams{Args: ResolveArgs{ExceptionID: r.ID}})
+		}
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	if s.cfg.Jobs == nil {
+		return errors.New("automatic resolutions found but no job inserter configured")
+	}
+	if _, err := s.cfg.Jobs.InsertManyFastTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("enqueue resolutions: %w", err)
+	}
+	return nil
+}
+
+// resolvable says whether a path has a job to run.
+func resolvable(path string) bool { return path == PathAuto || path == PathResync }
+
+// RunByID returns a run's summary.
+func (s *Service) RunByID(ctx context.Context, id int64) (RunSummary, error) {
+	var r RunSummary
+	var finished *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT id, gateway, business_date, as_of, run_by, started_at, finished_at, our_items, lines, matched,
+		amount_matched, amount_unmatched, fees_paise, tax_paise, net_paise, payouts_paise, exceptions, new_exceptions, cleared, files
+		FROM recon_runs WHERE id = $1`, id).Scan(&r.ID, &r.Gateway, &r.BusinessDate, &r.AsOf, &r.RunBy, &r.StartedAt, &finished,
+		&r.OurItems, &r.Lines, &r.Matched, &r.AmountMatched, &r.AmountUnmatched, &r.Fees, &r.Tax, &r.Net, &r.Payouts,
+		&r.Exceptions, &r.NewExceptions, &r.Cleared, &r.Files)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_RUN", "No reconciliation run %d.", id)
+	}
+	if err != nil {
+		return r, fmt.Errorf("read run %d: %w", id, err)
+	}
+	if finished != nil {
+		r.FinishedAt = *finished
+	}
+	return r, nil
+}
+
+// LatestRun returns the newest run of a gateway's business date.
+func (s *Service) LatestRun(ctx context.Context, gateway string, day time.Time) (RunSummary, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx, `SELECT id FROM recon_runs WHERE gateway = $1 AND business_date = $2 ORDER BY id DESC LIMIT 1`,
+		gateway, pgDate(day)).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return RunSummary{}, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_RUN", "%s has not been reconciled for %s.", gateway, dateOnly(day).Format(time.DateOnly))
+	}
+	if err != nil {
+		return RunSummary{}, fmt.Errorf("latest run: %w", err)
+	}
+	return s.RunByID(ctx, id)
+}

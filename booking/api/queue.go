@@ -171,7 +171,11 @@ func (a *API) otpVerify(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	s := auth.Session{UserID: acct.UserID, Verified: true, Agent: acct.Agent, CreatedAt: acct.CreatedAt, ExpiresAt: a.now().Add(a.ttl).Truncate(time.Second)}
+	// The same session, now verified: it keeps its id and generation, so
+	// logging out still reaches it.
+	old := sessionFrom(r.Context())
+	s := auth.Session{UserID: acct.UserID, Verified: true, Agent: acct.Agent, CreatedAt: acct.CreatedAt, ExpiresAt: a.now().Add(a.ttl).Truncate(time.Second),
+		Generation: old.Generation, ID: old.ID}
 	writeJSON(w, http.StatusOK, loginResponse{Token: a.signer.Sign(s), UserID: acct.UserID, Verified: true, Agent: acct.Agent, ExpiresAt: s.ExpiresAt})
 }
 

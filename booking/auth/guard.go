@@ -18,8 +18,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"tatkal/booking"
 )
 
 // GuardConfig tunes a login guard. Zero values take the defaults shown.
@@ -43,8 +41,9 @@ type GuardConfig struct {
 	DummyParams Argon2Params
 	Now         func() time.Time
 	Log         *slog.Logger
-	// Pause is called at "login.checking" while a slot is held (tests).
-	Pause booking.PauseFunc
+	// Pause is called at "login.checking" while a slot is held: a
+	// booking.PauseFunc (auth cannot import booking, which seeds with it).
+	Pause func(ctx context.Context, point string)
 }
 
 // Guard is the one brute-force and overload guard in front of every
@@ -137,12 +136,12 @@ func (g *Guard) Attempt(ctx context.Context, login, ip string, check func(contex
 	login = NormaliseLogin(login)
 	subj := g.subjects(login, ip)
 	now := g.cfg.Now()
-	var until time.Time
-	if err := g.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(locked_until), '-infinity') FROM login_throttle WHERE subject = ANY($1)`,
+	var until *time.Time
+	if err := g.cfg.Pool.QueryRow(ctx, `SELECT max(locked_until) FROM login_throttle WHERE subject = ANY($1)`,
 		subj.all()).Scan(&until); err != nil {
 		return fmt.Errorf("login guard: read throttle: %w", err)
 	}
-	if now.Before(until) {
+	if until != nil && now.Before(*until) {
 		return &Throttled{RetryAfter: until.Sub(now)}
 	}
 	select {
@@ -152,7 +151,9 @@ func (g *Guard) Attempt(ctx context.Context, login, ip string, check func(contex
 	}
 	ok, err := func() (bool, error) {
 		defer func() { <-g.slots }()
-		g.cfg.Pause.At(ctx, "login.checking")
+		if g.cfg.Pause != nil {
+			g.cfg.Pause(ctx, "login.checking")
+		}
 		return check(ctx)
 	}()
 	if err != nil {

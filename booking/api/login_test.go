@@ -218,7 +218,9 @@ func TestConcurrentLoginsBeyondTheBoundShedFast(t *testing.T) {
 	var wg sync.WaitGroup
 	admitted := make([]reply, 2)
 	for i := range 2 {
-		wg.Go(func() { admitted[i] = c.do(t, "POST", "/v1/auth/login", nil, loginBody(fmt.Sprintf("sem%05d", i+1), "right-pw")) })
+		wg.Go(func() {
+			admitted[i] = c.do(t, "POST", "/v1/auth/login", nil, loginBody(fmt.Sprintf("sem%05d", i+1), "right-pw"))
+		})
 	}
 	<-holding
 	<-holding // both slots are taken, their hashes not yet run

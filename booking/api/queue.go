@@ -65,7 +65,7 @@ func (a *API) admCaller(r *http.Request) admission.Caller {
 		ip = r.RemoteAddr
 	}
 	return admission.Caller{UserID: c.UserID, Verified: c.Verified, Agent: c.Agent, CreatedAt: c.CreatedAt,
-		SessionToken: tok, DeviceToken: r.Header.Get("X-Device-Token"), IP: ip, Attested: r.Header.Get("X-Client-Attestation") != ""}
+		SessionToken: tok, DeviceToken: r.Header.Get("X-Device-Token"), IP: ip, Attestation: r.Header.Get("X-Client-Attestation")}
 }
 
 // writeAdmError answers an error; the high-demand one with its static body.
@@ -192,7 +192,7 @@ func (a *API) bindDevice(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	b, err := a.adm.BindDevice(r.Context(), callerFrom(r.Context()).UserID, req.DeviceToken, req.ClientAttestation != "")
+	b, err := a.adm.BindDevice(r.Context(), callerFrom(r.Context()).UserID, req.DeviceToken, req.ClientAttestation)
 	if err != nil {
 		writeError(w, r, a.log, err)
 		return

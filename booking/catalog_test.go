@@ -3,6 +3,7 @@ package booking
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestCatalogRefusesMalformedIntentsAndKeepsNothing(t *testing.T) {
 	date := time.Now().In(IST).AddDate(0, 0, 3)
 	before := heapInUse()
 	for i := range 60 {
-		train := strings.Repeat(string(rune('0'+i%10)), 500<<10)
+		train := strings.Repeat("9", 500<<10-3) + strconv.Itoa(100+i) // each one different, as an attacker's would be
 		_, err := c.Find(ctx, train, date, "3A", "TQ")
 		if ErrorCode(err) != EINVALID || ErrorReason(err) != "BAD_TRAIN_NO" || len(err.Error()) > 200 {
 			t.Fatalf("500 KB train number: %v", ErrorReason(err))

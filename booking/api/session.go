@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,7 +40,8 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	if req.Login == "" || req.Password == "" || len(req.Login) > 64 || len(req.Password) > 256 {
+	if req.Login == "" || req.Password == "" || len(req.Login) > 64 || len(req.Password) > 256 ||
+		!utf8.ValidString(req.Login) || strings.ContainsRune(req.Login, 0) {
 		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_CREDENTIALS_FORMAT", "Send a login (up to 64 characters) and a password."))
 		return
 	}

@@ -174,6 +174,9 @@ func (s *Service) BindDevice(ctx context.Context, userID int64, clientToken, evi
 	if len(clientToken) < 16 || len(clientToken) > 256 {
 		return DeviceBinding{}, booking.Errorf(booking.EINVALID, "BAD_DEVICE_TOKEN", "device_token must be 16-256 characters the app keeps for this device.")
 	}
+	if len(evidence) > 8192 {
+		return DeviceBinding{}, booking.Errorf(booking.EINVALID, "BAD_ATTESTATION", "client_attestation is at most 8192 characters.")
+	}
 	dev := token.DeviceID(clientToken)
 	attested := false
 	if evidence != "" && s.cfg.VerifyPlatform != nil {

@@ -324,7 +324,8 @@ func TestUnknownLoginCostsAHash(t *testing.T) {
 }
 
 // The same, measured: the median time of an unknown login is within a
-// factor of two of a wrong password's (it was under 1 ms against 25-44 ms).
+// factor of three of a wrong password's (it was under 1 ms against 25-44 ms;
+// generous, as other tests share the machine).
 func TestUnknownLoginTakesAsLongAsWrongPassword(t *testing.T) {
 	t.Parallel()
 	env, c := loginServer(t, api.Config{})
@@ -345,7 +346,7 @@ func TestUnknownLoginTakesAsLongAsWrongPassword(t *testing.T) {
 	known := median(func(i int) string { return fmt.Sprintf("tm%05d", i+1) })
 	unknown := median(func(i int) string { return fmt.Sprintf("ghost%05d", i+1) })
 	t.Logf("median wrong password %s, unknown login %s", known, unknown)
-	if unknown < known/2 || unknown > known*2 {
+	if unknown < known/3 || unknown > known*3 {
 		t.Fatalf("unknown login %s vs wrong password %s: an attacker can tell them apart", unknown, known)
 	}
 }

@@ -3,7 +3,7 @@ package booking
 import (
 	"context"
 	"errors"
-	"sync"
+	"strings"
 	"time"
 
 	"tatkal/booking/inventory"
@@ -29,20 +29,32 @@ type Availability struct {
 	TTL                 time.Duration
 }
 
+// availCache holds answers per shard and journey. Its keys are built only
+// from a shard that exists and two of its stops, and it is bounded anyway,
+// in size and age, like every cache a caller's input reaches.
 type availCache struct {
 	ttl     time.Duration
-	mu      sync.Mutex
-	entries map[string]Availability
+	entries *boundedCache[string, Availability]
 }
 
+const availCacheMax = 16384
+
 func newAvailCache(ttl time.Duration) *availCache {
-	return &availCache{ttl: ttl, entries: map[string]Availability{}}
+	return &availCache{ttl: ttl, entries: newBoundedCache[string, Availability](availCacheMax, ttl)}
+}
+
+// stationCode is the shape of a station code: 1-5 capital letters.
+func stationCode(s string) bool {
+	return len(s) >= 1 && len(s) <= 5 && strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == ""
 }
 
 // Availability reports the band for a journey.
 func (s *Service) Availability(ctx context.Context, train string, date time.Time, class, quota, from, to string) (Availability, error) {
 	if quota == "" {
 		quota = "TQ"
+	}
+	if (from != "" && !stationCode(from)) || (to != "" && !stationCode(to)) {
+		return Availability{}, Errorf(EINVALID, "BAD_STATION", "Stations are codes of 1-5 capital letters, like NDLS.")
 	}
 	shard, err := s.catalog.Find(ctx, train, date, class, quota)
 	if err != nil {
@@ -61,10 +73,7 @@ func (s *Service) Availability(ctx context.Context, train string, date time.Time
 	}
 	key := shard.Key() + "|" + from + "|" + to
 	now := time.Now()
-	s.avail.mu.Lock()
-	a, ok := s.avail.entries[key]
-	s.avail.mu.Unlock()
-	if ok && now.Sub(a.AsOf) < s.avail.ttl {
+	if a, _, ok := s.avail.entries.get(key, now); ok {
 		a.TTL = s.avail.ttl - now.Sub(a.AsOf)
 		return a, nil
 	}
@@ -76,7 +85,7 @@ func (s *Service) Availability(ctx context.Context, train string, date time.Time
 	if err != nil {
 		return Availability{}, Errorf(EUNAVAIL, "SEATS_UNREACHABLE", "Seat counts are not available right now; retry in a moment.")
 	}
-	a = Availability{Train: train, Class: class, Quota: quota, Date: shard.Date, From: from, To: to,
+	a := Availability{Train: train, Class: class, Quota: quota, Date: shard.Date, From: from, To: to,
 		AsOf: now, TTL: s.avail.ttl, ApproxCount: got.Free}
 	switch {
 	case got.Free == 0 && got.WaitlistLeft > 0 && s.rules.Waitlist:
@@ -88,8 +97,6 @@ func (s *Service) Availability(ctx context.Context, train string, date time.Time
 	default:
 		a.Band = BandAvailable
 	}
-	s.avail.mu.Lock()
-	s.avail.entries[key] = a
-	s.avail.mu.Unlock()
+	s.avail.entries.put(key, a, now)
 	return a, nil
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,49 +79,81 @@ func (s *Shard) Key() string {
 
 // Catalog loads shards from PostgreSQL and caches them briefly: shard
 // definitions change rarely, and the hot path must not read the database.
+// Its caches are bounded in size and age, and intents are validated before
+// any lookup, so caller input can neither grow memory nor stay in it.
 type Catalog struct {
 	pool *pgxpool.Pool
 	ttl  time.Duration
 
-	mu    sync.Mutex
-	byKey map[string]cached
-	byID  map[int64]cached
+	byKey   *boundedCache[string, *Shard]
+	byID    *boundedCache[int64, *Shard]
+	missing *boundedCache[string, struct{}] // intents with no shard, apart so misses never evict hits
 }
 
-type cached struct {
-	shard  *Shard
-	loaded time.Time
-}
+// Catalog cache bounds: far more shards than a day's windows sell, and a
+// short memory of misses (enough to absorb a retry storm on a typo).
+const (
+	catalogMaxShards  = 4096
+	catalogMaxMissing = 1024
+	catalogMissingTTL = 5 * time.Second
+)
 
 // NewCatalog returns a catalog whose entries live for ttl.
 func NewCatalog(pool *pgxpool.Pool, ttl time.Duration) *Catalog {
-	return &Catalog{pool: pool, ttl: ttl, byKey: map[string]cached{}, byID: map[int64]cached{}}
+	return &Catalog{pool: pool, ttl: ttl,
+		byKey:   newBoundedCache[string, *Shard](catalogMaxShards, ttl),
+		byID:    newBoundedCache[int64, *Shard](catalogMaxShards, ttl),
+		missing: newBoundedCache[string, struct{}](catalogMaxMissing, min(ttl, catalogMissingTTL))}
 }
 
 func intentKey(train string, date time.Time, class, quota string) string {
 	return train + "|" + date.Format(time.DateOnly) + "|" + class + "|" + quota
 }
 
-// Find returns the shard for an intent, or ENOTFOUND.
+// Classes and quotas (DOMAIN.md, "Codes").
+var (
+	classCodes = []string{"1A", "2A", "3A", "3E", "SL", "2S", "CC", "EC"}
+	quotaCodes = []string{"GN", "TQ", "PT", "LD", "SS", "HP"}
+)
+
+// ValidateIntent checks the shape of a train number (5 digits), a class
+// and a quota code, and the journey date's range, before anything looks
+// them up. Its messages never echo the input back.
+func ValidateIntent(train string, date time.Time, class, quota string) error {
+	if len(train) != 5 || strings.Trim(train, "0123456789") != "" {
+		return Errorf(EINVALID, "BAD_TRAIN_NO", "The train number is 5 digits, like 12951.")
+	}
+	if !slices.Contains(classCodes, class) {
+		return Errorf(EINVALID, "BAD_CLASS", "The class is one of %s.", strings.Join(classCodes, ", "))
+	}
+	if !slices.Contains(quotaCodes, quota) {
+		return Errorf(EINVALID, "BAD_QUOTA", "The quota is one of %s.", strings.Join(quotaCodes, ", "))
+	}
+	if date.IsZero() || date.Year() < 2000 || date.Year() > 2200 {
+		return Errorf(EINVALID, "BAD_DATE", "The journey date is out of range.")
+	}
+	return nil
+}
+
+// Find returns the shard for an intent, EINVALID for a malformed one, or ENOTFOUND.
 func (c *Catalog) Find(ctx context.Context, train string, date time.Time, class, quota string) (*Shard, error) {
+	if err := ValidateIntent(train, date, class, quota); err != nil {
+		return nil, err
+	}
 	key := intentKey(train, date, class, quota)
-	c.mu.Lock()
-	e, ok := c.byKey[key]
-	c.mu.Unlock()
-	if ok && time.Since(e.loaded) < c.ttl {
-		if e.shard == nil {
-			return nil, notFoundShard(train, date, class, quota)
-		}
-		return e.shard, nil
+	now := time.Now()
+	if s, _, ok := c.byKey.get(key, now); ok {
+		return s, nil
+	}
+	if _, _, ok := c.missing.get(key, now); ok {
+		return nil, notFoundShard(train, date, class, quota)
 	}
 	var id int64
 	err := c.pool.QueryRow(ctx, `SELECT id FROM inventory_shards
 		WHERE train_number = $1 AND journey_date = $2 AND class = $3 AND quota = $4`,
 		train, date, class, quota).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		c.mu.Lock()
-		c.byKey[key] = cached{loaded: time.Now()}
-		c.mu.Unlock()
+		c.missing.put(key, struct{}{}, now)
 		return nil, notFoundShard(train, date, class, quota)
 	}
 	if err != nil {
@@ -135,29 +168,27 @@ func notFoundShard(train string, date time.Time, class, quota string) error {
 
 // ByID returns a shard by id, or ENOTFOUND.
 func (c *Catalog) ByID(ctx context.Context, id int64) (*Shard, error) {
-	c.mu.Lock()
-	e, ok := c.byID[id]
-	c.mu.Unlock()
-	if ok && time.Since(e.loaded) < c.ttl {
-		return e.shard, nil
+	now := time.Now()
+	if s, _, ok := c.byID.get(id, now); ok {
+		return s, nil
 	}
 	s, err := LoadShard(ctx, c.pool, id)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	c.mu.Lock()
-	c.byID[id] = cached{shard: s, loaded: now}
-	c.byKey[s.Key()] = cached{shard: s, loaded: now}
-	c.mu.Unlock()
+	c.byID.put(id, s, now)
+	c.byKey.put(s.Key(), s, now)
 	return s, nil
 }
 
+// Cached reports how many entries the catalog holds (found and missing).
+func (c *Catalog) Cached() int { return c.byKey.len() + c.byID.len() + c.missing.len() }
+
 // Forget drops cached entries so the next lookup reads PostgreSQL.
 func (c *Catalog) Forget() {
-	c.mu.Lock()
-	c.byKey, c.byID = map[string]cached{}, map[int64]cached{}
-	c.mu.Unlock()
+	c.byKey.clear()
+	c.byID.clear()
+	c.missing.clear()
 }
 
 // LoadShard reads a shard with its route, berths and fare rule.

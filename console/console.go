@@ -20,6 +20,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/admission"
+	"tatkal/booking/auth"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
@@ -65,6 +66,9 @@ type Config struct {
 	// Context bounds the background services of River's UI (nil: the
 	// process's lifetime).
 	Context context.Context
+	// LoginGuard throttles sign-ins (nil: the defaults, scope "console",
+	// two password checks at once).
+	LoginGuard *auth.Guard
 }
 
 // Console serves the console's routes.
@@ -94,6 +98,9 @@ func New(cfg Config) *Console {
 	}
 	if cfg.HoldWindow == 0 {
 		cfg.HoldWindow = 3 * time.Minute
+	}
+	if cfg.LoginGuard == nil {
+		cfg.LoginGuard = auth.NewGuard(auth.GuardConfig{Pool: cfg.Pool, Scope: "console", Slots: 2, Log: cfg.Log})
 	}
 	c := &Console{cfg: cfg, pool: cfg.Pool, log: cfg.Log}
 	var routes levers.RouteSetter

@@ -1,10 +1,15 @@
 package console
 
 import (
+	"context"
 	"crypto/subtle"
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
+	"tatkal/booking/auth"
 	"tatkal/console/levers"
 	"tatkal/views"
 )
@@ -40,8 +45,31 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	login := r.PostFormValue("login")
-	u, err := c.Authenticate(r.Context(), login, r.PostFormValue("password"))
-	if err == errBadLogin {
+	var u User
+	err = c.cfg.LoginGuard.Attempt(r.Context(), login, r.RemoteAddr, func(ctx context.Context) (bool, error) {
+		var err error
+		u, err = c.Authenticate(ctx, login, r.PostFormValue("password"))
+		if err == errBadLogin {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	var throttled *auth.Throttled
+	var busy *auth.Busy
+	switch {
+	case errors.As(err, &throttled):
+		n := auth.RetrySeconds(throttled.RetryAfter)
+		w.Header().Set("Retry-After", strconv.Itoa(n))
+		c.renderLogin(w, r, views.ConsoleLoginPage{CSRF: randomToken(), Next: safeNext(r.PostFormValue("next")),
+			Error: fmt.Sprintf("Too many failed sign-ins. Try again in %d seconds.", n)}, http.StatusTooManyRequests)
+		return
+	case errors.As(err, &busy):
+		w.Header().Set("Retry-After", strconv.Itoa(auth.RetrySeconds(busy.RetryAfter)))
+		c.renderLogin(w, r, views.ConsoleLoginPage{CSRF: randomToken(), Next: safeNext(r.PostFormValue("next")),
+			Error: "Too many sign-ins at once. Try again in a second."}, http.StatusServiceUnavailable)
+		return
+	}
+	if errors.Is(err, auth.ErrWrongCredentials) {
 		levers.Audit(r.Context(), c.pool, strings.ToLower(login), "console.login_failed", "", map[string]any{"ip": r.RemoteAddr}) //nolint:errcheck
 		c.renderLogin(w, r, views.ConsoleLoginPage{CSRF: randomToken(), Next: safeNext(r.PostFormValue("next")), Login: login,
 			Error: "Wrong login or password."}, http.StatusUnauthorized)

@@ -92,13 +92,18 @@ type Config struct {
 	MaxInFlight int
 	// AccountsPerDevice bounds distinct accounts bound to one device.
 	AccountsPerDevice int
-	// ChallengeBits is the proof-of-work difficulty; risky clients get
-	// ChallengeBits+RiskyExtraBits.
+	// ChallengeBits is the proof-of-work difficulty for attested clients;
+	// others get ChallengeBits+RiskyExtraBits.
 	ChallengeBits, RiskyExtraBits int
 
 	// anyPlaces lets the controller admit at its rate whatever the places
 	// left: for tests of order and leadership only.
 	anyPlaces bool
+	// VerifyPlatform checks a device's platform integrity evidence (Play
+	// Integrity, App Attest) at device binding; only evidence it accepts
+	// earns an attestation. nil: no evidence is accepted, every client gets
+	// the harder challenge.
+	VerifyPlatform func(ctx context.Context, userID int64, deviceID, evidence string) (bool, error)
 }
 
 func (c *Config) defaults() {
@@ -163,6 +168,7 @@ type Service struct {
 	keys      *token.Keyring // admission tokens
 	devices   *token.Keyring // device bindings
 	chKeys    *token.Keyring // challenges
+	attest    *token.Keyring // device attestations
 	ticketKey []byte
 	otpKey    []byte
 	verifier  *token.Verifier
@@ -196,8 +202,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	dev, _ := token.NewKeyring(token.Key{ID: "d1", Secret: token.Derive(cfg.Secret, "device/d1")})
 	ch, _ := token.NewKeyring(token.Key{ID: "c1", Secret: token.Derive(cfg.Secret, "challenge/c1")})
+	att, _ := token.NewKeyring(token.Key{ID: "a1", Secret: token.Derive(cfg.Secret, "attestation/a1")})
 	s := &Service{
-		cfg: cfg, pool: cfg.Pool, rdb: cfg.Redis, keys: ring, devices: dev, chKeys: ch,
+		cfg: cfg, pool: cfg.Pool, rdb: cfg.Redis, keys: ring, devices: dev, chKeys: ch, attest: att,
 		ticketKey: token.Derive(cfg.Secret, "ticket"), otpKey: token.Derive(cfg.Secret, "otp"),
 		verifier: token.NewVerifier(ring, dev), log: cfg.Log, now: cfg.Now,
 		enter: script("enter"), status: script("status"), admit: script("admit"),
@@ -213,6 +220,9 @@ func (s *Service) Verifier() *token.Verifier { return s.verifier }
 
 // Keyring is the admission token keyring (tests forge and rotate with it).
 func (s *Service) Keyring() *token.Keyring { return s.keys }
+
+// AttestationKeys is the device attestation keyring (tests issue with it).
+func (s *Service) AttestationKeys() *token.Keyring { return s.attest }
 
 // DeviceKeys is the device binding keyring.
 func (s *Service) DeviceKeys() *token.Keyring { return s.devices }
@@ -263,7 +273,9 @@ type Caller struct {
 	SessionToken string // the bearer token
 	DeviceToken  string // X-Device-Token: a device binding
 	IP           string
-	Attested     bool // the client sent an attestation
+	// Attestation is X-Client-Attestation: counts only if this server
+	// issued it for this account and device (see BindDevice).
+	Attestation string
 }
 
 // Consume marks an admission token used with SET NX on token.UsedKey, the

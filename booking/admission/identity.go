@@ -152,19 +152,41 @@ func (s *Service) VerifyOTP(ctx context.Context, userID int64, code string) (Acc
 }
 
 // DeviceBinding is a signed statement that an account uses a device; the
-// client sends it as X-Device-Token on waiting-room and hold calls.
+// client sends it as X-Device-Token on waiting-room and hold calls. When
+// the platform's integrity evidence was verified, Attestation is a signed
+// statement of that, to send as X-Client-Attestation.
 type DeviceBinding struct {
-	DeviceToken string    `json:"device_binding"`
-	ExpiresAt   time.Time `json:"expires_at"`
+	DeviceToken          string     `json:"device_binding"`
+	ExpiresAt            time.Time  `json:"expires_at"`
+	Attestation          string     `json:"client_attestation,omitempty"`
+	AttestationExpiresAt *time.Time `json:"attestation_expires_at,omitempty"`
 }
 
+// AttestationTTL is how long a device attestation lasts; the app binds
+// again with fresh evidence to renew it.
+const AttestationTTL = 24 * time.Hour
+
 // BindDevice binds the client's device token to the account, refusing a
-// device already used by AccountsPerDevice other accounts.
-func (s *Service) BindDevice(ctx context.Context, userID int64, clientToken string, attested bool) (DeviceBinding, error) {
+// device already used by AccountsPerDevice other accounts. Platform
+// evidence (client_attestation) that Config.VerifyPlatform accepts earns
+// a signed attestation; unverifiable evidence is ignored.
+func (s *Service) BindDevice(ctx context.Context, userID int64, clientToken, evidence string) (DeviceBinding, error) {
 	if len(clientToken) < 16 || len(clientToken) > 256 {
 		return DeviceBinding{}, booking.Errorf(booking.EINVALID, "BAD_DEVICE_TOKEN", "device_token must be 16-256 characters the app keeps for this device.")
 	}
+	if len(evidence) > 8192 {
+		return DeviceBinding{}, booking.Errorf(booking.EINVALID, "BAD_ATTESTATION", "client_attestation is at most 8192 characters.")
+	}
 	dev := token.DeviceID(clientToken)
+	attested := false
+	if evidence != "" && s.cfg.VerifyPlatform != nil {
+		ok, err := s.cfg.VerifyPlatform(ctx, userID, dev, evidence)
+		if err != nil {
+			// Not a reason to refuse the binding: the device just is not attested.
+			s.log.Warn("verify platform attestation", "user", userID, "err", err)
+		}
+		attested = ok && err == nil
+	}
 	now := s.now()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('device:' || $1))`, dev); err != nil {
@@ -177,6 +199,10 @@ func (s *Service) BindDevice(ctx context.Context, userID int64, clientToken stri
 			return err
 		}
 		if mine {
+			if attested {
+				_, err := tx.Exec(ctx, `UPDATE devices SET attested = true WHERE device_id = $1 AND user_id = $2`, dev, userID)
+				return err
+			}
 			return nil
 		}
 		if others >= s.cfg.AccountsPerDevice {
@@ -192,7 +218,19 @@ func (s *Service) BindDevice(ctx context.Context, userID int64, clientToken stri
 		return DeviceBinding{}, err
 	}
 	exp := now.Add(30 * 24 * time.Hour)
-	return DeviceBinding{DeviceToken: s.devices.BindDevice(userID, dev, exp), ExpiresAt: exp}, nil
+	b := DeviceBinding{DeviceToken: s.devices.BindDevice(userID, dev, exp), ExpiresAt: exp}
+	if attested {
+		aexp := now.Add(AttestationTTL)
+		b.Attestation, b.AttestationExpiresAt = s.attest.Attest(userID, dev, aexp), &aexp
+	}
+	return b, nil
+}
+
+// attested reports whether the caller sent an attestation this server
+// issued, for this account and the device of its binding, still valid.
+func (s *Service) attested(c Caller) bool {
+	dev, err := token.DeviceOf(s.devices, c.DeviceToken, c.UserID)
+	return err == nil && token.Attested(s.attest, c.Attestation, c.UserID, dev, s.now())
 }
 
 // CheckInstrument counts a payment instrument (a VPA, a card fingerprint)
@@ -231,13 +269,13 @@ type ChallengeView struct {
 const ChallengeTTL = 60 * time.Second
 
 // Challenge issues a proof-of-work challenge for one hold attempt (its
-// Idempotency-Key), harder for clients without attestation.
+// Idempotency-Key), harder for clients without a verified attestation.
 func (s *Service) Challenge(c Caller, attempt string) (ChallengeView, error) {
 	if len(attempt) < 8 || len(attempt) > 128 {
 		return ChallengeView{}, booking.Errorf(booking.EINVALID, "BAD_ATTEMPT", "attempt is the Idempotency-Key you will send with the hold (8-128 characters).")
 	}
 	bitsNeeded := s.cfg.ChallengeBits
-	if !c.Attested {
+	if !s.attested(c) {
 		bitsNeeded += s.cfg.RiskyExtraBits
 	}
 	id := make([]byte, 9)

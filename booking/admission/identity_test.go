@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,14 +83,14 @@ func TestDeviceLimitAndRules(t *testing.T) {
 	ids := []int64{b.user(t, "d1", "INDIVIDUAL"), b.user(t, "d2", "INDIVIDUAL"), b.user(t, "d3", "INDIVIDUAL")}
 	const dev = "device-token-shared-0001"
 	for _, id := range ids[:2] {
-		if _, err := b.svc.BindDevice(ctx, id, dev, false); err != nil {
+		if _, err := b.svc.BindDevice(ctx, id, dev, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.svc.BindDevice(ctx, ids[0], dev, false); err != nil {
+	if _, err := b.svc.BindDevice(ctx, ids[0], dev, ""); err != nil {
 		t.Fatalf("binding again: %v", err)
 	}
-	if _, err := b.svc.BindDevice(ctx, ids[2], dev, false); booking.ErrorReason(err) != "DEVICE_LIMIT" {
+	if _, err := b.svc.BindDevice(ctx, ids[2], dev, ""); booking.ErrorReason(err) != "DEVICE_LIMIT" {
 		t.Fatalf("third account on one device: %v", err)
 	}
 
@@ -159,5 +160,74 @@ func TestEarlyPollsGetTheCachedAnswer(t *testing.T) {
 	}
 	if _, err := b.svc.Status(ctx, b.caller(8), v.Ticket); booking.ErrorReason(err) != "NO_SUCH_TICKET" {
 		t.Fatalf("someone else's ticket: %v", err)
+	}
+}
+
+// Only an attestation this server issued (at device binding, for platform
+// evidence it verified) lowers the challenge; any other X-Client-Attestation
+// value counts as none.
+func TestOnlyIssuedAttestationsLowerTheChallenge(t *testing.T) {
+	t.Parallel()
+	// The platform's verifier (Play Integrity, App Attest) stands outside;
+	// here it accepts one piece of evidence.
+	b := setup(t, func(c *Config) {
+		c.VerifyPlatform = func(_ context.Context, _ int64, _, evidence string) (bool, error) {
+			return evidence == "genuine-platform-evidence", nil
+		}
+	})
+	ctx := context.Background()
+	uid := b.user(t, "att1", "INDIVIDUAL")
+	other := b.user(t, "att2", "INDIVIDUAL")
+	bits := func(c Caller) int {
+		t.Helper()
+		ch, err := b.svc.Challenge(c, "attempt-0001")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch.Bits
+	}
+	forged, err := b.svc.BindDevice(ctx, uid, "phone-att-0001-abcdef", "made-up-evidence")
+	if err != nil || forged.Attestation != "" {
+		t.Fatalf("binding with unverifiable evidence: %+v %v", forged, err)
+	}
+	caller := Caller{UserID: uid, Verified: true, SessionToken: "st_att", DeviceToken: forged.DeviceToken}
+	for _, att := range []string{"", "app-integrity", "at_a1.eyJ4Ijo.x", strings.Repeat("A", 300)} {
+		caller.Attestation = att
+		if n := bits(caller); n != 20 {
+			t.Fatalf("attestation %.20q: %d bits, want 20", att, n)
+		}
+	}
+	var attested bool
+	b.env.Pool.QueryRow(ctx, `SELECT attested FROM devices WHERE user_id = $1`, uid).Scan(&attested) //nolint:errcheck
+	if attested {
+		t.Fatal("device recorded attested on unverifiable evidence")
+	}
+
+	good, err := b.svc.BindDevice(ctx, uid, "phone-att-0001-abcdef", "genuine-platform-evidence")
+	if err != nil || good.Attestation == "" || good.AttestationExpiresAt == nil {
+		t.Fatalf("binding with verified evidence: %+v %v", good, err)
+	}
+	b.env.Pool.QueryRow(ctx, `SELECT attested FROM devices WHERE user_id = $1`, uid).Scan(&attested) //nolint:errcheck
+	if !attested {
+		t.Fatal("device not recorded as attested")
+	}
+	caller.DeviceToken, caller.Attestation = good.DeviceToken, good.Attestation
+	if n := bits(caller); n != 14 {
+		t.Fatalf("issued attestation: %d bits, want 14", n)
+	}
+	// Bound to the account, the device and a time.
+	thief := Caller{UserID: other, Verified: true, SessionToken: "st_att2", Attestation: good.Attestation}
+	thiefDev, _ := b.svc.BindDevice(ctx, other, "phone-att-0002-abcdef", "")
+	thief.DeviceToken = thiefDev.DeviceToken
+	if n := bits(thief); n != 20 {
+		t.Fatalf("another account's attestation: %d bits", n)
+	}
+	otherDevice, _ := b.svc.BindDevice(ctx, uid, "tablet-att-0003-abcdef", "")
+	if n := bits(Caller{UserID: uid, SessionToken: "st_att", DeviceToken: otherDevice.DeviceToken, Attestation: good.Attestation}); n != 20 {
+		t.Fatalf("attestation of another device: %d bits", n)
+	}
+	b.clock.Set(time.Now().Add(AttestationTTL + time.Minute))
+	if n := bits(caller); n != 20 {
+		t.Fatalf("expired attestation: %d bits", n)
 	}
 }

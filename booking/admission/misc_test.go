@@ -82,13 +82,13 @@ func TestChallengeSingleUse(t *testing.T) {
 	b := setup(t, func(c *Config) { c.ChallengeBits, c.RiskyExtraBits = 8, 4 })
 	ctx := context.Background()
 	c := b.caller(5)
-	c.Attested = true
+	c.Attestation = b.svc.attest.Attest(5, "dev5", time.Now().Add(time.Hour))
 	ch, err := b.svc.Challenge(c, "attempt-0001")
 	if err != nil || ch.Bits != 8 {
 		t.Fatalf("challenge: %+v %v", ch, err)
 	}
 	risky := c
-	risky.Attested = false
+	risky.Attestation = ""
 	if rc, _ := b.svc.Challenge(risky, "attempt-0001"); rc.Bits != 12 {
 		t.Fatalf("risky client got %d bits", rc.Bits)
 	}

@@ -6,6 +6,7 @@ package api
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -39,6 +40,11 @@ type Config struct {
 	Now           func() time.Time
 	// Admission is the waiting room (booking/api/queue.go); nil: its routes answer 503.
 	Admission *admission.Service
+	// Guard is the login guard (nil: one with the defaults, on Pool).
+	Guard *auth.Guard
+	// Revocations says which sessions were logged out (nil: one with the
+	// defaults, on Pool: revoked tokens stop working within 5 s everywhere).
+	Revocations *auth.Revocations
 }
 
 // API is the /v1 handler set.
@@ -53,6 +59,9 @@ type API struct {
 	log      *slog.Logger
 	now      func() time.Time
 	adm      *admission.Service
+
+	guard       *auth.Guard
+	revocations *auth.Revocations
 }
 
 // New returns the API.
@@ -72,8 +81,15 @@ func New(cfg Config) *API {
 	if cfg.BundleVersion == "" {
 		cfg.BundleVersion = "pb_1"
 	}
+	if cfg.Guard == nil {
+		cfg.Guard = auth.NewGuard(auth.GuardConfig{Pool: cfg.Pool, Scope: "passenger", Now: cfg.Now, Log: cfg.Log})
+	}
+	if cfg.Revocations == nil {
+		cfg.Revocations = auth.NewRevocations(auth.RevocationConfig{Pool: cfg.Pool, SessionTTL: cfg.SessionTTL, Now: cfg.Now, Log: cfg.Log})
+	}
 	return &API{svc: cfg.Service, payments: cfg.Payments, pool: cfg.Pool, signer: cfg.Signer, inflight: make(chan struct{}, cfg.MaxHoldsInFlight),
-		ttl: cfg.SessionTTL, bundle: cfg.BundleVersion, log: cfg.Log, now: cfg.Now, adm: cfg.Admission}
+		ttl: cfg.SessionTTL, bundle: cfg.BundleVersion, log: cfg.Log, now: cfg.Now, adm: cfg.Admission,
+		guard: cfg.Guard, revocations: cfg.Revocations}
 }
 
 // Routes mounts every /v1 route, top to bottom.
@@ -89,6 +105,8 @@ func (a *API) Routes(r chi.Router) {
 	a.queueRoutes(r) // waiting room, OTP, devices, challenge: queue.go
 	r.Group(func(r chi.Router) {
 		r.Use(a.requireSession)
+		r.Post("/v1/auth/logout", a.logout)
+		r.Post("/v1/auth/logout-everywhere", a.logoutEverywhere)
 		r.With(a.shed).Post("/v1/bookings/hold", a.hold)
 		r.Get("/v1/bookings/{hold_id}/status", a.status)
 		r.Post("/v1/bookings/{hold_id}/cancel", a.cancel)
@@ -113,9 +131,14 @@ func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
 
 type ctxKey int
 
-const callerKey ctxKey = iota
+const (
+	callerKey ctxKey = iota
+	sessionKey
+)
 
-// requireSession checks the bearer token's signature: no backend call.
+// requireSession checks the bearer token's signature, then that it was not
+// revoked (an in-memory lookup, reloaded about once a second: no backend
+// call per request).
 func (a *API) requireSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := bearer(r)
@@ -128,9 +151,24 @@ func (a *API) requireSession(next http.Handler) http.Handler {
 			writeError(w, r, a.log, booking.Errorf(booking.EUNAUTH, "BAD_SESSION", "Your session is invalid or has expired; log in again."))
 			return
 		}
+		switch err := a.revocations.Check(r.Context(), s); {
+		case errors.Is(err, auth.ErrRevoked):
+			writeError(w, r, a.log, booking.Errorf(booking.EUNAUTH, "SESSION_REVOKED", "You logged out of this session; log in again."))
+			return
+		case err != nil:
+			writeError(w, r, a.log, booking.Errorf(booking.EUNAVAIL, "SESSIONS_UNCHECKED", "Sessions cannot be checked right now; please retry in a moment."))
+			return
+		}
 		c := booking.Caller{UserID: s.UserID, Verified: s.Verified, Agent: s.Agent, CreatedAt: s.CreatedAt}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey, c)))
+		ctx := context.WithValue(context.WithValue(r.Context(), callerKey, c), sessionKey, s)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// sessionFrom is the verified session of the request.
+func sessionFrom(ctx context.Context) auth.Session {
+	s, _ := ctx.Value(sessionKey).(auth.Session)
+	return s
 }
 
 func callerFrom(ctx context.Context) booking.Caller {

@@ -86,7 +86,7 @@ func (a *API) admCaller(r *http.Request) admission.Caller {
 	c := callerFrom(r.Context())
 	tok, _ := bearer(r)
 	return admission.Caller{UserID: c.UserID, Verified: c.Verified, Agent: c.Agent, CreatedAt: c.CreatedAt,
-		SessionToken: tok, DeviceToken: r.Header.Get("X-Device-Token"), IP: remoteIP(r), Attested: r.Header.Get("X-Client-Attestation") != ""}
+		SessionToken: tok, DeviceToken: r.Header.Get("X-Device-Token"), IP: remoteIP(r), Attestation: r.Header.Get("X-Client-Attestation")}
 }
 
 // writeAdmError answers an error; the high-demand one with its static body.
@@ -192,7 +192,11 @@ func (a *API) otpVerify(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	s := auth.Session{UserID: acct.UserID, Verified: true, Agent: acct.Agent, CreatedAt: acct.CreatedAt, ExpiresAt: a.now().Add(a.ttl).Truncate(time.Second)}
+	// The same session, now verified: it keeps its id and generation, so
+	// logging out still reaches it.
+	old := sessionFrom(r.Context())
+	s := auth.Session{UserID: acct.UserID, Verified: true, Agent: acct.Agent, CreatedAt: acct.CreatedAt, ExpiresAt: a.now().Add(a.ttl).Truncate(time.Second),
+		Generation: old.Generation, ID: old.ID}
 	writeJSON(w, http.StatusOK, loginResponse{Token: a.signer.Sign(s), UserID: acct.UserID, Verified: true, Agent: acct.Agent, ExpiresAt: s.ExpiresAt})
 }
 
@@ -209,7 +213,7 @@ func (a *API) bindDevice(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	b, err := a.adm.BindDevice(r.Context(), callerFrom(r.Context()).UserID, req.DeviceToken, req.ClientAttestation != "")
+	b, err := a.adm.BindDevice(r.Context(), callerFrom(r.Context()).UserID, req.DeviceToken, req.ClientAttestation)
 	if err != nil {
 		writeError(w, r, a.log, err)
 		return

@@ -45,6 +45,8 @@ func TestQueueModeHoldUsesTheTokenOnce(t *testing.T) {
 		t.Fatalf("bind: %d %s", bind.status, bind.raw)
 	}
 	dev := map[string]string{"X-Device-Token": binding}
+	// An attested app (as if its platform evidence had been verified at binding).
+	att := s.Admission.AttestationKeys().Attest(uid, token.DeviceID("phone-qm-0001-abcdef"), time.Now().Add(time.Hour))
 	r := c.do(t, "POST", "/v1/queue/enter", dev, fmt.Sprintf(`{"intent":{"train_no":"12951","journey_date":"%s","class":"3A"}}`, date.Format(time.DateOnly)))
 	ticket, _ := r.body["queue_ticket"].(string)
 	if r.status != 200 || ticket == "" {
@@ -53,16 +55,16 @@ func TestQueueModeHoldUsesTheTokenOnce(t *testing.T) {
 	plain := holdBody(date, "MMCT", "NDLS", 1)
 	// solved answers the booking challenge for one attempt.
 	solved := func(key string) string {
-		ch := c.do(t, "POST", "/v1/challenge", map[string]string{"X-Client-Attestation": "test"}, fmt.Sprintf(`{"attempt":%q}`, key))
+		ch := c.do(t, "POST", "/v1/challenge", map[string]string{"X-Client-Attestation": att, "X-Device-Token": binding}, fmt.Sprintf(`{"attempt":%q}`, key))
 		tok, _ := ch.body["challenge"].(string)
 		bits, _ := ch.body["difficulty_bits"].(float64)
-		if ch.status != 200 || tok == "" {
+		if ch.status != 200 || tok == "" || bits != 14 {
 			t.Fatalf("challenge: %d %s", ch.status, ch.raw)
 		}
 		return strings.TrimSuffix(plain, "}") + fmt.Sprintf(`,"challenge":{"type":"POW_SHA256","token":%q,"nonce":%q}}`, tok, token.Solve(tok, int(bits)))
 	}
 	hold := func(key string, headers map[string]string) reply {
-		h := map[string]string{"Idempotency-Key": key, "X-Client-Attestation": "test"}
+		h := map[string]string{"Idempotency-Key": key, "X-Client-Attestation": att}
 		for k, v := range headers {
 			h[k] = v
 		}

@@ -28,7 +28,11 @@ func queueStack(t *testing.T) (*teststack.Stack, *admission.Service, string) {
 	t.Helper()
 	s := teststack.New(t, teststack.Options{})
 	adm, err := admission.New(admission.Config{Pool: s.Pool, Redis: s.Redis, Prefix: s.KeyPrefix, Store: s.Store,
-		Catalog: s.Service.Catalog(), Funnel: s.Funnel, Secret: []byte(strings.Repeat("q", 32))})
+		Catalog: s.Service.Catalog(), Funnel: s.Funnel, Secret: []byte(strings.Repeat("q", 32)),
+		// Stands in for the platform's integrity verdict service.
+		VerifyPlatform: func(_ context.Context, _ int64, _, evidence string) (bool, error) {
+			return evidence == "genuine-platform-evidence", nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,11 +149,24 @@ func TestOTPAndChallengeOverHTTP(t *testing.T) {
 		t.Fatalf("new session: %+v %v", sess, err)
 	}
 	c.token = newTok
+	// Any attestation value the client makes up counts as none: 20 bits.
 	plain := c.do(t, "POST", "/v1/challenge", nil, `{"attempt":"attempt-0001"}`)
-	attested := c.do(t, "POST", "/v1/challenge", map[string]string{"X-Client-Attestation": "app-integrity"}, `{"attempt":"attempt-0001"}`)
-	pb, _ := plain.body["difficulty_bits"].(float64)
-	ab, _ := attested.body["difficulty_bits"].(float64)
-	if plain.status != 200 || attested.status != 200 || pb <= ab || ab == 0 {
-		t.Fatalf("challenges: %s / %s", plain.raw, attested.raw)
+	madeUp := c.do(t, "POST", "/v1/challenge", map[string]string{"X-Client-Attestation": "app-integrity"}, `{"attempt":"attempt-0001"}`)
+	if plain.body["difficulty_bits"] != 20.0 || madeUp.body["difficulty_bits"] != 20.0 {
+		t.Fatalf("challenges without a verified attestation: %s / %s", plain.raw, madeUp.raw)
+	}
+	// The attestation issued at device binding for verified evidence: 14 bits.
+	bind := c.do(t, "POST", "/v1/devices/bind", nil, `{"device_token":"phone-otp-0001-abcdef","client_attestation":"genuine-platform-evidence"}`)
+	binding, _ := bind.body["device_binding"].(string)
+	att, _ := bind.body["client_attestation"].(string)
+	if bind.status != 200 || binding == "" || att == "" {
+		t.Fatalf("bind with platform evidence: %d %s", bind.status, bind.raw)
+	}
+	issued := c.do(t, "POST", "/v1/challenge", map[string]string{"X-Client-Attestation": att, "X-Device-Token": binding}, `{"attempt":"attempt-0001"}`)
+	if issued.status != 200 || issued.body["difficulty_bits"] != 14.0 {
+		t.Fatalf("challenge with the issued attestation: %d %s", issued.status, issued.raw)
+	}
+	if r := c.do(t, "POST", "/v1/devices/bind", nil, `{"device_token":"phone-otp-0002-abcdef","client_attestation":"made-up"}`); r.status != 200 || r.body["client_attestation"] != nil {
+		t.Fatalf("bind with made-up evidence: %d %s", r.status, r.raw)
 	}
 }

@@ -1,9 +1,15 @@
 package api
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,43 +30,86 @@ type loginResponse struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// login checks a password and hands out a signed session token.
+// login checks a password and hands out a signed session token. Every
+// attempt goes through the login guard (booking/auth.Guard): backoff per
+// account and IP, a bounded number of password hashes at once, and an
+// unknown login costs a hash like a wrong password.
 func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	var req loginRequest
 	if err := decode(w, r, &req); err != nil {
 		writeError(w, r, a.log, err)
 		return
 	}
-	if req.Login == "" || req.Password == "" || len(req.Login) > 64 || len(req.Password) > 256 {
+	if req.Login == "" || req.Password == "" || len(req.Login) > 64 || len(req.Password) > 256 ||
+		!utf8.ValidString(req.Login) || strings.ContainsRune(req.Login, 0) {
 		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_CREDENTIALS_FORMAT", "Send a login (up to 64 characters) and a password."))
 		return
 	}
-	var id int64
-	var hash, userType, verification string
-	var created time.Time
-	err := a.pool.QueryRow(r.Context(), `SELECT id, password_hash, user_type, id_verification_status, created_at
-		FROM users WHERE login = $1`, req.Login).Scan(&id, &hash, &userType, &verification, &created)
-	wrong := booking.Errorf(booking.EUNAUTH, "WRONG_CREDENTIALS", "Wrong login or password.")
-	if errors.Is(err, pgx.ErrNoRows) {
-		writeError(w, r, a.log, wrong)
+	var s auth.Session
+	err := a.guard.Attempt(r.Context(), req.Login, clientIP(r), func(ctx context.Context) (bool, error) {
+		var hash, userType, verification string
+		err := a.pool.QueryRow(ctx, `SELECT id, password_hash, user_type, id_verification_status, created_at, session_generation
+			FROM users WHERE login = $1`, req.Login).Scan(&s.UserID, &hash, &userType, &verification, &s.CreatedAt, &s.Generation)
+		if errors.Is(err, pgx.ErrNoRows) {
+			hash = "" // checked against the guard's dummy hash: same cost as a wrong password
+		} else if err != nil {
+			return false, fmt.Errorf("login: read user: %w", err)
+		}
+		s.Verified, s.Agent = verification == "VERIFIED", userType == "AGENT"
+		return a.guard.VerifyPassword(hash, req.Password)
+	})
+	if err != nil {
+		writeError(w, r, a.log, loginError(w, err))
 		return
 	}
-	if err != nil {
+	s.ID, s.ExpiresAt = auth.NewSessionID(), a.now().Add(a.ttl).Truncate(time.Second)
+	writeJSON(w, http.StatusOK, loginResponse{Token: a.signer.Sign(s), UserID: s.UserID, Verified: s.Verified, Agent: s.Agent, ExpiresAt: s.ExpiresAt})
+}
+
+// loginError turns a guard refusal into the API's answer, with Retry-After.
+func loginError(w http.ResponseWriter, err error) error {
+	var throttled *auth.Throttled
+	var busy *auth.Busy
+	switch {
+	case errors.Is(err, auth.ErrWrongCredentials):
+		return booking.Errorf(booking.EUNAUTH, "WRONG_CREDENTIALS", "Wrong login or password.")
+	case errors.As(err, &throttled):
+		n := auth.RetrySeconds(throttled.RetryAfter)
+		w.Header().Set("Retry-After", strconv.Itoa(n))
+		return booking.Errorf(booking.ELIMIT, "TOO_MANY_ATTEMPTS", "Too many failed sign-ins. Try again in %d seconds.", n)
+	case errors.As(err, &busy):
+		w.Header().Set("Retry-After", strconv.Itoa(auth.RetrySeconds(busy.RetryAfter)))
+		return booking.Errorf(booking.EOVERLOADED, "LOGIN_BUSY", "Very many people are signing in right now; please retry in a second.")
+	}
+	return err
+}
+
+// logout revokes the session that sent it.
+func (a *API) logout(w http.ResponseWriter, r *http.Request) {
+	if err := a.revocations.Logout(r.Context(), sessionFrom(r.Context())); err != nil {
 		writeError(w, r, a.log, err)
 		return
 	}
-	ok, err := auth.CheckPassword(hash, req.Password)
-	if err != nil {
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// logoutEverywhere revokes every session of the account issued so far.
+func (a *API) logoutEverywhere(w http.ResponseWriter, r *http.Request) {
+	if err := a.revocations.LogoutEverywhere(r.Context(), sessionFrom(r.Context()).UserID); err != nil {
 		writeError(w, r, a.log, err)
 		return
 	}
-	if !ok {
-		writeError(w, r, a.log, wrong)
-		return
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// clientIP is the peer's address. Behind a load balancer this is the
+// balancer; trusting X-Forwarded-For needs a configured proxy list first.
+func clientIP(r *http.Request) string {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
 	}
-	s := auth.Session{UserID: id, Verified: verification == "VERIFIED", Agent: userType == "AGENT",
-		CreatedAt: created, ExpiresAt: a.now().Add(a.ttl).Truncate(time.Second)}
-	writeJSON(w, http.StatusOK, loginResponse{Token: a.signer.Sign(s), UserID: id, Verified: s.Verified, Agent: s.Agent, ExpiresAt: s.ExpiresAt})
+	return ip
 }
 
 type prepareRequest struct {
@@ -125,6 +174,9 @@ func (a *API) prepare(w http.ResponseWriter, r *http.Request) {
 func parseDate(s string) (time.Time, error) {
 	d, err := time.ParseInLocation(time.DateOnly, s, booking.IST)
 	if err != nil {
+		if len(s) > len(time.DateOnly) {
+			s = s[:len(time.DateOnly)] + "…" // never echo a large input back
+		}
 		return time.Time{}, booking.Errorf(booking.EINVALID, "BAD_DATE", "journey_date must be a date like 2026-12-01; got %q.", s)
 	}
 	return d, nil

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -18,6 +19,18 @@ type Session struct {
 	Agent     bool
 	CreatedAt time.Time // account creation, for the account-age rule
 	ExpiresAt time.Time
+	// Generation is the account's session generation when the token was
+	// issued; "log out everywhere" raises the account's, killing older tokens.
+	Generation int64
+	// ID names this session, so logging out can revoke it alone (NewSessionID).
+	ID string
+}
+
+// NewSessionID returns a fresh random session id.
+func NewSessionID() string {
+	b := make([]byte, 12)
+	rand.Read(b) //nolint:errcheck // crypto/rand never fails on Linux
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // Signer signs and checks session tokens with an HMAC key.
@@ -36,7 +49,8 @@ var ErrBadToken = errors.New("invalid or expired session")
 
 // Sign encodes s as "st_<payload>.<mac>".
 func (g *Signer) Sign(s Session) string {
-	payload := fmt.Sprintf("%d|%t|%t|%d|%d", s.UserID, s.Verified, s.Agent, s.CreatedAt.Unix(), s.ExpiresAt.Unix())
+	payload := fmt.Sprintf("%d|%t|%t|%d|%d|%d|%s", s.UserID, s.Verified, s.Agent, s.CreatedAt.Unix(), s.ExpiresAt.Unix(),
+		s.Generation, s.ID)
 	p := base64.RawURLEncoding.EncodeToString([]byte(payload))
 	return "st_" + p + "." + g.mac(p)
 }
@@ -62,7 +76,9 @@ func (g *Signer) Verify(token string, now time.Time) (Session, error) {
 		return Session{}, ErrBadToken
 	}
 	f := strings.Split(string(raw), "|")
-	if len(f) != 5 {
+	// Five fields: a token from before revocation existed (generation 0,
+	// no id); it dies with the first "log out everywhere" or at expiry.
+	if len(f) != 5 && len(f) != 7 {
 		return Session{}, ErrBadToken
 	}
 	var s Session
@@ -78,6 +94,12 @@ func (g *Signer) Verify(token string, now time.Time) (Session, error) {
 		return Session{}, ErrBadToken
 	}
 	s.CreatedAt, s.ExpiresAt = time.Unix(created, 0).UTC(), time.Unix(expires, 0).UTC()
+	if len(f) == 7 {
+		if s.Generation, err = strconv.ParseInt(f[5], 10, 64); err != nil || s.Generation < 0 || len(f[6]) > 32 {
+			return Session{}, ErrBadToken
+		}
+		s.ID = f[6]
+	}
 	if !now.Before(s.ExpiresAt) {
 		return Session{}, ErrBadToken
 	}

@@ -372,3 +372,27 @@ func Solve(tok string, nbits int) string {
 		}
 	}
 }
+
+const attPrefix = "at_"
+
+// Attest signs a device attestation: the platform's integrity evidence for
+// this account's device was verified at device binding, valid until
+// expires. Clients send it as X-Client-Attestation.
+func (k *Keyring) Attest(userID int64, deviceID string, expires time.Time) string {
+	return k.sign(attPrefix, strings.Join([]string{strconv.FormatInt(userID, 10), deviceID, strconv.FormatInt(expires.Unix(), 10)}, "|"))
+}
+
+// Attested reports whether att is a genuine, unexpired attestation of
+// userID's device deviceID. Anything else, however it looks, is no
+// attestation at all.
+func Attested(keys *Keyring, att string, userID int64, deviceID string, now time.Time) bool {
+	if att == "" || deviceID == "" {
+		return false
+	}
+	f, err := keys.open(attPrefix, att, 3)
+	if err != nil {
+		return false
+	}
+	exp, err := strconv.ParseInt(f[2], 10, 64)
+	return err == nil && f[0] == strconv.FormatInt(userID, 10) && f[1] == deviceID && now.Before(time.Unix(exp, 0))
+}

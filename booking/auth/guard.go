@@ -1,0 +1,312 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// GuardConfig tunes a login guard. Zero values take the defaults shown.
+type GuardConfig struct {
+	Pool  *pgxpool.Pool
+	Scope string // "passenger" or "console": separate counters and failure records
+	// Slots bounds password checks in flight in this process (2×GOMAXPROCS):
+	// argon2id takes 19 MiB each, so memory is bounded by Slots×19 MiB and
+	// the excess is refused at once instead of queued.
+	Slots int
+	// Failures allowed before backoff starts: per account at one IP (5), per
+	// account from anywhere (20: a distributed guess at one account), per IP
+	// across accounts (50: spraying one password; generous for shared NATs).
+	PerAccountIP, PerAccount, PerIP int
+	// Backoff doubles from BaseDelay (1s) with every failure past the
+	// allowance, up to MaxDelay (15m). Counters forget after Quiet (24h)
+	// without a failure.
+	BaseDelay, MaxDelay, Quiet time.Duration
+	// DummyParams is the cost of the hash an unknown login is checked
+	// against (DefaultParams): it must match the real hashes' cost.
+	DummyParams Argon2Params
+	Now         func() time.Time
+	Log         *slog.Logger
+	// Pause is called at "login.checking" while a slot is held: a
+	// booking.PauseFunc (auth cannot import booking, which seeds with it).
+	Pause func(ctx context.Context, point string)
+}
+
+// Guard is the one brute-force and overload guard in front of every
+// password check (passenger API and operator console): failure counters in
+// PostgreSQL shared by every process, exponential backoff per account, per
+// account and IP, and per IP, and a bounded number of concurrent hashes.
+//
+// Past the allowance a sign-in is refused with Retry-After until the
+// backoff passes, correct password or not. We refuse rather than ask for a
+// proof of work: a guesser can solve puzzles as fast as anyone, while
+// backoff caps guesses per account at about 100 a day, and the per-account
+// at-one-IP allowance is reached long before the account-wide one, so an
+// attacker elsewhere locks a victim out only by spending twenty guesses
+// and then only for minutes at a time.
+type Guard struct {
+	cfg    GuardConfig
+	slots  chan struct{}
+	hashes atomic.Int64
+	dummy  func() string
+}
+
+// NewGuard returns a guard; Pool may be nil only for a guard never used.
+func NewGuard(cfg GuardConfig) *Guard {
+	if cfg.Scope == "" {
+		cfg.Scope = "passenger"
+	}
+	if cfg.Slots <= 0 {
+		cfg.Slots = 2 * runtime.GOMAXPROCS(0)
+	}
+	if cfg.PerAccountIP <= 0 {
+		cfg.PerAccountIP = 5
+	}
+	if cfg.PerAccount <= 0 {
+		cfg.PerAccount = 20
+	}
+	if cfg.PerIP <= 0 {
+		cfg.PerIP = 50
+	}
+	if cfg.BaseDelay <= 0 {
+		cfg.BaseDelay = time.Second
+	}
+	if cfg.MaxDelay <= 0 {
+		cfg.MaxDelay = 15 * time.Minute
+	}
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = 24 * time.Hour
+	}
+	if cfg.DummyParams.MemoryKiB == 0 {
+		cfg.DummyParams = DefaultParams
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	g := &Guard{cfg: cfg, slots: make(chan struct{}, cfg.Slots)}
+	g.dummy = sync.OnceValue(func() string {
+		h, _ := HashPassword("not-a-password-of-anyone", cfg.DummyParams)
+		return h
+	})
+	return g
+}
+
+// ErrWrongCredentials is a checked sign-in whose login or password is wrong.
+var ErrWrongCredentials = errors.New("wrong login or password")
+
+// Throttled refuses a sign-in during backoff.
+type Throttled struct{ RetryAfter time.Duration }
+
+func (e *Throttled) Error() string {
+	return fmt.Sprintf("too many failed sign-ins; retry after %s", e.RetryAfter)
+}
+
+// Busy refuses a sign-in because every password-check slot is taken.
+type Busy struct{ RetryAfter time.Duration }
+
+func (e *Busy) Error() string { return "too many sign-ins at once" }
+
+// RetrySeconds rounds a delay up to whole seconds for a Retry-After header.
+func RetrySeconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
+}
+
+// Attempt runs one sign-in: refused with *Throttled during backoff (no
+// hashing at all), with *Busy when every slot is taken, else check runs in
+// a slot; check's false is recorded as a failure and answered
+// ErrWrongCredentials, its true clears the account's counters.
+func (g *Guard) Attempt(ctx context.Context, login, ip string, check func(context.Context) (bool, error)) error {
+	login = NormaliseLogin(login)
+	subj := g.subjects(login, ip)
+	now := g.cfg.Now()
+	var until *time.Time
+	if err := g.cfg.Pool.QueryRow(ctx, `SELECT max(locked_until) FROM login_throttle WHERE subject = ANY($1)`,
+		subj.all()).Scan(&until); err != nil {
+		return fmt.Errorf("login guard: read throttle: %w", err)
+	}
+	if until != nil && now.Before(*until) {
+		return &Throttled{RetryAfter: until.Sub(now)}
+	}
+	select {
+	case g.slots <- struct{}{}:
+	default:
+		return &Busy{RetryAfter: time.Second}
+	}
+	ok, err := func() (bool, error) {
+		defer func() { <-g.slots }()
+		if g.cfg.Pause != nil {
+			g.cfg.Pause(ctx, "login.checking")
+		}
+		return check(ctx)
+	}()
+	if err != nil {
+		return err
+	}
+	if ok {
+		// Not the IP's counter: a sprayer must not reset it by signing in
+		// to an account of their own between guesses.
+		if _, err := g.cfg.Pool.Exec(ctx, `DELETE FROM login_throttle WHERE subject = ANY($1)`,
+			[]string{subj.account, subj.accountIP}); err != nil {
+			g.cfg.Log.Warn("login guard: clear counters", "err", err)
+		}
+		return nil
+	}
+	if err := g.recordFailure(ctx, subj, login, ip, now); err != nil {
+		return err
+	}
+	return ErrWrongCredentials
+}
+
+// VerifyPassword checks password against the stored hash, or against a
+// dummy hash of the same cost when the account does not exist (hash ""),
+// so an unknown login takes as long as a wrong password.
+func (g *Guard) VerifyPassword(hash, password string) (bool, error) {
+	g.hashes.Add(1)
+	if hash == "" {
+		CheckPassword(g.dummy(), password) //nolint:errcheck // only its cost matters
+		return false, nil
+	}
+	return CheckPassword(hash, password)
+}
+
+// Hashes counts password hashes computed by VerifyPassword.
+func (g *Guard) Hashes() int64 { return g.hashes.Load() }
+
+// NormaliseLogin is how a login is compared: trimmed and lower-case.
+func NormaliseLogin(login string) string { return strings.ToLower(strings.TrimSpace(login)) }
+
+type subjects struct{ account, accountIP, ip string }
+
+func (s subjects) all() []string { return []string{s.account, s.accountIP, s.ip} }
+
+func (g *Guard) subjects(login, ip string) subjects {
+	h := func(parts ...string) string {
+		sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+		return hex.EncodeToString(sum[:16])
+	}
+	where := ipNet(ip)
+	return subjects{
+		account:   g.cfg.Scope + "|a|" + h(login),
+		accountIP: g.cfg.Scope + "|ai|" + h(login, where),
+		ip:        g.cfg.Scope + "|i|" + h(where),
+	}
+}
+
+// ipNet is the unit one client controls: an IPv4 address or an IPv6 /64.
+func ipNet(ip string) string {
+	if host, _, err := net.SplitHostPort(ip); err == nil {
+		ip = host
+	}
+	p := net.ParseIP(ip)
+	if p == nil {
+		return ip
+	}
+	if p.To4() != nil {
+		return p.String()
+	}
+	return p.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
+// recordFailure counts a failure against every subject, starts or extends
+// their backoff, and writes the failure's record.
+func (g *Guard) recordFailure(ctx context.Context, subj subjects, login, ip string, now time.Time) error {
+	err := pgx.BeginFunc(ctx, g.cfg.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			INSERT INTO login_throttle AS t (subject, allowance, failures, last_failure, locked_until)
+			SELECT s, a, 1, $2, $2 FROM unnest($1::text[], $3::int[]) AS x(s, a)
+			ON CONFLICT (subject) DO UPDATE SET
+				failures = CASE WHEN t.last_failure < excluded.last_failure - $4::interval THEN 1 ELSE t.failures + 1 END,
+				allowance = excluded.allowance, last_failure = greatest(t.last_failure, excluded.last_failure)
+			RETURNING subject, failures, allowance`,
+			subj.all(), now, []int32{int32(g.cfg.PerAccount), int32(g.cfg.PerAccountIP), int32(g.cfg.PerIP)},
+			fmt.Sprintf("%d seconds", int64(g.cfg.Quiet.Seconds())))
+		if err != nil {
+			return err
+		}
+		var locked []string
+		var until []time.Time
+		var s string
+		var failures, allowance int
+		if _, err := pgx.ForEachRow(rows, []any{&s, &failures, &allowance}, func() error {
+			if failures >= allowance {
+				locked, until = append(locked, s), append(until, now.Add(g.backoff(failures-allowance)))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if len(locked) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE login_throttle t SET locked_until = greatest(t.locked_until, x.u)
+				FROM unnest($1::text[], $2::timestamptz[]) AS x(s, u) WHERE t.subject = x.s`, locked, until); err != nil {
+				return err
+			}
+		}
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO login_failures (scope, login, ip, at) VALUES ($1, $2, $3, $4) RETURNING id`,
+			g.cfg.Scope, Sanitise(login, 64), Sanitise(ip, 64), now).Scan(&id); err != nil {
+			return err
+		}
+		// Keep both tables bounded in time: every 256th failure prunes
+		// records past 30 days and counters long quiet.
+		if id%256 == 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM login_failures WHERE at < $1`, now.Add(-30*24*time.Hour)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM login_throttle WHERE last_failure < $1 AND locked_until < $2`,
+				now.Add(-g.cfg.Quiet), now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("login guard: record failure: %w", err)
+	}
+	return nil
+}
+
+// backoff is BaseDelay doubled n times, at most MaxDelay.
+func (g *Guard) backoff(n int) time.Duration {
+	d := g.cfg.BaseDelay
+	for range n {
+		if d >= g.cfg.MaxDelay {
+			break
+		}
+		d *= 2
+	}
+	return min(d, g.cfg.MaxDelay)
+}
+
+// Sanitise makes caller text safe to store: valid UTF-8, no control
+// characters, at most max bytes (cut on a rune boundary).
+func Sanitise(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+	for len(s) > max {
+		_, n := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-n]
+	}
+	return s
+}

@@ -1,0 +1,81 @@
+package booking
+
+import (
+	"container/list"
+	"sync"
+	"time"
+)
+
+// boundedCache is a small LRU with a time to live per entry: at most max
+// entries, each forgotten ttl after it was stored. Every in-process cache
+// whose keys a caller can influence uses it, so no input grows memory
+// without bound or keeps it for ever.
+type boundedCache[K comparable, V any] struct {
+	mu    sync.Mutex
+	max   int
+	ttl   time.Duration
+	order *list.List // front: most recently used; values are *cacheEntry
+	items map[K]*list.Element
+}
+
+type cacheEntry[K comparable, V any] struct {
+	key    K
+	val    V
+	stored time.Time
+}
+
+func newBoundedCache[K comparable, V any](max int, ttl time.Duration) *boundedCache[K, V] {
+	return &boundedCache[K, V]{max: max, ttl: ttl, order: list.New(), items: map[K]*list.Element{}}
+}
+
+// get returns the value stored for k and when, if it is younger than ttl.
+func (c *boundedCache[K, V]) get(k K, now time.Time) (V, time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var zero V
+	el, ok := c.items[k]
+	if !ok {
+		return zero, time.Time{}, false
+	}
+	e := el.Value.(*cacheEntry[K, V])
+	if now.Sub(e.stored) >= c.ttl {
+		c.order.Remove(el)
+		delete(c.items, k)
+		return zero, time.Time{}, false
+	}
+	c.order.MoveToFront(el)
+	return e.val, e.stored, true
+}
+
+// put stores v for k, evicting the least recently used entry when full.
+func (c *boundedCache[K, V]) put(k K, v V, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		e := el.Value.(*cacheEntry[K, V])
+		e.val, e.stored = v, now
+		c.order.MoveToFront(el)
+		return
+	}
+	for c.order.Len() >= c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.items, last.Value.(*cacheEntry[K, V]).key)
+	}
+	c.items[k] = c.order.PushFront(&cacheEntry[K, V]{key: k, val: v, stored: now})
+}
+
+// len is the number of entries held (expired ones included until evicted).
+func (c *boundedCache[K, V]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
+
+// clear forgets everything.
+func (c *boundedCache[K, V]) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.order.Init()
+	c.items = map[K]*list.Element{}
+}

@@ -1,0 +1,115 @@
+package booking
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"tatkal/booking/seed"
+	"tatkal/booking/testenv"
+)
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// Sixty lookups of a 500 KB train number used to add 23 MB that was never
+// freed: now they are refused before any lookup and nothing is kept.
+func TestCatalogRefusesMalformedIntentsAndKeepsNothing(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	c := NewCatalog(env.Pool, time.Minute)
+	date := time.Now().In(IST).AddDate(0, 0, 3)
+	before := heapInUse()
+	for i := range 60 {
+		train := strings.Repeat("9", 500<<10-3) + strconv.Itoa(100+i) // each one different, as an attacker's would be
+		_, err := c.Find(ctx, train, date, "3A", "TQ")
+		if ErrorCode(err) != EINVALID || ErrorReason(err) != "BAD_TRAIN_NO" || len(err.Error()) > 200 {
+			t.Fatalf("500 KB train number: %v", ErrorReason(err))
+		}
+	}
+	if grew := int64(heapInUse()) - int64(before); grew > 4<<20 {
+		t.Fatalf("heap grew by %d bytes after 60 refused lookups", grew)
+	}
+	for _, tc := range []struct{ train, class, quota, reason string }{
+		{"1295", "3A", "TQ", "BAD_TRAIN_NO"},
+		{"12a51", "3A", "TQ", "BAD_TRAIN_NO"},
+		{"12951", "4A", "TQ", "BAD_CLASS"},
+		{"12951", strings.Repeat("A", 1000), "TQ", "BAD_CLASS"},
+		{"12951", "3A", "XX", "BAD_QUOTA"},
+	} {
+		if _, err := c.Find(ctx, tc.train, date, tc.class, tc.quota); ErrorReason(err) != tc.reason {
+			t.Errorf("%.10s %.10s %s: %v, want %s", tc.train, tc.class, tc.quota, err, tc.reason)
+		}
+	}
+	if n := c.Cached(); n != 0 {
+		t.Fatalf("%d entries cached for malformed intents", n)
+	}
+}
+
+// Well-formed intents that match nothing are remembered briefly and in a
+// bounded number; a shard created after a miss is found once the miss has
+// aged out.
+func TestCatalogMissesAreBoundedAndExpire(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	open := -time.Hour
+	if _, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+		t.Fatal(err)
+	}
+	c := NewCatalog(env.Pool, 300*time.Millisecond)
+	start := time.Date(2027, 1, 1, 0, 0, 0, 0, IST)
+	for i := range catalogMaxMissing + 500 {
+		if _, err := c.Find(ctx, "99999", start.AddDate(0, 0, i), "SL", "TQ"); ErrorCode(err) != ENOTFOUND {
+			t.Fatalf("missing shard: %v", err)
+		}
+	}
+	if n := c.Cached(); n > catalogMaxMissing {
+		t.Fatalf("%d misses cached, bound is %d", n, catalogMaxMissing)
+	}
+
+	date := time.Now().In(IST).AddDate(0, 0, 9)
+	date = time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, IST)
+	if _, err := c.Find(ctx, "12951", date, "2A", "TQ"); ErrorCode(err) != ENOTFOUND {
+		t.Fatalf("before the shard exists: %v", err)
+	}
+	if _, err := seed.Shard(ctx, env.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "2A", Berths: 4, OpensAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(350 * time.Millisecond)
+	if s, err := c.Find(ctx, "12951", date, "2A", "TQ"); err != nil || s.Class != "2A" {
+		t.Fatalf("after the miss aged out: %v", err)
+	}
+}
+
+func TestBoundedCacheEvictsOldestAndExpired(t *testing.T) {
+	t.Parallel()
+	c := newBoundedCache[int, int](3, time.Minute)
+	now := time.Now()
+	for i := range 5 {
+		c.put(i, i, now)
+	}
+	if c.len() != 3 {
+		t.Fatalf("len %d, want 3", c.len())
+	}
+	if _, _, ok := c.get(0, now); ok {
+		t.Fatal("the oldest entry survived")
+	}
+	if v, _, ok := c.get(4, now); !ok || v != 4 {
+		t.Fatal("the newest entry is gone")
+	}
+	if _, _, ok := c.get(4, now.Add(time.Minute)); ok {
+		t.Fatal("an expired entry was served")
+	}
+	if c.len() != 2 {
+		t.Fatalf("expired entry kept: len %d", c.len())
+	}
+}

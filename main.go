@@ -37,6 +37,7 @@ import (
 	"tatkal/booking/auth"
 	"tatkal/booking/bench"
 	"tatkal/booking/db"
+	"tatkal/booking/fraud"
 	"tatkal/booking/funnel"
 	"tatkal/booking/httpx"
 	"tatkal/booking/inventory"
@@ -49,6 +50,8 @@ import (
 	"tatkal/console"
 	"tatkal/console/levers"
 	"tatkal/jobs"
+	"tatkal/jobs/backoffice"
+	"tatkal/recon"
 )
 
 func main() {
@@ -73,6 +76,7 @@ Commands:
   check     verify seat invariants, Redis against PostgreSQL
   verify-window  recompute a waiting-room window's fair order from its revealed seed
   bench     measure the hold path against the raw Redis and PostgreSQL ceilings
+  recon     reconciliation: ingest a settlement, bank or core file, run a day, export its workbook
 
 Configuration (environment; secrets have no defaults outside dev, see SECURITY.md):
   DATABASE_URL         default postgres://127.0.0.1:5432/tatkal?sslmode=disable (created if missing)
@@ -113,7 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmds := map[string]func(context.Context, Config, []string, io.Writer) error{
 		"dev": cmdDev, "serve": cmdServe, "worker": cmdWorker, "migrate": cmdMigrate,
-		"seed": cmdSeed, "check": cmdCheck, "verify-window": cmdVerifyWindow, "bench": cmdBench, "psp": cmdPSP, "prs": cmdPRS,
+		"seed": cmdSeed, "check": cmdCheck, "verify-window": cmdVerifyWindow, "bench": cmdBench, "psp": cmdPSP, "prs": cmdPRS, "recon": cmdRecon,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -328,6 +332,17 @@ func (c Config) gateways() []payment.GatewayConfig {
 	return out
 }
 
+// reconSources is where reconciliation fetches the outside legs: each
+// gateway's settlement file, the bank statement, the core's export.
+func (c Config) reconSources() recon.Sources {
+	keys := map[string]string{}
+	for _, g := range c.gateways() {
+		keys[g.ID] = g.APIKey
+	}
+	return recon.Sources{HTTP: &http.Client{Timeout: time.Minute}, PSPURL: c.PSPURL, GatewayKeys: keys,
+		BankToken: c.SimAdminToken, CoreURL: c.PRSURL, CoreKey: c.PRSKey}
+}
+
 // simGateways is the simulator's side: sign with the first secret, accept
 // any key.
 func (c Config) simGateways() []pspsim.GatewayConfig {
@@ -405,10 +420,13 @@ func (m *Main) Build(ctx context.Context) error {
 	rules := booking.DefaultRules()
 	rules.HoldWindow = m.Config.HoldWindow
 	svcs := &jobs.Services{}
+	office := &backoffice.Services{Fraud: &fraud.Service{Pool: m.Pool, Clusterer: fraud.Clusterer{Config: fraud.DefaultConfig()}},
+		Sources: m.Config.reconSources()}
 	// The service needs a River client to enqueue in its transactions and
 	// the workers need the service: build the client with the (not yet
 	// filled) services, then fill them.
-	client, err := jobs.NewClient(m.Pool, svcs, jobs.Config{Work: m.Work, SweepInterval: m.Config.SweepInterval, Logger: slog.Default()})
+	client, err := jobs.NewClient(m.Pool, svcs, jobs.Config{Work: m.Work, SweepInterval: m.Config.SweepInterval, Logger: slog.Default(),
+		More: backoffice.Jobs(office)})
 	if err != nil {
 		return err
 	}
@@ -421,6 +439,8 @@ func (m *Main) Build(ctx context.Context) error {
 		Gateways: m.Config.gateways(), CallbackURL: m.Config.PublicURL + "/v1/internal/payments/callback",
 		ReturnURL: m.Config.PublicURL + "/payments/return"})
 	svcs.Booking, svcs.Payments = m.Booking, m.Payments
+	office.Booking, office.Payments = m.Booking, m.Payments
+	office.Recon = recon.New(recon.Config{Pool: m.Pool, Jobs: client, Log: slog.Default()})
 	m.Admission, err = admission.New(admission.Config{Pool: m.Pool, Redis: m.Redis, Prefix: m.Config.RedisPrefix, Store: m.Store,
 		Catalog: m.Booking.Catalog(), Funnel: m.Funnel, Levers: m.Levers, Rules: rules, Secret: m.Config.SessionKey})
 	if err != nil {
@@ -1083,6 +1103,17 @@ func cmdVerifyWindow(ctx context.Context, cfg Config, args []string, out io.Writ
 	fmt.Fprint(out, rep.String())
 	if !rep.OK() {
 		return fmt.Errorf("window %d: not verified", *id)
+	}
+	return nil
+}
+
+// cmdRecon is reconciliation from the command line: ingest, run, export.
+func cmdRecon(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
+	if err := recon.Command(ctx, cfg.DatabaseURL, args, stdout); err != nil {
+		if errors.Is(err, recon.ErrUsage) {
+			return usageError{err}
+		}
+		return err
 	}
 	return nil
 }

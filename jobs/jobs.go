@@ -29,6 +29,9 @@ type Config struct {
 	RescueStuckJobsAfter time.Duration
 	// JobTimeout bounds one run of a job (River's default: a minute).
 	JobTimeout time.Duration
+	// More adds the back office's workers and periodic jobs (see
+	// jobs/backoffice); nil: the booking stack's alone.
+	More func(*river.Workers) []*river.PeriodicJob
 }
 
 // Services are the domain services the workers call. Workers keep a
@@ -68,6 +71,9 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
 				func() (river.JobArgs, *river.InsertOpts) { return booking.SweepArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}),
+		}
+		if cfg.More != nil {
+			rc.PeriodicJobs = append(rc.PeriodicJobs, cfg.More(workers)...)
 		}
 		rc.FetchCooldown = 20 * time.Millisecond
 		rc.FetchPollInterval = 200 * time.Millisecond

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +28,9 @@ type Sources struct {
 	CoreURL     string
 	CoreKey     string
 }
+
+// Gateways are the gateways whose files can be fetched, in name order.
+func (s Sources) Gateways() []string { return slices.Sorted(maps.Keys(s.GatewayKeys)) }
 
 // FetchSettlement downloads and ingests a gateway's settlement file of day.
 func (s *Service) FetchSettlement(ctx context.Context, src Sources, gateway string, day time.Time, by string) (FileInfo, error) {

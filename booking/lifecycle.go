@@ -243,76 +243,46 @@ func NewPNR(region int, location string) (string, error) {
 	return fmt.Sprintf("%d%s%07d", region, location, n.Int64()), nil
 }
 
-// Cancel applies Tatkal cancellation rules for the hold's owner: a live hold
-// is released at once; a confirmed Tatkal ticket is cancelled with no
-// refund; a waitlisted one with the fare less clerkage per passenger. The
-// seats go back to the pool either way. Cancelling twice is harmless.
+// Cancel releases a live hold its owner has not paid for. A cancel is of
+// the thing the passenger saw: if the hold became a ticket meanwhile (the
+// payment committed between the page and the click), nothing is cancelled
+// and the answer is ALREADY_CONFIRMED; cancelling the ticket is a separate,
+// explicit request (CancelBooking), so nobody loses a paid ticket by
+// cancelling an unpaid hold. Cancelling a cancelled hold is refused as
+// HOLD_CANCELLED and changes nothing.
 func (s *Service) Cancel(ctx context.Context, userID int64, id uuid.UUID) (HoldView, error) {
 	v, err := s.Status(ctx, userID, id)
 	if err != nil {
 		return HoldView{}, err
 	}
-	shard, err := s.catalog.ByID(ctx, v.ShardID)
-	if err != nil {
-		return HoldView{}, err
-	}
-	var mode inventory.ReleaseMode
+	s.pause.At(ctx, "cancel.before-update")
 	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := inventory.LockShardShared(ctx, tx, v.ShardID); err != nil {
 			return err
 		}
+		// The compare-and-set decides against a payment's confirmation: it
+		// waits for one in flight and then matches nothing.
 		tag, err := tx.Exec(ctx, `UPDATE holds SET state = 'CANCELLED', state_reason = 'cancelled by passenger',
 			updated_at = now(), state_version = state_version + 1 WHERE id = $1 AND state = 'HELD'`, id)
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 1 {
-			mode = inventory.ReleaseHold
 			return nil
 		}
-		var bookingID, fare int64
-		var status string
-		var npax int
-		err = tx.QueryRow(ctx, `SELECT b.id, b.status, b.fare_paise, h.seat_count FROM bookings b JOIN holds h ON h.id = b.hold_id
-			WHERE b.hold_id = $1 FOR UPDATE OF b`, id).Scan(&bookingID, &status, &fare, &npax)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return Errorf(ECONFLICT, "HOLD_"+v.State, "Hold %s is %s; there is nothing to cancel.", id, v.State)
-		}
+		now, err := s.view(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if status == BookingCancelled {
-			return nil
-		}
-		refund := int64(0) // confirmed Tatkal: no refund on cancellation
-		if status == BookingWaitlisted {
-			if deadline := shard.DepartsAt.Add(-30 * time.Minute); !s.now().Before(deadline) {
-				return Errorf(ECONFLICT, "TOO_LATE", "Waitlisted tickets can be cancelled until 30 minutes before departure.")
-			}
-			refund = max(0, fare-shard.Fare.Clerkage*int64(npax))
-		}
-		if _, err := tx.Exec(ctx, `UPDATE bookings SET status = 'CANCELLED', refund_due_paise = $2, cancelled_at = now(),
-			cancel_reason = 'cancelled by passenger' WHERE id = $1`, bookingID, refund); err != nil {
-			return err
-		}
-		if refund > 0 {
-			if paymentID, paid, err := capturedPayment(ctx, tx, id); err != nil {
+		if now.PNR != "" {
+			q, err := s.quote(ctx, now)
+			if err != nil {
 				return err
-			} else if paid {
-				if _, _, err := s.RequestRefundTx(ctx, tx, paymentID, RefundWaitlistCancelled, refund); err != nil {
-					return err
-				}
 			}
+			return Errorf(ECONFLICT, "ALREADY_CONFIRMED", "%s Nothing was cancelled. To cancel the ticket, ask to cancel the booking%s.",
+				bookedAnswer(now), refundClause(q))
 		}
-		if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: bookingID}, nil); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE booking_passengers SET status = 'CANCELLED' WHERE booking_id = $1`, bookingID); err != nil {
-			return err
-		}
-		mode = inventory.ReleaseCancel
-		_, err = s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: id, ShardID: v.ShardID}, &river.InsertOpts{ScheduledAt: time.Now().Add(10 * time.Second)})
-		return err
+		return Errorf(ECONFLICT, "HOLD_"+now.State, "Hold %s is %s; there is nothing to cancel.", id, now.State)
 	})
 	if err != nil {
 		if ErrorCode(err) == EINTERNAL {
@@ -320,10 +290,165 @@ func (s *Service) Cancel(ctx context.Context, userID int64, id uuid.UUID) (HoldV
 		}
 		return HoldView{}, err
 	}
-	if mode != "" {
+	s.funnel.Add(v.ShardID, funnel.Released, 1)
+	if _, err := s.store.Release(ctx, v.ShardID, id.String(), inventory.ReleaseHold, userID, ""); err != nil {
+		s.log.Warn("release in Redis failed; the sweeper will free it at expiry", "hold", id, "err", err)
+	}
+	return s.Status(ctx, userID, id)
+}
+
+func bookedAnswer(v HoldView) string {
+	if v.BookingStat == BookingCancelled {
+		return fmt.Sprintf("Hold %s became ticket PNR %s, which is already cancelled.", v.ID, v.PNR)
+	}
+	return fmt.Sprintf("Your payment went through first: hold %s is now ticket PNR %s (%s).", v.ID, v.PNR, v.BookingStat)
+}
+
+func refundClause(q CancelQuote) string {
+	if !q.Allowed {
+		return ""
+	}
+	return fmt.Sprintf(" (refund under the Tatkal rules: Rs %s)", Rupees(q.RefundPaise))
+}
+
+// CancelQuote is what cancelling a hold's booking would do now, shown to
+// the passenger before they confirm it.
+type CancelQuote struct {
+	HoldID      uuid.UUID
+	PNR         string
+	What        string // "hold" (unpaid: released, nothing charged), "booking", or "" when nothing can be cancelled
+	Allowed     bool
+	RefundPaise int64
+	Reason      string // why not, when not allowed (a problem reason)
+	Message     string
+}
+
+// CancelPreview answers what cancelling the hold or its booking would do,
+// changing nothing.
+func (s *Service) CancelPreview(ctx context.Context, userID int64, id uuid.UUID) (CancelQuote, error) {
+	v, err := s.Status(ctx, userID, id)
+	if err != nil {
+		return CancelQuote{}, err
+	}
+	return s.quote(ctx, v)
+}
+
+// quote applies the cancellation rules (DOMAIN.md) to a hold as it stands:
+// a confirmed Tatkal ticket refunds nothing; a waitlisted one the fare less
+// clerkage per passenger, until 30 minutes before departure.
+func (s *Service) quote(ctx context.Context, v HoldView) (CancelQuote, error) {
+	q := CancelQuote{HoldID: v.ID, PNR: v.PNR}
+	switch {
+	case v.PNR == "" && v.State == HoldHeld:
+		q.What, q.Allowed = "hold", true
+		q.Message = "Cancelling releases the held seats. Nothing was charged."
+		return q, nil
+	case v.PNR == "":
+		q.Reason, q.Message = "HOLD_"+v.State, fmt.Sprintf("Hold %s is %s; there is nothing to cancel.", v.ID, v.State)
+		return q, nil
+	case v.BookingStat == BookingCancelled:
+		q.What, q.Reason = "booking", "ALREADY_CANCELLED"
+		q.RefundPaise, q.Message = v.RefundDue, fmt.Sprintf("Ticket PNR %s is already cancelled.", v.PNR)
+		return q, nil
+	}
+	q.What = "booking"
+	if v.BookingStat == BookingConfirmed {
+		q.Allowed = true
+		q.Message = fmt.Sprintf("Cancelling confirmed Tatkal ticket PNR %s refunds nothing (Tatkal rules); the berths go back on sale.", v.PNR)
+		return q, nil
+	}
+	shard, err := s.catalog.ByID(ctx, v.ShardID)
+	if err != nil {
+		return q, err
+	}
+	if !s.now().Before(shard.DepartsAt.Add(-30 * time.Minute)) {
+		q.Reason, q.Message = "TOO_LATE", "Waitlisted tickets can be cancelled until 30 minutes before departure."
+		return q, nil
+	}
+	q.Allowed = true
+	q.RefundPaise = max(0, v.Fare.TotalPaise-shard.Fare.Clerkage*int64(len(v.Passengers)))
+	q.Message = fmt.Sprintf("Cancelling waitlisted ticket PNR %s refunds Rs %s (the fare less clerkage of Rs %s per passenger).",
+		v.PNR, Rupees(q.RefundPaise), Rupees(shard.Fare.Clerkage))
+	return q, nil
+}
+
+// CancelBooking cancels the ticket a hold became, under the Tatkal rules
+// (see CancelPreview): the seats go back to the pool, a waitlisted ticket
+// is refunded less clerkage, the reservation core is told. expectRefund,
+// if not nil, is the refund the passenger was shown: if the rules now give
+// another amount nothing is cancelled (REFUND_CHANGED). Cancelling a
+// cancelled booking again changes nothing. A hold not yet paid for is not
+// a booking (NOT_BOOKED): cancel it with Cancel.
+func (s *Service) CancelBooking(ctx context.Context, userID int64, id uuid.UUID, expectRefund *int64) (HoldView, error) {
+	v, err := s.Status(ctx, userID, id)
+	if err != nil {
+		return HoldView{}, err
+	}
+	var released bool
+	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := inventory.LockShardShared(ctx, tx, v.ShardID); err != nil {
+			return err
+		}
+		var bookingID int64
+		err := tx.QueryRow(ctx, `SELECT id FROM bookings WHERE hold_id = $1 FOR UPDATE`, id).Scan(&bookingID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Errorf(ECONFLICT, "NOT_BOOKED", "Hold %s is %s and has no ticket to cancel; cancel the hold instead.", id, v.State)
+		}
+		if err != nil {
+			return err
+		}
+		now, err := s.view(ctx, tx, id) // under the booking's lock
+		if err != nil {
+			return err
+		}
+		if now.BookingStat == BookingCancelled {
+			return nil
+		}
+		q, err := s.quote(ctx, now)
+		if err != nil {
+			return err
+		}
+		if !q.Allowed {
+			return Errorf(ECONFLICT, q.Reason, "%s", q.Message)
+		}
+		if expectRefund != nil && *expectRefund != q.RefundPaise {
+			return Errorf(ECONFLICT, "REFUND_CHANGED", "The refund is now Rs %s, not the Rs %s you were shown. Nothing was cancelled.",
+				Rupees(q.RefundPaise), Rupees(*expectRefund))
+		}
+		if _, err := tx.Exec(ctx, `UPDATE bookings SET status = 'CANCELLED', refund_due_paise = $2, cancelled_at = now(),
+			cancel_reason = 'cancelled by passenger' WHERE id = $1`, bookingID, q.RefundPaise); err != nil {
+			return err
+		}
+		if q.RefundPaise > 0 {
+			if paymentID, paid, err := capturedPayment(ctx, tx, id); err != nil {
+				return err
+			} else if paid {
+				if _, _, err := s.RequestRefundTx(ctx, tx, paymentID, RefundWaitlistCancelled, q.RefundPaise); err != nil {
+					return err
+				}
+			}
+		}
+		// The core is told whatever it may hold (SyncToCore withdraws it).
+		if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: bookingID, PNR: now.PNR}, nil); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE booking_passengers SET status = 'CANCELLED' WHERE booking_id = $1`, bookingID); err != nil {
+			return err
+		}
+		released = true
+		_, err = s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: id, ShardID: v.ShardID}, &river.InsertOpts{ScheduledAt: time.Now().Add(10 * time.Second)})
+		return err
+	})
+	if err != nil {
+		if ErrorCode(err) == EINTERNAL {
+			return HoldView{}, fmt.Errorf("cancel booking of hold %s: %w", id, err)
+		}
+		return HoldView{}, err
+	}
+	if released {
 		s.funnel.Add(v.ShardID, funnel.Released, 1)
-		if _, err := s.store.Release(ctx, v.ShardID, id.String(), mode, userID, ""); err != nil {
-			s.log.Warn("release in Redis failed; the sweeper or seat-sync job will retry", "hold", id, "err", err)
+		if _, err := s.store.Release(ctx, v.ShardID, id.String(), inventory.ReleaseCancel, userID, ""); err != nil {
+			s.log.Warn("release in Redis failed; the seat-sync job will retry", "hold", id, "err", err)
 		}
 	}
 	return s.Status(ctx, userID, id)

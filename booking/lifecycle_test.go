@@ -132,7 +132,7 @@ func TestCancellationFollowsTatkalRules(t *testing.T) {
 	if _, err := s.Service.Confirm(ctx, w.HoldID); err != nil {
 		t.Fatal(err)
 	}
-	v, err = s.Service.Cancel(ctx, users[1], h2.HoldID)
+	v, err = s.Service.CancelBooking(ctx, users[1], h2.HoldID, nil)
 	if err != nil || v.BookingStat != booking.BookingCancelled || v.RefundDue != 0 {
 		t.Fatalf("cancel confirmed: %+v %v, want cancelled with no refund", v, err)
 	}
@@ -142,7 +142,7 @@ func TestCancellationFollowsTatkalRules(t *testing.T) {
 		t.Fatalf("after cancelling the confirmed ticket %d berths free (%v), want 1", av.Free, err)
 	}
 	// A waitlisted ticket is refunded less clerkage per passenger.
-	v, err = s.Service.Cancel(ctx, users[2], w.HoldID)
+	v, err = s.Service.CancelBooking(ctx, users[2], w.HoldID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestCancellationFollowsTatkalRules(t *testing.T) {
 		t.Fatalf("waitlist refund %d, want fare %d less clerkage %d", v.RefundDue, v.Fare.TotalPaise, shard.Fare.Clerkage)
 	}
 	// Cancelling twice is harmless.
-	if v2, err := s.Service.Cancel(ctx, users[2], w.HoldID); err != nil || v2.RefundDue != v.RefundDue {
+	if v2, err := s.Service.CancelBooking(ctx, users[2], w.HoldID, nil); err != nil || v2.RefundDue != v.RefundDue {
 		t.Fatalf("second cancel: %+v %v", v2, err)
 	}
 	snap, _ := s.Store.Snapshot(ctx, shardID)
@@ -315,7 +315,7 @@ func TestPropertyRandomLifecycle(t *testing.T) {
 			i := rng.IntN(len(sold))
 			h := sold[i]
 			sold = slices.Delete(sold, i, i+1)
-			if _, err := s.Service.Cancel(ctx, h.user, h.id); err != nil {
+			if _, err := s.Service.CancelBooking(ctx, h.user, h.id, nil); err != nil {
 				t.Fatalf("step %d cancel booking: %v", step, err)
 			}
 			counts["cancel-booking"]++

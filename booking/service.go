@@ -347,18 +347,29 @@ func (s *Service) replay(ctx context.Context, userID int64, shard *Shard, res in
 	}
 }
 
-// answerFromRecord rebuilds the answer to a hold attempt from its row.
+// answerFromRecord rebuilds the answer to a hold attempt from its row in
+// PostgreSQL, as it stands now: HELD (or WAITLIST_OFFERED) only while the
+// hold is live, else what became of it (the booking's status with its PNR,
+// or EXPIRED, RELEASED, CANCELLED), so a retry never reads a lapsed or
+// paid hold as seats still waiting for payment.
 func (s *Service) answerFromRecord(ctx context.Context, userID int64, id uuid.UUID) (HoldResult, error) {
 	v, err := s.Status(ctx, userID, id)
 	if err != nil {
 		return HoldResult{}, err
 	}
-	status := "HELD"
-	if v.Kind == KindWaitlist {
+	var status string
+	switch {
+	case v.BookingStat != "":
+		status = v.BookingStat // CONFIRMED, WAITLISTED or CANCELLED
+	case v.State == HoldHeld && !s.now().Before(v.ExpiresAt):
+		status = HoldExpired // lapsed; its expiry job has not run yet
+	case v.State == HoldHeld && v.Kind == KindWaitlist:
 		status = "WAITLIST_OFFERED"
+	default:
+		status = v.State // HELD, EXPIRED, RELEASED, CANCELLED
 	}
 	return HoldResult{HoldID: v.ID, Status: status, ExpiresAt: v.ExpiresAt, Berths: v.Berths,
-		WaitlistNo: v.WaitlistNo, Fare: v.Fare, Replayed: true}, nil
+		WaitlistNo: v.WaitlistNo, Fare: v.Fare, PNR: v.PNR, Replayed: true}, nil
 }
 
 // TriggerRebuild rebuilds a shard's Redis state in the background, once per

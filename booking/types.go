@@ -81,11 +81,12 @@ type BerthInfo struct {
 // HoldResult answers a hold attempt.
 type HoldResult struct {
 	HoldID     uuid.UUID
-	Status     string // HELD, WAITLIST_OFFERED, SOLD_OUT
+	Status     string // HELD, WAITLIST_OFFERED, SOLD_OUT; a replay: what it became (CONFIRMED, WAITLISTED, CANCELLED, EXPIRED, RELEASED)
 	ExpiresAt  time.Time
 	Berths     []BerthInfo
 	WaitlistNo int
 	Fare       Fare
+	PNR        string // set on a replay once the hold became a booking
 	Replayed   bool
 }
 

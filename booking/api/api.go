@@ -109,6 +109,7 @@ func (a *API) Routes(r chi.Router) {
 		r.Post("/v1/auth/logout-everywhere", a.logoutEverywhere)
 		r.With(a.shed).Post("/v1/bookings/hold", a.hold)
 		r.Get("/v1/bookings/{hold_id}/status", a.status)
+		r.Get("/v1/bookings/{hold_id}/cancel", a.cancelPreview)
 		r.Post("/v1/bookings/{hold_id}/cancel", a.cancel)
 		r.Post("/v1/payments/initiate", a.initiatePayment)
 		r.Get("/v1/payments/{payment_id}", a.getPayment)

@@ -43,6 +43,7 @@ type holdResponse struct {
 	HoldExpiresAt  *time.Time          `json:"hold_expires_at,omitempty"`
 	Berths         []booking.BerthInfo `json:"berths,omitempty"`
 	WaitlistNo     int                 `json:"waitlist_no,omitempty"`
+	PNR            *string             `json:"pnr,omitempty"`
 	Fare           *fareJSON           `json:"fare,omitempty"`
 	PaymentOptions []string            `json:"payment_options,omitempty"`
 	Message        string              `json:"message"`
@@ -105,6 +106,11 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 			Message: "No seats are left for this journey and the Tatkal waitlist is full."})
 		return
 	}
+	if res.Status != "HELD" && res.Status != "WAITLIST_OFFERED" {
+		// A replay of a hold that is no longer live: what became of it.
+		writeJSON(w, http.StatusOK, replayedHold(res))
+		return
+	}
 	resp := holdResponse{HoldID: &res.HoldID, Status: res.Status, HoldExpiresAt: &res.ExpiresAt, Berths: res.Berths,
 		WaitlistNo: res.WaitlistNo, Fare: fareOf(res.Fare), PaymentOptions: []string{"WALLET", "UPI", "CARD", "NB"}}
 	if res.Status == "HELD" {
@@ -115,6 +121,31 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 			res.ExpiresAt.In(booking.IST).Format("15:04:05") + " IST to keep this place."
 	}
 	writeJSON(w, http.StatusCreated, resp)
+}
+
+// replayedHold answers an Idempotency-Key whose hold is no longer live.
+func replayedHold(res booking.HoldResult) holdResponse {
+	resp := holdResponse{HoldID: &res.HoldID, Status: res.Status, Fare: fareOf(res.Fare)}
+	if res.PNR != "" {
+		resp.PNR = &res.PNR
+	}
+	switch {
+	case res.Status == booking.BookingConfirmed:
+		resp.Berths = res.Berths
+		resp.Message = "This request was answered before and paid for: your ticket is PNR " + res.PNR + "."
+	case res.Status == booking.BookingWaitlisted:
+		resp.WaitlistNo = res.WaitlistNo
+		resp.Message = "This request was answered before and paid for: PNR " + res.PNR + " is waitlisted at TQWL/" + strconv.Itoa(res.WaitlistNo) + "."
+	case res.PNR != "": // the ticket was cancelled
+		resp.Message = "This request was answered before: its ticket PNR " + res.PNR + " is cancelled."
+	case res.Status == booking.HoldExpired:
+		resp.Message = "This request was answered before, but the hold ran out before payment and its seats were released. Nothing was charged; hold again with a new Idempotency-Key."
+	case res.Status == booking.HoldCancelled:
+		resp.Message = "This request was answered before, but you cancelled that hold. Nothing was charged; hold again with a new Idempotency-Key."
+	default:
+		resp.Message = "This request was answered before, but that hold was released. Nothing was charged; hold again with a new Idempotency-Key."
+	}
+	return resp
 }
 
 type statusResponse struct {
@@ -223,18 +254,81 @@ func (a *API) writeStatus(w http.ResponseWriter, r *http.Request, v booking.Hold
 	writeJSON(w, http.StatusOK, s)
 }
 
-// cancel applies the Tatkal cancellation rules.
+type cancelRequest struct {
+	// Cancel is what the passenger is cancelling: "hold" (the default: an
+	// unpaid hold, refused as ALREADY_CONFIRMED once it became a ticket)
+	// or "booking" (the ticket, under the Tatkal refund rules).
+	Cancel string `json:"cancel"`
+	// ExpectRefundPaise is the refund the passenger was shown (GET
+	// .../cancel); if the rules now give another, nothing is cancelled.
+	ExpectRefundPaise *int64 `json:"expect_refund_paise"`
+}
+
+// cancel cancels what the passenger saw: the hold by default, the booking
+// only when asked for explicitly.
 func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 	id, ok := a.holdID(w, r)
 	if !ok {
 		return
 	}
-	v, err := a.svc.Cancel(r.Context(), callerFrom(r.Context()).UserID, id)
+	var req cancelRequest
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &req); err != nil {
+			writeError(w, r, a.log, err)
+			return
+		}
+	}
+	user := callerFrom(r.Context()).UserID
+	var v booking.HoldView
+	var err error
+	switch req.Cancel {
+	case "", "hold":
+		if req.ExpectRefundPaise != nil && *req.ExpectRefundPaise != 0 {
+			err = booking.Errorf(booking.EINVALID, "BAD_CANCEL", "An unpaid hold has nothing to refund; expect_refund_paise must be 0 or absent.")
+			break
+		}
+		v, err = a.svc.Cancel(r.Context(), user, id)
+	case "booking":
+		v, err = a.svc.CancelBooking(r.Context(), user, id, req.ExpectRefundPaise)
+	default:
+		err = booking.Errorf(booking.EINVALID, "BAD_CANCEL", "cancel must be \"hold\" or \"booking\", not %q.", req.Cancel)
+	}
 	if err != nil {
 		writeError(w, r, a.log, err)
 		return
 	}
 	a.writeStatus(w, r, v)
+}
+
+type cancelPreview struct {
+	HoldID      string  `json:"hold_id"`
+	PNR         *string `json:"pnr"`
+	Cancel      string  `json:"cancel,omitempty"` // what a cancel would cancel: hold or booking
+	Allowed     bool    `json:"allowed"`
+	RefundPaise int64   `json:"refund_paise"`
+	Refund      string  `json:"refund"`
+	Reason      string  `json:"reason,omitempty"`
+	Message     string  `json:"message"`
+}
+
+// cancelPreview says what a cancel would do now (what is cancelled, the
+// refund the rules give), changing nothing.
+func (a *API) cancelPreview(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.holdID(w, r)
+	if !ok {
+		return
+	}
+	q, err := a.svc.CancelPreview(r.Context(), callerFrom(r.Context()).UserID, id)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	p := cancelPreview{HoldID: q.HoldID.String(), Cancel: q.What, Allowed: q.Allowed, RefundPaise: q.RefundPaise,
+		Refund: booking.Rupees(q.RefundPaise), Reason: q.Reason, Message: q.Message}
+	if q.PNR != "" {
+		p.PNR = &q.PNR
+	}
+	writeJSON(w, http.StatusOK, p)
 }
 
 type availabilityResponse struct {

@@ -24,7 +24,8 @@ type CoreClient interface {
 // one withdrawn. The passenger sees CONFIRMING until the core acknowledges.
 // A retryable failure is returned for River to retry with backoff. A
 // rejection is compensated: the booking is cancelled, its seats freed, the
-// money refunded in full and the passenger told.
+// money refunded in full and the passenger told; unless the berth is held
+// at the core by a booking we cancelled, which is repaired instead.
 func (s *Service) SyncToCore(ctx context.Context, bookingID int64) error {
 	if s.core == nil {
 		return errors.New("no reservation core configured")
@@ -34,33 +35,105 @@ func (s *Service) SyncToCore(ctx context.Context, bookingID int64) error {
 		return err
 	}
 	if b.Status == BookingCancelled {
-		if state != "SYNCED" {
-			return nil // the core never had it
-		}
-		if err := s.core.Cancel(ctx, b.PNR); err != nil && !errors.Is(err, prs.ErrNotFound) {
-			return fmt.Errorf("cancel PNR %s at the core: %w", b.PNR, err)
-		}
-		return nil
+		return s.withdrawFromCore(ctx, b.PNR, state)
 	}
 	if state != "PENDING" {
 		return nil
 	}
+	s.pause.At(ctx, "coresync.before-send")
 	ack, err := s.core.Sync(ctx, b)
+	if rejected, ok := errors.AsType[*prs.RejectedError](err); ok && rejected.Reason == prs.ReasonBerthTaken {
+		// Our own stale booking may be what holds the berth: withdraw it
+		// and try once more before blaming this passenger's booking.
+		repaired, rerr := s.withdrawStale(ctx, bookingID)
+		if rerr != nil {
+			return rerr
+		}
+		if repaired {
+			ack, err = s.core.Sync(ctx, b)
+		}
+	}
 	var rejected *prs.RejectedError
 	switch {
 	case err == nil:
-		_, err := s.pool.Exec(ctx, `UPDATE bookings SET prs_state = 'SYNCED', prs_ref = $2, prs_synced_at = now()
-			WHERE id = $1 AND prs_state = 'PENDING'`, bookingID, ack.CoreRef)
-		if err != nil {
-			return fmt.Errorf("sync PNR %s: %w", b.PNR, err)
-		}
-		return nil
+		return s.markSynced(ctx, bookingID, b.PNR, ack)
 	case errors.As(err, &rejected):
 		s.log.Warn("reservation core rejected a booking; compensating", "pnr", b.PNR, "reason", rejected.Reason)
 		return s.compensateRejected(ctx, bookingID, rejected.Reason)
 	default:
 		return fmt.Errorf("sync PNR %s: %w", b.PNR, err)
 	}
+}
+
+// markSynced records the core's acknowledgement, compare-and-set: a
+// booking cancelled while its sync was in flight is not marked SYNCED but
+// withdrawn from the core, which now has it.
+func (s *Service) markSynced(ctx context.Context, bookingID int64, pnr string, ack prs.Ack) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE bookings SET prs_state = 'SYNCED', prs_ref = $2, prs_synced_at = now()
+		WHERE id = $1 AND prs_state = 'PENDING' AND status <> 'CANCELLED'`, bookingID, ack.CoreRef)
+	if err != nil {
+		return fmt.Errorf("sync PNR %s: %w", pnr, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var status, state string
+	if err := s.pool.QueryRow(ctx, `SELECT status, prs_state FROM bookings WHERE id = $1`, bookingID).Scan(&status, &state); err != nil {
+		return fmt.Errorf("sync PNR %s: %w", pnr, err)
+	}
+	if status != BookingCancelled {
+		return nil // marked by a concurrent sync of the same booking
+	}
+	s.log.Info("booking cancelled while its sync was in flight; withdrawing it from the core", "pnr", pnr)
+	return s.withdrawFromCore(ctx, pnr, state)
+}
+
+// withdrawFromCore cancels a PNR at the core whenever the core may have
+// it: a sync whose answer was lost (a timeout) or that is still in flight
+// may have stored it, so PENDING is no proof of absence; only a rejection
+// is. The core answers by PNR: not found means it never had it (a sync
+// still in flight then finds the booking cancelled in markSynced).
+func (s *Service) withdrawFromCore(ctx context.Context, pnr, state string) error {
+	if state == "REJECTED" {
+		return nil // the core refused it: it never held it
+	}
+	if err := s.core.Cancel(ctx, pnr); err != nil && !errors.Is(err, prs.ErrNotFound) {
+		return fmt.Errorf("cancel PNR %s at the core: %w", pnr, err)
+	}
+	return nil
+}
+
+// withdrawStale cancels at the core every booking of ours that we
+// cancelled and that shared a berth with this one on an overlapping leg:
+// if the core still holds one of them (its cancellation not through yet),
+// that is what made it refuse this booking. It reports whether the core
+// had any of them.
+func (s *Service) withdrawStale(ctx context.Context, bookingID int64) (bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT o.pnr FROM booking_passengers p
+		JOIN booking_passengers op ON op.shard_id = p.shard_id AND op.berth_idx = p.berth_idx
+			AND op.booking_id <> p.booking_id AND int4range(op.from_seq, op.to_seq) && int4range(p.from_seq, p.to_seq)
+		JOIN bookings o ON o.id = op.booking_id
+		WHERE p.booking_id = $1 AND p.berth_idx IS NOT NULL AND o.status = 'CANCELLED' AND o.prs_state <> 'REJECTED'`, bookingID)
+	if err != nil {
+		return false, fmt.Errorf("stale bookings on the berths of booking %d: %w", bookingID, err)
+	}
+	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, fmt.Errorf("stale bookings on the berths of booking %d: %w", bookingID, err)
+	}
+	repaired := false
+	for _, pnr := range stale {
+		err := s.core.Cancel(ctx, pnr)
+		switch {
+		case errors.Is(err, prs.ErrNotFound):
+		case err != nil:
+			return false, fmt.Errorf("withdraw stale PNR %s from the core: %w", pnr, err)
+		default:
+			s.log.Warn("the core still held a booking we cancelled; withdrawn", "stale_pnr", pnr, "booking", bookingID)
+			repaired = true
+		}
+	}
+	return repaired, nil
 }
 
 func (s *Service) coreBooking(ctx context.Context, bookingID int64) (prs.Booking, string, error) {

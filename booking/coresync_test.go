@@ -1,0 +1,179 @@
+package booking_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+	"tatkal/booking/prs"
+	"tatkal/booking/teststack"
+)
+
+// booked holds the shard's journey for user and confirms it, returning
+// the hold and its booking id.
+func booked(t *testing.T, s *teststack.Stack, user int64, key string, date time.Time) (booking.HoldView, int64) {
+	t.Helper()
+	ctx := context.Background()
+	h, err := s.Service.Hold(ctx, teststack.Caller(user), holdReq(user, key, date, "MMCT", "NDLS", pax("Asha Verma", 30, "F")))
+	if err != nil || h.Status != "HELD" {
+		t.Fatalf("hold %s: %+v %v", key, h, err)
+	}
+	v, err := s.Service.Confirm(ctx, h.HoldID)
+	if err != nil {
+		t.Fatalf("confirm %s: %v", key, err)
+	}
+	return v, bookingID(t, s, h.HoldID)
+}
+
+func bookingID(t *testing.T, s *teststack.Stack, holdID uuid.UUID) int64 {
+	t.Helper()
+	var id int64
+	if err := s.Pool.QueryRow(context.Background(), `SELECT id FROM bookings WHERE hold_id = $1`, holdID).Scan(&id); err != nil {
+		t.Fatalf("booking of hold %s: %v", holdID, err)
+	}
+	return id
+}
+
+func bookingState(t *testing.T, s *teststack.Stack, id int64) (status, prsState string) {
+	t.Helper()
+	if err := s.Pool.QueryRow(context.Background(), `SELECT status, prs_state FROM bookings WHERE id = $1`, id).Scan(&status, &prsState); err != nil {
+		t.Fatal(err)
+	}
+	return status, prsState
+}
+
+// coreState is the core's state of a PNR ("" when it never had it).
+func coreState(t *testing.T, s *teststack.Stack, pnr string) string {
+	t.Helper()
+	b, err := prs.NewClient(s.Core.URL, "test-core", nil).Get(context.Background(), pnr)
+	if err != nil {
+		if prs.IsRetryable(err) {
+			t.Fatalf("core get %s: %v", pnr, err)
+		}
+		return ""
+	}
+	return b.State
+}
+
+// wantSecondPassengerSynced books the shard's only berth again for user and
+// syncs it: the core must accept it, and nobody's ticket is compensated.
+func wantSecondPassengerSynced(t *testing.T, s *teststack.Stack, user int64, date time.Time) {
+	t.Helper()
+	_, b := booked(t, s, user, "core-second", date)
+	if err := s.Service.SyncToCore(context.Background(), b); err != nil {
+		t.Fatalf("sync of the second passenger's booking: %v", err)
+	}
+	if status, state := bookingState(t, s, b); status != booking.BookingConfirmed || state != "SYNCED" {
+		t.Fatalf("the second passenger's booking is %s/%s, want CONFIRMED/SYNCED (the core kept a booking we cancelled)", status, state)
+	}
+}
+
+// A sync whose answer was lost (the core stored the booking, then timed
+// out) leaves the booking PENDING; cancelling it must still reach the core,
+// or the core keeps the berth and rejects the next passenger's booking.
+func TestCancelReachesTheCoreAfterALostAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	_, date := s.DemoShard(t, 1, 0)
+	users := s.Users(t, "cl", 2)
+	a, aID := booked(t, s, users[0], "core-lost-1", date)
+
+	s.SetCoreFaults(t, prs.Faults{TimeoutRate: 1})
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	err := s.Service.SyncToCore(tctx, aID)
+	cancel()
+	if err == nil {
+		t.Fatal("sync answered although the core timed out")
+	}
+	s.SetCoreFaults(t, prs.Faults{})
+	if st := coreState(t, s, a.PNR); st != prs.StatusConfirmed {
+		t.Fatalf("core state of %s after the lost answer: %q, want CONFIRMED (the simulator keeps the work)", a.PNR, st)
+	}
+	if _, state := bookingState(t, s, aID); state != "PENDING" {
+		t.Fatalf("prs_state %s, want PENDING", state)
+	}
+
+	if _, err := s.Service.CancelBooking(ctx, users[0], a.ID, nil); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if err := s.Service.SyncToCore(ctx, aID); err != nil { // the cancellation's core-sync job
+		t.Fatalf("withdraw: %v", err)
+	}
+	if st := coreState(t, s, a.PNR); st != prs.StateCancelled {
+		t.Fatalf("core state of the cancelled %s: %q, want CANCELLED", a.PNR, st)
+	}
+	wantSecondPassengerSynced(t, s, users[1], date)
+}
+
+// A sync in flight when the booking is cancelled (the cancellation's job
+// runs first and finds nothing at the core) must not mark it SYNCED: it
+// withdraws what it just stored.
+func TestSyncInFlightWhenCancelledWithdrawsTheBooking(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := &pauser{}
+	s := teststack.New(t, teststack.Options{Pause: p.pause})
+	_, date := s.DemoShard(t, 1, 0)
+	users := s.Users(t, "cf", 2)
+	a, aID := booked(t, s, users[0], "core-flight-1", date)
+
+	reached, release := p.arm("coresync.before-send")
+	done := make(chan error, 1)
+	go func() { done <- s.Service.SyncToCore(ctx, aID) }()
+	waitFor(t, reached, "the sync to reach the core")
+	if _, err := s.Service.CancelBooking(ctx, users[0], a.ID, nil); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if err := s.Service.SyncToCore(ctx, aID); err != nil { // the cancellation's job: nothing at the core yet
+		t.Fatalf("withdraw: %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the in-flight sync: %v", err)
+	}
+	if _, state := bookingState(t, s, aID); state == "SYNCED" {
+		t.Fatal("the cancelled booking was marked SYNCED by the sync in flight")
+	}
+	if st := coreState(t, s, a.PNR); st != prs.StateCancelled {
+		t.Fatalf("core state of the cancelled %s: %q, want CANCELLED", a.PNR, st)
+	}
+	wantSecondPassengerSynced(t, s, users[1], date)
+}
+
+// The core still holds a booking we cancelled (its cancellation is retrying
+// behind an outage) when the berth's next booking arrives: the BERTH_TAKEN
+// is ours to repair, not the new passenger's ticket to cancel.
+func TestBerthTakenByOurOwnCancelledBookingIsRepaired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	_, date := s.DemoShard(t, 1, 0)
+	users := s.Users(t, "cr", 2)
+	a, aID := booked(t, s, users[0], "core-stale-1", date)
+	if err := s.Service.SyncToCore(ctx, aID); err != nil {
+		t.Fatal(err)
+	}
+	s.SetCoreFaults(t, prs.Faults{Outage: true})
+	if _, err := s.Service.CancelBooking(ctx, users[0], a.ID, nil); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if err := s.Service.SyncToCore(ctx, aID); err == nil || !prs.IsRetryable(err) {
+		t.Fatalf("withdraw during the outage: %v, want a retryable error", err)
+	}
+	s.SetCoreFaults(t, prs.Faults{})
+	if st := coreState(t, s, a.PNR); st != prs.StatusConfirmed {
+		t.Fatalf("core state of %s: %q, want it still CONFIRMED there", a.PNR, st)
+	}
+	wantSecondPassengerSynced(t, s, users[1], date)
+	if st := coreState(t, s, a.PNR); st != prs.StateCancelled {
+		t.Fatalf("core state of the stale %s: %q, want CANCELLED", a.PNR, st)
+	}
+	var refunds int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM refunds`).Scan(&refunds); err != nil || refunds != 0 {
+		t.Fatalf("%d refunds (%v), want none", refunds, err)
+	}
+}

@@ -48,7 +48,7 @@ func bookingState(t *testing.T, s *teststack.Stack, id int64) (status, prsState 
 // coreState is the core's state of a PNR ("" when it never had it).
 func coreState(t *testing.T, s *teststack.Stack, pnr string) string {
 	t.Helper()
-	b, err := prs.NewClient(s.Core.URL, "test-core", nil).Get(context.Background(), pnr)
+	b, err := prs.NewClient(s.Core.URL, s.CoreKey, nil).Get(context.Background(), pnr)
 	if err != nil {
 		if prs.IsRetryable(err) {
 			t.Fatalf("core get %s: %v", pnr, err)

@@ -112,7 +112,7 @@ func newWorld(t *testing.T, seedN int64) *world {
 		t.Fatal(err)
 	}
 	w := &world{t: t, s: s, ctx: context.Background(), rng: rand.New(rand.NewPCG(uint64(seedN), 0x1a7e)), shardID: shardID,
-		date: date, users: users, core: prs.NewClient(s.Core.URL, "test-core", nil),
+		date: date, users: users, core: prs.NewClient(s.Core.URL, s.CoreKey, nil),
 		redis:   &redisFaults{rng: rand.New(rand.NewPCG(uint64(seedN), 0x4ed15))},
 		browser: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		keys:    map[int64][]string{}, upi: map[uuid.UUID]string{}, cancelled: map[uuid.UUID]bool{}, count: map[string]*atomic.Int64{},

@@ -83,7 +83,7 @@ type world struct {
 	date    time.Time
 	users   []int64
 	core    *prs.Client
-	redis   *redisFaults
+	redis   *luaFaults
 	browser *http.Client
 
 	mu        sync.Mutex
@@ -113,7 +113,7 @@ func newWorld(t *testing.T, seedN int64) *world {
 	}
 	w := &world{t: t, s: s, ctx: context.Background(), rng: rand.New(rand.NewPCG(uint64(seedN), 0x1a7e)), shardID: shardID,
 		date: date, users: users, core: prs.NewClient(s.Core.URL, s.CoreKey, nil),
-		redis:   &redisFaults{rng: rand.New(rand.NewPCG(uint64(seedN), 0x4ed15))},
+		redis:   &luaFaults{rng: rand.New(rand.NewPCG(uint64(seedN), 0x4ed15))},
 		browser: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		keys:    map[int64][]string{}, upi: map[uuid.UUID]string{}, cancelled: map[uuid.UUID]bool{}, count: map[string]*atomic.Int64{},
 		journeys: [][2]string{{"MMCT", "NDLS"}, {"MMCT", "BRC"}, {"BRC", "NDLS"}, {"ST", "KOTA"}},
@@ -654,24 +654,24 @@ func (w *world) check(n int, final bool) {
 	}
 }
 
-// redisFaults makes a share of this test's Lua calls fail: half never
+// luaFaults makes a share of this test's Lua calls fail: half never
 // reach Redis, half run and lose their answer, as a network would.
-type redisFaults struct {
+type luaFaults struct {
 	mu   sync.Mutex
 	rate float64
 	rng  *rand.Rand
 }
 
-var errRedisInjected = errors.New("injected Redis failure")
+var errLuaInjected = errors.New("injected Redis failure")
 
-func (f *redisFaults) set(rate float64) {
+func (f *luaFaults) set(rate float64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rate = rate
 }
 
 // roll says whether to fail this call, and whether to run it first.
-func (f *redisFaults) roll() (fail, runFirst bool) {
+func (f *luaFaults) roll() (fail, runFirst bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.rate == 0 || f.rng.Float64() >= f.rate {
@@ -680,9 +680,9 @@ func (f *redisFaults) roll() (fail, runFirst bool) {
 	return true, f.rng.IntN(2) == 0
 }
 
-func (f *redisFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *luaFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (f *redisFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (f *luaFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if name := cmd.Name(); name != "evalsha" && name != "eval" {
 			return next(ctx, cmd)
@@ -694,11 +694,11 @@ func (f *redisFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if runFirst {
 			next(ctx, cmd) //nolint:errcheck // its answer is what gets lost
 		}
-		cmd.SetErr(errRedisInjected)
-		return errRedisInjected
+		cmd.SetErr(errLuaInjected)
+		return errLuaInjected
 	}
 }
 
-func (f *redisFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (f *luaFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }

@@ -222,7 +222,7 @@ func TestCancelAfterAMissedConfirmationFreesTheBerth(t *testing.T) {
 	if rep := check(t, s, shardID); rep.OK() {
 		t.Fatal("the check did not see Redis miss the confirmation")
 	}
-	if _, err := s.Service.Cancel(ctx, users[0], h.HoldID); err != nil {
+	if _, err := s.Service.CancelBooking(ctx, users[0], h.HoldID, nil); err != nil {
 		t.Fatal(err)
 	}
 	mustCheck(t, s, shardID)

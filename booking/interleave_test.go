@@ -403,7 +403,10 @@ func (w *world) decide(pick int, approve bool) {
 // stack's own workers are off, so the test decides when work happens),
 // and reports how many finished. A job that fails stays for the next pass,
 // as River would retry it.
-func (w *world) drainOnce() (done, left int) {
+func (w *world) drainOnce() (done, left int) { return w.drain(500 * time.Millisecond) }
+
+// drain runs each pending job once with timeout per job.
+func (w *world) drain(timeout time.Duration) (done, left int) {
 	ctx := w.ctx
 	rows, err := w.s.Pool.Query(ctx, `SELECT id, kind, args FROM river_job
 		WHERE state NOT IN ('completed', 'cancelled', 'discarded') ORDER BY id`)
@@ -428,7 +431,7 @@ func (w *world) drainOnce() (done, left int) {
 	}
 	rows.Close()
 	for _, j := range jobs {
-		finished, err := w.runJob(j.kind, j.args)
+		finished, err := w.runJob(j.kind, j.args, timeout)
 		if err != nil {
 			w.note("job %s %s: %v", j.kind, j.args, err)
 		}
@@ -444,9 +447,9 @@ func (w *world) drainOnce() (done, left int) {
 	return done, left
 }
 
-func (w *world) runJob(kind string, raw []byte) (bool, error) {
+func (w *world) runJob(kind string, raw []byte, timeout time.Duration) (bool, error) {
 	// A hung core costs a job its timeout, as River's job timeout would.
-	ctx, cancel := context.WithTimeout(w.ctx, 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(w.ctx, timeout)
 	defer cancel()
 	var args struct {
 		HoldID    uuid.UUID `json:"hold_id"`
@@ -485,12 +488,18 @@ func (w *world) runJob(kind string, raw []byte) (bool, error) {
 func (w *world) settle(n int) {
 	w.redis.set(0)
 	w.s.SetCoreFaults(w.t, prs.Faults{})
-	for pass := 0; pass < 20; pass++ {
+	// Faults are off: a job gets River's patience, and the settling ends
+	// only after two passes in a row that finish nothing (a slow machine
+	// must not pass for a stuck job).
+	idle := 0
+	for pass := 0; pass < 30; pass++ {
 		if _, err := w.s.Service.Sweep(w.ctx); err != nil {
 			w.note("sweep: %v", err)
 		}
-		done, _ := w.drainOnce()
-		if done == 0 && pass > 0 {
+		done, _ := w.drain(5 * time.Second)
+		if done > 0 {
+			idle = 0
+		} else if idle++; idle >= 2 {
 			return
 		}
 	}

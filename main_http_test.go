@@ -12,14 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/app"
 	"tatkal/console"
 )
 
 // startMain runs the whole process on port 0 (and its metrics listener)
 // with seeded demo data and the console's demo users.
-func startMain(t *testing.T) (*Main, string) {
+func startMain(t *testing.T, mod func(*app.Config)) (*app.App, string) {
 	t.Helper()
 	cfg, _ := testConfig(t)
+	if mod != nil {
+		mod(&cfg)
+	}
 	if _, err := runCmd(t, cfg, "migrate"); err != nil {
 		t.Fatal(err)
 	}
@@ -30,20 +34,8 @@ func startMain(t *testing.T) (*Main, string) {
 	if _, err := runCmd(t, cfg, "seed", "users", "--count", "1", "--prefix", "http", "--password", "secret-pw"); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	m, err := Open(ctx, cfg, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	if _, err := console.SeedDemoUsers(ctx, m.Pool); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Build(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(ctx, true); err != nil {
+	m := startApp(t, cfg, app.Options{Serve: true, Simulators: true})
+	if _, err := console.SeedDemoUsers(context.Background(), m.Pool); err != nil {
 		t.Fatal(err)
 	}
 	return m, date
@@ -90,7 +82,7 @@ func loginForm(t *testing.T, c *http.Client, base string) url.Values {
 // to give a 500, gets a 400 and changes nothing.
 func TestBadTextIsRefusedEverywhere(t *testing.T) {
 	t.Parallel()
-	m, date := startMain(t)
+	m, date := startMain(t, nil)
 	base := m.URL()
 	ops := consoleLogin(t, base, "ops1")
 	count := func() (n int) {
@@ -163,7 +155,7 @@ func TestBadTextIsRefusedEverywhere(t *testing.T) {
 // own listener; every server has read, write and idle timeouts.
 func TestHeadersMetricsAndTimeouts(t *testing.T) {
 	t.Parallel()
-	m, _ := startMain(t)
+	m, _ := startMain(t, nil)
 	for _, path := range []string{"/payments/return?payment_id=00000000-0000-0000-0000-000000000000", "/console/login", "/v1/openapi.json", "/healthz"} {
 		resp, err := http.Get(m.URL() + path)
 		if err != nil {
@@ -190,7 +182,7 @@ func TestHeadersMetricsAndTimeouts(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("public /metrics: %d, want 404", resp.StatusCode)
 	}
-	resp, err = http.Get("http://" + m.MetricsListener.Addr().String() + "/metrics")
+	resp, err = http.Get(m.MetricsURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,19 +191,11 @@ func TestHeadersMetricsAndTimeouts(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "tatkal_payments_unresolved") {
 		t.Errorf("metrics listener: %d %.300s", resp.StatusCode, b)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	psp, err := startPSP(ctx, m.Pool, m.Config, "http://127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	servers := m.HTTPServers()
+	if len(servers) != 5 {
+		t.Errorf("servers: %v, want app, metrics, psp, prs and msg", servers)
 	}
-	defer psp.server.Close()
-	core, err := startPRS(ctx, m.Pool, m.Config, "http://127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer core.server.Close()
-	for name, srv := range map[string]*http.Server{"app": m.Server, "metrics": m.Metrics, "psp": psp.server, "prs": core.server} {
+	for name, srv := range servers {
 		if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 {
 			t.Errorf("%s server: read header %v, read %v, write %v, idle %v; want all set", name, srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
 		}
@@ -222,12 +206,8 @@ func TestHeadersMetricsAndTimeouts(t *testing.T) {
 // whatever the process itself sees (a proxy ends TLS before it).
 func TestHTTPSPublicURLMeansSecureCookiesAndHSTS(t *testing.T) {
 	t.Parallel()
-	m, _ := startMain(t)
-	m.Config.PublicURL = "https://tatkal.example"
-	h, err := m.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := startMain(t, func(c *app.Config) { c.PublicURL = "https://tatkal.example" })
+	h := m.Handler
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httpRequest("GET", "/healthz", "", nil))
 	if hsts := rec.Header().Get("Strict-Transport-Security"); !strings.Contains(hsts, "max-age=") {

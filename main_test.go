@@ -3,42 +3,69 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"tatkal/booking/app"
 	"tatkal/booking/testenv"
+	"tatkal/jobs/backoffice"
 )
 
 // testPool caps each test process's pool: the suite runs many at once
 // against one PostgreSQL (README: the connection budget).
 const testPool = 10
 
-func testConfig(t *testing.T) (Config, *testenv.Env) {
+func testConfig(t *testing.T) (app.Config, *testenv.Env) {
 	t.Helper()
 	env := testenv.New(t)
-	cfg, err := configFromEnv()
+	cfg, err := app.FromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.DatabaseURL, cfg.RedisURL, cfg.RedisPrefix, cfg.Addr = env.DatabaseURL, env.RedisURL, env.KeyPrefix, "127.0.0.1:0"
 	cfg.MetricsAddr, cfg.DBPool = "127.0.0.1:0", testPool
-	cfg = cfg.withDevSecrets()
+	cfg.PSPURL, cfg.PRSURL, cfg.MsgURL, cfg.PublicURL = "http://127.0.0.1:0", "http://127.0.0.1:0", "http://127.0.0.1:0", ""
+	cfg = cfg.WithDevSecrets()
 	cfg.SessionKey = bytes.Repeat([]byte{7}, 32)
 	return cfg, env
 }
 
-func runCmd(t *testing.T, cfg Config, args ...string) (string, error) {
+func runCmd(t *testing.T, cfg app.Config, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	cmds := map[string]func(context.Context, Config, []string, io.Writer) error{
-		"migrate": cmdMigrate, "seed": cmdSeed, "check": cmdCheck,
-	}
-	err := cmds[args[0]](context.Background(), cfg, args[1:], &out)
+	err := commands[args[0]](context.Background(), cfg, args[1:], &out)
 	return out.String(), err
+}
+
+// startApp builds the process as tatkal serve does and runs it until the
+// test ends.
+func startApp(t *testing.T, cfg app.Config, opts app.Options) *app.App {
+	t.Helper()
+	a, err := app.New(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		a.Close()
+	})
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	}
+	return a
 }
 
 // The whole process on port 0: migrate twice, seed, serve, book, check.
@@ -64,19 +91,8 @@ func TestMainEndToEnd(t *testing.T) {
 		t.Fatal("seed shard accepted a bad date")
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	m, err := Open(ctx, cfg, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.Build(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(ctx, true); err != nil {
-		t.Fatal(err)
-	}
+	ctx := context.Background()
+	m := startApp(t, cfg, app.Options{Work: true, Serve: true, BackOffice: backoffice.New()})
 	get := func(path string) (int, string) {
 		resp, err := http.Get(m.URL() + path)
 		if err != nil {
@@ -93,22 +109,9 @@ func TestMainEndToEnd(t *testing.T) {
 		t.Fatalf("readyz: %d %q", code, body)
 	}
 	post := func(path, token, key, body string) (int, map[string]any) {
-		req, _ := http.NewRequest("POST", m.URL()+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out) //nolint:errcheck
-		return resp.StatusCode, out
+		r := testenv.Call(t, testenv.Request{Method: "POST", URL: m.URL() + path, Token: token, Body: body,
+			Header: map[string]string{"Idempotency-Key": key}})
+		return r.Status, r.JSON
 	}
 	code, login := post("/v1/auth/login", "", "", `{"login":"main00001","password":"secret-pw"}`)
 	if code != 200 {
@@ -151,13 +154,13 @@ func TestUnreachableServicesAreNamed(t *testing.T) {
 	cfg, _ := testConfig(t)
 	bad := cfg
 	bad.RedisURL = "redis://127.0.0.1:1/0"
-	_, err := Open(context.Background(), bad, false)
+	_, err := app.New(context.Background(), bad, app.Options{})
 	if err == nil || !strings.Contains(err.Error(), "Redis") || !strings.Contains(err.Error(), "redis-server") {
 		t.Fatalf("unreachable Redis: %v", err)
 	}
 	bad = cfg
 	bad.DatabaseURL = "postgres://127.0.0.1:1/tatkal?sslmode=disable&connect_timeout=2"
-	_, err = Open(context.Background(), bad, false)
+	_, err = app.New(context.Background(), bad, app.Options{})
 	if err == nil || !strings.Contains(err.Error(), "PostgreSQL") || !strings.Contains(err.Error(), "pg_ctlcluster") {
 		t.Fatalf("unreachable PostgreSQL: %v", err)
 	}
@@ -196,6 +199,8 @@ func TestSecretsRequiredOutsideDev(t *testing.T) {
 		"TATKAL_PSP_API_KEYS":    "swiftpay=" + strings.Repeat("c", 64) + ",bharatpg=" + strings.Repeat("d", 64),
 		"TATKAL_PRS_KEY":         strings.Repeat("e", 64),
 		"TATKAL_SESSION_KEY":     strings.Repeat("f", 64),
+		"TATKAL_FRAUD_KEY":       strings.Repeat("9", 64),
+		"TATKAL_MSG_KEY":         strings.Repeat("8", 64),
 		// A database nobody can reach: a command that got past the
 		// secrets check would fail on it instead, saying so.
 		"DATABASE_URL": "postgres://127.0.0.1:1/none?connect_timeout=1",
@@ -204,6 +209,10 @@ func TestSecretsRequiredOutsideDev(t *testing.T) {
 		cmd, unset, set, value, want string
 	}{
 		{"serve", "TATKAL_WEBHOOK_SECRETS", "", "", "TATKAL_WEBHOOK_SECRETS is not set"},
+		{"serve", "TATKAL_FRAUD_KEY", "", "", "TATKAL_FRAUD_KEY is not set"},
+		{"serve", "TATKAL_MSG_KEY", "", "", "TATKAL_MSG_KEY is not set"},
+		{"worker", "TATKAL_MSG_KEY", "", "", "TATKAL_MSG_KEY is not set"},
+		{"serve", "", "TATKAL_MSG_KEY", "short", "guessable"},
 		{"serve", "TATKAL_PSP_API_KEYS", "", "", "TATKAL_PSP_API_KEYS is not set"},
 		{"serve", "TATKAL_PRS_KEY", "", "", "TATKAL_PRS_KEY is not set"},
 		{"serve", "TATKAL_SESSION_KEY", "", "", "TATKAL_SESSION_KEY is not set"},
@@ -218,6 +227,7 @@ func TestSecretsRequiredOutsideDev(t *testing.T) {
 		{"psp", "TATKAL_PSP_API_KEYS", "", "", "TATKAL_PSP_API_KEYS is not set"},
 		{"psp", "", "TATKAL_SIM_ADMIN_TOKEN", "dev-admin", "development value"},
 		{"prs", "TATKAL_PRS_KEY", "", "", "TATKAL_PRS_KEY is not set"},
+		{"msg", "TATKAL_MSG_KEY", "", "", "TATKAL_MSG_KEY is not set"},
 	}
 	for _, tc := range cases {
 		for k, v := range good {
@@ -251,53 +261,66 @@ func TestSecretsRequiredOutsideDev(t *testing.T) {
 	}
 }
 
-// tatkal dev makes fresh secrets at each start and hands the same ones to
-// its simulators: two starts share none.
-func TestDevSecretsAreFreshEachStart(t *testing.T) {
-	t.Parallel()
-	var base Config
-	a, b := base.withDevSecrets(), base.withDevSecrets()
-	if err := a.requireSecrets(needGateways | needPRSKey); err != nil {
-		t.Fatalf("dev secrets refused: %v", err)
-	}
-	if a.PRSKey == b.PRSKey || a.SimAdminToken == b.SimAdminToken || a.WebhookSecrets.String() == b.WebhookSecrets.String() ||
-		a.PSPAPIKeys.String() == b.PSPAPIKeys.String() {
-		t.Fatal("two dev starts share a secret")
-	}
-	sim, merchant := a.simGateways(), a.gateways()
-	if len(sim) != 2 || len(merchant) != 2 {
-		t.Fatalf("gateways: %d simulated, %d known", len(sim), len(merchant))
-	}
-	for i := range sim {
-		if sim[i].ID != merchant[i].ID || sim[i].APIKeys[0] != merchant[i].APIKey || string(sim[i].WebhookSecret) != string(merchant[i].WebhookSecrets[0]) {
-			t.Fatalf("gateway %s: the simulator and the merchant hold different secrets", sim[i].ID)
-		}
-	}
-}
-
-// During a rotation both sides hold two secrets: we accept callbacks
-// signed with either and call with the newest key; the simulator signs with
-// the newest secret and accepts either key.
-func TestRotationListsReachBothSides(t *testing.T) {
-	newS, oldS, newK, oldK, bpS, bpK := strings.Repeat("1", 32), strings.Repeat("2", 32), strings.Repeat("3", 32), strings.Repeat("4", 32),
-		strings.Repeat("5", 32), strings.Repeat("6", 32)
-	t.Setenv("TATKAL_WEBHOOK_SECRETS", "swiftpay="+newS+",bharatpg="+bpS+",swiftpay="+oldS)
-	t.Setenv("TATKAL_PSP_API_KEYS", "swiftpay="+newK+",swiftpay="+oldK+",bharatpg="+bpK)
-	cfg, err := configFromEnv()
+// Help never touches anything: every command and subcommand prints its
+// flags, defaults and an example with PostgreSQL and Redis pointed at a
+// listener that counts the connections it gets, and exits 0.
+func TestHelpConnectsToNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.requireSecrets(needGateways); err != nil {
-		t.Fatal(err)
+	var dials atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			c.Close()
+		}
+	}()
+	defer ln.Close()
+	t.Setenv("DATABASE_URL", "postgres://"+ln.Addr().String()+"/none?connect_timeout=1")
+	t.Setenv("REDIS_URL", "redis://"+ln.Addr().String()+"/0")
+	cases := [][]string{{"--help"}, {"help"}, {"seed", "--help"}, {"recon", "--help"}}
+	for name := range commands {
+		cases = append(cases, []string{name, "--help"}, []string{name, "-h"})
 	}
-	for _, g := range cfg.gateways() {
-		if g.ID == "swiftpay" && (g.APIKey != newK || len(g.WebhookSecrets) != 2 || string(g.WebhookSecrets[0]) != newS || string(g.WebhookSecrets[1]) != oldS) {
-			t.Errorf("merchant side of swiftpay: %+v", g)
+	for _, sub := range []string{"demo", "shard", "users"} {
+		cases = append(cases, []string{"seed", sub, "--help"})
+	}
+	for _, sub := range []string{"ingest", "run", "export"} {
+		cases = append(cases, []string{"recon", sub, "--help"})
+	}
+	for _, args := range cases {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), args, &out, &errOut)
+		text := out.String() + errOut.String()
+		if code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, text)
+		}
+		want := "Example"
+		if len(args) == 1 {
+			want = "Commands:"
+		}
+		if !strings.Contains(text, want) || !strings.Contains(text, "tatkal "+strings.Join(args[:len(args)-1], " ")) {
+			t.Errorf("%v printed %q; want the command's usage with %q", args, text, want)
+		}
+		if (len(args) == 2 && args[0] != "seed" && args[0] != "recon" || len(args) == 3) && !strings.Contains(text, "Usage: tatkal") {
+			t.Errorf("%v printed no usage line: %q", args, text)
 		}
 	}
-	for _, g := range cfg.simGateways() {
-		if g.ID == "swiftpay" && (string(g.WebhookSecret) != newS || len(g.APIKeys) != 2 || g.APIKeys[0] != newK || g.APIKeys[1] != oldK) {
-			t.Errorf("simulator side of swiftpay: %+v", g)
-		}
+	if n := dials.Load(); n != 0 {
+		t.Errorf("help opened %d connection(s)", n)
+	}
+	// A mistake in a subcommand's flags is a usage error (exit 2), before
+	// any connection too.
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"seed", "shard", "--date", "tomorrow"}, &out, &errOut); code != 2 {
+		t.Errorf("seed shard --date tomorrow: exit %d, want 2: %s", code, errOut.String())
+	}
+	if n := dials.Load(); n != 0 {
+		t.Errorf("a usage error opened %d connection(s)", n)
 	}
 }

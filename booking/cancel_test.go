@@ -66,7 +66,7 @@ func TestHoldCancelRacingAWalletPaymentKeepsTheTicket(t *testing.T) {
 	if balance != 10000*100-v.Fare.TotalPaise || refunds != 0 {
 		t.Fatalf("wallet %d paise with %d refunds, want %d debited once for a ticket", balance, refunds, v.Fare.TotalPaise)
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 
 	// Cancelling the ticket is its own request, previewed first.
 	q, err := s.Service.CancelPreview(ctx, u, h.HoldID)
@@ -81,7 +81,7 @@ func TestHoldCancelRacingAWalletPaymentKeepsTheTicket(t *testing.T) {
 	if err != nil || v.BookingStat != booking.BookingCancelled || v.RefundDue != 0 {
 		t.Fatalf("booking cancel: %+v %v", v, err)
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 	// A booking cancel of a hold that was never paid is refused.
 	h2, err := s.Service.Hold(ctx, teststack.Caller(u), holdReq(u, "cancel-race-2", date, "MMCT", "NDLS", pax("Asha Verma", 30, "F")))
 	if err != nil {

@@ -10,10 +10,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tatkal/booking/db"
+	"tatkal/booking/india"
 )
 
-// IST is the zone Tatkal windows and journey dates are stated in.
-var IST = time.FixedZone("IST", 5*3600+1800)
+// IST is the zone Tatkal windows and journey dates are stated in
+// (india.IST, named here for the domain's callers).
+var IST = india.IST
 
 // Stop is one station on a train's route.
 type Stop struct {
@@ -192,10 +196,7 @@ func (c *Catalog) Forget() {
 }
 
 // LoadShard reads a shard with its route, berths and fare rule.
-func LoadShard(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, id int64) (*Shard, error) {
+func LoadShard(ctx context.Context, q db.Querier, id int64) (*Shard, error) {
 	s := &Shard{ID: id}
 	var date time.Time
 	var departs string

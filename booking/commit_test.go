@@ -135,11 +135,11 @@ func TestCommitWhoseAnswerIsLostIsNotUndone(t *testing.T) {
 	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = $1 AND state = 'HELD'`, res.HoldID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("hold rows %d %v, want 1", n, err)
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 	// The same key again: the same durable hold.
 	again, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "lost-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F")))
 	if err != nil || again.HoldID != res.HoldID {
 		t.Fatalf("retry: %+v %v, want hold %s", again, err, res.HoldID)
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 }

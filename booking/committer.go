@@ -15,25 +15,30 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"tatkal/booking/fraud"
 	"tatkal/booking/inventory"
 )
 
 // holdRow is one hold waiting to become durable.
 type holdRow struct {
-	ID         uuid.UUID
-	ShardID    int64
-	UserID     int64
-	IdemKey    string
-	Kind       string
-	From, To   int
-	Berths     []int
-	WaitlistNo int
-	Passengers []Passenger
-	Fare       Fare
-	Epoch      int64
-	OpeningDay time.Time
-	ExpiresAt  time.Time
-	TokenID    string
+	ID      uuid.UUID
+	ShardID int64
+	UserID  int64
+	IdemKey string
+	// RequestHash fingerprints the request IdemKey came with.
+	RequestHash string
+	Kind        string
+	From, To    int
+	Berths      []int
+	WaitlistNo  int
+	Passengers  []Passenger
+	Fare        Fare
+	Epoch       int64
+	OpeningDay  time.Time
+	ExpiresAt   time.Time
+	TokenID     string
+	HeldAt      time.Time
+	Client      ClientSignals
 }
 
 // commitVerdict says what happened to one row of a group commit.
@@ -45,6 +50,10 @@ const (
 	rejectedLiveHold                 // the user has a live hold on another shard
 	rejectedDailyCap                 // the user reached the day's cap across shards
 	rejectedStaleEpoch               // the shard was rebuilt since this hold was taken
+	rejectedKeyReused                // the idempotency key has a hold for another request
+	rejectedMonthlyCap               // the account reached the month's cap
+	rejectedPassenger                // a passenger is on too many accounts' holds today
+	rejectedBanned                   // fraud review banned the account
 )
 
 type commitResult struct {
@@ -69,15 +78,18 @@ type pendingHold struct {
 type Committer struct {
 	pool     *pgxpool.Pool
 	jobs     JobInserter
-	dailyCap int
+	rules    Rules
+	fraud    *fraud.Recorder // nil: no signals, no passenger limit
 	in       chan *pendingHold
 	maxBatch int
 	log      *slog.Logger
 }
 
-// NewCommitter returns a committer; call Run to start its writers.
-func NewCommitter(pool *pgxpool.Pool, jobs JobInserter, dailyCap int, log *slog.Logger) *Committer {
-	return &Committer{pool: pool, jobs: jobs, dailyCap: dailyCap, in: make(chan *pendingHold, 8192), maxBatch: 1000, log: log}
+// NewCommitter returns a committer; call Run to start its writers. rec,
+// if not nil, records each batch's fraud signals and keys the passenger
+// limit across accounts.
+func NewCommitter(pool *pgxpool.Pool, jobs JobInserter, rules Rules, rec *fraud.Recorder, log *slog.Logger) *Committer {
+	return &Committer{pool: pool, jobs: jobs, rules: rules, fraud: rec, in: make(chan *pendingHold, 8192), maxBatch: 1000, log: log}
 }
 
 // Run starts writers goroutines and returns when ctx ends and they stop.
@@ -166,6 +178,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 	days := make([]time.Time, n)
 	expires := make([]time.Time, n)
 	tokens := make([]*string, n)
+	hashes := make([]string, n)
 	lockSet := map[int64]bool{}
 	for i, p := range batch {
 		r := p.row
@@ -184,15 +197,28 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 			t := r.TokenID
 			tokens[i] = &t
 		}
+		hashes[i] = r.RequestHash
 		lockSet[r.ShardID] = true
 	}
 	inserted := map[uuid.UUID]bool{}
 	bodyDone := false
+	var paxRefused map[int]bool
+	var paxKeys [][]string
+	ok := make([]bool, n)
+	// Not db.Transact: fn records what it inserted (inserted, bodyDone) for
+	// the verdicts that follow, so it is not safe to run twice.
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		for _, id := range slices.Sorted(maps.Keys(lockSet)) {
 			if err := inventory.LockShardShared(ctx, tx, id); err != nil {
 				return err
 			}
+		}
+		var err error
+		if paxKeys, paxRefused, err = c.passengerLimit(ctx, tx, batch); err != nil {
+			return err
+		}
+		for i := range ok {
+			ok[i] = !paxRefused[i]
 		}
 		// One statement for the batch. Rows that would break a durable rule
 		// are skipped, not failed, so one bad row never sinks the others:
@@ -201,22 +227,33 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		rows, err := tx.Query(ctx, `
 			INSERT INTO holds (id, shard_id, user_id, idempotency_key, kind, from_seq, to_seq, seat_count,
 			                   berths, waitlist_no, passengers, fare_paise, fare_breakup, state, epoch,
-			                   opening_day, expires_at, admission_token_id)
+			                   opening_day, expires_at, admission_token_id, request_hash)
 			SELECT h.id, h.shard_id, h.user_id, h.key, h.kind, h.from_seq, h.to_seq, h.cnt,
 			       h.berths::int[], h.wl, h.pax::jsonb, h.fare, h.breakup::jsonb, 'HELD', h.epoch,
-			       h.day, h.expires, h.token
+			       h.day, h.expires, h.token, h.hash
 			FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[], $7::int[],
 			            $8::int[], $9::text[], $10::int[], $11::text[], $12::bigint[], $13::text[], $14::bigint[],
-			            $15::date[], $16::timestamptz[], $17::text[])
+			            $15::date[], $16::timestamptz[], $17::text[], $19::text[])
 			     AS h(id, shard_id, user_id, key, kind, from_seq, to_seq, cnt, berths, wl, pax, fare, breakup,
-			          epoch, day, expires, token)
+			          epoch, day, expires, token, hash)
 			JOIN inventory_shards s ON s.id = h.shard_id AND s.epoch = h.epoch
+			JOIN users u ON u.id = h.user_id AND u.banned_at IS NULL
+			JOIN unnest($20::bool[], $1::uuid[]) AS k(ok, id) ON k.id = h.id AND k.ok
 			WHERE (SELECT count(*) FROM holds x WHERE x.user_id = h.user_id AND x.opening_day = h.day
 			         AND x.state IN ('HELD', 'CONFIRMED')) < $18
+			  AND (SELECT count(*) FROM holds x WHERE x.user_id = h.user_id
+			         AND x.opening_day >= date_trunc('month', h.day)::date
+			         AND x.opening_day < (date_trunc('month', h.day) + interval '1 month')::date
+			         AND x.state IN ('HELD', 'CONFIRMED'))
+			      < CASE WHEN u.id_verification_status = 'VERIFIED' THEN $22::int ELSE $21::int END
+			  AND (u.phone_hash IS NULL OR u.id_verification_status <> 'VERIFIED'
+			       OR (SELECT count(*) FROM users v JOIN holds x ON x.user_id = v.id
+			           WHERE v.phone_hash = u.phone_hash AND v.id_verification_status = 'VERIFIED'
+			             AND x.opening_day = h.day AND x.state IN ('HELD', 'CONFIRMED')) < $23::int)
 			ON CONFLICT DO NOTHING
 			RETURNING id`,
 			ids, shards, users, keys, kinds, froms, tos, counts, berths, wls, paxs, fares, breakups, epochs,
-			days, expires, tokens, c.dailyCap)
+			days, expires, tokens, c.rules.DailyCap, hashes, ok, c.rules.MonthlyCap, c.rules.MonthlyCapVerified, c.rules.PersonDailyCap)
 		if err != nil {
 			return fmt.Errorf("insert holds: %w", err)
 		}
@@ -241,6 +278,10 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 				return fmt.Errorf("insert expiry jobs: %w", err)
 			}
 		}
+		if err := c.recordPassengers(ctx, tx, batch, paxKeys, inserted); err != nil {
+			return err
+		}
+		c.recordSignals(ctx, tx, batch, inserted)
 		bodyDone = true
 		return nil
 	})
@@ -270,7 +311,11 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		return results
 	}
 	for i, p := range batch {
-		if !inserted[p.row.ID] {
+		switch {
+		case inserted[p.row.ID]:
+		case paxRefused[i]:
+			results[i] = commitResult{verdict: rejectedPassenger}
+		default:
 			results[i] = c.diagnose(ctx, p.row)
 		}
 	}
@@ -304,12 +349,24 @@ func (c *Committer) durable(ctx context.Context, ids []uuid.UUID) (bool, error) 
 // rare rejected rows only.
 func (c *Committer) diagnose(ctx context.Context, r holdRow) commitResult {
 	var existing uuid.UUID
-	err := c.pool.QueryRow(ctx, `SELECT id FROM holds WHERE user_id = $1 AND idempotency_key = $2`, r.UserID, r.IdemKey).Scan(&existing)
+	var hash string
+	err := c.pool.QueryRow(ctx, `SELECT id, request_hash FROM holds WHERE user_id = $1 AND idempotency_key = $2`, r.UserID, r.IdemKey).Scan(&existing, &hash)
 	if err == nil {
+		// Rows from before request hashes were kept (empty) cannot be compared.
+		if hash != "" && r.RequestHash != "" && hash != r.RequestHash {
+			return commitResult{verdict: rejectedKeyReused}
+		}
 		return commitResult{verdict: rejectedDuplicate, existing: existing}
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return commitResult{err: fmt.Errorf("diagnose hold %s: %w", r.ID, err)}
+	}
+	var banned bool
+	if err := c.pool.QueryRow(ctx, `SELECT banned_at IS NOT NULL FROM users WHERE id = $1`, r.UserID).Scan(&banned); err != nil {
+		return commitResult{err: fmt.Errorf("diagnose hold %s: %w", r.ID, err)}
+	}
+	if banned {
+		return commitResult{verdict: rejectedBanned}
 	}
 	var epoch int64
 	if err := c.pool.QueryRow(ctx, `SELECT epoch FROM inventory_shards WHERE id = $1`, r.ShardID).Scan(&epoch); err != nil {
@@ -325,7 +382,168 @@ func (c *Committer) diagnose(ctx context.Context, r holdRow) commitResult {
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return commitResult{err: fmt.Errorf("diagnose hold %s: %w", r.ID, err)}
 	}
+	// The account's day, then its month; what is left is the person's day
+	// across accounts, answered as the day's cap (the same refusal).
+	var day, month int
+	var verified bool
+	if err := c.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE opening_day = $2), count(*),
+		(SELECT id_verification_status = 'VERIFIED' FROM users WHERE id = $1) FROM holds
+		WHERE user_id = $1 AND state IN ('HELD', 'CONFIRMED') AND opening_day >= date_trunc('month', $2::date)::date
+		  AND opening_day < (date_trunc('month', $2::date) + interval '1 month')::date`, r.UserID, r.OpeningDay).Scan(&day, &month, &verified); err != nil {
+		return commitResult{err: fmt.Errorf("diagnose hold %s: %w", r.ID, err)}
+	}
+	monthly := c.rules.MonthlyCap
+	if verified {
+		monthly = c.rules.MonthlyCapVerified
+	}
+	if day < c.rules.DailyCap && month >= monthly {
+		return commitResult{verdict: rejectedMonthlyCap}
+	}
 	return commitResult{verdict: rejectedDailyCap}
+}
+
+// passengerLimit finds the rows of a batch that would put one passenger on
+// the Tatkal holds of more than PassengerAccounts accounts in one opening
+// day, counting the live and confirmed holds already durable and the rows
+// of this batch before it, in order. It returns each row's passenger keys.
+// Two writers (TATKAL_COMMIT_WRITERS > 1) may each let one row through for
+// the same passenger; the post-window clustering still sees it.
+func (c *Committer) passengerLimit(ctx context.Context, tx pgx.Tx, batch []*pendingHold) ([][]string, map[int]bool, error) {
+	if c.fraud == nil || c.rules.PassengerAccounts <= 0 {
+		return nil, nil, nil
+	}
+	keys := make([][]string, len(batch))
+	var qDays []time.Time
+	var qKeys []string
+	seen := map[string]bool{}
+	for i, p := range batch {
+		for _, ps := range p.row.Passengers {
+			for _, k := range c.fraud.PassengerKeys(fraud.Passenger{Name: ps.Name, Age: ps.Age, IDType: ps.IDType, IDRef: ps.IDRef}) {
+				keys[i] = append(keys[i], k)
+				dk := p.row.OpeningDay.Format(time.DateOnly) + k
+				if !seen[dk] {
+					seen[dk] = true
+					qDays, qKeys = append(qDays, p.row.OpeningDay), append(qKeys, k)
+				}
+			}
+		}
+	}
+	users := map[string]map[int64]bool{} // day+key -> accounts holding that passenger
+	if len(qKeys) > 0 {
+		rows, err := tx.Query(ctx, `
+			SELECT k.day, k.pkey, p.user_id
+			FROM unnest($1::date[], $2::text[]) AS k(day, pkey)
+			JOIN fraud_passenger_day p ON p.day = k.day AND p.pkey = k.pkey
+			JOIN holds x ON x.id = p.hold_id AND x.state IN ('HELD', 'CONFIRMED')
+			GROUP BY 1, 2, 3`, qDays, qKeys)
+		if err != nil {
+			return nil, nil, fmt.Errorf("passenger limit: %w", err)
+		}
+		for rows.Next() {
+			var day time.Time
+			var k string
+			var u int64
+			if err := rows.Scan(&day, &k, &u); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("passenger limit: %w", err)
+			}
+			dk := day.Format(time.DateOnly) + k
+			if users[dk] == nil {
+				users[dk] = map[int64]bool{}
+			}
+			users[dk][u] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("passenger limit: %w", err)
+		}
+	}
+	refused := map[int]bool{}
+	for i, p := range batch {
+		day := p.row.OpeningDay.Format(time.DateOnly)
+		for _, k := range keys[i] {
+			others := len(users[day+k])
+			if users[day+k][p.row.UserID] {
+				others--
+			}
+			if others >= c.rules.PassengerAccounts {
+				refused[i] = true
+				break
+			}
+		}
+		if refused[i] {
+			continue
+		}
+		for _, k := range keys[i] {
+			if users[day+k] == nil {
+				users[day+k] = map[int64]bool{}
+			}
+			users[day+k][p.row.UserID] = true
+		}
+	}
+	return keys, refused, nil
+}
+
+// recordPassengers keeps the inserted holds' passenger keys for the
+// passenger limit, in the holds' transaction: a limit must be as durable
+// as what it limits.
+func (c *Committer) recordPassengers(ctx context.Context, tx pgx.Tx, batch []*pendingHold, keys [][]string, inserted map[uuid.UUID]bool) error {
+	if keys == nil {
+		return nil
+	}
+	var days []time.Time
+	var ks []string
+	var users []int64
+	var holds []uuid.UUID
+	for i, p := range batch {
+		if !inserted[p.row.ID] {
+			continue
+		}
+		for _, k := range keys[i] {
+			days, ks, users, holds = append(days, p.row.OpeningDay), append(ks, k), append(users, p.row.UserID), append(holds, p.row.ID)
+		}
+	}
+	if len(ks) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO fraud_passenger_day (day, pkey, user_id, hold_id)
+		SELECT * FROM unnest($1::date[], $2::text[], $3::bigint[], $4::uuid[]) ON CONFLICT DO NOTHING`,
+		days, ks, users, holds); err != nil {
+		return fmt.Errorf("passenger keys: %w", err)
+	}
+	return nil
+}
+
+// recordSignals writes the inserted holds' fraud signals under a savepoint:
+// a signal row that fails is logged and dropped, never a hold.
+func (c *Committer) recordSignals(ctx context.Context, tx pgx.Tx, batch []*pendingHold, inserted map[uuid.UUID]bool) {
+	if c.fraud == nil || len(inserted) == 0 {
+		return
+	}
+	sigs := make([]fraud.Signal, 0, len(inserted))
+	for _, p := range batch {
+		r := p.row
+		if !inserted[r.ID] {
+			continue
+		}
+		s := fraud.Signal{HoldID: r.ID, ShardID: r.ShardID, UserID: r.UserID, DeviceID: r.Client.DeviceID, IP: r.Client.IP,
+			Attested: r.Client.Attested, SolveMS: r.Client.SolveMS, HeldAt: r.HeldAt}
+		for _, ps := range r.Passengers {
+			s.Passengers = append(s.Passengers, fraud.Passenger{Name: ps.Name, Age: ps.Age, IDType: ps.IDType, IDRef: ps.IDRef})
+		}
+		sigs = append(sigs, s)
+	}
+	sp, err := tx.Begin(ctx)
+	if err == nil {
+		if err = c.fraud.Record(ctx, sp, sigs); err == nil {
+			err = sp.Commit(ctx)
+		} else {
+			err = errors.Join(err, sp.Rollback(ctx))
+		}
+	}
+	if err != nil {
+		c.log.Warn("fraud signals not recorded; the holds are", "holds", len(sigs), "err", err)
+	}
 }
 
 func intArrayLiteral(xs []int) string {

@@ -19,6 +19,18 @@ type CoreClient interface {
 	Cancel(ctx context.Context, pnr string) error
 }
 
+// ResyncToCore sends a booking once more through the live sync, for
+// reconciliation: the core's export lacks it or disagrees with it. A
+// booking we believe synced is marked pending first, since the sync skips
+// synced ones; a cancelled one is withdrawn again.
+func (s *Service) ResyncToCore(ctx context.Context, bookingID int64) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE bookings SET prs_state = 'PENDING' WHERE id = $1 AND prs_state = 'SYNCED' AND status <> 'CANCELLED'`,
+		bookingID); err != nil {
+		return fmt.Errorf("resync booking %d: %w", bookingID, err)
+	}
+	return s.SyncToCore(ctx, bookingID)
+}
+
 // SyncToCore brings the reservation core in line with one booking: a
 // confirmed or waitlisted booking is sent (idempotent by PNR), a cancelled
 // one withdrawn. The passenger sees CONFIRMING until the core acknowledges.
@@ -203,12 +215,9 @@ func (s *Service) compensateRejected(ctx context.Context, bookingID int64, reaso
 			return err
 		}
 		msg := fmt.Sprintf("We are sorry: PNR %s could not be issued by the reservation system and is cancelled.", pnr)
-		if paymentID, paid, err := capturedPayment(ctx, tx, h.ID); err != nil {
+		if paid, err := s.refunds.RefundHoldTx(ctx, tx, h.ID, RefundCoreRejected, 0); err != nil {
 			return err
 		} else if paid {
-			if _, _, err := s.RequestRefundTx(ctx, tx, paymentID, RefundCoreRejected, 0); err != nil {
-				return err
-			}
 			msg += " Your full fare is being refunded automatically."
 		}
 		return Notify(ctx, tx, userID, "CORE_REJECTED", pnr, "Booking cancelled: PNR "+pnr, msg)

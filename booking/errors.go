@@ -41,6 +41,16 @@ func Errorf(code Code, reason, format string, args ...any) *Error {
 	return &Error{Code: code, Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
+// HighDemand is the refusal given alike to overload, rate limits and
+// suspected bots, so an automated client learns nothing from it. Every
+// server writes it as the same bytes (booking/api/reply).
+func HighDemand() error {
+	return Errorf(EOVERLOADED, "HIGH_DEMAND", "Very high demand right now. Nothing was lost; please retry in a few seconds.")
+}
+
+// IsHighDemand reports whether err is the high-demand refusal.
+func IsHighDemand(err error) bool { return ErrorReason(err) == "HIGH_DEMAND" }
+
 // ErrorCode returns the code of the first *Error in err's chain, or
 // EINTERNAL for anything else (nil gives "").
 func ErrorCode(err error) Code {
@@ -71,3 +81,8 @@ func ErrorReason(err error) string {
 	}
 	return ""
 }
+
+// ReasonKeyReused refuses an idempotency key sent again with a different
+// request (a hold's or a payment's), answered 422 as Stripe does; nothing
+// is changed.
+const ReasonKeyReused = "IDEMPOTENCY_KEY_REUSED"

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"tatkal/booking/db"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 )
@@ -174,7 +175,8 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 	}
 	var out ConfirmResult
 	outcome, held := RetakeNoSeat, false
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		outcome, held = RetakeNoSeat, false // a retried attempt starts afresh
 		var state string
 		if err := tx.QueryRow(ctx, `SELECT state FROM holds WHERE id = $1 FOR UPDATE`, id).Scan(&state); err != nil {
 			return err

@@ -471,7 +471,7 @@ func (w *world) runJob(kind string, raw []byte, timeout time.Duration) (bool, er
 		_, err = w.s.Service.Sweep(ctx)
 	case booking.CoreSyncArgs{}.Kind():
 		err = w.s.Service.SyncToCore(ctx, args.BookingID)
-	case booking.RefundArgs{}.Kind():
+	case payment.RefundArgs{}.Kind():
 		again, err = w.s.Payments.ExecuteRefund(ctx, args.RefundID)
 	case payment.InquiryArgs{}.Kind():
 		again, err = w.s.Payments.Inquire(ctx, args.PaymentID)

@@ -65,16 +65,5 @@ func (CoreSyncArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueMoney, MaxAttempts: 200}
 }
 
-// RefundArgs executes one refund (wallet or gateway). Idempotent at the
-// gateway by the refund id.
-type RefundArgs struct {
-	RefundID uuid.UUID `json:"refund_id"`
-}
-
-func (RefundArgs) Kind() string { return "refund_execute" }
-func (RefundArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMoney, MaxAttempts: 200}
-}
-
 // QueueMoney carries payment inquiries, refunds and core sync.
 const QueueMoney = "money"

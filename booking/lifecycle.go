@@ -15,7 +15,9 @@ import (
 	"github.com/riverqueue/river"
 
 	"tatkal/booking/db"
+	"tatkal/booking/fraud"
 	"tatkal/booking/funnel"
+	"tatkal/booking/india"
 	"tatkal/booking/inventory"
 )
 
@@ -39,11 +41,7 @@ func (s *Service) Status(ctx context.Context, userID int64, id uuid.UUID) (HoldV
 	return v, nil
 }
 
-type queryer interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}
-
-func (s *Service) view(ctx context.Context, q queryer, id uuid.UUID) (HoldView, error) {
+func (s *Service) view(ctx context.Context, q db.Querier, id uuid.UUID) (HoldView, error) {
 	var v HoldView
 	var pax, breakup []byte
 	var berths []int32
@@ -210,6 +208,7 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 	if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR}, nil); err != nil {
 		return res, err
 	}
+	s.recordConfirmSignal(ctx, tx, id, res.BookingID, res.ShardID, userID)
 	// The seat-sync job repeats AfterConfirm should it not land: a Redis
 	// record left held would turn a later cancellation into a lost seat.
 	return res, s.seatSyncLaterTx(ctx, tx, id, res.ShardID)
@@ -230,8 +229,8 @@ func (s *Service) AfterConfirm(ctx context.Context, res ConfirmResult) {
 	}
 }
 
-// Rupees formats paise as rupees with two decimals ("3052.00").
-func Rupees(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }
+// Rupees formats paise as rupees with two decimals ("3052.00"): india.Decimal.
+func Rupees(paise int64) string { return india.Decimal(paise) }
 
 // NewPNR makes a 10-digit PNR: the origin's region digit, the booking
 // location, then seven random digits (DOMAIN.md, "Codes").
@@ -384,59 +383,10 @@ func (s *Service) CancelBooking(ctx context.Context, userID int64, id uuid.UUID,
 	if err != nil {
 		return HoldView{}, err
 	}
-	var released bool
+	var done CancelDone
 	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := inventory.LockShardShared(ctx, tx, v.ShardID); err != nil {
-			return err
-		}
-		var bookingID int64
-		err := tx.QueryRow(ctx, `SELECT id FROM bookings WHERE hold_id = $1 FOR UPDATE`, id).Scan(&bookingID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return Errorf(ECONFLICT, "NOT_BOOKED", "Hold %s is %s and has no ticket to cancel; cancel the hold instead.", id, v.State)
-		}
-		if err != nil {
-			return err
-		}
-		now, err := s.view(ctx, tx, id) // under the booking's lock
-		if err != nil {
-			return err
-		}
-		if now.BookingStat == BookingCancelled {
-			return nil
-		}
-		q, err := s.quote(ctx, now)
-		if err != nil {
-			return err
-		}
-		if !q.Allowed {
-			return Errorf(ECONFLICT, q.Reason, "%s", q.Message)
-		}
-		if expectRefund != nil && *expectRefund != q.RefundPaise {
-			return Errorf(ECONFLICT, "REFUND_CHANGED", "The refund is now Rs %s, not the Rs %s you were shown. Nothing was cancelled.",
-				Rupees(q.RefundPaise), Rupees(*expectRefund))
-		}
-		if _, err := tx.Exec(ctx, `UPDATE bookings SET status = 'CANCELLED', refund_due_paise = $2, cancelled_at = now(),
-			cancel_reason = 'cancelled by passenger' WHERE id = $1`, bookingID, q.RefundPaise); err != nil {
-			return err
-		}
-		if q.RefundPaise > 0 {
-			if paymentID, paid, err := capturedPayment(ctx, tx, id); err != nil {
-				return err
-			} else if paid {
-				if _, _, err := s.RequestRefundTx(ctx, tx, paymentID, RefundWaitlistCancelled, q.RefundPaise); err != nil {
-					return err
-				}
-			}
-		}
-		// The core is told whatever it may hold (SyncToCore withdraws it).
-		if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: bookingID, PNR: now.PNR}, nil); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE booking_passengers SET status = 'CANCELLED' WHERE booking_id = $1`, bookingID); err != nil {
-			return err
-		}
-		released = true
-		_, err = s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: id, ShardID: v.ShardID}, &river.InsertOpts{ScheduledAt: time.Now().Add(10 * time.Second)})
+		var err error
+		done, err = s.cancelBookingTx(ctx, tx, v, "cancelled by passenger", expectRefund)
 		return err
 	})
 	if err != nil {
@@ -445,13 +395,114 @@ func (s *Service) CancelBooking(ctx context.Context, userID int64, id uuid.UUID,
 		}
 		return HoldView{}, err
 	}
-	if released {
-		s.funnel.Add(v.ShardID, funnel.Released, 1)
-		if _, err := s.store.Release(ctx, v.ShardID, id.String(), inventory.ReleaseCancel, userID, ""); err != nil {
-			s.log.Warn("release in Redis failed; the seat-sync job will retry", "hold", id, "err", err)
+	s.AfterCancelBooking(ctx, done)
+	return s.Status(ctx, userID, id)
+}
+
+// CancelDone says what a booking cancellation did; pass it to
+// AfterCancelBooking once its transaction commits.
+type CancelDone struct {
+	HoldID      uuid.UUID
+	ShardID     int64
+	UserID      int64
+	Released    bool  // false: the booking was already cancelled
+	RefundPaise int64 // refund requested under the rules
+	// Promoting: the freed berths wait for the waitlist's promotion
+	// (PromoteArgs, committed with the cancellation), which gives them
+	// back in Redis; they are not released here.
+	Promoting bool
+}
+
+// CancelBookingTx cancels the booking of hold id inside tx, for the
+// operator's side (fraud enforcement): the same rules, refund and seat
+// release as a passenger's CancelBooking, with reason recorded. Call
+// AfterCancelBooking once tx commits.
+func (s *Service) CancelBookingTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) (CancelDone, error) {
+	v, err := s.view(ctx, tx, id)
+	if err != nil {
+		return CancelDone{}, err
+	}
+	return s.cancelBookingTx(ctx, tx, v, reason, nil)
+}
+
+func (s *Service) cancelBookingTx(ctx context.Context, tx pgx.Tx, v HoldView, reason string, expectRefund *int64) (CancelDone, error) {
+	id := v.ID
+	done := CancelDone{HoldID: id, ShardID: v.ShardID}
+	if err := inventory.LockShardShared(ctx, tx, v.ShardID); err != nil {
+		return done, err
+	}
+	var bookingID int64
+	err := tx.QueryRow(ctx, `SELECT id, user_id FROM bookings WHERE hold_id = $1 FOR UPDATE`, id).Scan(&bookingID, &done.UserID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return done, Errorf(ECONFLICT, "NOT_BOOKED", "Hold %s is %s and has no ticket to cancel; cancel the hold instead.", id, v.State)
+	}
+	if err != nil {
+		return done, err
+	}
+	now, err := s.view(ctx, tx, id) // under the booking's lock
+	if err != nil {
+		return done, err
+	}
+	if now.BookingStat == BookingCancelled {
+		return done, nil
+	}
+	q, err := s.quote(ctx, now)
+	if err != nil {
+		return done, err
+	}
+	if !q.Allowed {
+		return done, Errorf(ECONFLICT, q.Reason, "%s", q.Message)
+	}
+	if expectRefund != nil && *expectRefund != q.RefundPaise {
+		return done, Errorf(ECONFLICT, "REFUND_CHANGED", "The refund is now Rs %s, not the Rs %s you were shown. Nothing was cancelled.",
+			Rupees(q.RefundPaise), Rupees(*expectRefund))
+	}
+	if _, err := tx.Exec(ctx, `UPDATE bookings SET status = 'CANCELLED', refund_due_paise = $2, cancelled_at = now(),
+		cancel_reason = $3 WHERE id = $1`, bookingID, q.RefundPaise, reason); err != nil {
+		return done, err
+	}
+	if q.RefundPaise > 0 {
+		paid, err := s.refunds.RefundHoldTx(ctx, tx, id, RefundWaitlistCancelled, q.RefundPaise)
+		if err != nil {
+			return done, err
+		}
+		if paid {
+			done.RefundPaise = q.RefundPaise
 		}
 	}
-	return s.Status(ctx, userID, id)
+	// The core is told whatever it may hold (SyncToCore withdraws it).
+	if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: bookingID, PNR: now.PNR}, nil); err != nil {
+		return done, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE booking_passengers SET status = 'CANCELLED' WHERE booking_id = $1`, bookingID); err != nil {
+		return done, err
+	}
+	done.Released = true
+	if now.BookingStat == BookingConfirmed {
+		// A berth freed before charting goes to the waitlist first: the
+		// promotion's rebuild puts it back in Redis, taken or not.
+		if done.Promoting, err = s.promotionQueuedTx(ctx, tx, v.ShardID, bookingID); err != nil || done.Promoting {
+			return done, err
+		}
+	}
+	_, err = s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: id, ShardID: v.ShardID}, &river.InsertOpts{ScheduledAt: time.Now().Add(10 * time.Second)})
+	return done, err
+}
+
+// AfterCancelBooking gives a cancelled booking's berths back in Redis once
+// its transaction has committed; the seat-sync job committed with it
+// repeats this should Redis be unreachable.
+func (s *Service) AfterCancelBooking(ctx context.Context, done CancelDone) {
+	if !done.Released {
+		return
+	}
+	s.funnel.Add(done.ShardID, funnel.Released, 1)
+	if done.Promoting {
+		return
+	}
+	if _, err := s.store.Release(ctx, done.ShardID, done.HoldID.String(), inventory.ReleaseCancel, done.UserID, ""); err != nil {
+		s.log.Warn("release in Redis failed; the seat-sync job will retry", "hold", done.HoldID, "err", err)
+	}
 }
 
 // ExpireHold releases a hold still HELD once its time is up. It returns a
@@ -529,4 +580,33 @@ func (s *Service) SyncSeat(ctx context.Context, id uuid.UUID) error {
 		return fmt.Errorf("sync seat %s: %w", id, err)
 	}
 	return nil
+}
+
+// recordConfirmSignal adds the booking and the payment instrument to the
+// hold's fraud signals, under a savepoint: a signal that fails is logged
+// and dropped, never the confirmation. Only a UPI address identifies an
+// instrument today: the gateways send no card fingerprint, and a bank code
+// alone is shared by millions.
+func (s *Service) recordConfirmSignal(ctx context.Context, tx pgx.Tx, holdID uuid.UUID, bookingID, shardID, userID int64) {
+	if s.fraud == nil {
+		return
+	}
+	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+		var heldAt time.Time
+		var vpa string
+		if err := sp.QueryRow(ctx, `SELECT h.created_at, coalesce((SELECT p.vpa FROM payments p WHERE p.hold_id = h.id
+			AND p.method = 'UPI' AND p.vpa <> '' AND p.state IN ('SUCCESS', 'PENDING_AT_BANK', 'UNKNOWN')
+			ORDER BY p.initiated_at DESC LIMIT 1), '') FROM holds h WHERE h.id = $1`, holdID).Scan(&heldAt, &vpa); err != nil {
+			return fmt.Errorf("payment instrument: %w", err)
+		}
+		inst := ""
+		if vpa != "" {
+			inst = "upi:" + vpa
+		}
+		return s.fraud.Record(ctx, sp, []fraud.Signal{{HoldID: holdID, BookingID: bookingID, ShardID: shardID, UserID: userID,
+			SolveMS: -1, HeldAt: heldAt, Instrument: inst}})
+	})
+	if err != nil {
+		s.log.Warn("fraud signal of confirmation not recorded; the booking is", "hold", holdID, "err", err)
+	}
 }

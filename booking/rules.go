@@ -9,12 +9,25 @@ import (
 
 // Rules are the Tatkal limits of DOMAIN.md, as configuration.
 type Rules struct {
+	// ChartBefore is when the chart is prepared, before departure from
+	// the origin: the shard is frozen, the waitlist settled.
+	ChartBefore   time.Duration
 	MaxPassengers int           // per PNR
 	DailyCap      int           // Tatkal tickets per account per opening day
 	HoldWindow    time.Duration // how long seats stay held awaiting payment
 	AgentBar      time.Duration // agents may not book this long after opening
 	Waitlist      bool          // offer TQWL when seats run out
 	IdemTTL       time.Duration // how long a hold answer is remembered per key
+	// Limits across accounts and over the month (DOMAIN.md, seeds/000 6.6).
+	// PassengerAccounts: one passenger (ID number, or name + age) may be on
+	// Tatkal holds of at most this many accounts per opening day.
+	PassengerAccounts int
+	// PersonDailyCap: Tatkal tickets per opening day across all verified
+	// accounts of one person (one OTP-verified phone).
+	PersonDailyCap int
+	// MonthlyCap, MonthlyCapVerified: Tatkal tickets per account per
+	// calendar month (of the opening day), unverified and verified.
+	MonthlyCap, MonthlyCapVerified int
 	// BookingLocation is the two-digit location code in the PNR (DOMAIN.md, "Codes").
 	BookingLocation string
 }
@@ -29,6 +42,12 @@ func DefaultRules() Rules {
 		Waitlist:        true,
 		IdemTTL:         24 * time.Hour,
 		BookingLocation: "25",
+		ChartBefore:     4 * time.Hour,
+
+		PassengerAccounts:  2,
+		PersonDailyCap:     2,
+		MonthlyCap:         12,
+		MonthlyCapVerified: 24,
 	}
 }
 

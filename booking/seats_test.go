@@ -203,7 +203,7 @@ func TestConfirmLandsInRedisWhenTheRequestIsGone(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	s.Service.AfterConfirm(gone, res)
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 }
 
 // Problem 3: Redis missed a confirmation (an error), then the booking is
@@ -225,12 +225,12 @@ func TestCancelAfterAMissedConfirmationFreesTheBerth(t *testing.T) {
 	if _, err := s.Service.CancelBooking(ctx, users[0], h.HoldID, nil); err != nil {
 		t.Fatal(err)
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 	again, err := s.Service.Hold(ctx, teststack.Caller(users[1]), holdReq(users[1], "missed-0002", date, "MMCT", "NDLS", pax("Bina Das", 30, "F")))
 	if err != nil || again.Status != "HELD" {
 		t.Fatalf("the cancelled booking's berth: %+v %v, want HELD", again, err)
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 }
 
 // Problem 3: a core rejection whose Redis release fails leaves a seat-sync
@@ -268,7 +268,7 @@ func TestCoreRejectionLeavesASeatSyncJob(t *testing.T) {
 	if err := s.Service.SyncSeat(ctx, h.HoldID); err != nil { // what the job does
 		t.Fatal(err)
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 }
 
 // Problem 3: the sweeper repairs a sold (C) record whose booking PostgreSQL
@@ -292,7 +292,7 @@ func TestSweeperFreesASoldRecordPostgreSQLCancelled(t *testing.T) {
 	if err != nil || rep.Synced != 1 {
 		t.Fatalf("sweep: %+v %v, want one record synced", rep, err)
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 	mustHold(t, s, users[1], "sold-00002", date)
 }
 
@@ -356,7 +356,7 @@ func TestLateReleaseCannotFreeARetakesSeats(t *testing.T) {
 	if !released {
 		s.Service.AfterRelease(ctx, late) // no pause point: the release is later still
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 	// One berth confirmed, one free: the next passenger gets it, the one
 	// after finds the shard sold out.
 	mustHold(t, s, users[1], "retake-0002", date)
@@ -364,7 +364,7 @@ func TestLateReleaseCannotFreeARetakesSeats(t *testing.T) {
 	if err != nil || r.Status != "SOLD_OUT" {
 		t.Fatalf("third passenger on two berths: %+v %v, want SOLD_OUT", r, err)
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 }
 
 // Problem 2: a retake whose commit failed and whose undo failed too is
@@ -405,7 +405,7 @@ func TestRetakeAfterTheSweeperFreedAnAttempt(t *testing.T) {
 	if err != nil || outcome != booking.RetakeConfirmed {
 		t.Fatalf("second retake: %+v %s %v", res, outcome, err)
 	}
-	mustCheck(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 }
 
 // Problem 8: a passenger with a live hold on another shard still gets the
@@ -439,8 +439,8 @@ func TestLateSuccessRetakesDespiteALiveHoldElsewhere(t *testing.T) {
 	if v, err := s.Service.Status(ctx, users[0], other.HoldID); err != nil || v.State != booking.HoldHeld {
 		t.Fatalf("the live hold elsewhere: %+v %v, want still HELD", v, err)
 	}
-	mustCheck(t, s, shardA)
-	mustCheck(t, s, shardB)
+	s.CheckInvariants(t, shardA)
+	s.CheckInvariants(t, shardB)
 }
 
 // Problem 5: a rebuild whose load fails after its epoch bump leaves the
@@ -490,7 +490,7 @@ func TestFailedRebuildIsRecordedAndRetried(t *testing.T) {
 			if err := s.Pool.QueryRow(ctx, `SELECT coalesce(rebuild_error, '') FROM inventory_shards WHERE id = $1`, shardID).Scan(&failure); err != nil || failure != "" {
 				t.Fatalf("rebuild failure %q (%v) left after a successful rebuild", failure, err)
 			}
-			mustCheck(t, s, shardID)
+			s.CheckInvariants(t, shardID)
 		})
 	}
 }
@@ -531,5 +531,5 @@ func TestSweepGoesOnPastAShardItCannotRebuild(t *testing.T) {
 	if rep.Orphans != 1 {
 		t.Fatalf("sweep %+v: the shard after the broken one was not swept", rep)
 	}
-	mustCheck(t, s, fine)
+	s.CheckInvariants(t, fine)
 }

@@ -3,19 +3,24 @@ package booking
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/singleflight"
 
-	"tatkal/booking/admission/token"
+	"tatkal/booking/fraud"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
+	"tatkal/booking/metrics"
 )
 
 // Caller is the authenticated account behind a request, as its session
@@ -29,23 +34,29 @@ type Caller struct {
 
 // Service holds, confirms, cancels and expires seats.
 type Service struct {
-	pool        *pgxpool.Pool
-	store       *inventory.Store
-	catalog     *Catalog
-	committer   *Committer
-	jobs        JobInserter
-	rules       Rules
-	log         *slog.Logger
-	now         func() time.Time
-	rebuilds    singleflight.Group
-	avail       *availCache
-	sweepGrace  time.Duration
-	core        CoreClient
-	funnel      *funnel.Recorder
-	levers      Levers
-	admission   *token.Verifier
-	redisPrefix string
-	pause       PauseFunc
+	pool      *pgxpool.Pool
+	store     *inventory.Store
+	catalog   *Catalog
+	committer *Committer
+	jobs      JobInserter
+	rules     Rules
+	log       *slog.Logger
+	now       func() time.Time
+	rebuilds  singleflight.Group
+	// background bounds the rebuilds TriggerRebuild starts; Close ends it
+	// and waits for them.
+	background context.Context
+	stop       context.CancelFunc
+	rebuilding sync.WaitGroup
+	avail      *availCache
+	sweepGrace time.Duration
+	core       CoreClient
+	funnel     *funnel.Recorder
+	levers     Levers
+	admission  Admission
+	refunds    Refunds
+	pause      PauseFunc
+	fraud      *fraud.Recorder
 }
 
 // Levers are the operator's switches the hold path obeys, read from a
@@ -55,6 +66,39 @@ type Levers interface {
 	WindowClosesAt(shardID int64) (time.Time, bool)
 	ShardMode(shardID int64) (string, bool)
 }
+
+// Admission is the waiting room as the hold path of a queue-mode shard
+// sees it (admission.Service): a token checked by signature alone, and
+// single use marked inside the HOLD script's atomic step.
+type Admission interface {
+	// AdmitHold checks an admission token for this hold. An error wrapping
+	// ErrAdmissionExpired means the holder's turn lapsed; any other error
+	// is a token that is not good for this caller and shard.
+	AdmitHold(check AdmissionCheck) (AdmissionUse, error)
+	// UndoUse lets the token be used again after a hold that was not saved.
+	UndoUse(ctx context.Context, use AdmissionUse) error
+}
+
+// AdmissionCheck is what an admission token is checked against.
+type AdmissionCheck struct {
+	Token        string
+	UserID       int64
+	SessionToken string // the raw bearer token of the request
+	DeviceToken  string // the raw X-Device-Token header
+	ShardID      int64
+	Now          time.Time
+}
+
+// AdmissionUse is how the HOLD script marks a token used: SET of Key for
+// TTL in the same atomic step as the seats, so a token holds once.
+type AdmissionUse struct {
+	Key     string
+	TTL     time.Duration
+	TokenID string // recorded on the hold
+}
+
+// ErrAdmissionExpired is an admission token whose turn has lapsed.
+var ErrAdmissionExpired = errors.New("admission token expired")
 
 // ServiceConfig wires a Service.
 type ServiceConfig struct {
@@ -70,8 +114,17 @@ type ServiceConfig struct {
 	SweepGrace time.Duration
 	Funnel     *funnel.Recorder // nil: count nothing
 	Levers     Levers           // nil: no operator overrides
+	// Admission lets queue-mode shards take holds; nil refuses them all.
+	Admission Admission
+	// Refunds records the refunds a cancellation or a core rejection owes
+	// (payment.NewRefunds).
+	Refunds Refunds
 	// Pause is a test hook between the steps of a path; nil in production.
 	Pause PauseFunc
+	// Fraud records each hold's signals in its group commit and the
+	// payment instrument at confirmation, and keys the passenger limit
+	// across accounts; nil records nothing and skips that limit.
+	Fraud *fraud.Recorder
 }
 
 // NewService returns a service. Run its committer with RunCommitter.
@@ -85,11 +138,14 @@ func NewService(cfg ServiceConfig) *Service {
 	if cfg.Catalog == nil {
 		cfg.Catalog = NewCatalog(cfg.Pool, 5*time.Second)
 	}
+	background, stop := context.WithCancel(context.Background())
 	return &Service{
+		background: background,
+		stop:       stop,
 		pool:       cfg.Pool,
 		store:      cfg.Store,
 		catalog:    cfg.Catalog,
-		committer:  NewCommitter(cfg.Pool, cfg.Jobs, cfg.Rules.DailyCap, cfg.Log),
+		committer:  NewCommitter(cfg.Pool, cfg.Jobs, cfg.Rules, cfg.Fraud, cfg.Log),
 		jobs:       cfg.Jobs,
 		rules:      cfg.Rules,
 		log:        cfg.Log,
@@ -99,8 +155,18 @@ func NewService(cfg ServiceConfig) *Service {
 		core:       cfg.Core,
 		funnel:     cfg.Funnel,
 		levers:     cfg.Levers,
+		admission:  cfg.Admission,
+		refunds:    cfg.Refunds,
 		pause:      cfg.Pause,
+		fraud:      cfg.Fraud,
 	}
+}
+
+// Close stops the rebuilds started in the background and waits for them;
+// the process calls it before closing Redis and the pool.
+func (s *Service) Close() {
+	s.stop()
+	s.rebuilding.Wait()
 }
 
 // RunCommitter runs the group-commit writers until ctx ends.
@@ -121,20 +187,29 @@ var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9:._-]{8,128}$`)
 // answered only once the hold is durable in PostgreSQL.
 func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult, error) {
 	start := time.Now()
+	s.pause.At(ctx, "hold.begin")
 	res, shardID, err := s.hold(ctx, c, req)
 	s.funnel.Add(shardID, funnel.HoldAttempt, 1)
+	outcome := "other"
 	switch {
 	case err != nil:
 		s.funnel.Add(shardID, funnel.HoldRefused, 1)
+		outcome = "refused"
 	case res.Replayed:
+		outcome = "replayed"
 	case res.Status == "HELD":
 		s.funnel.Add(shardID, funnel.Held, 1)
+		outcome = "held"
 	case res.Status == "WAITLIST_OFFERED":
 		s.funnel.Add(shardID, funnel.Waitlisted, 1)
+		outcome = "waitlisted"
 	case res.Status == "SOLD_OUT":
 		s.funnel.Add(shardID, funnel.SoldOut, 1)
+		outcome = "sold_out"
 	}
-	s.funnel.Observe(funnel.HoldAttempt, time.Since(start))
+	took := time.Since(start)
+	s.funnel.Observe(funnel.HoldAttempt, took)
+	metrics.Hold.WithLabelValues(outcome).Observe(took.Seconds())
 	return res, err
 }
 
@@ -168,8 +243,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	if err := s.checkWindow(shard, c, now); err != nil {
 		return HoldResult{}, shardID, err
 	}
-	var tokenKey, tokenID string
-	var tokenTTL time.Duration
+	var use AdmissionUse
 	mode := shard.Mode
 	if s.levers != nil {
 		if m, ok := s.levers.ShardMode(shard.ID); ok {
@@ -182,16 +256,15 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		}
 		// The signature alone decides here (no backend call); single use is
 		// marked inside the HOLD script's atomic step.
-		cl, err := s.admission.Verify(req.AdmissionToken, token.SessionInfo{UserID: c.UserID, SessionToken: req.SessionToken,
-			DeviceToken: req.DeviceToken}, token.Intent{ShardID: shard.ID}, now)
+		use, err = s.admission.AdmitHold(AdmissionCheck{Token: req.AdmissionToken, UserID: c.UserID, SessionToken: req.SessionToken,
+			DeviceToken: req.DeviceToken, ShardID: shard.ID, Now: now})
 		switch {
-		case errors.Is(err, token.ErrExpired):
+		case errors.Is(err, ErrAdmissionExpired):
 			return HoldResult{}, shardID, Errorf(EFORBIDDEN, "ADMISSION_EXPIRED", "Your turn to book has lapsed; check your place in the queue.")
 		case err != nil:
 			// A bad token looks exactly like a capacity refusal.
 			return HoldResult{}, shardID, HighDemand()
 		}
-		tokenKey, tokenTTL, tokenID = token.UsedKey(s.redisPrefix, cl), token.UsedTTL(cl, now), cl.TokenID
 	}
 	prefs, idOK, err := ValidatePassengers(shard.Class, req.Passengers, s.rules)
 	if err != nil {
@@ -203,10 +276,11 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return HoldResult{}, shardID, fmt.Errorf("hold id: %w", err)
 	}
 	expires := now.Add(s.rules.HoldWindow).Truncate(time.Millisecond)
+	reqHash := holdRequestHash(shard, from, to, req.Passengers)
 	res, err := s.store.Hold(ctx, inventory.HoldRequest{
-		ShardID: shard.ID, HoldID: holdID.String(), UserID: c.UserID, IdemKey: req.IdempotencyKey,
+		ShardID: shard.ID, HoldID: holdID.String(), UserID: c.UserID, IdemKey: req.IdempotencyKey, RequestHash: reqHash,
 		From: from, To: to, ExpiresAt: expires, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
-		TokenKey: tokenKey, TokenTTL: tokenTTL,
+		TokenKey: use.Key, TokenTTL: use.TTL,
 		AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
 	})
 	if err != nil {
@@ -219,6 +293,8 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SHARD_REBUILDING", "Seats for this train are being recounted. Nothing was held; please retry in a moment.")
 	case inventory.TokenUsed:
 		return HoldResult{}, shardID, HighDemand()
+	case inventory.KeyReused:
+		return HoldResult{}, shardID, errHoldKeyReused()
 	case inventory.HoldExists: // a fresh UUIDv7 never collides; refuse rather than guess
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
 	case inventory.LiveHold:
@@ -241,9 +317,10 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		kind = KindWaitlist
 	}
 	row := holdRow{
-		ID: holdID, ShardID: shard.ID, UserID: c.UserID, IdemKey: req.IdempotencyKey, Kind: kind,
+		ID: holdID, ShardID: shard.ID, UserID: c.UserID, IdemKey: req.IdempotencyKey, RequestHash: reqHash, Kind: kind,
 		From: from, To: to, Berths: res.Berths, WaitlistNo: res.WaitlistNo, Passengers: req.Passengers,
-		Fare: fare, Epoch: res.Epoch, OpeningDay: openingDay(shard), ExpiresAt: expires, TokenID: tokenID,
+		Fare: fare, Epoch: res.Epoch, OpeningDay: openingDay(shard), ExpiresAt: expires, TokenID: use.TokenID,
+		HeldAt: now, Client: req.Client,
 	}
 	cr := s.committer.Submit(ctx, row)
 	if (cr.err != nil && !cr.unknown) || (cr.err == nil && cr.verdict != committed) {
@@ -251,15 +328,19 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		if _, err := s.store.Release(context.WithoutCancel(ctx), shard.ID, holdID.String(), inventory.ReleaseUndo, c.UserID, req.IdempotencyKey); err != nil {
 			s.log.Error("undo hold failed; the sweeper will free it at expiry", "hold", holdID, "err", err)
 		}
-		if tokenKey != "" {
+		if use.Key != "" {
 			// Nothing was held, so the admission token may be used again.
-			s.store.Redis().Del(context.WithoutCancel(ctx), tokenKey) //nolint:errcheck
+			if err := s.admission.UndoUse(context.WithoutCancel(ctx), use); err != nil {
+				s.log.Error("admission token stays used after a hold that was not saved", "hold", holdID, "err", err)
+			}
 		}
 	}
 	switch {
 	case cr.err != nil:
 		s.log.Error("hold not durable", "hold", holdID, "err", cr.err)
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
+	case cr.verdict == rejectedKeyReused:
+		return HoldResult{}, shardID, errHoldKeyReused()
 	case cr.verdict == rejectedDuplicate:
 		out, err := s.answerFromRecord(ctx, c.UserID, cr.existing)
 		return out, shardID, err
@@ -267,6 +348,14 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return HoldResult{}, shardID, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", cr.existing)
 	case cr.verdict == rejectedDailyCap:
 		return HoldResult{}, shardID, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", s.rules.DailyCap)
+	case cr.verdict == rejectedMonthlyCap:
+		return HoldResult{}, shardID, Errorf(ELIMIT, "MONTHLY_CAP", "You have reached this month's limit of Tatkal tickets (%d, or %d for an identity-verified account).",
+			s.rules.MonthlyCap, s.rules.MonthlyCapVerified)
+	case cr.verdict == rejectedBanned:
+		return HoldResult{}, shardID, Errorf(EFORBIDDEN, "ACCOUNT_SUSPENDED", "This account may not book Tatkal tickets after a review of its bookings. You can appeal (POST /v1/fraud/appeals).")
+	case cr.verdict == rejectedPassenger:
+		// A suspected resale looks exactly like a capacity refusal.
+		return HoldResult{}, shardID, HighDemand()
 	case cr.verdict == rejectedStaleEpoch:
 		// Redis answered under an epoch PostgreSQL has left: a rebuild is
 		// loading, or one failed after its epoch bump and every hold will be
@@ -279,6 +368,24 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		out.Berths = append(out.Berths, berthInfo(shard, b))
 	}
 	return out, shardID, nil
+}
+
+// holdRequestHash fingerprints what a hold asks for (the shard, the
+// journey, the passengers), so its Idempotency-Key cannot be replayed for
+// another request; the tokens it carries may change between retries.
+func holdRequestHash(shard *Shard, from, to int, pax []Passenger) string {
+	b, _ := json.Marshal(struct {
+		Shard int64       `json:"s"`
+		From  int         `json:"f"`
+		To    int         `json:"t"`
+		Pax   []Passenger `json:"p"`
+	}{shard.ID, from, to, pax})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+func errHoldKeyReused() error {
+	return Errorf(ECONFLICT, ReasonKeyReused, "This Idempotency-Key was already used for a different hold request. Send a new key for a new hold.")
 }
 
 // checkWindow applies the window and account rules of DOMAIN.md.
@@ -377,11 +484,16 @@ func (s *Service) answerFromRecord(ctx context.Context, userID int64, id uuid.UU
 // depends on it finishing: holds keep being refused until it does, and the
 // sweeper triggers it again if it fails.
 func (s *Service) TriggerRebuild(shardID int64) {
-	go s.rebuilds.Do(fmt.Sprint(shardID), func() (any, error) { //nolint:errcheck
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err := s.RebuildIfNeeded(ctx, shardID)
-		return nil, err
+	if s.background.Err() != nil {
+		return // closed
+	}
+	s.rebuilding.Go(func() {
+		s.rebuilds.Do(fmt.Sprint(shardID), func() (any, error) { //nolint:errcheck
+			ctx, cancel := context.WithTimeout(s.background, 30*time.Second)
+			defer cancel()
+			_, err := s.RebuildIfNeeded(ctx, shardID)
+			return nil, err
+		})
 	})
 }
 
@@ -430,18 +542,4 @@ func (s *Service) RebuildIfNeeded(ctx context.Context, shardID int64) (bool, err
 // Rebuild reloads a shard now, under a new epoch.
 func (s *Service) Rebuild(ctx context.Context, shardID int64) (int64, error) {
 	return inventory.Rebuild(ctx, s.pool, s.store, shardID)
-}
-
-var errNotYours = errors.New("not yours")
-
-// HighDemand is the refusal given alike to overload and to suspected bots,
-// so an automated client learns nothing from it.
-func HighDemand() error {
-	return Errorf(EOVERLOADED, "HIGH_DEMAND", "Very high demand right now. Nothing was lost; please retry in a few seconds.")
-}
-
-// SetAdmission lets queue-mode shards take holds: admission tokens are
-// checked by v, and their single-use marks live under redisPrefix.
-func (s *Service) SetAdmission(v *token.Verifier, redisPrefix string) {
-	s.admission, s.redisPrefix = v, redisPrefix
 }

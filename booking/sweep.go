@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"tatkal/booking/db"
 	"tatkal/booking/inventory"
 )
 
@@ -213,7 +214,7 @@ func (s *Service) undoRetake(ctx context.Context, raw string) error {
 	if err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		var shardID, userID int64
 		var state string
 		if err := tx.QueryRow(ctx, `SELECT shard_id, user_id, state FROM holds WHERE id = $1 FOR UPDATE`, id).

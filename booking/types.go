@@ -5,6 +5,7 @@
 package booking
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,6 +58,17 @@ type HoldRequest struct {
 	// admission token is bound to both.
 	SessionToken string
 	DeviceToken  string
+	// Client is what the request says about its sender, recorded as fraud
+	// signals with the hold (never used to decide it).
+	Client ClientSignals
+}
+
+// ClientSignals are the request's facts the fraud signals keep.
+type ClientSignals struct {
+	DeviceID string     // the bound device's id; "" when none
+	IP       netip.Addr // zero when unknown
+	Attested bool
+	SolveMS  int // challenge solve time; <0 when no challenge was solved
 }
 
 // FareLine is one part of a fare, in paise.

@@ -17,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"tatkal/booking"
+	"tatkal/booking/api/reply"
 	"tatkal/booking/auth"
 	"tatkal/console/levers"
 )
@@ -217,8 +219,8 @@ func (c *Console) apiAuth(next http.Handler) http.Handler {
 				return
 			}
 			if u.ID == 0 {
-				apiError(w, http.StatusUnauthorized, "unauthorized",
-					"Unknown, expired or revoked API token. An admin creates personal API tokens under /console/tokens.")
+				reply.Error(w, r, c.log, booking.Errorf(booking.EUNAUTH, "BAD_TOKEN",
+					"Unknown, expired or revoked API token. An admin creates personal API tokens under /console/tokens."))
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, u)))
@@ -226,7 +228,7 @@ func (c *Console) apiAuth(next http.Handler) http.Handler {
 		}
 		ck, err := r.Cookie(sessionCookie)
 		if err != nil {
-			apiError(w, http.StatusUnauthorized, "unauthorized", "Send a personal API token (Authorization: Bearer) or a console session.")
+			reply.Error(w, r, c.log, booking.Errorf(booking.EUNAUTH, "NO_CREDENTIALS", "Send a personal API token (Authorization: Bearer) or a console session."))
 			return
 		}
 		u, _, err := c.lookupSession(r.Context(), ck.Value)
@@ -235,11 +237,11 @@ func (c *Console) apiAuth(next http.Handler) http.Handler {
 			return
 		}
 		if u.ID == 0 {
-			apiError(w, http.StatusUnauthorized, "unauthorized", "The console session has expired; sign in again.")
+			reply.Error(w, r, c.log, booking.Errorf(booking.EUNAUTH, "SESSION_EXPIRED", "The console session has expired; sign in again."))
 			return
 		}
 		if r.Method != http.MethodGet && subtle.ConstantTimeCompare([]byte(r.Header.Get("X-CSRF-Token")), []byte(u.CSRF)) != 1 {
-			apiError(w, http.StatusForbidden, "forbidden", "Send the session's X-CSRF-Token header.")
+			reply.Error(w, r, c.log, booking.Errorf(booking.EFORBIDDEN, "NO_CSRF", "Send the session's X-CSRF-Token header."))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, u)))
@@ -251,7 +253,7 @@ func (c *Console) apiRoles(allowed ...string) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			u, _ := userFrom(r.Context())
 			if !slices.Contains(allowed, u.Role) {
-				apiError(w, http.StatusForbidden, "forbidden", "Your role may not do this.")
+				reply.Error(w, r, c.log, booking.Errorf(booking.EFORBIDDEN, "ROLE", "Your role may not do this."))
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -25,6 +25,7 @@ import (
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
 	"tatkal/console/levers"
+	"tatkal/recon"
 )
 
 // Roles.
@@ -46,7 +47,7 @@ type Config struct {
 	Booking  *booking.Service
 	Payments *payment.Service
 	Funnel   *funnel.Recorder
-	River    *river.Client[pgx.Tx] // for River's UI; nil: not mounted
+	River    *river.Client[pgx.Tx] // River's UI and the levers' scheduled reverts; nil: neither
 	// Scripts call /v1/admin/... with a console user's personal API token
 	// (created under /console/tokens); there is no shared admin token.
 	HoldWindow time.Duration // for the invariant check's grace
@@ -69,10 +70,17 @@ type Config struct {
 	// LoginGuard throttles sign-ins (nil: the defaults, scope "console",
 	// two password checks at once).
 	LoginGuard *auth.Guard
+	// Recon is the reconciliation service behind the finance pages, the
+	// reconciliation API and the funnel's money panel (nil: those answer 500).
+	Recon *recon.Service
+	// ReconGateways are the gateways finance may reconcile and upload for,
+	// besides those already seen in runs and files.
+	ReconGateways []string
 }
 
 // Console serves the console's routes.
 type Console struct {
+	lab    Lab
 	cfg    Config
 	pool   *pgxpool.Pool
 	levers *levers.Service
@@ -107,10 +115,18 @@ func New(cfg Config) *Console {
 	if cfg.Payments != nil {
 		routes = cfg.Payments
 	}
-	c.levers = levers.NewService(cfg.Pool, routes, cfg.Log)
+	var jobs booking.JobInserter // the levers' automatic reverts
+	if cfg.River != nil {
+		jobs = cfg.River
+	}
+	c.levers = levers.NewService(cfg.Pool, routes, jobs, cfg.Log)
 	c.hub = NewHub(cfg.Tick, c.snapshot, cfg.Log)
 	return c
 }
+
+// Close stops the console's background work (the live funnel's ticker)
+// and drops its watchers; the process calls it before closing the pool.
+func (c *Console) Close() { c.hub.Close() }
 
 // Levers is the lever service (for tests and the admin API).
 func (c *Console) Levers() *levers.Service { return c.levers }
@@ -125,12 +141,13 @@ func (c *Console) Routes(r chi.Router) {
 		r.With(c.apiRoles(Admin)).Post("/levers/changes/{id}/approve", c.apiApprove)
 		r.With(c.apiRoles(Ops, Admin)).Post("/levers/changes/{id}/reject", c.apiReject)
 	})
+	c.reconAPIRoutes(r)
 	r.Route("/console", func(r chi.Router) {
 		r.Use(noStore)
 		r.Get("/login", c.loginPage)
 		r.Post("/login", c.login)
 		r.Group(func(r chi.Router) {
-			r.Use(c.session, c.csrf)
+			r.Use(c.session, c.uploadLimit, c.csrf) // uploadLimit: finance.go
 			r.Post("/logout", c.logout)
 			r.Get("/", c.home)
 			r.With(c.roles(Ops, Admin)).Get("/funnel", c.funnelPage)
@@ -142,6 +159,9 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Admin)).Post("/levers/{id}/approve", c.leverApprove)
 			r.With(c.roles(Ops, Admin)).Post("/levers/{id}/reject", c.leverReject)
 			r.With(c.roles(Ops, Admin)).Get("/shards", c.shardsPage)
+			r.With(c.roles(Ops, Admin)).Get("/lab", c.labPage)
+			r.With(c.roles(Ops, Admin)).Post("/lab", c.labStart)
+			r.With(c.roles(Ops, Admin)).Get("/lab/{id}", c.labRun)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/rebuild", c.shardRebuild)
 			r.With(c.roles(Ops, Finance, Admin)).Get("/payments", c.paymentsPage)
 			r.With(c.roles(Ops, Finance, Admin)).Post("/payments/{id}/inquire", c.paymentInquire)
@@ -152,8 +172,8 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Admin)).Get("/tokens", c.tokensPage)
 			r.With(c.roles(Admin)).Post("/tokens", c.tokenCreate)
 			r.With(c.roles(Admin)).Post("/tokens/{id}/revoke", c.tokenRevoke)
-			r.With(c.roles(Finance, Admin)).Get("/finance", c.financePage)
-			r.With(c.roles(Fraud, Admin)).Get("/fraud", c.fraudPage)
+			c.financeRoutes(r) // finance.go
+			c.fraudRoutes(r)   // fraud.go
 			r.With(c.roles(Admin)).HandleFunc("/river", c.river)
 			r.With(c.roles(Admin)).HandleFunc("/river/*", c.river)
 		})
@@ -162,7 +182,6 @@ func (c *Console) Routes(r chi.Router) {
 
 // Metrics serves Prometheus text; main mounts it on its own listener,
 // never the public one (it shows funnel counts and pending levers).
-func (c *Console) Metrics() http.Handler { return http.HandlerFunc(c.metrics) }
 
 // Snapshot computes the live funnel now (for tests and the JSON fallback).
 func (c *Console) Snapshot(ctx context.Context) (Snapshot, error) { return c.snapshot(ctx) }

@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/coder/websocket"
 
+	"tatkal/booking/api/reply"
 	"tatkal/booking/httpx"
 	"tatkal/views"
 )
@@ -18,7 +20,23 @@ func (c *Console) funnelPage(w http.ResponseWriter, r *http.Request) {
 		c.log.Warn("funnel snapshot", "err", err)
 		snap.Errors = append(snap.Errors, "Figures could not be read: "+userError(err))
 	}
-	c.render(w, r, "Live funnel", views.ConsoleFunnel(snap))
+	c.render(w, r, "Live funnel", templ.Join(views.ConsoleFunnel(snap), c.moneyPanel(r)))
+}
+
+// moneyPanel is the funnel's money panel: unresolved reconciliation
+// exceptions by age and the amount at risk (a snapshot; they move slowly).
+func (c *Console) moneyPanel(r *http.Request) templ.Component {
+	if c.cfg.Recon == nil {
+		return templ.NopComponent
+	}
+	ageing, err := c.cfg.Recon.Ageing(r.Context())
+	if err != nil {
+		c.log.Warn("money panel", "err", err)
+		return views.ConsoleMessages("", "Reconciliation figures could not be read: "+userError(err))
+	}
+	rows, total := ageRows(ageing)
+	u, _ := userFrom(r.Context())
+	return views.ConsoleMoneyPanel(rows, views.INR(total), u.Role == Finance || u.Role == Admin)
 }
 
 // funnelJSON is the fallback the page polls when the websocket is down.
@@ -28,7 +46,7 @@ func (c *Console) funnelJSON(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, snap)
+	reply.JSON(w, http.StatusOK, snap)
 }
 
 // funnelWS pushes the hub's snapshots, one JSON message per tick. A client

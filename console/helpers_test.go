@@ -1,9 +1,7 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -13,6 +11,7 @@ import (
 	"testing"
 
 	"tatkal/booking/auth"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 	"tatkal/console"
 	"tatkal/console/levers"
@@ -124,7 +123,7 @@ var newTokenRE = regexp.MustCompile(`data-testid="new-token">(tkc_[A-Za-z0-9_-]+
 // page (the browser's user must be an admin) and returns it.
 func (b *browser) newToken(login, label string) string {
 	b.t.Helper()
-	code, body, _ := b.post("/console/tokens", url.Values{"user": {login}, "label": {label}, "days": {"30"}})
+	code, body, _ := b.post("/console/tokens", url.Values{"user": {login}, "label": {label}, "days": {"30"}, "form_nonce": {b.tokenFormNonce()}})
 	m := newTokenRE.FindStringSubmatch(body)
 	if code != http.StatusCreated || m == nil {
 		b.t.Fatalf("create a token for %s: %d\n%.2000s", login, code, body)
@@ -132,29 +131,22 @@ func (b *browser) newToken(login, label string) string {
 	return m[1]
 }
 
+var formNonceRE = regexp.MustCompile(`name="form_nonce" value="([^"]+)"`)
+
+// tokenFormNonce opens the token page and returns its form's one-time value.
+func (b *browser) tokenFormNonce() string {
+	b.t.Helper()
+	_, page, _ := b.get("/console/tokens")
+	m := formNonceRE.FindStringSubmatch(page)
+	if m == nil {
+		b.t.Fatalf("the token form has no one-time value:\n%.2000s", page)
+	}
+	return m[1]
+}
+
 // api calls /v1/admin with a bearer token (empty: none) and decodes the JSON answer.
 func api(t *testing.T, base, method, path, token string, body any) (int, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		raw, _ := json.Marshal(body)
-		rd = bytes.NewReader(raw)
-	}
-	req, _ := http.NewRequest(method, base+path, rd)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	json.NewDecoder(resp.Body).Decode(&out) //nolint:errcheck
-	return resp.StatusCode, out
-}
-
-func ioCopy(dst *strings.Builder, resp *http.Response) (int64, error) {
-	defer resp.Body.Close()
-	return io.Copy(dst, resp.Body)
+	r := testenv.Call(t, testenv.Request{Method: method, URL: base + path, Token: token, Body: body})
+	return r.Status, r.JSON
 }

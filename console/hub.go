@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,9 +19,14 @@ type Hub struct {
 	compute func(context.Context) (views.FunnelView, error)
 	log     *slog.Logger
 
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the ticker
+
 	mu      sync.Mutex
 	subs    map[*Subscription]struct{}
 	running bool
+	closed  bool
 	last    []byte
 }
 
@@ -43,7 +47,25 @@ func (s *Subscription) Close() { s.hub.remove(s) }
 
 // NewHub returns a hub; it runs only while it has subscribers.
 func NewHub(tick time.Duration, compute func(context.Context) (views.FunnelView, error), log *slog.Logger) *Hub {
-	return &Hub{tick: tick, compute: compute, log: log, subs: map[*Subscription]struct{}{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Hub{tick: tick, compute: compute, log: log, subs: map[*Subscription]struct{}{}, ctx: ctx, cancel: cancel}
+}
+
+// Close drops every subscriber, stops the ticker and waits for it, so no
+// snapshot is computed after the process closes its connections.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	subs := make([]*Subscription, 0, len(h.subs))
+	for s := range h.subs {
+		subs = append(subs, s)
+	}
+	h.mu.Unlock()
+	h.cancel()
+	for _, s := range subs {
+		h.remove(s)
+	}
+	h.wg.Wait()
 }
 
 // maxMissed is how many snapshots in a row a subscriber may miss before it is dropped.
@@ -55,13 +77,17 @@ func (h *Hub) Subscribe() *Subscription {
 	s := &Subscription{C: make(chan []byte, 1), hub: h, done: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		s.once.Do(func() { close(s.done) })
+		return s
+	}
 	h.subs[s] = struct{}{}
 	if h.last != nil {
 		s.C <- h.last
 	}
 	if !h.running {
 		h.running = true
-		go h.run()
+		h.wg.Go(h.run)
 	}
 	return s
 }
@@ -92,20 +118,24 @@ func (h *Hub) run() {
 			return
 		}
 		h.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*h.tick+2*time.Second)
+		ctx, cancel := context.WithTimeout(h.ctx, 3*h.tick+2*time.Second)
 		snap, err := h.compute(ctx)
 		cancel()
+		if h.ctx.Err() != nil {
+			return // closing; the subscribers are dropped by Close
+		}
 		if err != nil {
-			if !strings.Contains(err.Error(), "closed pool") {
-				h.log.Warn("funnel snapshot", "err", err)
-			}
+			h.log.Warn("funnel snapshot", "err", err)
 			snap.Errors = append(snap.Errors, "Figures could not be read: "+userError(err))
 		}
 		b, err := json.Marshal(snap)
 		if err == nil {
 			h.Publish(b)
 		}
-		<-t.C
+		select {
+		case <-t.C:
+		case <-h.ctx.Done():
+		}
 	}
 }
 

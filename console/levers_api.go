@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"tatkal/booking"
+	"tatkal/booking/api/reply"
 	"tatkal/console/levers"
 )
 
@@ -34,20 +35,9 @@ func (a apiProposal) proposal() (levers.Proposal, error) {
 	return p, nil
 }
 
+// apiFail answers a /v1/admin error like every other /v1 error.
 func (c *Console) apiFail(w http.ResponseWriter, r *http.Request, err error) {
-	switch booking.ErrorCode(err) {
-	case booking.EINVALID:
-		apiError(w, http.StatusUnprocessableEntity, booking.ErrorReason(err), userError(err))
-	case booking.EFORBIDDEN:
-		apiError(w, http.StatusForbidden, booking.ErrorReason(err), userError(err))
-	case booking.ENOTFOUND:
-		apiError(w, http.StatusNotFound, booking.ErrorReason(err), userError(err))
-	case booking.ECONFLICT:
-		apiError(w, http.StatusConflict, booking.ErrorReason(err), userError(err))
-	default:
-		c.log.Error("admin api", "path", r.URL.Path, "err", err)
-		apiError(w, http.StatusInternalServerError, "internal", "Internal error.")
-	}
+	reply.Error(w, r, c.log, err)
 }
 
 func decodeProposal(r *http.Request) (levers.Proposal, error) {
@@ -70,7 +60,7 @@ func (c *Console) apiLevers(w http.ResponseWriter, r *http.Request) {
 		c.apiFail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"in_force": vals, "changes": changes, "definitions": levers.Defs})
+	reply.JSON(w, http.StatusOK, map[string]any{"in_force": vals, "changes": changes, "definitions": levers.Defs})
 }
 
 // apiPreview says what a change would do and what to type to confirm it.
@@ -79,7 +69,7 @@ func (c *Console) apiPreview(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var pv levers.Preview
 		if pv, err = c.levers.Preview(r.Context(), p); err == nil {
-			writeJSON(w, http.StatusOK, pv)
+			reply.JSON(w, http.StatusOK, pv)
 			return
 		}
 	}
@@ -97,7 +87,7 @@ func (c *Console) apiPropose(w http.ResponseWriter, r *http.Request) {
 			if ch.State == "PENDING" {
 				status = http.StatusAccepted
 			}
-			writeJSON(w, status, ch)
+			reply.JSON(w, status, ch)
 			return
 		}
 	}
@@ -108,7 +98,7 @@ func (c *Console) apiChangeAction(w http.ResponseWriter, r *http.Request, approv
 	u, _ := userFrom(r.Context())
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil {
-		apiError(w, http.StatusNotFound, "NO_SUCH_CHANGE", "No such change.")
+		c.apiFail(w, r, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_CHANGE", "No such change."))
 		return
 	}
 	var ch levers.Change
@@ -121,7 +111,7 @@ func (c *Console) apiChangeAction(w http.ResponseWriter, r *http.Request, approv
 		c.apiFail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ch)
+	reply.JSON(w, http.StatusOK, ch)
 }
 
 func (c *Console) apiApprove(w http.ResponseWriter, r *http.Request) { c.apiChangeAction(w, r, true) }

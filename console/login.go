@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"tatkal/booking/auth"
+	"tatkal/booking/httpx"
 	"tatkal/console/levers"
 	"tatkal/views"
 )
@@ -44,24 +45,39 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			Error: "The sign-in form expired. Try again."}, http.StatusForbidden)
 		return
 	}
-	login := r.PostFormValue("login")
+	login, ip := r.PostFormValue("login"), httpx.ClientIP(r)
+	// What the form shows again: never the caller's text at its own size.
+	shown := auth.Sanitise(login, maxLoginLen)
 	var u User
-	err = c.cfg.LoginGuard.Attempt(r.Context(), login, r.RemoteAddr, func(ctx context.Context) (bool, error) {
-		var err error
-		u, err = c.Authenticate(ctx, login, r.PostFormValue("password"))
-		if err == errBadLogin {
-			return false, nil
-		}
-		return err == nil, err
-	})
+	err = c.cfg.LoginGuard.Attempt(r.Context(), login, ip, auth.Proof{Challenge: r.PostFormValue("challenge"), Nonce: r.PostFormValue("nonce")},
+		func(ctx context.Context) (bool, error) {
+			var err error
+			u, err = c.Authenticate(ctx, login, r.PostFormValue("password"))
+			if err == errBadLogin {
+				return false, nil
+			}
+			return err == nil, err
+		})
 	var throttled *auth.Throttled
 	var busy *auth.Busy
 	switch {
 	case errors.As(err, &throttled):
 		n := auth.RetrySeconds(throttled.RetryAfter)
 		w.Header().Set("Retry-After", strconv.Itoa(n))
-		c.renderLogin(w, r, views.ConsoleLoginPage{CSRF: randomToken(), Next: safeNext(r.PostFormValue("next")),
-			Error: fmt.Sprintf("Too many failed sign-ins. Try again in %d seconds.", n)}, http.StatusTooManyRequests)
+		p := views.ConsoleLoginPage{CSRF: randomToken(), Next: safeNext(r.PostFormValue("next")),
+			Error: fmt.Sprintf("Too many failed sign-ins. Try again in %d seconds.", n)}
+		if throttled.AccountOnly {
+			// Only the account's own lock refuses: a solved challenge opens it.
+			ch, cerr := c.cfg.LoginGuard.Challenge(r.Context(), login, ip)
+			if cerr == nil && ch != nil {
+				p.Login, p.Challenge, p.Bits, p.RetrySecs = shown, ch.Token, ch.Bits, n
+				p.Error = "Too many failed sign-ins to this account."
+				if throttled.BadProof {
+					p.Error = "That puzzle answer was not accepted (each puzzle works once). Your browser is solving a new one."
+				}
+			}
+		}
+		c.renderLogin(w, r, p, http.StatusTooManyRequests)
 		return
 	case errors.As(err, &busy):
 		w.Header().Set("Retry-After", strconv.Itoa(auth.RetrySeconds(busy.RetryAfter)))
@@ -70,8 +86,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if errors.Is(err, auth.ErrWrongCredentials) {
-		levers.Audit(r.Context(), c.pool, strings.ToLower(login), "console.login_failed", "", map[string]any{"ip": r.RemoteAddr}) //nolint:errcheck
-		c.renderLogin(w, r, views.ConsoleLoginPage{CSRF: randomToken(), Next: safeNext(r.PostFormValue("next")), Login: login,
+		levers.Audit(r.Context(), c.pool, strings.ToLower(login), "console.login_failed", "", map[string]any{"ip": httpx.ClientIP(r)}) //nolint:errcheck
+		c.renderLogin(w, r, views.ConsoleLoginPage{CSRF: randomToken(), Next: safeNext(r.PostFormValue("next")), Login: shown,
 			Error: "Wrong login or password."}, http.StatusUnauthorized)
 		return
 	}
@@ -84,7 +100,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
-	levers.Audit(r.Context(), c.pool, u.Login, "console.login", u.Role, map[string]any{"ip": r.RemoteAddr}) //nolint:errcheck
+	levers.Audit(r.Context(), c.pool, u.Login, "console.login", u.Role, map[string]any{"ip": httpx.ClientIP(r)}) //nolint:errcheck
 	c.setSessionCookie(w, r, tok, expires)
 	next := safeNext(r.PostFormValue("next"))
 	if next == "" || next == "/console/" || next == "/console" {
@@ -92,6 +108,10 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
+
+// maxLoginLen bounds a login as the form shows it again (logins are at
+// most 64 characters; the guard's records cut there too).
+const maxLoginLen = 64
 
 // safeNext keeps redirects inside the console.
 func safeNext(next string) string {
@@ -114,23 +134,4 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 	u, _ := userFrom(r.Context())
 	http.Redirect(w, r, firstPage(u.Role), http.StatusSeeOther)
-}
-
-// financePage is a placeholder until reconciliation lands.
-func (c *Console) financePage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, "Finance", views.ConsoleMessage(views.ConsoleMessagePage{Title: "Finance", TestID: "finance",
-		Message: "Reconciliation comes here with the reconciliation work. This section will show:",
-		Items: []string{"three-way reconciliation runs (our ledger, gateway settlement files, bank) and their status",
-			"exceptions by kind and age, with their lifecycle (open, investigating, resolved)",
-			"downloads of every run and its exceptions as XLSX workbooks",
-			"until then: stuck payments are under Stuck payments, and every money movement is in the audit log"}}))
-}
-
-// fraudPage is a placeholder until clustering lands.
-func (c *Console) fraudPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, "Fraud", views.ConsoleMessage(views.ConsoleMessagePage{Title: "Fraud", TestID: "fraud",
-		Message: "Fraud analysis comes here with the abuse work. This section will show:",
-		Items: []string{"clusters of linked accounts (shared devices, payment instruments, passengers) found after each window",
-			"the flagged bookings in each cluster, with actions (hold for review, cancel and refund, clear)",
-			"until then: Lookup and User trace show any account's holds, payments and bookings"}}))
 }

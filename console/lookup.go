@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"tatkal/booking"
 	"tatkal/views"
 )
 
@@ -56,7 +57,7 @@ func (c *Console) lookup(ctx context.Context, q string) ([]views.LookupRow, erro
 			&row.PNR, &row.BookingStatus); err != nil {
 			return nil, fmt.Errorf("lookup %q: %w", q, err)
 		}
-		row.Created, row.Expires, row.Fare = ist(created), ist(expires), rupees(fare)
+		row.Created, row.Expires, row.Fare = ist(created), ist(expires), booking.Rupees(fare)
 		out = append(out, row)
 	}
 	return out, rows.Err()

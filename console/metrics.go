@@ -1,78 +1,74 @@
 package console
 
 import (
-	"bufio"
-	"fmt"
+	"context"
 	"net/http"
 	"time"
 
-	"tatkal/booking/funnel"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"tatkal/booking/metrics"
 )
 
-// metrics writes Prometheus text exposition by hand: funnel counts of the
-// last complete minute per shard and stage (summed over every process in
-// Redis), p95 latency per stage, route health, and payments unresolved.
-func (c *Console) metrics(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	now := time.Now() // the current, partial second included: metrics are fresh
-	from := now.Add(-59 * time.Second)
-	shards, err := c.cfg.Funnel.Shards(ctx)
+// Metrics serves /metrics: this process's counters and latency histograms
+// (booking/metrics) and, read per scrape, a few whole-system gauges (one
+// PostgreSQL count each and the payment routes' health). The funnel's
+// per-second sums over every process stay on the console's funnel page.
+func (c *Console) Metrics() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(systemGauges{c})
+	return promhttp.HandlerFor(prometheus.Gatherers{metrics.Registry, reg}, promhttp.HandlerOpts{ErrorLog: slogPrinter{c}})
+}
+
+var (
+	unresolvedDesc = prometheus.NewDesc("tatkal_payments_unresolved", "Payments not yet a ticket or a refund.", nil, nil)
+	pendingDesc    = prometheus.NewDesc("tatkal_lever_changes_pending", "Lever changes waiting for a second person's approval.", nil, nil)
+	successDesc    = prometheus.NewDesc("tatkal_payment_route_success_ratio", "Share of gateway calls that succeeded in the last minute.", []string{"gateway", "method"}, nil)
+	breakerDesc    = prometheus.NewDesc("tatkal_payment_route_breaker_open", "1 while a payment route's circuit breaker is open.", []string{"gateway", "method"}, nil)
+)
+
+// systemGauges reads the gauges that are the same whichever process
+// answers; a source that fails is left out of that scrape (and logged).
+type systemGauges struct{ c *Console }
+
+func (g systemGauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- unresolvedDesc
+	ch <- pendingDesc
+	ch <- successDesc
+	ch <- breakerDesc
+}
+
+func (g systemGauges) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var unresolved, pending int64
+	if err := g.c.pool.QueryRow(ctx, `SELECT count(*) FROM payments WHERE state IN ('INITIATED', 'AWAITING_USER', 'PENDING_AT_BANK', 'UNKNOWN')`).Scan(&unresolved); err != nil {
+		g.c.log.Warn("metrics: unresolved payments", "err", err)
+	} else {
+		ch <- prometheus.MustNewConstMetric(unresolvedDesc, prometheus.GaugeValue, float64(unresolved))
+	}
+	if err := g.c.pool.QueryRow(ctx, `SELECT count(*) FROM lever_changes WHERE state = 'PENDING'`).Scan(&pending); err != nil {
+		g.c.log.Warn("metrics: pending lever changes", "err", err)
+	} else {
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(pending))
+	}
+	hs, err := g.c.cfg.Payments.Healths(ctx)
 	if err != nil {
-		http.Error(w, "funnel unavailable", http.StatusServiceUnavailable)
+		g.c.log.Warn("metrics: payment routes", "err", err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	b := bufio.NewWriter(w)
-	defer b.Flush()
-	fmt.Fprintln(b, "# HELP tatkal_funnel_events_last_minute Funnel events in the last 60 s, all processes.")
-	fmt.Fprintln(b, "# TYPE tatkal_funnel_events_last_minute gauge")
-	for _, id := range append([]int64{0}, shards...) {
-		if id == 0 && len(shards) > 0 && shards[0] == 0 {
-			continue
+	for _, h := range hs {
+		open := 0.0
+		if h.Open {
+			open = 1
 		}
-		secs, err := c.cfg.Funnel.Read(ctx, id, from, now)
-		if err != nil {
-			continue
-		}
-		for _, st := range funnel.Stages {
-			var n int64
-			for _, s := range secs {
-				n += s.Counts[st]
-			}
-			fmt.Fprintf(b, "tatkal_funnel_events_last_minute{shard=\"%d\",stage=\"%s\"} %d\n", id, st, n)
-		}
-	}
-	fmt.Fprintln(b, "# HELP tatkal_stage_latency_p95_seconds p95 latency per stage over the last minute.")
-	fmt.Fprintln(b, "# TYPE tatkal_stage_latency_p95_seconds gauge")
-	for _, st := range funnel.Stages {
-		if d, n, err := c.cfg.Funnel.Quantile(ctx, st, from, now, 0.95); err == nil && n > 0 {
-			fmt.Fprintf(b, "tatkal_stage_latency_p95_seconds{stage=\"%s\"} %g\n", st, d.Seconds())
-		}
-	}
-	if hs, err := c.cfg.Payments.Healths(ctx); err == nil {
-		fmt.Fprintln(b, "# HELP tatkal_payment_route_success_ratio Share of gateway calls that succeeded in the last minute.")
-		fmt.Fprintln(b, "# TYPE tatkal_payment_route_success_ratio gauge")
-		for _, h := range hs {
-			fmt.Fprintf(b, "tatkal_payment_route_success_ratio{gateway=\"%s\",method=\"%s\"} %g\n", h.Gateway, h.Method, h.SuccessRate)
-		}
-		fmt.Fprintln(b, "# TYPE tatkal_payment_route_breaker_open gauge")
-		for _, h := range hs {
-			open := 0
-			if h.Open {
-				open = 1
-			}
-			fmt.Fprintf(b, "tatkal_payment_route_breaker_open{gateway=\"%s\",method=\"%s\"} %d\n", h.Gateway, h.Method, open)
-		}
-	}
-	var unresolved int64
-	if err := c.pool.QueryRow(ctx, `SELECT count(*) FROM payments WHERE state IN ('INITIATED', 'AWAITING_USER', 'PENDING_AT_BANK', 'UNKNOWN')`).Scan(&unresolved); err == nil {
-		fmt.Fprintln(b, "# HELP tatkal_payments_unresolved Payments not yet a ticket or a refund.")
-		fmt.Fprintln(b, "# TYPE tatkal_payments_unresolved gauge")
-		fmt.Fprintf(b, "tatkal_payments_unresolved %d\n", unresolved)
-	}
-	var pending int64
-	if err := c.pool.QueryRow(ctx, `SELECT count(*) FROM lever_changes WHERE state = 'PENDING'`).Scan(&pending); err == nil {
-		fmt.Fprintln(b, "# TYPE tatkal_lever_changes_pending gauge")
-		fmt.Fprintf(b, "tatkal_lever_changes_pending %d\n", pending)
+		ch <- prometheus.MustNewConstMetric(successDesc, prometheus.GaugeValue, h.SuccessRate, h.Gateway, h.Method)
+		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, open, h.Gateway, h.Method)
 	}
 }
+
+// slogPrinter lets promhttp log through the console's logger.
+type slogPrinter struct{ c *Console }
+
+func (p slogPrinter) Println(v ...any) { p.c.log.Error("metrics", "err", v) }

@@ -1,8 +1,6 @@
 package console
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -21,6 +19,7 @@ var nav = []struct {
 	{views.NavItem{Href: "/console/funnel", Label: "Funnel", Key: "funnel"}, []string{Ops, Admin}},
 	{views.NavItem{Href: "/console/levers", Label: "Levers", Key: "levers"}, []string{Ops, Admin}},
 	{views.NavItem{Href: "/console/shards", Label: "Shards", Key: "shards"}, []string{Ops, Admin}},
+	{views.NavItem{Href: "/console/lab", Label: "Lab", Key: "lab"}, []string{Ops, Admin}},
 	{views.NavItem{Href: "/console/payments", Label: "Stuck payments", Key: "payments"}, []string{Ops, Finance, Admin}},
 	{views.NavItem{Href: "/console/lookup", Label: "Lookup", Key: "lookup"}, []string{Ops, Fraud, Admin}},
 	{views.NavItem{Href: "/console/trace", Label: "User trace", Key: "trace"}, []string{Ops, Fraud, Admin}},
@@ -75,28 +74,9 @@ func (c *Console) serverError(w http.ResponseWriter, r *http.Request, err error)
 // userError shows err's message if it is one a person may see.
 func userError(err error) string { return booking.ErrorMessage(err) }
 
-func apiError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"status": status, "code": code, "detail": msg}) //nolint:errcheck
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) //nolint:errcheck
-}
-
 func ist(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
 	return t.In(booking.IST).Format("02 Jan 15:04:05")
-}
-
-func rupees(paise int64) string {
-	if paise%100 == 0 {
-		return fmt.Sprintf("%d", paise/100)
-	}
-	return fmt.Sprintf("%d.%02d", paise/100, paise%100)
 }

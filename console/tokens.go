@@ -53,7 +53,10 @@ func (c *Console) tokenUser(ctx context.Context, tok string) (User, error) {
 
 // createToken makes a token for the user with login forLogin, audited in
 // the same transaction. It returns the token, shown once.
-func (c *Console) createToken(ctx context.Context, by User, forLogin, label string, days int) (string, int64, error) {
+func (c *Console) createToken(ctx context.Context, by User, forLogin, label string, days int, nonce string) (string, int64, error) {
+	if nonce == "" || len(nonce) > 64 {
+		return "", 0, booking.Errorf(booking.EINVALID, "FORM_EXPIRED", "The form expired; fill it in again.")
+	}
 	label = strings.TrimSpace(label)
 	if label == "" || len(label) > 80 || audit.CleanText(label, 80) != label {
 		return "", 0, booking.Errorf(booking.EINVALID, "BAD_LABEL", "Give the token a label of 1 to 80 plain characters (what it is for).")
@@ -74,19 +77,34 @@ func (c *Console) createToken(ctx context.Context, by User, forLogin, label stri
 			return fmt.Errorf("token user: %w", err)
 		}
 		var expires time.Time
-		if err := tx.QueryRow(ctx, `INSERT INTO console_api_tokens (user_id, label, token_hash, hint, created_by, expires_at)
-			VALUES ($1, $2, $3, $4, $5, now() + make_interval(days => $6)) RETURNING id, expires_at`,
-			userID, label, hashToken(tok), tok[:len(apiTokenPrefix)+4], by.ID, days).Scan(&id, &expires); err != nil {
+		if err := tx.QueryRow(ctx, `INSERT INTO console_api_tokens (user_id, label, token_hash, hint, created_by, expires_at, form_nonce)
+			VALUES ($1, $2, $3, $4, $5, now() + make_interval(days => $6), $7) RETURNING id, expires_at`,
+			userID, label, hashToken(tok), tok[:len(apiTokenPrefix)+4], by.ID, days, nonce).Scan(&id, &expires); err != nil {
+			if db.IsUniqueViolation(err) {
+				return errFormSent
+			}
 			return fmt.Errorf("insert api token: %w", err)
 		}
 		return levers.AuditTx(ctx, tx, by.Login, "token.create", "token "+strconv.FormatInt(id, 10), map[string]any{
 			"token_id": id, "user": forLogin, "role": role, "label": label, "expires_at": expires.UTC().Format(time.RFC3339)})
 	})
+	if errors.Is(err, errFormSent) {
+		// A reload sends the form again: it made its token already, whose
+		// value was shown once and is not kept.
+		var made int64
+		if err := c.pool.QueryRow(ctx, `SELECT id FROM console_api_tokens WHERE form_nonce = $1`, nonce).Scan(&made); err != nil {
+			return "", 0, fmt.Errorf("token by form: %w", err)
+		}
+		return "", 0, booking.Errorf(booking.ECONFLICT, "ALREADY_CREATED", "This form was already sent and made token %d. "+
+			"Its value was shown once, then; if it was not copied, revoke token %d and create a new one.", made, made)
+	}
 	if err != nil {
 		return "", 0, err
 	}
 	return tok, id, nil
 }
+
+var errFormSent = errors.New("token form sent twice")
 
 // revokeToken ends a token at once, audited.
 func (c *Console) revokeToken(ctx context.Context, by User, id int64) error {
@@ -108,7 +126,12 @@ func (c *Console) revokeToken(ctx context.Context, by User, id int64) error {
 
 // tokensPage lists every token and the form to create one.
 func (c *Console) tokensPage(w http.ResponseWriter, r *http.Request) {
-	c.renderTokens(w, r, views.TokensPage{Form: views.TokenForm{Days: strconv.Itoa(apiTokenDaysDefault)}}, http.StatusOK)
+	c.renderTokens(w, r, views.TokensPage{Form: newTokenForm()}, http.StatusOK)
+}
+
+// newTokenForm is an empty create form with a fresh one-time value.
+func newTokenForm() views.TokenForm {
+	return views.TokenForm{Days: strconv.Itoa(apiTokenDaysDefault), Nonce: randomToken()}
 }
 
 func (c *Console) renderTokens(w http.ResponseWriter, r *http.Request, p views.TokensPage, status int) {
@@ -171,21 +194,29 @@ func (c *Console) renderTokens(w http.ResponseWriter, r *http.Request, p views.T
 // (never in a redirect, a cookie or the log).
 func (c *Console) tokenCreate(w http.ResponseWriter, r *http.Request) {
 	u, _ := userFrom(r.Context())
-	f := views.TokenForm{User: r.PostFormValue("user"), Label: r.PostFormValue("label"), Days: strings.TrimSpace(r.PostFormValue("days"))}
+	f := views.TokenForm{User: r.PostFormValue("user"), Label: r.PostFormValue("label"), Days: strings.TrimSpace(r.PostFormValue("days")),
+		Nonce: r.PostFormValue("form_nonce")}
 	days, err := strconv.Atoi(f.Days)
 	if err != nil {
 		days = -1
 	}
-	tok, id, err := c.createToken(r.Context(), u, f.User, f.Label, days)
+	tok, id, err := c.createToken(r.Context(), u, f.User, f.Label, days, f.Nonce)
 	if err != nil {
-		if booking.ErrorCode(err) == booking.EINTERNAL {
+		status := http.StatusUnprocessableEntity
+		switch booking.ErrorCode(err) {
+		case booking.EINTERNAL:
 			c.serverError(w, r, err)
 			return
+		case booking.ECONFLICT:
+			status, f = http.StatusConflict, newTokenForm()
 		}
-		c.renderTokens(w, r, views.TokensPage{Form: f, Error: userError(err)}, http.StatusUnprocessableEntity)
+		if booking.ErrorReason(err) == "FORM_EXPIRED" {
+			f.Nonce = randomToken()
+		}
+		c.renderTokens(w, r, views.TokensPage{Form: f, Error: userError(err)}, status)
 		return
 	}
-	c.renderTokens(w, r, views.TokensPage{Form: views.TokenForm{Days: strconv.Itoa(apiTokenDaysDefault)},
+	c.renderTokens(w, r, views.TokensPage{Form: newTokenForm(),
 		NewToken: tok, NewTokenID: id, NewTokenFor: f.User}, http.StatusCreated)
 }
 
@@ -202,7 +233,7 @@ func (c *Console) tokenRevoke(w http.ResponseWriter, r *http.Request) {
 			c.serverError(w, r, err)
 			return
 		}
-		c.renderTokens(w, r, views.TokensPage{Form: views.TokenForm{Days: strconv.Itoa(apiTokenDaysDefault)}, Error: userError(err)}, http.StatusNotFound)
+		c.renderTokens(w, r, views.TokensPage{Form: newTokenForm(), Error: userError(err)}, http.StatusNotFound)
 		return
 	}
 	c.redirectNotice(w, r, "/console/tokens", fmt.Sprintf("API token %d is revoked; it stops working at once.", id))

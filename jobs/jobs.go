@@ -5,6 +5,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -15,7 +16,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"tatkal/booking"
+	"tatkal/booking/admission"
+	"tatkal/booking/notify"
 	"tatkal/booking/payment"
+	"tatkal/console/levers"
 )
 
 // Config sets how the River client runs.
@@ -29,6 +33,9 @@ type Config struct {
 	RescueStuckJobsAfter time.Duration
 	// JobTimeout bounds one run of a job (River's default: a minute).
 	JobTimeout time.Duration
+	// RelayInterval is how often the notifications outbox is relayed into
+	// send jobs (zero: a second).
+	RelayInterval time.Duration
 	// More adds the back office's workers and periodic jobs (see
 	// jobs/backoffice); nil: the booking stack's alone.
 	More func(*river.Workers) []*river.PeriodicJob
@@ -37,8 +44,11 @@ type Config struct {
 // Services are the domain services the workers call. Workers keep a
 // pointer to it, so it may be filled after the client is built.
 type Services struct {
-	Booking  *booking.Service
-	Payments *payment.Service
+	Booking   *booking.Service
+	Payments  *payment.Service
+	Levers    *levers.Service
+	Notify    *notify.Service
+	Admission *admission.Service
 }
 
 // NewClient returns a River client. With cfg.Work it runs the workers and
@@ -61,15 +71,33 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 		river.AddWorker(workers, &refundWorker{svc: svc})
 		river.AddWorker(workers, &inquiryWorker{svc: svc})
 		river.AddWorker(workers, &lateSuccessWorker{svc: svc})
+		river.AddWorker(workers, &leverRevertWorker{svc: svc})
+		river.AddWorker(workers, &promoteWorker{svc: svc})
+		river.AddWorker(workers, &chartWorker{svc: svc})
+		river.AddWorker(workers, &chartScheduleWorker{svc: svc})
+		river.AddWorker(workers, &relayWorker{svc: svc})
+		river.AddWorker(workers, &sendWorker{svc: svc})
+		river.AddWorker(workers, &fairnessWorker{svc: svc})
 		rc.Workers = workers
 		rc.Queues = map[string]river.QueueConfig{
-			river.QueueDefault: {MaxWorkers: cfg.Workers},
-			booking.QueueHolds: {MaxWorkers: cfg.Workers},
-			booking.QueueMoney: {MaxWorkers: cfg.Workers},
+			river.QueueDefault:   {MaxWorkers: cfg.Workers},
+			booking.QueueHolds:   {MaxWorkers: cfg.Workers},
+			booking.QueueMoney:   {MaxWorkers: cfg.Workers},
+			notify.QueueMessages: {MaxWorkers: cfg.Workers},
+		}
+		if cfg.RelayInterval == 0 {
+			cfg.RelayInterval = time.Second
 		}
 		rc.PeriodicJobs = []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
 				func() (river.JobArgs, *river.InsertOpts) { return booking.SweepArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+			// Charts are scheduled at their real time (ChartArgs, unique per shard).
+			river.NewPeriodicJob(river.PeriodicInterval(5*time.Minute),
+				func() (river.JobArgs, *river.InsertOpts) { return booking.ChartScheduleArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.RelayInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return notify.RelayArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		}
 		if cfg.More != nil {
@@ -91,14 +119,7 @@ type expireHoldWorker struct {
 }
 
 func (w *expireHoldWorker) Work(ctx context.Context, job *river.Job[booking.ExpireHoldArgs]) error {
-	again, err := w.svc.Booking.ExpireHold(ctx, job.Args.HoldID)
-	if err != nil {
-		return err
-	}
-	if again > 0 {
-		return river.JobSnooze(again)
-	}
-	return nil
+	return snoozeAfter(w.svc.Booking.ExpireHold(ctx, job.Args.HoldID))
 }
 
 type seatSyncWorker struct {
@@ -142,22 +163,15 @@ func (w *coreSyncWorker) NextRetry(job *river.Job[booking.CoreSyncArgs]) time.Ti
 }
 
 type refundWorker struct {
-	river.WorkerDefaults[booking.RefundArgs]
+	river.WorkerDefaults[payment.RefundArgs]
 	svc *Services
 }
 
-func (w *refundWorker) Work(ctx context.Context, job *river.Job[booking.RefundArgs]) error {
-	again, err := w.svc.Payments.ExecuteRefund(ctx, job.Args.RefundID)
-	if err != nil {
-		return err
-	}
-	if again > 0 {
-		return river.JobSnooze(again)
-	}
-	return nil
+func (w *refundWorker) Work(ctx context.Context, job *river.Job[payment.RefundArgs]) error {
+	return snoozeAfter(w.svc.Payments.ExecuteRefund(ctx, job.Args.RefundID))
 }
 
-func (w *refundWorker) NextRetry(job *river.Job[booking.RefundArgs]) time.Time {
+func (w *refundWorker) NextRetry(job *river.Job[payment.RefundArgs]) time.Time {
 	return time.Now().Add(min(time.Duration(job.Attempt*job.Attempt)*time.Second+time.Second, 5*time.Minute))
 }
 
@@ -167,14 +181,7 @@ type inquiryWorker struct {
 }
 
 func (w *inquiryWorker) Work(ctx context.Context, job *river.Job[payment.InquiryArgs]) error {
-	again, err := w.svc.Payments.Inquire(ctx, job.Args.PaymentID)
-	if err != nil {
-		return err
-	}
-	if again > 0 {
-		return river.JobSnooze(again)
-	}
-	return nil
+	return snoozeAfter(w.svc.Payments.Inquire(ctx, job.Args.PaymentID))
 }
 
 type lateSuccessWorker struct {
@@ -184,4 +191,97 @@ type lateSuccessWorker struct {
 
 func (w *lateSuccessWorker) Work(ctx context.Context, job *river.Job[payment.LateSuccessArgs]) error {
 	return w.svc.Payments.ResolveLateSuccess(ctx, job.Args.PaymentID)
+}
+
+type leverRevertWorker struct {
+	river.WorkerDefaults[levers.RevertArgs]
+	svc *Services
+}
+
+func (w *leverRevertWorker) Work(ctx context.Context, job *river.Job[levers.RevertArgs]) error {
+	return snoozeAfter(w.svc.Levers.Revert(ctx, job.Args.ChangeID))
+}
+
+type relayWorker struct {
+	river.WorkerDefaults[notify.RelayArgs]
+	svc *Services
+}
+
+func (w *relayWorker) Work(ctx context.Context, job *river.Job[notify.RelayArgs]) error {
+	_, err := w.svc.Notify.Relay(ctx)
+	return err
+}
+
+type sendWorker struct {
+	river.WorkerDefaults[notify.SendArgs]
+	svc *Services
+}
+
+func (w *sendWorker) Work(ctx context.Context, job *river.Job[notify.SendArgs]) error {
+	again, err := w.svc.Notify.Deliver(ctx, job.Args.NotificationID)
+	if err != nil {
+		if job.Attempt >= job.MaxAttempts {
+			return errors.Join(err, w.svc.Notify.GiveUp(ctx, job.Args.NotificationID, err))
+		}
+		return err
+	}
+	return snoozeAfter(again, nil)
+}
+
+func (w *sendWorker) NextRetry(job *river.Job[notify.SendArgs]) time.Time {
+	return time.Now().Add(w.svc.Notify.Backoff(job.Attempt))
+}
+
+type promoteWorker struct {
+	river.WorkerDefaults[booking.PromoteArgs]
+	svc *Services
+}
+
+func (w *promoteWorker) Work(ctx context.Context, job *river.Job[booking.PromoteArgs]) error {
+	_, err := w.svc.Booking.Promote(ctx, job.Args.ShardID)
+	return err
+}
+
+type chartWorker struct {
+	river.WorkerDefaults[booking.ChartArgs]
+	svc *Services
+}
+
+func (w *chartWorker) Work(ctx context.Context, job *river.Job[booking.ChartArgs]) error {
+	_, err := w.svc.Booking.Chart(ctx, job.Args.ShardID)
+	return err
+}
+
+type chartScheduleWorker struct {
+	river.WorkerDefaults[booking.ChartScheduleArgs]
+	svc *Services
+}
+
+func (w *chartScheduleWorker) Work(ctx context.Context, job *river.Job[booking.ChartScheduleArgs]) error {
+	_, err := w.svc.Booking.ScheduleCharts(ctx)
+	return err
+}
+
+// fairnessWorker computes a sealed window's fairness figures
+// (admission.Service.ComputeFairness), after its offers have played out.
+type fairnessWorker struct {
+	river.WorkerDefaults[admission.FairnessArgs]
+	svc *Services
+}
+
+func (w *fairnessWorker) Work(ctx context.Context, job *river.Job[admission.FairnessArgs]) error {
+	_, err := w.svc.Admission.ComputeFairness(ctx, job.Args.ShardID)
+	return err
+}
+
+// snoozeAfter turns a service's answer "ask me again in d" (0: done) into
+// River's snooze, so every worker that polls something says it one way.
+func snoozeAfter(again time.Duration, err error) error {
+	if err != nil {
+		return err
+	}
+	if again > 0 {
+		return river.JobSnooze(again)
+	}
+	return nil
 }

@@ -26,12 +26,28 @@ const cliUsage = `tatkal recon: reconciliation from the command line.
 
 ingest stores a file with its lineage (the same file again changes nothing;
 a different one for the same day supersedes it); run reconciles a
-gateway's business date; export writes the latest run's workbook or CSV.
+gateway's business date (--gateway wallet: wallet payments; --gateway core
+with a journey date: the core's export as a whole, for PNRs we never
+booked); export writes the latest run's workbook or CSV.
+
+Example:
+  tatkal recon run --gateway swiftpay --date 2026-12-01 --by finance1
+
+Run "tatkal recon <subcommand> --help" for its flags.
 `
+
+var cliExamples = map[string]string{
+	"ingest": "tatkal recon ingest --source settlement --gateway swiftpay --date 2026-12-01 --file settlement.csv --by finance1",
+	"run":    "tatkal recon run --gateway swiftpay --date 2026-12-01 --by finance1",
+	"export": "tatkal recon export --gateway swiftpay --date 2026-12-01 --out recon.xlsx",
+}
 
 // Command runs "tatkal recon ARGS" against the database at databaseURL.
 // A mistake in the arguments wraps ErrUsage and changes nothing.
-func Command(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
+//
+// maxFileBytes is the largest file ingest takes (0: DefaultMaxFileBytes);
+// a larger one is refused before the database is touched.
+func Command(ctx context.Context, databaseURL string, maxFileBytes int64, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stdout, cliUsage)
 		if len(args) == 0 {
@@ -41,6 +57,11 @@ func Command(ctx context.Context, databaseURL string, args []string, stdout io.W
 	}
 	fs := flag.NewFlagSet("tatkal recon "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "Usage: tatkal recon %s [flags]\n", args[0])
+		fs.PrintDefaults()
+		fmt.Fprintf(stdout, "\nExample:\n  %s\n", cliExamples[args[0]])
+	}
 	gateway := fs.String("gateway", "", "gateway id, e.g. swiftpay")
 	date := fs.String("date", "", "business date (journey date for a core export), YYYY-MM-DD")
 	by := fs.String("by", defaultActor(), "who ingests or runs (a login, or job:NAME)")
@@ -76,6 +97,16 @@ func Command(ctx context.Context, databaseURL string, args []string, stdout io.W
 		if *file == "" {
 			return usage("--file is required")
 		}
+		st, err := os.Stat(*file)
+		if err != nil {
+			return err
+		}
+		if maxFileBytes <= 0 {
+			maxFileBytes = DefaultMaxFileBytes
+		}
+		if st.Size() > maxFileBytes {
+			return fmt.Errorf("%s: %w", *file, TooLarge(maxFileBytes))
+		}
 	case "export":
 		if ext := filepath.Ext(*out); ext != ".xlsx" && ext != ".csv" {
 			return usage("--out must end in .xlsx or .csv, not %q", *out)
@@ -97,7 +128,7 @@ func Command(ctx context.Context, databaseURL string, args []string, stdout io.W
 	if err != nil {
 		return fmt.Errorf("river: %w", err)
 	}
-	svc := New(Config{Pool: pool, Jobs: jobs})
+	svc := New(Config{Pool: pool, Jobs: jobs, MaxFileBytes: maxFileBytes})
 
 	switch args[0] {
 	case "ingest":

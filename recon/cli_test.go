@@ -11,6 +11,7 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
+	"tatkal/booking"
 	"tatkal/booking/testenv"
 )
 
@@ -27,9 +28,10 @@ func TestCommand(t *testing.T) {
 	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	var limit int64
 	cmd := func(args ...string) (string, error) {
 		var out bytes.Buffer
-		err := Command(ctx, env.DatabaseURL, args, &out)
+		err := Command(ctx, env.DatabaseURL, limit, args, &out)
 		return out.String(), err
 	}
 	for _, bad := range [][]string{
@@ -47,6 +49,18 @@ func TestCommand(t *testing.T) {
 	if files != 0 {
 		t.Fatal("a refused command stored a file")
 	}
+
+	// A file past the size limit is refused before the database is touched.
+	limit = int64(len(body)) - 1
+	if _, err := cmd("ingest", "--gateway", "swiftpay", "--date", "2025-06-04", "--file", file); booking.ErrorReason(err) != ReasonFileTooLarge ||
+		!strings.Contains(err.Error(), "larger than the limit") {
+		t.Fatalf("a file past the limit: %v", err)
+	}
+	env.Pool.QueryRow(ctx, `SELECT count(*) FROM recon_files`).Scan(&files) //nolint:errcheck
+	if files != 0 {
+		t.Fatal("a file past the limit was stored")
+	}
+	limit = 0
 
 	out, err := cmd("ingest", "--gateway", "swiftpay", "--date", "2025-06-04", "--file", file, "--by", "finance1")
 	if err != nil || !strings.Contains(out, "ingested: SETTLEMENT swiftpay 2025-06-04, 1 rows") {

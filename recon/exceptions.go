@@ -75,15 +75,12 @@ func (e Exception) Age(now time.Time) time.Duration {
 
 // AgeBucket is the ageing bucket of an age: 0-1 d, 1-3 d, 3-7 d, over 7 d.
 func AgeBucket(age time.Duration) string {
-	switch d := age.Hours() / 24; {
-	case d < 1:
-		return "0-1 d"
-	case d < 3:
-		return "1-3 d"
-	case d < 7:
-		return "3-7 d"
+	for _, b := range AgeBuckets {
+		if b.To == 0 || age < b.To {
+			return b.Name
+		}
 	}
-	return "over 7 d"
+	return ""
 }
 
 const exceptionCols = `id, kind, ref, gateway, business_date, payment_id, hold_id, refund_id, pnr, psp_ref, payout_id,
@@ -117,21 +114,40 @@ type Filter struct {
 	BusinessDate time.Time
 	Kind         string
 	State        string // a state, or "UNRESOLVED" for OPEN and INVESTIGATING
-	Owner        string
-	MinPaise     int64 // |amount| at least
+	Owner        string // the owning team
+	Assignee     string // the person it is assigned to
+	MinPaise     int64  // |amount| at least
+	MaxPaise     int64  // |amount| at most (0: no bound)
 	OlderThan    time.Duration
-	Limit        int // default 100, at most 1000
+	YoungerThan  time.Duration // detected less than this long ago (0: no bound)
+	Limit        int           // default 100, at most 1000
 	Offset       int
 }
 
-// Exceptions lists exceptions, oldest first, a page at a time.
-func (s *Service) Exceptions(ctx context.Context, f Filter) ([]Exception, error) {
-	if f.Limit <= 0 {
-		f.Limit = 100
+// AgeBuckets are the ageing buckets, youngest first, with their bounds.
+var AgeBuckets = []struct {
+	Name     string
+	From, To time.Duration // To 0: no upper bound
+}{
+	{"0-1 d", 0, 24 * time.Hour},
+	{"1-3 d", 24 * time.Hour, 72 * time.Hour},
+	{"3-7 d", 72 * time.Hour, 7 * 24 * time.Hour},
+	{"over 7 d", 7 * 24 * time.Hour, 0},
+}
+
+// SetAgeBucket narrows the filter to exceptions detected within a bucket's bounds.
+func (f *Filter) SetAgeBucket(name string) error {
+	for _, b := range AgeBuckets {
+		if b.Name == name {
+			f.OlderThan, f.YoungerThan = b.From, b.To
+			return nil
+		}
 	}
-	if f.Limit > 1000 || f.Offset < 0 {
-		return nil, booking.Errorf(booking.EINVALID, "BAD_PAGE", "Pages hold at most 1000 exceptions and start at 0.")
-	}
+	return booking.Errorf(booking.EINVALID, "UNKNOWN_AGE", "Unknown age bucket %q.", name)
+}
+
+// where turns the filter into a WHERE clause and its arguments.
+func (s *Service) where(f Filter) (string, []any, error) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) {
@@ -146,7 +162,7 @@ func (s *Service) Exceptions(ctx context.Context, f Filter) ([]Exception, error)
 	}
 	if f.Kind != "" {
 		if _, ok := KindOf(f.Kind); !ok {
-			return nil, booking.Errorf(booking.EINVALID, "UNKNOWN_KIND", "Unknown exception kind %q.", f.Kind)
+			return "", nil, booking.Errorf(booking.EINVALID, "UNKNOWN_KIND", "Unknown exception kind %q.", f.Kind)
 		}
 		add("kind = $%d", f.Kind)
 	}
@@ -157,23 +173,51 @@ func (s *Service) Exceptions(ctx context.Context, f Filter) ([]Exception, error)
 	case StateOpen, StateInvestigating, StateResolved, StateWrittenOff:
 		add("state = $%d", f.State)
 	default:
-		return nil, booking.Errorf(booking.EINVALID, "UNKNOWN_STATE", "Unknown exception state %q.", f.State)
+		return "", nil, booking.Errorf(booking.EINVALID, "UNKNOWN_STATE", "Unknown exception state %q.", f.State)
 	}
 	if f.Owner != "" {
 		add("owner_team = $%d", f.Owner)
 	}
+	if f.Assignee != "" {
+		add("assignee = $%d", f.Assignee)
+	}
+	if f.MinPaise < 0 || f.MaxPaise < 0 || (f.MaxPaise > 0 && f.MaxPaise < f.MinPaise) {
+		return "", nil, booking.Errorf(booking.EINVALID, "BAD_AMOUNT_RANGE", "The amount range must be positive, its lower bound below its upper.")
+	}
 	if f.MinPaise > 0 {
 		add("abs(amount_paise) >= $%d", f.MinPaise)
 	}
-	if f.OlderThan > 0 {
-		add("detected_at <= $%d", s.cfg.Now().Add(-f.OlderThan))
+	if f.MaxPaise > 0 {
+		add("abs(amount_paise) <= $%d", f.MaxPaise)
 	}
-	q := `SELECT ` + exceptionCols + ` FROM reconciliation_exceptions`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+	now := s.cfg.Now()
+	if f.OlderThan > 0 {
+		add("detected_at <= $%d", now.Add(-f.OlderThan))
+	}
+	if f.YoungerThan > 0 {
+		add("detected_at > $%d", now.Add(-f.YoungerThan))
+	}
+	if len(where) == 0 {
+		return "", args, nil
+	}
+	return " WHERE " + strings.Join(where, " AND "), args, nil
+}
+
+// Exceptions lists exceptions, oldest first, a page at a time.
+func (s *Service) Exceptions(ctx context.Context, f Filter) ([]Exception, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	if f.Limit > 1000 || f.Offset < 0 {
+		return nil, booking.Errorf(booking.EINVALID, "BAD_PAGE", "Pages hold at most 1000 exceptions and start at 0.")
+	}
+	where, args, err := s.where(f)
+	if err != nil {
+		return nil, err
 	}
 	args = append(args, f.Limit, f.Offset)
-	q += fmt.Sprintf(" ORDER BY detected_at, kind, ref LIMIT $%d OFFSET $%d", len(args)-1, len(args))
+	q := `SELECT ` + exceptionCols + ` FROM reconciliation_exceptions` + where +
+		fmt.Sprintf(" ORDER BY detected_at, kind, ref LIMIT $%d OFFSET $%d", len(args)-1, len(args))
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list exceptions: %w", err)
@@ -188,6 +232,20 @@ func (s *Service) Exceptions(ctx context.Context, f Filter) ([]Exception, error)
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// CountExceptions counts what a filter selects (its page ignored) and
+// sums the amounts at stake.
+func (s *Service) CountExceptions(ctx context.Context, f Filter) (n int, paise int64, err error) {
+	where, args, err := s.where(f)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(abs(amount_paise)), 0)::bigint FROM reconciliation_exceptions`+where,
+		args...).Scan(&n, &paise); err != nil {
+		return 0, 0, fmt.Errorf("count exceptions: %w", err)
+	}
+	return n, paise, nil
 }
 
 // Event is one entry of an exception's history.

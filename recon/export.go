@@ -1,17 +1,20 @@
 package recon
 
 import (
+	"archive/zip"
+	"compress/flate"
 	"context"
 	"encoding/csv"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/xuri/excelize/v2"
 
 	"tatkal/booking"
+	"tatkal/booking/india"
 )
 
 // The workbook of a run: a Summary sheet (totals, match rate, exceptions
@@ -135,12 +138,68 @@ func calendarDay(d time.Time) time.Time {
 // excelTime is t's wall clock in IST, which excelize writes as a serial date.
 func excelTime(t time.Time) time.Time { return t.In(booking.IST) }
 
-// runExceptions selects the exceptions a run's workbook shows: those of
-// its gateway and day, and any other it touched.
-const runExceptions = `SELECT ` + exceptionCols + ` FROM reconciliation_exceptions
-	WHERE ((gateway = $1 AND business_date = $2) OR last_run_id = $3)`
+// sheetExceptions selects the exceptions a run's workbook shows (those
+// of its gateway and day, and any other it touched), with only the columns a sheet or the
+// CSV shows (not the evidence, the widest), in the workbook's order: kind
+// by kind as the kinds table lists them ($4), then as detected.
+const sheetExceptions = `SELECT id, kind, state, owner_team, path, business_date, detected_at, due_at, ref, payment_id, pnr, psp_ref,
+		payout_id, amount_paise, diff_paise, assignee, resolution, resolved_at
+	FROM reconciliation_exceptions WHERE ((gateway = $1 AND business_date = $2) OR last_run_id = $3)
+	ORDER BY array_position($4::text[], kind), detected_at, ref`
 
-// WriteXLSX writes run's workbook to w.
+// sheetRow is one exception as a sheet or the CSV shows it.
+type sheetRow struct {
+	ID                              uuid.UUID
+	Kind, State, Owner, Path        string
+	BusinessDate, DetectedAt, DueAt time.Time
+	Ref                             string
+	PaymentID                       pgtype.UUID
+	PNR, PSPRef, PayoutID           string
+	AmountPaise, DiffPaise          int64
+	Assignee, Resolution            string
+	ResolvedAt                      pgtype.Timestamptz
+}
+
+// age is how long the exception has been (or was) open.
+func (e *sheetRow) age(now time.Time) time.Duration {
+	if e.ResolvedAt.Valid {
+		return e.ResolvedAt.Time.Sub(e.DetectedAt)
+	}
+	return now.Sub(e.DetectedAt)
+}
+
+// eachSheetRow streams the run's exceptions from one cursor into fn, the
+// same row value each time.
+func (s *Service) eachSheetRow(ctx context.Context, run RunSummary, fn func(*sheetRow) error) error {
+	order := make([]string, len(kinds))
+	for i, k := range kinds {
+		order[i] = k.Kind
+	}
+	rows, err := s.pool.Query(ctx, sheetExceptions, run.Gateway, pgDate(run.BusinessDate), run.ID, order)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var e sheetRow
+	for rows.Next() {
+		if err := rows.Scan(&e.ID, &e.Kind, &e.State, &e.Owner, &e.Path, &e.BusinessDate, &e.DetectedAt, &e.DueAt, &e.Ref,
+			&e.PaymentID, &e.PNR, &e.PSPRef, &e.PayoutID, &e.AmountPaise, &e.DiffPaise, &e.Assignee, &e.Resolution,
+			&e.ResolvedAt); err != nil {
+			return err
+		}
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// WriteXLSX writes run's workbook to w. Every row streams: the
+// exceptions from one cursor, kind after kind, each kind's sheet written
+// as its rows come (the Summary's counts gathered on the way and written
+// last, though it stays the first sheet), then the matches from another.
+// A row's cells are one reused array, so a row allocates next to nothing
+// beyond what excelize itself does per cell.
 func (s *Service) WriteXLSX(ctx context.Context, runID int64, w io.Writer) error {
 	run, err := s.RunByID(ctx, runID)
 	if err != nil {
@@ -158,40 +217,84 @@ func (s *Service) WriteXLSX(ctx context.Context, runID int64, w io.Writer) error
 	if err := f.SetSheetName("Sheet1", "Summary"); err != nil {
 		return err
 	}
-	if err := s.summarySheet(ctx, f, run, st, now); err != nil {
-		return fmt.Errorf("summary sheet: %w", err)
-	}
-	var present []string
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT kind FROM (`+runExceptions+`) e`, run.Gateway, pgDate(run.BusinessDate), run.ID)
-	if err != nil {
-		return fmt.Errorf("workbook: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("workbook: %w", err)
-	}
-	for _, k := range kinds {
-		for _, got := range found {
-			if got == k.Kind {
-				present = append(present, k.Kind)
+	byKind := map[string]*kindAgg{}
+	var sh *sheet
+	var kind string
+	present := 0
+	var cells [19]excelize.Cell
+	row := make([]any, len(cells))
+	err = s.eachSheetRow(ctx, run, func(e *sheetRow) error {
+		if e.Kind != kind {
+			if sh != nil {
+				if err := sh.finish(fmt.Sprintf("Kind%d", present)); err != nil {
+					return fmt.Errorf("%s sheet: %w", kind, err)
+				}
 			}
+			present++
+			kind = e.Kind
+			if sh, err = startSheet(f, kind, exceptionColumns, st); err != nil {
+				return fmt.Errorf("%s sheet: %w", kind, err)
+			}
+			byKind[kind] = &kindAgg{}
 		}
+		byKind[kind].add(e, now)
+		exceptionRow(&cells, row, e, st, now)
+		return sh.add(row)
+	})
+	if err != nil {
+		return fmt.Errorf("workbook: %w", err)
 	}
-	for i, kind := range present {
-		if err := s.kindSheet(ctx, f, run, kind, fmt.Sprintf("Kind%d", i+1), st, now); err != nil {
+	if sh != nil {
+		if err := sh.finish(fmt.Sprintf("Kind%d", present)); err != nil {
 			return fmt.Errorf("%s sheet: %w", kind, err)
 		}
+	}
+	if err := s.summarySheet(f, run, st, byKind); err != nil {
+		return fmt.Errorf("summary sheet: %w", err)
 	}
 	if err := s.matchedSheet(ctx, f, run, st); err != nil {
 		return fmt.Errorf("matched sheet: %w", err)
 	}
-	if _, err := f.WriteTo(w); err != nil {
+	// File.WriteTo would build the whole zip in memory first (hundreds of
+	// MB for a million matches); the zip writer excelize asks for writes
+	// straight to w instead, deflating at best speed: the sheets are most
+	// of the time and the file stays a few times smaller than its XML.
+	f.SetZipWriter(func(io.Writer) excelize.ZipWriter {
+		zw := zip.NewWriter(w)
+		zw.RegisterCompressor(zip.Deflate, func(out io.Writer) (io.WriteCloser, error) {
+			return flate.NewWriter(out, flate.BestSpeed)
+		})
+		return zw
+	})
+	if _, err := f.WriteToBuffer(); err != nil {
 		return fmt.Errorf("write workbook: %w", err)
 	}
 	return nil
 }
 
-func (s *Service) summarySheet(ctx context.Context, f *excelize.File, run RunSummary, st styles, now time.Time) error {
+// kindAgg is one kind's line of the Summary: open by age, closed, amount open.
+type kindAgg struct{ open, b0, b1, b3, b7, closed, amount int64 }
+
+func (a *kindAgg) add(e *sheetRow, now time.Time) {
+	if e.State != StateOpen && e.State != StateInvestigating {
+		a.closed++
+		return
+	}
+	a.open++
+	a.amount += abs(e.AmountPaise)
+	switch AgeBucket(now.Sub(e.DetectedAt)) {
+	case "0-1 d":
+		a.b0++
+	case "1-3 d":
+		a.b1++
+	case "3-7 d":
+		a.b3++
+	default:
+		a.b7++
+	}
+}
+
+func (s *Service) summarySheet(f *excelize.File, run RunSummary, st styles, byKind map[string]*kindAgg) error {
 	sh, err := startSheet(f, "Summary", []column{{"Figure", 28}, {"Value", 22}, {"Open", 10}, {"0-1 d", 10}, {"1-3 d", 10},
 		{"3-7 d", 10}, {"over 7 d", 10}, {"Closed", 10}, {"Amount (₹)", 16}}, st)
 	if err != nil {
@@ -226,51 +329,10 @@ func (s *Service) summarySheet(ctx context.Context, f *excelize.File, run RunSum
 			return err
 		}
 	}
-	type agg struct{ open, b0, b1, b3, b7, closed, amount int64 }
-	byKind := map[string]*agg{}
-	rows, err := s.pool.Query(ctx, `SELECT kind, state IN ('OPEN', 'INVESTIGATING'), detected_at, abs(amount_paise) FROM (`+runExceptions+`) e`,
-		run.Gateway, pgDate(run.BusinessDate), run.ID)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var kind string
-		var open bool
-		var detected time.Time
-		var amount int64
-		if err := rows.Scan(&kind, &open, &detected, &amount); err != nil {
-			return err
-		}
-		a := byKind[kind]
-		if a == nil {
-			a = &agg{}
-			byKind[kind] = a
-		}
-		if !open {
-			a.closed++
-			continue
-		}
-		a.open++
-		a.amount += amount
-		switch AgeBucket(now.Sub(detected)) {
-		case "0-1 d":
-			a.b0++
-		case "1-3 d":
-			a.b1++
-		case "3-7 d":
-			a.b3++
-		default:
-			a.b7++
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
 	for _, k := range kinds {
 		a := byKind[k.Kind]
 		if a == nil {
-			a = &agg{}
+			a = &kindAgg{}
 		}
 		if err := sh.add([]any{k.Kind, k.Owner, a.open, a.b0, a.b1, a.b3, a.b7, a.closed, money(a.amount)}); err != nil {
 			return err
@@ -281,85 +343,110 @@ func (s *Service) summarySheet(ctx context.Context, f *excelize.File, run RunSum
 	return sh.finish("SummaryTable")
 }
 
-func (s *Service) kindSheet(ctx context.Context, f *excelize.File, run RunSummary, kind, table string, st styles, now time.Time) error {
-	sh, err := startSheet(f, kind, exceptionColumns, st)
-	if err != nil {
-		return err
+// exceptionRow fills row (pointers into cells, set once) with e's cells.
+func exceptionRow(cells *[19]excelize.Cell, row []any, e *sheetRow, st styles, now time.Time) {
+	plain := func(i int, v any) { cells[i] = excelize.Cell{Value: v} }
+	styled := func(i, style int, v any) { cells[i] = excelize.Cell{StyleID: style, Value: v} }
+	plain(0, e.ID.String())
+	plain(1, e.Kind)
+	plain(2, e.State)
+	plain(3, e.Owner)
+	plain(4, e.Path)
+	styled(5, st.date, calendarDay(e.BusinessDate))
+	styled(6, st.datetime, excelTime(e.DetectedAt))
+	styled(7, st.datetime, excelTime(e.DueAt))
+	plain(8, AgeBucket(e.age(now)))
+	plain(9, e.Ref)
+	plain(10, "")
+	if e.PaymentID.Valid {
+		plain(10, uuid.UUID(e.PaymentID.Bytes).String())
 	}
-	err = s.eachException(ctx, run, kind, func(e Exception) error { return sh.add(exceptionRow(e, st, now)) })
-	if err != nil {
-		return err
+	plain(11, e.PNR)
+	plain(12, e.PSPRef)
+	plain(13, e.PayoutID)
+	styled(14, st.money, rupees(e.AmountPaise))
+	styled(15, st.money, rupees(e.DiffPaise))
+	plain(16, e.Assignee)
+	plain(17, e.Resolution)
+	plain(18, nil)
+	if e.ResolvedAt.Valid {
+		styled(18, st.datetime, excelTime(e.ResolvedAt.Time))
 	}
-	return sh.finish(table)
-}
-
-func (s *Service) eachException(ctx context.Context, run RunSummary, kind string, fn func(Exception) error) error {
-	q := runExceptions + ` AND ($4 = '' OR kind = $4) ORDER BY kind, detected_at, ref`
-	rows, err := s.pool.Query(ctx, q, run.Gateway, pgDate(run.BusinessDate), run.ID, kind)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		e, err := scanException(rows)
-		if err != nil {
-			return err
+	for i := range cells {
+		if cells[i].Value == nil {
+			row[i] = nil
+		} else {
+			row[i] = &cells[i]
 		}
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
-
-func exceptionRow(e Exception, st styles, now time.Time) []any {
-	opt := func(t *time.Time) any {
-		if t == nil {
-			return nil
-		}
-		return excelize.Cell{StyleID: st.datetime, Value: excelTime(*t)}
-	}
-	payment := ""
-	if e.PaymentID != nil {
-		payment = e.PaymentID.String()
-	}
-	return []any{
-		e.ID.String(), e.Kind, e.State, e.Owner, e.Path,
-		excelize.Cell{StyleID: st.date, Value: calendarDay(e.BusinessDate)},
-		excelize.Cell{StyleID: st.datetime, Value: excelTime(e.DetectedAt)},
-		excelize.Cell{StyleID: st.datetime, Value: excelTime(e.DueAt)},
-		AgeBucket(e.Age(now)), e.Ref, payment, e.PNR, e.PSPRef, e.PayoutID,
-		excelize.Cell{StyleID: st.money, Value: rupees(e.AmountPaise)},
-		excelize.Cell{StyleID: st.money, Value: rupees(e.DiffPaise)},
-		e.Assignee, e.Resolution, opt(e.ResolvedAt),
 	}
 }
 
 func (s *Service) matchedSheet(ctx context.Context, f *excelize.File, run RunSummary, st styles) error {
-	sh, err := startSheet(f, "Matched", matchedColumns, st)
+	part := 1
+	start := func() (*sheet, error) {
+		name := "Matched"
+		if part > 1 {
+			name = fmt.Sprintf("Matched %d", part)
+		}
+		return startSheet(f, name, matchedColumns, st)
+	}
+	table := func() string {
+		if part > 1 {
+			return fmt.Sprintf("MatchedTable%d", part)
+		}
+		return "MatchedTable"
+	}
+	sh, err := start()
 	if err != nil {
 		return err
 	}
+	// In the order the run recorded them (rule by rule, as its statements
+	// ran): sorting a million matches cost more than writing them, and the
+	// sheet's autofilter sorts for whoever wants another order.
 	rows, err := s.pool.Query(ctx, `SELECT rule, our_ref, ext_ref, amount_paise, fee_paise, tax_paise, event_at, value_date
-		FROM recon_matches WHERE run_id = $1 ORDER BY rule, our_ref`, run.ID)
+		FROM recon_matches WHERE run_id = $1`, run.ID)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
+	var rule, our, ext string
+	var amount, fee, tax int64
+	var event pgtype.Timestamptz
+	var value pgtype.Date
+	var cells [8]excelize.Cell
+	r := make([]any, len(cells))
+	for i := range cells {
+		r[i] = &cells[i]
+	}
 	for rows.Next() {
-		var rule, our, ext string
-		var amount, fee, tax int64
-		var event, value *time.Time
 		if err := rows.Scan(&rule, &our, &ext, &amount, &fee, &tax, &event, &value); err != nil {
 			return err
 		}
-		r := []any{rule, our, ext, excelize.Cell{StyleID: st.money, Value: rupees(amount)},
-			excelize.Cell{StyleID: st.money, Value: rupees(fee)}, excelize.Cell{StyleID: st.money, Value: rupees(tax)}, nil, nil}
-		if event != nil {
-			r[6] = excelize.Cell{StyleID: st.datetime, Value: excelTime(*event)}
+		// A day's matches can be more than Excel's 1,048,576 rows: they go
+		// on "Matched", "Matched 2", and so on.
+		if sh.row-1 == s.sheetRows {
+			if err := sh.finish(table()); err != nil {
+				return err
+			}
+			part++
+			if sh, err = start(); err != nil {
+				return err
+			}
 		}
-		if value != nil {
-			r[7] = excelize.Cell{StyleID: st.date, Value: calendarDay(*value)}
+		cells[0] = excelize.Cell{Value: rule}
+		cells[1] = excelize.Cell{Value: our}
+		cells[2] = excelize.Cell{Value: ext}
+		cells[3] = excelize.Cell{StyleID: st.money, Value: rupees(amount)}
+		cells[4] = excelize.Cell{StyleID: st.money, Value: rupees(fee)}
+		cells[5] = excelize.Cell{StyleID: st.money, Value: rupees(tax)}
+		r[6], r[7] = nil, nil
+		if event.Valid {
+			cells[6] = excelize.Cell{StyleID: st.datetime, Value: excelTime(event.Time)}
+			r[6] = &cells[6]
+		}
+		if value.Valid {
+			cells[7] = excelize.Cell{StyleID: st.date, Value: calendarDay(value.Time)}
+			r[7] = &cells[7]
 		}
 		if err := sh.add(r); err != nil {
 			return err
@@ -368,7 +455,7 @@ func (s *Service) matchedSheet(ctx context.Context, f *excelize.File, run RunSum
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	return sh.finish("MatchedTable")
+	return sh.finish(table())
 }
 
 // WriteCSV writes the run's exceptions as CSV, the columns of the
@@ -388,20 +475,20 @@ func (s *Service) WriteCSV(ctx context.Context, runID int64, w io.Writer) error 
 	if err := cw.Write(head); err != nil {
 		return fmt.Errorf("write csv: %w", err)
 	}
-	ts := func(t *time.Time) string {
-		if t == nil {
-			return ""
+	ts := func(t time.Time) string { return t.In(booking.IST).Format(time.RFC3339) }
+	rec := make([]string, len(exceptionColumns))
+	err = s.eachSheetRow(ctx, run, func(e *sheetRow) error {
+		payment, resolved := "", ""
+		if e.PaymentID.Valid {
+			payment = uuid.UUID(e.PaymentID.Bytes).String()
 		}
-		return t.In(booking.IST).Format(time.RFC3339)
-	}
-	err = s.eachException(ctx, run, "", func(e Exception) error {
-		payment := ""
-		if e.PaymentID != nil {
-			payment = e.PaymentID.String()
+		if e.ResolvedAt.Valid {
+			resolved = ts(e.ResolvedAt.Time)
 		}
-		return cw.Write([]string{e.ID.String(), e.Kind, e.State, e.Owner, e.Path, e.BusinessDate.Format(time.DateOnly),
-			ts(&e.DetectedAt), ts(&e.DueAt), AgeBucket(e.Age(now)), e.Ref, payment, e.PNR, e.PSPRef, e.PayoutID,
-			rupeeText(e.AmountPaise), rupeeText(e.DiffPaise), e.Assignee, e.Resolution, ts(e.ResolvedAt)})
+		rec = append(rec[:0], e.ID.String(), e.Kind, e.State, e.Owner, e.Path, e.BusinessDate.Format(time.DateOnly),
+			ts(e.DetectedAt), ts(e.DueAt), AgeBucket(e.age(now)), e.Ref, payment, e.PNR, e.PSPRef, e.PayoutID,
+			rupeeText(e.AmountPaise), rupeeText(e.DiffPaise), e.Assignee, e.Resolution, resolved)
+		return cw.Write(rec)
 	})
 	if err != nil {
 		return fmt.Errorf("write csv: %w", err)
@@ -411,10 +498,4 @@ func (s *Service) WriteCSV(ctx context.Context, runID int64, w io.Writer) error 
 }
 
 // rupeeText is signed rupees with two decimals, for CSV.
-func rupeeText(paise int64) string {
-	sign := ""
-	if paise < 0 {
-		sign, paise = "-", -paise
-	}
-	return sign + strconv.FormatInt(paise/100, 10) + "." + fmt.Sprintf("%02d", paise%100)
-}
+func rupeeText(paise int64) string { return india.Decimal(paise) }

@@ -139,3 +139,51 @@ func TestWorkbook(t *testing.T) {
 		}
 	}
 }
+
+// Matches beyond a sheet's rows (Excel's 1,048,576; here a few) go on
+// "Matched 2" and after, each a table with the frozen header, and no row
+// is lost or written twice.
+func TestWorkbookSplitsMatched(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const gw = "swiftpay"
+	w.make(cleanSet(gw, 6)...)
+	w.ingestDay(gw)
+	run := w.run(gw)
+	svc := New(Config{Pool: w.env.Pool})
+	svc.sheetRows = 5
+	var buf bytes.Buffer
+	w.must(svc.WriteXLSX(w.ctx, run.ID, &buf))
+	f, err := excelize.OpenReader(&buf)
+	w.must(err)
+	defer f.Close()
+	parts := (run.Matched + 4) / 5
+	want := []string{"Summary", "Matched"}
+	for i := 2; i <= parts; i++ {
+		want = append(want, "Matched "+strconv.Itoa(i))
+	}
+	if got := f.GetSheetList(); parts < 3 || !slices.Equal(got, want) {
+		t.Fatalf("%d matches: sheets %v, want %v", run.Matched, got, want)
+	}
+	seen := map[string]bool{}
+	for _, name := range want[1:] {
+		rows, err := f.GetRows(name)
+		w.must(err)
+		if len(rows) < 2 || len(rows) > 6 || rows[0][0] != "Rule" {
+			t.Fatalf("%s: %d rows, header %v", name, len(rows), rows[0])
+		}
+		if tables, _ := f.GetTables(name); len(tables) != 1 {
+			t.Errorf("%s: %d tables", name, len(tables))
+		}
+		for _, r := range rows[1:] {
+			key := r[0] + "|" + r[1] + "|" + r[2]
+			if seen[key] {
+				t.Errorf("%s: %s twice", name, key)
+			}
+			seen[key] = true
+		}
+	}
+	if len(seen) != run.Matched {
+		t.Fatalf("%d distinct matched rows in the workbook, run matched %d", len(seen), run.Matched)
+	}
+}

@@ -126,8 +126,16 @@ func (w *FetchWorker) Work(ctx context.Context, job *river.Job[FetchArgs]) error
 			return err
 		}
 	}
-	_, err = w.Recon.Run(ctx, RunRequest{Gateway: job.Args.Gateway, Date: job.Args.Date, By: by})
-	return err
+	if _, err := w.Recon.Run(ctx, RunRequest{Gateway: job.Args.Gateway, Date: job.Args.Date, By: by}); err != nil {
+		return err
+	}
+	// Each journey date's export as a whole: PNRs no gateway paid for.
+	for _, j := range journeys {
+		if _, err := w.Recon.Run(ctx, RunRequest{Gateway: Core, Date: j, By: by}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // journeyDates are the journey dates of the bookings a gateway's day paid for.

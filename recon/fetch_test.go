@@ -20,6 +20,12 @@ func TestFetchJob(t *testing.T) {
 	if sum.Lines != 10 || sum.Exceptions != 0 || sum.Matched != 9+1+1+9 || sum.RunBy != "job:recon_fetch" {
 		t.Fatalf("run %+v", sum)
 	}
+	// And the journey date's export as a whole, for PNRs no gateway paid for.
+	core, err := w.svc.LatestRun(w.ctx, Core, w.shard.Journey)
+	w.must(err)
+	if core.Lines != 9 || core.Matched != 9 || core.Exceptions != 0 || core.RunBy != "job:recon_fetch" {
+		t.Fatalf("core run %+v", core)
+	}
 	if n := w.count(`SELECT count(*) FROM recon_files WHERE ingested_by = 'job:recon_fetch'`); n != 5 {
 		t.Fatalf("%d files fetched, want the settlement file, three statements and one export", n)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"tatkal/booking"
+	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/prs"
 )
 
@@ -95,9 +96,9 @@ func newParser(format string, r io.Reader) (parser, error) {
 	var cols []string
 	switch format {
 	case FormatSwiftpay:
-		cols = swiftpayCols
+		cols = pspapi.SwiftpayColumns
 	case FormatBharatpg:
-		cols = bharatpgCols
+		cols = pspapi.BharatpgColumns
 	case FormatBank:
 		cols = bankCols
 	case FormatCoreCSV:
@@ -214,10 +215,6 @@ func abs(n int64) int64 {
 	return n
 }
 
-var swiftpayCols = []string{"Txn Type", "SwiftPay Txn ID", "Merchant Order ID", "Refund ID", "Merchant Refund ID",
-	"Payment Mode", "Gross Amount (INR)", "MDR (INR)", "GST on MDR (INR)", "Net Amount (INR)", "Txn Date",
-	"Settlement Date", "Payout Ref"}
-
 type swiftpayParser struct{ lr *lineReader }
 
 func (p *swiftpayParser) next() (Line, error) {
@@ -226,8 +223,8 @@ func (p *swiftpayParser) next() (Line, error) {
 		return Line{}, err
 	}
 	fe := &fieldErrs{line: p.lr.n}
-	if len(rec) != len(swiftpayCols) {
-		return Line{}, fmt.Errorf("line %d: %d columns, want %d", p.lr.n, len(rec), len(swiftpayCols))
+	if len(rec) != len(pspapi.SwiftpayColumns) {
+		return Line{}, fmt.Errorf("line %d: %d columns, want %d", p.lr.n, len(rec), len(pspapi.SwiftpayColumns))
 	}
 	l := Line{LineNo: p.lr.n, Raw: raw, Method: ourMethod(rec[5]), PayoutID: rec[12]}
 	gross := fe.rupees("Gross Amount", rec[6])
@@ -250,10 +247,6 @@ func (p *swiftpayParser) next() (Line, error) {
 	return l, fe.err()
 }
 
-var bharatpgCols = []string{"settlement_date", "utr", "entry_type", "pg_txn_id", "merchant_txn_ref",
-	"merchant_refund_ref", "pg_refund_id", "pay_method", "txn_amount_paise", "commission_paise", "igst_paise",
-	"settled_paise", "txn_timestamp"}
-
 type bharatpgParser struct{ lr *lineReader }
 
 func (p *bharatpgParser) next() (Line, error) {
@@ -261,8 +254,8 @@ func (p *bharatpgParser) next() (Line, error) {
 	if err != nil {
 		return Line{}, err
 	}
-	if len(rec) != len(bharatpgCols) {
-		return Line{}, fmt.Errorf("line %d: %d columns, want %d", p.lr.n, len(rec), len(bharatpgCols))
+	if len(rec) != len(pspapi.BharatpgColumns) {
+		return Line{}, fmt.Errorf("line %d: %d columns, want %d", p.lr.n, len(rec), len(pspapi.BharatpgColumns))
 	}
 	fe := &fieldErrs{line: p.lr.n}
 	l := Line{LineNo: p.lr.n, Raw: raw, PayoutID: rec[1], Method: ourMethod(rec[7])}

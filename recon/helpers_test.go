@@ -1,9 +1,7 @@
 package recon
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,6 +20,7 @@ import (
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
+	"tatkal/booking/prs/prssim"
 	"tatkal/booking/seed"
 	"tatkal/booking/testenv"
 )
@@ -94,7 +93,7 @@ func newWorld(t *testing.T) *world {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); psp.Run(runCtx) }() //nolint:errcheck
-	core, err := prs.NewServer(ctx, prs.ServerConfig{Pool: env.Pool, APIKey: prsKey, AdminToken: prsAdmin, Log: log, Seed: 1})
+	core, err := prssim.NewServer(ctx, prssim.ServerConfig{Pool: env.Pool, APIKey: prsKey, AdminToken: prsAdmin, Log: log, Seed: 1})
 	if err != nil {
 		t.Fatalf("core simulator: %v", err)
 	}
@@ -293,27 +292,16 @@ func (w *world) must2(_ any, err error) { w.must(err) }
 
 // call makes a JSON request to a simulator.
 func (w *world) call(method, url, token, key string, body, out any) error {
-	var rd *bytes.Reader
-	b, _ := json.Marshal(body)
-	rd = bytes.NewReader(b)
-	req, _ := http.NewRequestWithContext(w.ctx, method, url, rd)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set(pspapi.HeaderIdempotencyKey, key)
-	}
-	resp, err := w.http.Do(req)
+	r, err := testenv.Do(testenv.Request{Ctx: w.ctx, Client: w.http, Method: method, URL: url, Token: token, Body: body,
+		Header: map[string]string{pspapi.HeaderIdempotencyKey: key}})
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var e map[string]any
-		json.NewDecoder(resp.Body).Decode(&e) //nolint:errcheck
-		return fmt.Errorf("%s %s: %d %v", method, url, resp.StatusCode, e)
+	if r.Status >= 300 {
+		return fmt.Errorf("%s %s: %d %v", method, url, r.Status, r.JSON)
 	}
 	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
+		return r.Decode(out)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -110,13 +111,19 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 			return fmt.Errorf("record file: %w", err)
 		}
 		h := sha256.New()
-		counter := &countingReader{r: io.TeeReader(body, h)}
+		counter := &countingReader{r: io.TeeReader(body, h), limit: s.cfg.MaxFileBytes}
 		p, err := newParser(meta.Format, counter)
+		if counter.over {
+			return s.tooLarge()
+		}
 		if err != nil {
 			return booking.Errorf(booking.EINVALID, "BAD_FILE", "%s file: %v", meta.Format, err)
 		}
 		src := &lineSource{p: p, file: id, meta: meta, day: day}
 		n, err := tx.CopyFrom(ctx, pgx.Identifier{"recon_lines"}, lineColumns, src)
+		if counter.over {
+			return s.tooLarge()
+		}
 		if src.err != nil {
 			return booking.Errorf(booking.EINVALID, "BAD_FILE", "%s file: %v", meta.Format, src.err)
 		}
@@ -124,6 +131,9 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 			return fmt.Errorf("store lines: %w", err)
 		}
 		io.Copy(h, counter) //nolint:errcheck // the hash covers any trailing bytes too
+		if counter.over {
+			return s.tooLarge()
+		}
 		sum := hex.EncodeToString(h.Sum(nil))
 
 		var prior int64
@@ -170,10 +180,23 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 		return FileInfo{}, err
 	}
 	got.Replayed, got.Superseded = replayed, info.Superseded
+	if !replayed && got.Rows >= analyzeRows {
+		// A day's file can be most of the table: without fresh statistics
+		// the run would plan a million index probes for "a few" lines. Only
+		// the columns runs join and filter on: the raw line is the widest.
+		if _, err := s.pool.Exec(ctx, `ANALYZE recon_lines (file_id, source, gateway, business_date, kind, ext_ref, parent_ref,
+			merchant_uuid, payout_id, current)`); err != nil {
+			s.log.WarnContext(ctx, "recon lines not analyzed", "file", got.ID, "err", err)
+		}
+	}
 	s.log.InfoContext(ctx, "recon file ingested", "id", got.ID, "source", got.Source, "gateway", got.Gateway,
 		"date", day.Format(time.DateOnly), "rows", got.Rows, "replayed", replayed, "superseded", info.Superseded, "by", meta.By)
 	return got, nil
 }
+
+// analyzeRows is the size of file after which ingest refreshes the lines'
+// statistics.
+const analyzeRows = 10_000
 
 const fileCols = `id, source, gateway, format, business_date, sha256, row_count, byte_count, name, ingested_at, ingested_by,
 	superseded_by, superseded_at`
@@ -218,7 +241,7 @@ func (s *Service) Files(ctx context.Context, source, gateway string, day time.Ti
 
 var lineColumns = []string{"file_id", "line_no", "source", "gateway", "business_date", "kind", "ext_ref", "merchant_ref",
 	"parent_ref", "method", "amount_paise", "fee_paise", "tax_paise", "net_paise", "event_at", "value_date", "payout_id",
-	"status", "passengers", "raw"}
+	"status", "passengers", "raw", "merchant_uuid"}
 
 // lineSource feeds parsed lines to COPY one at a time.
 type lineSource struct {
@@ -254,20 +277,79 @@ func (l *lineSource) Values() ([]any, error) {
 		value = pgDate(*c.ValueDate)
 	}
 	return []any{l.file, c.LineNo, l.meta.Source, gw, pgDate(l.day), c.Kind, c.ExtRef, c.MerchantRef, c.ParentRef, c.Method,
-		c.Amount, c.Fee, c.Tax, c.Net, c.EventAt, value, c.PayoutID, c.Status, c.Passengers, c.Raw}, nil
+		c.Amount, c.Fee, c.Tax, c.Net, c.EventAt, value, c.PayoutID, c.Status, c.Passengers, c.Raw, merchantUUID(c.MerchantRef)}, nil
+}
+
+// merchantUUID is a merchant reference as our uuid, or NULL when it is not
+// one in its canonical 8-4-4-4-12 form (recon_uuid's rule, which uuid.Parse
+// alone is laxer than).
+func merchantUUID(ref string) pgtype.UUID {
+	if len(ref) != 36 || ref[8] != '-' || ref[13] != '-' || ref[18] != '-' || ref[23] != '-' {
+		return pgtype.UUID{}
+	}
+	u, err := uuid.Parse(ref)
+	if err != nil {
+		return pgtype.UUID{}
+	}
+	return pgtype.UUID{Bytes: u, Valid: true}
 }
 
 func (l *lineSource) Err() error { return l.err }
 
+// countingReader counts what it reads and refuses to read past limit
+// bytes (over says it tried).
 type countingReader struct {
-	r io.Reader
-	n int64
+	r     io.Reader
+	n     int64
+	limit int64
+	over  bool
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
+	if c.over {
+		return 0, errFileTooLarge
+	}
+	if c.limit > 0 && int64(len(p)) > c.limit-c.n+1 {
+		// One byte past the limit is enough to know.
+		p = p[:c.limit-c.n+1]
+	}
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if c.limit > 0 && c.n > c.limit {
+		c.over = true
+		return n, errFileTooLarge
+	}
 	return n, err
+}
+
+var errFileTooLarge = errors.New("file too large")
+
+// tooLarge is the refusal of a file past the size limit.
+func (s *Service) tooLarge() error {
+	return TooLarge(s.cfg.MaxFileBytes)
+}
+
+// TooLarge is the refusal of a file larger than limit bytes; the console
+// answers it before reading the upload when its size is known.
+func TooLarge(limit int64) error {
+	return booking.Errorf(booking.EINVALID, ReasonFileTooLarge, "The file is larger than the limit of %s; nothing was stored. "+
+		"Split it by business date or ask an administrator.", sizeText(limit))
+}
+
+// ReasonFileTooLarge is the reason of a file refused for its size.
+const ReasonFileTooLarge = "FILE_TOO_LARGE"
+
+// sizeText is a byte count for people: "512 MB", "1.5 KB".
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // pgDate is t's calendar day as a PostgreSQL date, whatever the session's zone.

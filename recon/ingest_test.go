@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"tatkal/booking"
 	"tatkal/booking/testenv"
 )
@@ -96,5 +98,55 @@ func TestIngest(t *testing.T) {
 	env.Pool.QueryRow(ctx, `SELECT method, kind FROM recon_lines WHERE ext_ref = 'bpg_7'`).Scan(&method, &kind)                  //nolint:errcheck
 	if gw != "bharatpg" || payout != "BPGUTR20250604" || net != 12345 || method != "NB" || kind != LineChargeback {
 		t.Fatalf("bank line %s %s %d; bharatpg line %s %s", gw, payout, net, method, kind)
+	}
+}
+
+// Ingest parses the merchant reference as our uuid by the same rule as
+// the database's recon_uuid, which matching used before the column.
+func TestMerchantUUIDAsSQL(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	for _, ref := range []string{
+		"0197a0c8-0000-7000-8000-000000000001", "0197A0C8-0000-7000-8000-00000000000F", "", "ORD-1",
+		"0197a0c800007000800000000000000100001", "{0197a0c8-0000-7000-8000-000000000001}", "urn:uuid:0197a0c8-0000-7000-8000-000000000001",
+		"0197a0c80000700080000000000000000001", "0197a0c8-0000-7000-8000-00000000000g", "0197a0c8-0000-7000-8000_000000000001",
+	} {
+		var want pgtype.UUID
+		if err := env.Pool.QueryRow(ctx, `SELECT recon_uuid($1)`, ref).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		if got := merchantUUID(ref); got != want {
+			t.Errorf("merchantUUID(%q) = %v, recon_uuid says %v", ref, got, want)
+		}
+	}
+}
+
+// A file past the size limit is refused whole, whatever the point its
+// bytes run out at (the header, a line, the bytes after the last line),
+// and stores nothing; one at the limit is taken.
+func TestIngestSizeLimit(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	day := time.Date(2025, 6, 4, 0, 0, 0, 0, booking.IST)
+	body := swiftHead + "CAPTURE,pay_1,0197a0c8-0000-7000-8000-000000000001,,,CARD,1234.50,22.22,4.00,1208.28,04/06/2025 12:00:01,05/06/2025,SWP20250604\n"
+	meta := FileMeta{Source: SourceSettlement, Gateway: "swiftpay", BusinessDate: day, Name: "f.csv", By: "finance1"}
+	for _, limit := range []int64{10, int64(len(swiftHead)) + 5, int64(len(body)) - 1} {
+		svc := New(Config{Pool: env.Pool, MaxFileBytes: limit})
+		_, err := svc.Ingest(ctx, meta, strings.NewReader(body))
+		if booking.ErrorReason(err) != ReasonFileTooLarge || booking.ErrorCode(err) != booking.EINVALID {
+			t.Fatalf("limit %d: %v, want %s", limit, err, ReasonFileTooLarge)
+		}
+		var files, lines, audits int
+		env.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM recon_files), (SELECT count(*) FROM recon_lines),
+			(SELECT count(*) FROM audit_log WHERE action = 'recon.ingest')`).Scan(&files, &lines, &audits) //nolint:errcheck
+		if files != 0 || lines != 0 || audits != 0 {
+			t.Fatalf("limit %d: a refused file left %d files, %d lines, %d audit rows", limit, files, lines, audits)
+		}
+	}
+	svc := New(Config{Pool: env.Pool, MaxFileBytes: int64(len(body))})
+	if f, err := svc.Ingest(ctx, meta, strings.NewReader(body)); err != nil || f.Rows != 1 || f.Bytes != int64(len(body)) {
+		t.Fatalf("a file at the limit: %+v %v", f, err)
 	}
 }

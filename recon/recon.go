@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/xuri/excelize/v2"
 
 	"tatkal/booking"
 )
@@ -95,6 +96,10 @@ func DefaultContracts() map[string]map[string]int {
 	}
 }
 
+// DefaultMaxFileBytes is the default size limit of an ingested file: a
+// gateway's day of a million lines is about 150 MB in either format.
+const DefaultMaxFileBytes = 512 << 20
+
 // Config wires the service.
 type Config struct {
 	Pool *pgxpool.Pool
@@ -107,17 +112,29 @@ type Config struct {
 	// ApprovalLimitPaise: an automatic money move above it waits for a
 	// second finance person (default ₹10,000).
 	ApprovalLimitPaise int64
+	// MaxFileBytes is the largest file Ingest takes (default
+	// DefaultMaxFileBytes); a larger one is refused whole (FILE_TOO_LARGE)
+	// and changes nothing. The console's upload and the CLI share it.
+	MaxFileBytes int64
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Pause is a test hook between the steps of a resolution; nil in production.
 	Pause booking.PauseFunc
 }
 
+// MaxFileBytes is the largest file Ingest takes.
+func (s *Service) MaxFileBytes() int64 { return s.cfg.MaxFileBytes }
+
 // Service ingests, runs and keeps exceptions.
 type Service struct {
 	cfg  Config
 	pool *pgxpool.Pool
 	log  *slog.Logger
+	// explain logs each run step's plan (EXPLAIN ANALYZE); the benchmark sets it.
+	explain bool
+	// sheetRows is how many data rows a workbook sheet holds under its
+	// header (Excel's limit; a test makes it small).
+	sheetRows int
 }
 
 // New returns the service.
@@ -134,5 +151,8 @@ func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{cfg: cfg, pool: cfg.Pool, log: cfg.Log.With("component", "recon")}
+	if cfg.MaxFileBytes <= 0 {
+		cfg.MaxFileBytes = DefaultMaxFileBytes
+	}
+	return &Service{cfg: cfg, pool: cfg.Pool, log: cfg.Log.With("component", "recon"), sheetRows: excelize.TotalRows - 1}
 }

@@ -1,10 +1,13 @@
 package recon
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
@@ -96,6 +99,8 @@ func TestFaultyDay(t *testing.T) {
 		spec{gateway: gw, method: "NB", amount: 215000, ours: "UNKNOWN", captured: true, sameHold: f[14], at: 10 * 60e9},
 	)
 	dup, unresolved := more[0], more[1]
+	// The other gateway paid for a booking on the same journey date.
+	w.make(clean("bharatpg", "UPI", 125000))
 
 	payout := "SWP" + w.day.Format("20060102")
 	w.settlementFaults(gw, pspsim.SettlementFaults{
@@ -141,7 +146,8 @@ func TestFaultyDay(t *testing.T) {
 		amount int64
 	}
 	w.must(w.env.Pool.QueryRow(w.ctx, `SELECT ext_ref, amount_paise FROM recon_lines WHERE current AND source = 'SETTLEMENT'
-		AND business_date = $1 AND ext_ref LIKE 'pay_PH%'`, w.day).Scan(&phantom.ref, &phantom.amount))
+		AND business_date = $1 AND ext_ref LIKE 'pay_PH%'
+		AND ext_ref NOT IN (SELECT psp_ref FROM payments WHERE psp_ref IS NOT NULL)`, w.day).Scan(&phantom.ref, &phantom.amount))
 	wants = append(wants, want{OrphanLine, gw + "|CAPTURE|" + phantom.ref, phantom.amount, 0, PathManual})
 	var net, credit int64
 	w.must(w.env.Pool.QueryRow(w.ctx, `SELECT (SELECT sum(net_paise) FROM recon_lines WHERE current AND payout_id = $1 AND source = 'SETTLEMENT'),
@@ -154,7 +160,6 @@ func TestFaultyDay(t *testing.T) {
 	var orphanFare int64
 	w.must(w.env.Pool.QueryRow(w.ctx, `SELECT ext_ref, amount_paise FROM recon_lines WHERE current AND source = 'CORE'
 		AND ext_ref NOT IN (SELECT pnr FROM bookings)`).Scan(&orphanPNR, &orphanFare))
-	wants = append(wants, want{CoreOrphan, orphanPNR, orphanFare, 0, PathManual})
 
 	got := w.exceptions(gw)
 	check := func(got []Exception) {
@@ -211,6 +216,27 @@ func TestFaultyDay(t *testing.T) {
 	for _, e := range w.exceptions(gw) {
 		if !slices.ContainsFunc(got, func(g Exception) bool { return g.ID == e.ID && g.State == e.State }) {
 			t.Fatalf("rerun replaced %s %s", e.Kind, e.Ref)
+		}
+	}
+
+	// The unknown PNR belongs to the journey date, not to a gateway: no
+	// gateway's run finds it (before, each gateway with a booking on that
+	// date found it again); the journey date's core run finds it once, and
+	// its rerun changes nothing.
+	w.ingestDay("bharatpg")
+	w.run("bharatpg")
+	orphans := `SELECT count(*) FROM reconciliation_exceptions WHERE kind = 'CORE_ORPHAN'`
+	if n := w.count(orphans); n != 0 {
+		t.Fatalf("the gateways' runs found %d core orphans", n)
+	}
+	for range 2 {
+		core, err := w.svc.Run(w.ctx, RunRequest{Gateway: Core, Date: w.shard.Journey, By: "finance1"})
+		w.must(err)
+		ex, err := w.svc.Exceptions(w.ctx, Filter{Gateway: Core, BusinessDate: w.shard.Journey, Limit: 10})
+		w.must(err)
+		if len(ex) != 1 || ex[0].Kind != CoreOrphan || ex[0].Ref != orphanPNR || ex[0].AmountPaise != orphanFare || ex[0].Path != PathManual ||
+			core.Exceptions != 1 || w.count(orphans) != 1 || core.Lines != core.Matched+1 {
+			t.Fatalf("core run %+v: %+v", core, ex)
 		}
 	}
 
@@ -271,5 +297,97 @@ func TestWalletDay(t *testing.T) {
 	ex := w.exceptions(Wallet)
 	if len(ex) != 1 || ex[0].Kind != CoreMissing || ex[0].Ref != m[2].PNR || ex[0].AmountPaise != m[2].Amount || sum.Matched != 5 {
 		t.Fatalf("wallet run %+v: %+v", sum, ex)
+	}
+}
+
+// Matching reads payment_reviews: a payment a person is reviewing gets no
+// automatic resolution (its exception goes to a person, the review in its
+// evidence, and no job is enqueued), while the same faults on payments
+// not in review are resolved automatically. A review opened after the
+// run sends the open automatic exception to a person on the rerun, and
+// its already enqueued job leaves the money alone.
+func TestReviewedPaymentsGoToAPerson(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const gw = "swiftpay"
+	base := w.make(clean(gw, "UPI", 120000), clean(gw, "CARD", 130000))
+	paid := w.make(
+		spec{gateway: gw, method: "UPI", amount: 145000, ours: "UNKNOWN", captured: true}, // paid, not booked; in review
+		spec{gateway: gw, method: "UPI", amount: 146000, ours: "UNKNOWN", captured: true}, // paid, not booked; review later
+	)
+	dup := w.make(spec{gateway: gw, method: "UPI", amount: 120000, ours: "SUCCESS", captured: true, sameHold: base[0], at: 10 * 60e9})[0]
+	review := func(id uuid.UUID) int64 {
+		var rid int64
+		w.must(w.env.Pool.QueryRow(w.ctx, `INSERT INTO payment_reviews (payment_id, kind, detail) VALUES ($1, 'SUCCESS_UNCONFIRMED', '{}')
+			RETURNING id`, id).Scan(&rid))
+		return rid
+	}
+	r0, rdup := review(paid[0].ID), review(dup.ID)
+	w.ingestDay(gw)
+	w.run(gw)
+
+	byRef := func() map[string]Exception {
+		out := map[string]Exception{}
+		for _, e := range w.exceptions(gw) {
+			out[e.Kind+" "+e.Ref] = e
+		}
+		return out
+	}
+	got := byRef()
+	for _, c := range []struct {
+		kind   string
+		id     uuid.UUID
+		path   string
+		review int64
+	}{
+		{PaidNotBooked, paid[0].ID, PathManual, r0},
+		{DuplicateCharge, dup.ID, PathManual, rdup},
+		{PaidNotBooked, paid[1].ID, PathAuto, 0},
+	} {
+		e, ok := got[c.kind+" "+c.id.String()]
+		if !ok {
+			t.Fatalf("no %s for %s: %v", c.kind, c.id, got)
+		}
+		var ev struct {
+			Review int64 `json:"payment_review"`
+		}
+		w.must(json.Unmarshal(e.Evidence, &ev))
+		if e.Path != c.path || ev.Review != c.review {
+			t.Errorf("%s %s: path %s, review in evidence %d; want %s, %d", c.kind, c.id, e.Path, ev.Review, c.path, c.review)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("exceptions %v, want the three above", got)
+	}
+	jobs := `SELECT count(*) FROM river_job WHERE kind = 'recon_resolve'`
+	if n := w.count(jobs); n != 1 {
+		t.Fatalf("%d resolution jobs, want 1 (the payment not in review)", n)
+	}
+
+	// A review opened since: the rerun hands the open exception to a
+	// person (no second job), and the job enqueued before moves nothing.
+	r1 := review(paid[1].ID)
+	again := w.run(gw)
+	if again.NewExceptions != 0 || again.Cleared != 0 || w.count(jobs) != 1 {
+		t.Fatalf("rerun: %+v, %d jobs", again, w.count(jobs))
+	}
+	e := byRef()[PaidNotBooked+" "+paid[1].ID.String()]
+	var ev struct {
+		Review int64 `json:"payment_review"`
+	}
+	w.must(json.Unmarshal(e.Evidence, &ev))
+	if e.Path != PathManual || ev.Review != r1 {
+		t.Fatalf("after the review: path %s, review %d; want MANUAL, %d", e.Path, ev.Review, r1)
+	}
+	if err := w.svc.Resolve(w.ctx, e.ID, nil, nil); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	e, err := w.svc.Exception(w.ctx, e.ID)
+	w.must(err)
+	if e.State != StateInvestigating {
+		t.Fatalf("the job on a payment in review left the exception %s", e.State)
+	}
+	if n := w.count(`SELECT count(*) FROM refunds WHERE payment_id = $1`, paid[1].ID); n != 0 {
+		t.Fatal("the job on a payment in review refunded it")
 	}
 }

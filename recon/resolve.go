@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -32,20 +31,19 @@ func (ResolveArgs) InsertOpts() river.InsertOpts {
 // Payments is the part of the payment orchestrator a resolution uses: the
 // same calls the live path makes (*payment.Service satisfies it).
 type Payments interface {
-	// Inquire asks the gateway about an unresolved payment and applies the
-	// answer: a success confirms the hold, refunds a second charge, or
-	// starts the late-success path.
-	Inquire(ctx context.Context, id uuid.UUID) (time.Duration, error)
-	// ResolveLateSuccess retakes the seats of a paid, lapsed hold or
-	// refunds in full.
-	ResolveLateSuccess(ctx context.Context, id uuid.UUID) error
+	// RequestRefundTx records a refund in the resolution's transaction.
+	RequestRefundTx(ctx context.Context, tx pgx.Tx, paymentID uuid.UUID, reason string, amount int64) (uuid.UUID, bool, error)
+	// ApplySettled settles a payment from the settlement file's capture
+	// through the live path, then the late-success path: the seats
+	// retaken or the money refunded in full, once.
+	ApplySettled(ctx context.Context, id uuid.UUID, pspRef string, amountPaise int64) error
 }
 
 // Bookings is the part of the booking service a resolution uses
 // (*booking.Service satisfies it).
 type Bookings interface {
-	RequestRefundTx(ctx context.Context, tx pgx.Tx, paymentID uuid.UUID, reason string, amount int64) (uuid.UUID, bool, error)
-	SyncToCore(ctx context.Context, bookingID int64) error
+	// ResyncToCore sends a booking to the reservation core again, once.
+	ResyncToCore(ctx context.Context, bookingID int64) error
 }
 
 var (
@@ -84,6 +82,21 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bo
 		return nil
 	}
 	actor := "job:recon_resolve"
+	if e.PaymentID != nil && (e.Kind == DuplicateCharge || e.Kind == PaidNotBooked || (e.Kind == StatusMismatch && e.Path == PathAuto)) {
+		// A payment a person is already reviewing (payment_reviews: the
+		// gateway contradicted itself, or captured another amount) is not
+		// moved automatically: the review's person decides. The run sends
+		// such exceptions to a person; this catches a review opened since.
+		var review int64
+		err := s.pool.QueryRow(ctx, `SELECT id FROM payment_reviews WHERE payment_id = $1 AND resolved_at IS NULL ORDER BY id LIMIT 1`,
+			*e.PaymentID).Scan(&review)
+		switch {
+		case err == nil:
+			return s.close(ctx, id, actor, StateInvestigating, "", fmt.Sprintf("payment review #%d is open: a person decides", review))
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("resolve %s: reviews: %w", id, err)
+		}
+	}
 	switch {
 	case e.Kind == DuplicateCharge:
 		// The same refund the live path makes for a second charge, recorded
@@ -92,7 +105,7 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bo
 			if done, err := lockOpen(ctx, tx, id); err != nil || done {
 				return err
 			}
-			refundID, _, err := bk.RequestRefundTx(ctx, tx, *e.PaymentID, booking.RefundDuplicateCharge, 0)
+			refundID, _, err := pay.RequestRefundTx(ctx, tx, *e.PaymentID, booking.RefundDuplicateCharge, 0)
 			if err != nil {
 				return err
 			}
@@ -109,40 +122,31 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bo
 		})
 
 	case e.Kind == PaidNotBooked || (e.Kind == StatusMismatch && e.Path == PathAuto):
+		// A retried or resumed job whose effect already happened only closes.
+		done, err := s.settled(ctx, e)
+		if err != nil || done {
+			if err == nil {
+				err = s.closeOutcome(ctx, id, actor, *e.PaymentID)
+			}
+			return err
+		}
 		state, err := s.paymentState(ctx, *e.PaymentID)
 		if err != nil {
 			return err
 		}
-		switch state {
-		case payment.Success:
-			// Captured here too, but nothing came of it: the late-success
-			// path retakes the seats or refunds in full.
-			if err := pay.ResolveLateSuccess(ctx, *e.PaymentID); err != nil {
-				return fmt.Errorf("resolve %s: %w", id, err)
-			}
-		case payment.Failed, payment.Refunded:
+		if state == payment.Failed || state == payment.Refunded {
 			return s.close(ctx, id, actor, StateInvestigating, "", "our payment is "+state+"; a person must decide")
-		default:
-			// Unresolved here: ask the gateway, which settles it through
-			// the live path (confirm, duplicate refund, or late success).
-			if _, err := pay.Inquire(ctx, *e.PaymentID); err != nil {
-				return fmt.Errorf("resolve %s: %w", id, err)
-			}
-			if state, err = s.paymentState(ctx, *e.PaymentID); err != nil {
-				return err
-			}
-			if state != payment.Success && state != payment.Refunded {
-				return fmt.Errorf("resolve %s: the gateway's inquiry still says %s: %w", id, state, ErrNotYet)
-			}
+		}
+		// The file is the gateway's record of the capture: settle from it
+		// through the live path (confirm, refund a second charge, or the
+		// late-success path).
+		if err := pay.ApplySettled(ctx, *e.PaymentID, e.PSPRef, e.AmountPaise); err != nil {
+			return fmt.Errorf("resolve %s: %w", id, err)
 		}
 		// A worker killed here has moved the money but not closed the
-		// exception: the retried job finds the payment settled and only closes it.
+		// exception: the resumed job finds it settled and only closes it.
 		s.cfg.Pause.At(ctx, "recon.resolve.after-effect")
-		outcome, err := s.outcome(ctx, *e.PaymentID)
-		if err != nil {
-			return err
-		}
-		return s.close(ctx, id, actor, StateResolved, "AUTO_"+outcome, "settled through the payment path: "+outcome)
+		return s.closeOutcome(ctx, id, actor, *e.PaymentID)
 
 	case e.Path == PathResync:
 		var ev struct {
@@ -152,13 +156,8 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bo
 		if ev.BookingID == 0 {
 			return s.close(ctx, id, actor, StateInvestigating, "", "no booking to re-sync; a person must look")
 		}
-		// Send it once more through the live sync. The sync skips a booking
-		// it believes synced, so mark it pending first.
-		if _, err := s.pool.Exec(ctx, `UPDATE bookings SET prs_state = 'PENDING' WHERE id = $1 AND prs_state = 'SYNCED' AND status <> 'CANCELLED'`,
-			ev.BookingID); err != nil {
-			return fmt.Errorf("resolve %s: %w", id, err)
-		}
-		if err := bk.SyncToCore(ctx, ev.BookingID); err != nil {
+		// Send it once more through the live sync.
+		if err := bk.ResyncToCore(ctx, ev.BookingID); err != nil {
 			return fmt.Errorf("resolve %s: re-sync: %w", id, err)
 		}
 		// Once only: a person takes over if the next run still finds it.
@@ -177,6 +176,28 @@ func (s *Service) paymentState(ctx context.Context, id uuid.UUID) (string, error
 		return "", fmt.Errorf("payment %s: %w", id, err)
 	}
 	return state, nil
+}
+
+// settled says whether an exception's payment has already come to
+// something since it was found: refunded, or (paid, not booked) booked.
+func (s *Service) settled(ctx context.Context, e Exception) (bool, error) {
+	var done bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refunds WHERE payment_id = $1)
+		OR ($2 AND EXISTS (SELECT 1 FROM bookings b JOIN payments p ON p.hold_id = b.hold_id WHERE p.id = $1))`,
+		*e.PaymentID, e.Kind == PaidNotBooked).Scan(&done)
+	if err != nil {
+		return false, fmt.Errorf("exception %s: %w", e.ID, err)
+	}
+	return done, nil
+}
+
+// closeOutcome resolves an exception with what its payment became.
+func (s *Service) closeOutcome(ctx context.Context, id uuid.UUID, actor string, paymentID uuid.UUID) error {
+	outcome, err := s.outcome(ctx, paymentID)
+	if err != nil {
+		return err
+	}
+	return s.close(ctx, id, actor, StateResolved, "AUTO_"+outcome, "settled through the payment path: "+outcome)
 }
 
 // outcome says what the payment became: a ticket, a refund, or a late

@@ -2,6 +2,7 @@ package recon
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -10,23 +11,152 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"tatkal/booking"
+	"tatkal/booking/auth"
+	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/payment/pspsim"
-	"tatkal/booking/teststack"
+	"tatkal/booking/prs"
+	"tatkal/booking/prs/prssim"
+	"tatkal/booking/seed"
+	"tatkal/booking/testenv"
+	"tatkal/jobs"
 )
 
-// Automatic resolutions go through the live payment path, once: a
-// payment the gateway captured but we never heard of (its hold long gone)
-// ends refunded by the late-success path; a second charge on a booked
-// hold is refunded. Each resolution is first killed mid-job, then run four
-// times at once (as retried or resumed jobs would), and each payment still
-// gets one refund, at the gateway too; the day then reconciles clean.
-func TestAutomaticResolutions(t *testing.T) {
-	t.Parallel()
+// live is the booking stack's money path on a fresh database: the gateway
+// and core simulators as HTTP servers, and app processes (booking and
+// payment services with their River workers, recon's resolution worker
+// among them) that can be started and stopped. Built here rather than
+// with teststack, which wires the console and so imports this package.
+type live struct {
+	*testenv.Env
+	PSP      *httptest.Server
+	Gateways []payment.GatewayConfig
+	core     *httptest.Server
+	coreKey  string
+	log      *slog.Logger
+	routes   []pspapi.RouteConfig
+}
+
+// proc is one app process: its services and River client.
+type proc struct {
+	Service  *booking.Service
+	Payments *payment.Service
+	River    *river.Client[pgx.Tx]
+	Recon    *Service
+}
+
+func newLive(t *testing.T, routes []pspapi.RouteConfig) *live {
+	t.Helper()
+	env := testenv.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	gateways := pspsim.NewGateways()
+	psp, err := pspsim.New(ctx, pspsim.Config{Pool: env.Pool, AdminToken: pspAdmin, Gateways: gateways, Log: log, Routes: routes, Seed: 1})
+	if err != nil {
+		t.Fatalf("psp simulator: %v", err)
+	}
+	pts := httptest.NewServer(psp.Handler())
+	done := make(chan struct{})
+	go func() { defer close(done); psp.Run(ctx) }() //nolint:errcheck
+	core, err := prssim.NewServer(ctx, prssim.ServerConfig{Pool: env.Pool, APIKey: prsKey, AdminToken: prsAdmin, Log: log})
+	if err != nil {
+		t.Fatalf("core simulator: %v", err)
+	}
+	cts := httptest.NewServer(core.Handler())
+	t.Cleanup(func() { pts.Close(); cts.Close(); cancel(); <-done })
+	l := &live{Env: env, PSP: pts, core: cts, coreKey: prsKey, log: log, routes: routes}
+	for _, g := range gateways {
+		l.Gateways = append(l.Gateways, payment.GatewayConfig{ID: g.ID, BaseURL: pts.URL, APIKey: g.APIKeys[0], WebhookSecrets: [][]byte{g.WebhookSecret}})
+	}
+	return l
+}
+
+// start runs an app process whose recon service pauses where pause says
+// (resolver: it works recon's resolution jobs too); stop it with its River
+// client (the process's death, for its jobs).
+func (l *live) start(t *testing.T, resolver bool, pause booking.PauseFunc, rescueAfter time.Duration) *proc {
+	t.Helper()
+	p := &proc{}
+	svcs := &jobs.Services{}
+	client, err := jobs.NewClient(l.Pool, svcs, jobs.Config{Work: true, Logger: l.log, Workers: 4, RescueStuckJobsAfter: rescueAfter, JobTimeout: rescueAfter,
+		More: func(ws *river.Workers) []*river.PeriodicJob {
+			if resolver {
+				river.AddWorker(ws, &resolveJob{p: p})
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatalf("river: %v", err)
+	}
+	p.River = client
+	p.Service = booking.NewService(booking.ServiceConfig{Pool: l.Pool, Store: l.Store, Jobs: client, Rules: booking.DefaultRules(), Log: l.log,
+		Catalog: booking.NewCatalog(l.Pool, time.Minute), Core: prs.NewClient(l.core.URL, l.coreKey, &http.Client{Timeout: 5 * time.Second})})
+	p.Payments = payment.New(payment.Config{Pool: l.Pool, Redis: l.Redis, Prefix: l.KeyPrefix, Booking: p.Service, Jobs: client, Gateways: l.Gateways,
+		CallbackURL: "http://127.0.0.1:1/v1/internal/payments/callback", ReturnURL: "http://127.0.0.1:1/payments/return", Log: l.log})
+	svcs.Booking, svcs.Payments = p.Service, p.Payments
+	p.Recon = New(Config{Pool: l.Pool, Jobs: client, Log: l.log, Pause: pause})
+	if err := client.Start(context.Background()); err != nil {
+		t.Fatalf("start river: %v", err)
+	}
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		client.Stop(sctx) //nolint:errcheck
+	})
+	return p
+}
+
+// resolveJob is the back office's resolution worker, bound to one process.
+type resolveJob struct {
+	river.WorkerDefaults[ResolveArgs]
+	p *proc
+}
+
+func (w *resolveJob) Work(ctx context.Context, job *river.Job[ResolveArgs]) error {
+	return (&ResolveWorker{Recon: w.p.Recon, Payments: w.p.Payments, Bookings: w.p.Service}).Work(ctx, job)
+}
+
+// demoShard seeds one open shard of train 12951 3A, loaded in Redis.
+func (l *live) demoShard(t *testing.T, p *proc, berths int) (int64, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	open := -time.Minute
+	if _, err := seed.Demo(ctx, l.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+		t.Fatalf("seed demo: %v", err)
+	}
+	date := time.Now().In(booking.IST).AddDate(0, 0, 5)
+	date = time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, booking.IST)
+	waitlist := 0
+	id, err := seed.Shard(ctx, l.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: berths,
+		OpensAt: time.Now().Add(-time.Minute), WaitlistCap: &waitlist})
+	if err != nil {
+		t.Fatalf("seed shard: %v", err)
+	}
+	if _, err := p.Service.Rebuild(ctx, id); err != nil {
+		t.Fatalf("load shard: %v", err)
+	}
+	return id, date
+}
+
+func (l *live) user(t *testing.T, prefix string) int64 {
+	t.Helper()
+	hash, err := auth.HashPassword("pw-"+prefix, auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := seed.Users(context.Background(), l.Pool, seed.UsersSpec{Count: 1, Prefix: prefix, PasswordHash: hash})
+	if err != nil {
+		t.Fatalf("seed users: %v", err)
+	}
+	return ids[0]
+}
+
+func liveRoutes() []pspapi.RouteConfig {
 	var routes []pspapi.RouteConfig
 	for _, gw := range pspsim.GatewayIDs {
 		for _, m := range []string{pspapi.UPI, pspapi.Card, pspapi.NetBanking} {
@@ -38,34 +168,52 @@ func TestAutomaticResolutions(t *testing.T) {
 				FeeBps: DefaultContracts()[gw][our]})
 		}
 	}
-	st := teststack.New(t, teststack.Options{Work: true, Routes: routes})
-	ctx := context.Background()
-	shard, journey := st.DemoShard(t, 20, 0)
-	users := st.Users(t, "rz", 1)
+	return routes
+}
+
+// liveWorld is a world over a live stack, its fixtures today's.
+func liveWorld(t *testing.T, l *live, p *proc, prefix string) *world {
+	t.Helper()
+	shard, journey := l.demoShard(t, p, 20)
 	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(hooks.Close)
 	now := time.Now().In(booking.IST)
 	keys := map[string]string{}
-	for _, g := range st.Gateways {
+	for _, g := range l.Gateways {
 		keys[g.ID] = g.APIKey
 	}
-	insertOnly, err := river.NewClient(riverpgxv5.New(st.Pool), &river.Config{})
+	w := &world{t: t, ctx: context.Background(), env: l.Env, pspURL: l.PSP.URL, http: &http.Client{Timeout: 20 * time.Second}, hookURL: hooks.URL,
+		day: time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, booking.IST), userID: l.user(t, prefix),
+		shard: shardInfo{ID: shard, Journey: journey}, src: Sources{PSPURL: l.PSP.URL, GatewayKeys: keys}}
+	// Our fixtures start just after midnight IST, so they are today's.
+	w.start = time.Minute
+	return w
+}
+
+// Automatic resolutions go through the live payment path, once: a
+// payment the gateway captured but we never heard of (its hold long gone)
+// ends refunded by the late-success path; a second charge on a booked
+// hold is refunded. Each resolution is first killed mid-job, then run four
+// times at once (as retried or resumed jobs would), and each payment still
+// gets one refund, at the gateway too; the day then reconciles clean.
+func TestAutomaticResolutions(t *testing.T) {
+	t.Parallel()
+	l := newLive(t, liveRoutes())
+	st := l.start(t, false, nil, 0)
+	ctx := context.Background()
+	insertOnly, err := river.NewClient(riverpgxv5.New(l.Pool), &river.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, ctx: ctx, env: st.Env, pspURL: st.PSP.URL, http: &http.Client{Timeout: 20 * time.Second}, hookURL: hooks.URL,
-		day: time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, booking.IST), userID: users[0],
-		shard: shardInfo{ID: shard, Journey: journey}, src: Sources{PSPURL: st.PSP.URL, GatewayKeys: keys}}
+	w := liveWorld(t, l, st, "rz")
 	var armed atomic.Bool
 	reached := make(chan string, 1)
-	w.svc = New(Config{Pool: st.Pool, Jobs: insertOnly, Pause: func(ctx context.Context, point string) {
+	w.svc = New(Config{Pool: l.Pool, Jobs: insertOnly, Pause: func(ctx context.Context, point string) {
 		if armed.CompareAndSwap(true, false) {
 			reached <- point
 			<-ctx.Done()
 		}
 	}})
-	// Our fixtures start just after midnight IST, so they are today's.
-	w.start = time.Minute
 
 	const gw = "swiftpay"
 	m := w.make(
@@ -76,7 +224,7 @@ func TestAutomaticResolutions(t *testing.T) {
 	second := w.make(spec{gateway: gw, method: "CARD", amount: 165000, ours: "SUCCESS", captured: true, sameHold: kept, at: time.Minute})[0]
 	// The lost payment's hold lapsed two hours ago: past the late grace, so
 	// the late-success path refunds rather than retakes.
-	w.must2(st.Pool.Exec(ctx, `UPDATE holds SET updated_at = now() - interval '2 hours' WHERE id = $1`, lost.Hold))
+	w.must2(l.Pool.Exec(ctx, `UPDATE holds SET updated_at = now() - interval '2 hours' WHERE id = $1`, lost.Hold))
 
 	_, err = w.svc.FetchSettlement(ctx, w.src, gw, w.day, "job:test")
 	w.must(err)
@@ -168,5 +316,138 @@ func TestAutomaticResolutions(t *testing.T) {
 	w.must(err)
 	if len(open) != 0 {
 		t.Fatalf("still open: %+v", open)
+	}
+}
+
+// TestResolutionWorkerKilled: an automatic resolution runs as a River job
+// in an app process that is stopped mid-job, after the money moved and
+// before the exception closed (the pause hook holds it there); a second
+// process picks the job up. The resolution happens exactly once: one
+// refund here and at the gateway, one RESOLVED in the history. Afterwards
+// every payment of the day is a ticket or a refund, and the day's books
+// balance to the paisa with nothing pending.
+func TestResolutionWorkerKilled(t *testing.T) {
+	t.Parallel()
+	l := newLive(t, liveRoutes())
+	ctx := context.Background()
+	reached := make(chan string, 1)
+	// Process A works the resolution and dies at its pause point: the job
+	// never returns, so A's River never records it (as a killed process
+	// would not), and the rest of the resolution never runs there.
+	release := make(chan struct{})
+	a := l.start(t, true, func(ctx context.Context, point string) {
+		if point == "recon.resolve.after-effect" {
+			select {
+			case reached <- point:
+			default:
+			}
+			<-release
+			panic("process A is dead")
+		}
+	}, 0)
+	t.Cleanup(func() { close(release) })
+	w := liveWorld(t, l, a, "wk")
+	w.svc = New(Config{Pool: l.Pool, Jobs: a.River, Log: l.log})
+
+	const gw = "swiftpay"
+	m := w.make(
+		spec{gateway: gw, method: "UPI", amount: 145000, ours: "UNKNOWN", captured: true}, // paid, not booked
+		spec{gateway: gw, method: "CARD", amount: 165000, ours: "SUCCESS", captured: true, booked: true},
+		spec{gateway: gw, method: "UPI", amount: 98000, ours: "SUCCESS", captured: true, booked: true},
+	)
+	lost := m[0]
+	w.must2(l.Pool.Exec(ctx, `UPDATE holds SET updated_at = now() - interval '2 hours' WHERE id = $1`, lost.Hold))
+	_, err := w.svc.FetchSettlement(ctx, w.src, gw, w.day, "job:test")
+	w.must(err)
+	if _, err := w.svc.Run(ctx, RunRequest{Gateway: gw, Date: w.day, By: "finance1"}); err != nil {
+		t.Fatal(err)
+	}
+	ex := w.exceptions(gw)
+	if len(ex) != 1 || ex[0].Kind != PaidNotBooked {
+		t.Fatalf("exceptions %+v", ex)
+	}
+	e := ex[0]
+
+	// A reaches the pause with the money moved, and its process stops.
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the resolution job never reached its pause point")
+	}
+	if n := w.count(`SELECT count(*) FROM refunds WHERE payment_id = $1`, lost.ID); n != 1 {
+		t.Fatalf("at the pause: %d refunds, want the money moved once", n)
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	a.River.StopAndCancel(stopCtx) //nolint:errcheck // its job does not return: the stop gives up on it
+	cancel()
+	if got, _ := w.svc.Exception(ctx, e.ID); got.State != StateOpen {
+		t.Fatalf("after the kill the exception is %s, want OPEN", got.State)
+	}
+
+	// Process B rescues the job A left running and finishes it.
+	l.start(t, true, nil, 5*time.Second)
+	deadline := time.Now().Add(90 * time.Second) // River's rescuer looks every 30 s
+	for {
+		got, err := w.svc.Exception(ctx, e.ID)
+		w.must(err)
+		if got.State == StateResolved {
+			if got.Resolution != "AUTO_REFUND" {
+				t.Fatalf("resolved as %s, want AUTO_REFUND", got.Resolution)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed job never resolved it: %s", got.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := w.count(`SELECT count(*) FROM reconciliation_exception_events WHERE exception_id = $1 AND to_state = 'RESOLVED'`, e.ID); n != 1 {
+		t.Fatalf("resolved %d times", n)
+	}
+	// River records the second attempt's completion after the resolution commits.
+	for {
+		var jobState string
+		var attempts int
+		w.must(l.Pool.QueryRow(ctx, `SELECT state, attempt FROM river_job WHERE kind = 'recon_resolve'`).Scan(&jobState, &attempts))
+		if jobState == "completed" {
+			if attempts != 2 {
+				t.Fatalf("the resolution job completed on attempt %d, want the second (A's was killed)", attempts)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resolution job is %s after %d attempts", jobState, attempts)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The refund reaches the gateway once; every payment is a ticket or a refund.
+	for {
+		if w.count(`SELECT count(*) FROM payments WHERE id = $1 AND state = 'REFUNDED'`, lost.ID) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the refund never completed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := w.count(`SELECT count(*) FROM psp.refunds WHERE psp_ref = $1`, lost.PSPRef); n != 1 {
+		t.Fatalf("%d refunds at the gateway", n)
+	}
+	if n := w.count(`SELECT count(*) FROM payments p WHERE p.initiated_at >= $1 AND p.initiated_at < $2 AND NOT (
+			EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = p.hold_id) OR EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = p.id))`,
+		w.day, w.day.AddDate(0, 0, 1)); n != 0 {
+		t.Fatalf("%d payments of the day are neither a ticket nor a refund", n)
+	}
+	bk, err := w.svc.Books(ctx, w.day, "")
+	w.must(err)
+	want := int64(145000 + 165000 + 98000)
+	if bk.Paise[TermCollected] != want || bk.Paise[TermTickets] != 165000+98000 || bk.Paise[TermRefunds] != 145000 ||
+		bk.Paise[TermPending] != 0 || bk.Difference != 0 {
+		t.Fatalf("books %+v, want ₹%s collected = tickets + the refund, nothing pending", bk, booking.Rupees(want))
+	}
+	lines, err := w.svc.BookLines(ctx, w.day, "", TermRefunds, 10, 0)
+	w.must(err)
+	if len(lines) != 1 || lines[0].PaymentID != lost.ID {
+		t.Fatalf("refund lines %+v", lines)
 	}
 }

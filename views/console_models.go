@@ -31,6 +31,12 @@ type ConsoleLoginPage struct {
 	Notice string
 	CSRF   string
 	Login  string
+	// Challenge, when set, is the proof of work that opens the account's
+	// sign-in lock: the page's script solves it (Bits zero bits) into the
+	// form; without script the page says to wait RetrySecs.
+	Challenge string
+	Bits      int
+	RetrySecs int
 }
 
 // ConsoleMessagePage is a page with a title and a message (refusals,
@@ -289,9 +295,10 @@ type TokenUser struct {
 	Login, Role string
 }
 
-// TokenForm is the create form's fields.
+// TokenForm is the create form's fields. Nonce is the form's one-time
+// value: the same form sent twice (a reload) makes one token.
 type TokenForm struct {
-	User, Label, Days string
+	User, Label, Days, Nonce string
 }
 
 // TokenRow is one token (never its value).

@@ -95,6 +95,22 @@ type Config struct {
 	// ChallengeBits is the proof-of-work difficulty for attested clients;
 	// others get ChallengeBits+RiskyExtraBits.
 	ChallengeBits, RiskyExtraBits int
+	// FlaggedExtraBits are added for accounts a fraud decision gave harder
+	// challenges (users.risk_score >= 1, the graduated response short of a
+	// ban): 4, each bit doubling the expected work.
+	FlaggedExtraBits int
+	// IdentityKey keys the hash of the phone number an OTP verifies
+	// (users.phone_hash), the same key as the fraud signals'
+	// (TATKAL_FRAUD_KEY): the per-person cap counts the verified accounts
+	// of one phone. Empty: verification records no phone.
+	IdentityKey []byte
+
+	// Jobs inserts the window's fairness job in the transaction that seals
+	// it (nil: no job; the figures are computed when asked for).
+	Jobs JobInserter
+	// FairnessAfter is how long after the seal the fairness figures are
+	// computed: offers, holds and payments have played out by then (10m).
+	FairnessAfter time.Duration
 
 	// anyPlaces lets the controller admit at its rate whatever the places
 	// left: for tests of order and leadership only.
@@ -107,6 +123,9 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	if c.FairnessAfter <= 0 {
+		c.FairnessAfter = 10 * time.Minute
+	}
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
@@ -154,6 +173,9 @@ func (c *Config) defaults() {
 	}
 	if c.RiskyExtraBits <= 0 {
 		c.RiskyExtraBits = 6
+	}
+	if c.FlaggedExtraBits <= 0 {
+		c.FlaggedExtraBits = 4
 	}
 	if c.Rules.AgentBar == 0 {
 		c.Rules = booking.DefaultRules()
@@ -251,7 +273,7 @@ func (s *Service) queueKeys(shardID int64) []string {
 func highDemand() error { return booking.HighDemand() }
 
 // IsHighDemand reports whether err is the uniform high-demand answer.
-func IsHighDemand(err error) bool { return booking.ErrorReason(err) == "HIGH_DEMAND" }
+func IsHighDemand(err error) bool { return booking.IsHighDemand(err) }
 
 // Acquire takes a slot of the queue tier; false means answer with the
 // static high-demand response at once. Call release when done.
@@ -300,4 +322,29 @@ func (s *Service) Depth(ctx context.Context, shardID int64) (waiting, admitted i
 	}
 	admitted, _ = adm.Int64()
 	return max(card.Val()-admitted, 0), admitted, nil
+}
+
+var _ booking.Admission = (*Service)(nil)
+
+// AdmitHold checks an admission token for a hold by signature alone (no
+// backend call) and names the mark the HOLD script sets to use it once:
+// booking.Admission.
+func (s *Service) AdmitHold(check booking.AdmissionCheck) (booking.AdmissionUse, error) {
+	cl, err := s.verifier.Verify(check.Token, token.SessionInfo{UserID: check.UserID, SessionToken: check.SessionToken,
+		DeviceToken: check.DeviceToken}, token.Intent{ShardID: check.ShardID}, check.Now)
+	switch {
+	case errors.Is(err, token.ErrExpired):
+		return booking.AdmissionUse{}, fmt.Errorf("%w: %w", booking.ErrAdmissionExpired, err)
+	case err != nil:
+		return booking.AdmissionUse{}, err
+	}
+	return booking.AdmissionUse{Key: token.UsedKey(s.cfg.Prefix, cl), TTL: token.UsedTTL(cl, check.Now), TokenID: cl.TokenID}, nil
+}
+
+// UndoUse frees a token's use mark after a hold that was not saved.
+func (s *Service) UndoUse(ctx context.Context, use booking.AdmissionUse) error {
+	if err := s.rdb.Del(ctx, use.Key).Err(); err != nil {
+		return fmt.Errorf("undo admission token use: %w", err)
+	}
+	return nil
 }

@@ -16,9 +16,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
 
 	"tatkal/booking"
 	"tatkal/booking/admission/token"
+	"tatkal/booking/db"
 	"tatkal/booking/funnel"
 )
 
@@ -102,9 +104,6 @@ func (s *Service) NewController(cfg ControllerConfig) *Controller {
 	return &Controller{s: s, cfg: cfg, shards: map[int64]*shardState{}}
 }
 
-// ID names this instance.
-func (c *Controller) ID() string { return c.cfg.ID }
-
 // Fence is the lease fence this instance holds (0: not leading).
 func (c *Controller) Fence() int64 {
 	c.mu.Lock()
@@ -131,8 +130,10 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
+// leaseKeys share the hash tag {admission}: the lease script reads and
+// writes both, which a Redis Cluster allows only within one slot.
 func (c *Controller) leaseKeys() []string {
-	return []string{c.s.cfg.Prefix + ":admission:leader", c.s.cfg.Prefix + ":admission:fence"}
+	return []string{c.s.cfg.Prefix + ":{admission}:leader", c.s.cfg.Prefix + ":{admission}:fence"}
 }
 
 func (c *Controller) release() {
@@ -485,13 +486,45 @@ func (c *Controller) seal(ctx context.Context, shard *booking.Shard) error {
 			break
 		}
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	// Each entrant's arrival, as ENTER noted it (missing for places taken
+	// before arrivals were noted: left null).
+	at := s.qkey(shard.ID, "at")
+	for i := 0; i < len(entrants); i += 5000 {
+		batch := entrants[i:min(i+5000, len(entrants))]
+		fields := make([]string, len(batch))
+		for j, e := range batch {
+			fields[j] = strconv.FormatInt(e[2].(int64), 10)
+		}
+		vs, err := s.rdb.HMGet(ctx, at, fields...).Result()
+		if err != nil {
+			return fmt.Errorf("read arrivals: %w", err)
+		}
+		for j, v := range vs {
+			var enteredAt *time.Time
+			if str, ok := v.(string); ok {
+				if ms, err := strconv.ParseInt(str, 10, 64); err == nil {
+					t := time.UnixMilli(ms)
+					enteredAt = &t
+				}
+			}
+			batch[j] = append(batch[j], enteredAt)
+		}
+	}
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE admission_windows SET sealed_at = $2, revealed_at = $2, cohort_size = $3
 			WHERE shard_id = $1 AND sealed_at IS NULL`, shard.ID, s.now(), len(entrants))
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{"admission_entrants"}, []string{"shard_id", "ticket", "user_id", "score"}, pgx.CopyFromRows(entrants))
+		if _, err = tx.CopyFrom(ctx, pgx.Identifier{"admission_entrants"}, []string{"shard_id", "ticket", "user_id", "score", "entered_at"},
+			pgx.CopyFromRows(entrants)); err != nil {
+			return err
+		}
+		// The window's fairness figures, once its offers and holds have
+		// had time to play out (recomputed by anyone who asks sooner).
+		if s.cfg.Jobs != nil {
+			_, err = s.cfg.Jobs.InsertTx(ctx, tx, FairnessArgs{ShardID: shard.ID}, &river.InsertOpts{ScheduledAt: s.now().Add(s.cfg.FairnessAfter)})
+		}
 		return err
 	})
 	if err != nil {

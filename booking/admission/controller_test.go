@@ -10,6 +10,7 @@ import (
 
 	"tatkal/booking/admission/token"
 	"tatkal/booking/inventory"
+	"tatkal/booking/testenv"
 )
 
 // fill puts n late entrants (users base..base+n-1) in shard's queue.
@@ -169,8 +170,11 @@ func TestNearlySoldOut(t *testing.T) {
 // hold path accepts; when the shard sells out, those still waiting are
 // released with alternatives.
 func TestAdmittedTokenAndSoldOutRelease(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil)
+	testenv.EachRedis(t, testAdmittedTokenAndSoldOutRelease)
+}
+
+func testAdmittedTokenAndSoldOutRelease(t *testing.T, redisURL string) {
+	b := setupOn(t, redisURL, nil)
 	ctx := context.Background()
 	shard := b.shard(t, "3A", 2, time.Now().Add(-time.Minute), "queue")
 	other := b.shard(t, "2A", 0, time.Now().Add(-time.Minute), "direct")

@@ -9,15 +9,17 @@ import (
 	"time"
 
 	"tatkal/booking/admission/token"
+	"tatkal/booking/testenv"
 )
 
 // TestFairOrder: thousands enter across the pre-queue and the randomisation
 // window, a few after it. The admitted order is the order recomputed from
 // the revealed seed, a cohort member's place does not depend on when they
 // arrived, and later entrants follow in arrival order.
-func TestFairOrder(t *testing.T) {
-	t.Parallel()
-	b := setup(t, func(c *Config) { c.anyPlaces = true })
+func TestFairOrder(t *testing.T) { testenv.EachRedis(t, testFairOrder) }
+
+func testFairOrder(t *testing.T, redisURL string) {
+	b := setupOn(t, redisURL, func(c *Config) { c.anyPlaces = true })
 	ctx := context.Background()
 	opens := time.Now().Add(time.Hour).Truncate(time.Second)
 	shard := b.shard(t, "3A", 0, opens, "queue")

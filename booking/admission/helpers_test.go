@@ -45,7 +45,13 @@ type bundle struct {
 // setup returns a waiting room on a fresh database with the demo network.
 func setup(t testing.TB, mod func(*Config)) *bundle {
 	t.Helper()
-	env := testenv.New(t)
+	return setupOn(t, testenv.RedisURL(), mod)
+}
+
+// setupOn is setup on the Redis at redisURL (a node or a cluster).
+func setupOn(t testing.TB, redisURL string, mod func(*Config)) *bundle {
+	t.Helper()
+	env := testenv.NewOn(t, redisURL, testenv.PoolSize())
 	ctx := context.Background()
 	open := -time.Hour
 	if _, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {

@@ -10,12 +10,16 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking"
 	"tatkal/booking/admission/token"
+	"tatkal/booking/audit"
+	"tatkal/booking/db"
+	"tatkal/booking/fraud"
 )
 
 // One-time codes for identity verification.
@@ -41,9 +45,43 @@ type OTPSent struct {
 // RequestOTP sends the account a one-time code through the notification
 // outbox (SMS and email), at most one per 30 s and five an hour.
 func (s *Service) RequestOTP(ctx context.Context, userID int64) (OTPSent, error) {
+	return s.RequestOTPTo(ctx, userID, "")
+}
+
+// RequestOTPTo is RequestOTP naming the mobile number to verify: the code
+// goes by SMS to that number only, and the right code records the number's
+// keyed hash as the account's identity (users.phone_hash), which the
+// per-person cap counts across accounts. Empty phone: RequestOTP.
+func (s *Service) RequestOTPTo(ctx context.Context, userID int64, phone string) (OTPSent, error) {
+	return s.requestCode(ctx, userID, phone, "Your verification code",
+		"Your Tatkal verification code is %s. It expires in %d minutes. Never share it: railway staff will never ask for it.")
+}
+
+// RequestChallengeOTP sends a one-time code that stands in for the
+// booking-time proof of work (UseOTP), for a passenger whose browser
+// cannot run it. It is the identity code's path and shares its limits (one
+// per 30 s, five an hour per account, each to the account's own phone and
+// email): a script gets far fewer holds from it than from puzzles.
+func (s *Service) RequestChallengeOTP(ctx context.Context, userID int64) (OTPSent, error) {
+	return s.requestCode(ctx, userID, "", "Your booking check code",
+		"Your Tatkal booking check code is %s. It expires in %d minutes. Never share it: railway staff will never ask for it.")
+}
+
+func (s *Service) requestCode(ctx context.Context, userID int64, phone, subject, bodyFormat string) (OTPSent, error) {
 	now := s.now()
 	var sent OTPSent
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var phoneHash *string
+	if phone != "" {
+		if len(s.cfg.IdentityKey) < 16 {
+			return OTPSent{}, booking.Errorf(booking.EUNAVAIL, "NO_PHONE_VERIFICATION", "Phone verification is not available on this server.")
+		}
+		h := fraud.Recorder{Key: s.cfg.IdentityKey}.PhoneHash(phone)
+		if h == "" {
+			return OTPSent{}, booking.Errorf(booking.EINVALID, "BAD_PHONE", "Give a 10-digit Indian mobile number.")
+		}
+		phoneHash = &h
+	}
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		// One request at a time per account.
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, userID); err != nil {
 			return err
@@ -66,16 +104,26 @@ func (s *Service) RequestOTP(ctx context.Context, userID int64) (OTPSent, error)
 		}
 		code := fmt.Sprintf("%06d", n.Int64())
 		var id int64
-		if err := tx.QueryRow(ctx, `INSERT INTO otp_codes (user_id, code_mac, created_at, expires_at) VALUES ($1, $2, $3, $4) RETURNING id`,
-			userID, s.otpMAC(userID, code), now, now.Add(otpTTL)).Scan(&id); err != nil {
+		if err := tx.QueryRow(ctx, `INSERT INTO otp_codes (user_id, code_mac, created_at, expires_at, phone_hash) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+			userID, s.otpMAC(userID, code), now, now.Add(otpTTL), phoneHash).Scan(&id); err != nil {
 			return err
 		}
 		// Older codes die when a new one is sent.
 		if _, err := tx.Exec(ctx, `UPDATE otp_codes SET consumed_at = $3 WHERE user_id = $1 AND id <> $2 AND consumed_at IS NULL`, userID, id, now); err != nil {
 			return err
 		}
-		body := fmt.Sprintf("Your Tatkal verification code is %s. It expires in %d minutes. Never share it: railway staff will never ask for it.", code, int(otpTTL.Minutes()))
-		if err := booking.Notify(ctx, tx, userID, "OTP", strconv.FormatInt(id, 10), "Your verification code", body); err != nil {
+		body := fmt.Sprintf(bodyFormat, code, int(otpTTL.Minutes()))
+		if phoneHash != nil {
+			// The code proves the phone: it goes to that phone alone.
+			if _, err := tx.Exec(ctx, `INSERT INTO notifications (user_id, channel, kind, ref, subject, body, address)
+				VALUES ($1, 'SMS', 'OTP', $2, $3, $4, $5)`,
+				userID, strconv.FormatInt(id, 10), subject, body, fraud.NormalisePhone(phone)); err != nil {
+				return err
+			}
+			sent = OTPSent{ExpiresInS: int(otpTTL.Seconds()), Channels: []string{"SMS"}}
+			return nil
+		}
+		if err := booking.Notify(ctx, tx, userID, "OTP", strconv.FormatInt(id, 10), subject, body); err != nil {
 			return err
 		}
 		sent = OTPSent{ExpiresInS: int(otpTTL.Seconds()), Channels: []string{"SMS", "EMAIL"}}
@@ -99,19 +147,51 @@ var errWrongCode = booking.Errorf(booking.EINVALID, "OTP_WRONG", "That code is n
 
 // VerifyOTP checks a code; the right one marks the account identity-verified.
 func (s *Service) VerifyOTP(ctx context.Context, userID int64, code string) (Account, error) {
+	var acct Account
+	err := s.useCode(ctx, userID, code, "verify otp", func(tx pgx.Tx, now time.Time, phoneHash *string) error {
+		var userType string
+		// A code sent to a named phone binds that phone (keyed hash) as the
+		// account's identity; a later one to another phone replaces it.
+		if err := tx.QueryRow(ctx, `UPDATE users SET id_verification_status = 'VERIFIED', verified_at = coalesce(verified_at, $2),
+				phone_hash = coalesce($3, phone_hash)
+			WHERE id = $1 RETURNING user_type, created_at`, userID, now, phoneHash).Scan(&userType, &acct.CreatedAt); err != nil {
+			return err
+		}
+		acct.UserID, acct.Verified, acct.Agent = userID, true, userType == "AGENT"
+		who := "user:" + strconv.FormatInt(userID, 10)
+		return audit.Write(ctx, tx, who, "IDENTITY_VERIFIED", who, map[string]any{"phone": phoneHash != nil})
+	})
+	if err != nil {
+		return Account{}, err
+	}
+	return acct, nil
+}
+
+// UseOTP checks and uses up the account's latest code (RequestChallengeOTP)
+// in place of a solved booking-time challenge; the account is unchanged.
+// A code works once, and five wrong answers kill it.
+func (s *Service) UseOTP(ctx context.Context, userID int64, code string) error {
+	return s.useCode(ctx, userID, code, "use otp", func(pgx.Tx, time.Time, *string) error { return nil })
+}
+
+// useCode checks code against the account's latest live code and, when
+// right, consumes it and runs then in the same transaction, with the
+// phone the code was sent to (its keyed hash; nil: the account's own).
+func (s *Service) useCode(ctx context.Context, userID int64, code, what string, then func(tx pgx.Tx, now time.Time, phoneHash *string) error) error {
 	now := s.now()
 	if len(code) != 6 {
-		return Account{}, booking.Errorf(booking.EINVALID, "OTP_FORMAT", "The code has 6 digits.")
+		return booking.Errorf(booking.EINVALID, "OTP_FORMAT", "The code has 6 digits.")
 	}
-	var acct Account
 	wrong := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		wrong = false // a retried attempt starts afresh
 		var id int64
 		var mac string
 		var attempts int
 		var expires time.Time
-		err := tx.QueryRow(ctx, `SELECT id, code_mac, attempts, expires_at FROM otp_codes
-			WHERE user_id = $1 AND consumed_at IS NULL ORDER BY created_at DESC LIMIT 1 FOR UPDATE`, userID).Scan(&id, &mac, &attempts, &expires)
+		var phoneHash *string
+		err := tx.QueryRow(ctx, `SELECT id, code_mac, attempts, expires_at, phone_hash FROM otp_codes
+			WHERE user_id = $1 AND consumed_at IS NULL ORDER BY created_at DESC LIMIT 1 FOR UPDATE`, userID).Scan(&id, &mac, &attempts, &expires, &phoneHash)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return booking.Errorf(booking.EINVALID, "OTP_NONE", "There is no code waiting; ask for a new one.")
@@ -130,25 +210,18 @@ func (s *Service) VerifyOTP(ctx context.Context, userID int64, code string) (Acc
 		if _, err := tx.Exec(ctx, `UPDATE otp_codes SET consumed_at = $2 WHERE id = $1`, id, now); err != nil {
 			return err
 		}
-		var userType string
-		if err := tx.QueryRow(ctx, `UPDATE users SET id_verification_status = 'VERIFIED', verified_at = coalesce(verified_at, $2)
-			WHERE id = $1 RETURNING user_type, created_at`, userID, now).Scan(&userType, &acct.CreatedAt); err != nil {
-			return err
-		}
-		acct.UserID, acct.Verified, acct.Agent = userID, true, userType == "AGENT"
-		_, err = tx.Exec(ctx, `INSERT INTO audit_log (actor, action, subject) VALUES ($1, 'IDENTITY_VERIFIED', $1)`, "user:"+strconv.FormatInt(userID, 10))
-		return err
+		return then(tx, now, phoneHash)
 	})
 	if err != nil {
 		if booking.ErrorCode(err) == booking.EINTERNAL {
-			return Account{}, fmt.Errorf("verify otp for %d: %w", userID, err)
+			return fmt.Errorf("%s for %d: %w", what, userID, err)
 		}
-		return Account{}, err
+		return err
 	}
 	if wrong {
-		return Account{}, errWrongCode
+		return errWrongCode
 	}
-	return acct, nil
+	return nil
 }
 
 // DeviceBinding is a signed statement that an account uses a device; the
@@ -188,7 +261,7 @@ func (s *Service) BindDevice(ctx context.Context, userID int64, clientToken, evi
 		attested = ok && err == nil
 	}
 	now := s.now()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('device:' || $1))`, dev); err != nil {
 			return err
 		}
@@ -270,7 +343,10 @@ const ChallengeTTL = 60 * time.Second
 
 // Challenge issues a proof-of-work challenge for one hold attempt (its
 // Idempotency-Key), harder for clients without a verified attestation.
-func (s *Service) Challenge(c Caller, attempt string) (ChallengeView, error) {
+// An account a fraud decision flagged (users.risk_score >= 1) gets
+// FlaggedExtraBits more: the graduated response, applied from the decision's
+// enforcement on.
+func (s *Service) Challenge(ctx context.Context, c Caller, attempt string) (ChallengeView, error) {
 	if len(attempt) < 8 || len(attempt) > 128 {
 		return ChallengeView{}, booking.Errorf(booking.EINVALID, "BAD_ATTEMPT", "attempt is the Idempotency-Key you will send with the hold (8-128 characters).")
 	}
@@ -278,12 +354,27 @@ func (s *Service) Challenge(c Caller, attempt string) (ChallengeView, error) {
 	if !s.attested(c) {
 		bitsNeeded += s.cfg.RiskyExtraBits
 	}
+	if s.flagged(ctx, c.UserID) {
+		bitsNeeded += s.cfg.FlaggedExtraBits
+	}
 	id := make([]byte, 9)
 	rand.Read(id) //nolint:errcheck
 	tok := s.chKeys.IssueChallenge(token.Challenge{ID: hex.EncodeToString(id), UserID: c.UserID, Session: token.SessionHash(c.SessionToken),
 		Attempt: attempt, Bits: bitsNeeded, ExpiresAt: s.now().Add(ChallengeTTL)})
 	return ChallengeView{Challenge: tok, Type: "POW_SHA256", Bits: bitsNeeded, ExpiresInS: int(ChallengeTTL.Seconds()),
 		How: "Find a nonce (up to 32 characters) such that SHA-256(challenge + \"|\" + nonce) starts with difficulty_bits zero bits; send challenge and nonce with the hold."}, nil
+}
+
+// flagged reports whether a fraud decision made the account's challenges
+// harder. A failed read does not make an honest rush harder: it counts as
+// not flagged, and is logged.
+func (s *Service) flagged(ctx context.Context, userID int64) bool {
+	var risky bool
+	err := s.pool.QueryRow(ctx, `SELECT risk_score >= 1 FROM users WHERE id = $1`, userID).Scan(&risky)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		s.log.Warn("challenge: read risk score", "user", userID, "err", err)
+	}
+	return risky
 }
 
 // CheckChallenge verifies a solved challenge and uses it up. Every failure
@@ -303,5 +394,40 @@ func (s *Service) CheckChallenge(ctx context.Context, c Caller, challenge, nonce
 // ChallengeUsedKey is the key whose SET NX uses a challenge up.
 func ChallengeUsedKey(prefix, id string) string { return prefix + ":ch:" + id }
 
-// ChallengeKeys is the challenge keyring (for token.VerifyChallenge on the hold path).
-func (s *Service) ChallengeKeys() *token.Keyring { return s.chKeys }
+// MaxAccountsPerInstrument is how many accounts may pay with one UPI
+// address within 30 days.
+const MaxAccountsPerInstrument = 3
+
+// InstrumentGuard is the check a UPI payment of user runs once its hold is
+// the caller's and payable (one address paying for many accounts is a
+// tout's signature: past a few accounts it is refused, looking like
+// overload); nil when there is nothing to count. The payment path calls it
+// only then, so a request naming a random hold with someone else's address
+// counts nothing.
+func (s *Service) InstrumentGuard(method, vpa string, user int64) func(context.Context) error {
+	if s == nil || method != "UPI" || vpa == "" {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		return s.CheckInstrument(ctx, "upi:"+strings.ToLower(vpa), user, MaxAccountsPerInstrument)
+	}
+}
+
+// ClientSignals says what a hold request tells about its sender, for the
+// fraud signals: the bound device, whether its attestation holds, and how
+// long the solved challenge took from its issue (-1 without one). It
+// decides nothing.
+func (s *Service) ClientSignals(c Caller, challenge, nonce, attempt string) (deviceID string, attested bool, solveMS int) {
+	solveMS = -1
+	if dev, err := token.DeviceOf(s.devices, c.DeviceToken, c.UserID); err == nil {
+		deviceID = dev
+	}
+	attested = s.attested(c)
+	if challenge != "" {
+		now := s.now()
+		if ch, err := token.VerifyChallenge(s.chKeys, challenge, nonce, c.UserID, c.SessionToken, attempt, now); err == nil {
+			solveMS = int(max(0, now.Sub(ch.ExpiresAt.Add(-ChallengeTTL)).Milliseconds()))
+		}
+	}
+	return deviceID, attested, solveMS
+}

@@ -180,7 +180,7 @@ func TestOnlyIssuedAttestationsLowerTheChallenge(t *testing.T) {
 	other := b.user(t, "att2", "INDIVIDUAL")
 	bits := func(c Caller) int {
 		t.Helper()
-		ch, err := b.svc.Challenge(c, "attempt-0001")
+		ch, err := b.svc.Challenge(ctx, c, "attempt-0001")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,5 +229,47 @@ func TestOnlyIssuedAttestationsLowerTheChallenge(t *testing.T) {
 	b.clock.Set(time.Now().Add(AttestationTTL + time.Minute))
 	if n := bits(caller); n != 20 {
 		t.Fatalf("expired attestation: %d bits", n)
+	}
+}
+
+// The booking check's code (the proof of work's accessible alternative)
+// goes the identity code's path: the same limits, one use, and using it
+// changes nothing about the account.
+func TestChallengeOTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	uid := b.user(t, "otp3", "INDIVIDUAL")
+	if _, err := b.svc.RequestChallengeOTP(ctx, uid); err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	if _, err := b.svc.RequestOTP(ctx, uid); booking.ErrorReason(err) != "OTP_TOO_SOON" {
+		t.Fatalf("an identity code at once after a booking code: %v, want OTP_TOO_SOON (one limit)", err)
+	}
+	var body string
+	if err := b.env.Pool.QueryRow(ctx, `SELECT body FROM notifications WHERE user_id = $1 AND kind = 'OTP' AND channel = 'SMS'`, uid).Scan(&body); err != nil {
+		t.Fatalf("no code in the outbox: %v", err)
+	}
+	if !strings.Contains(body, "booking check code") {
+		t.Fatalf("message: %q", body)
+	}
+	code := regexp.MustCompile(`\d{6}`).FindString(body)
+	wrong := "000000"
+	if code == wrong {
+		wrong = "111111"
+	}
+	if err := b.svc.UseOTP(ctx, uid, wrong); booking.ErrorReason(err) != "OTP_WRONG" {
+		t.Fatalf("wrong code: %v", err)
+	}
+	if err := b.svc.UseOTP(ctx, uid, code); err != nil {
+		t.Fatalf("right code: %v", err)
+	}
+	if err := b.svc.UseOTP(ctx, uid, code); booking.ErrorReason(err) != "OTP_NONE" {
+		t.Fatalf("code reused: %v", err)
+	}
+	var status string
+	b.env.Pool.QueryRow(ctx, `SELECT id_verification_status FROM users WHERE id = $1`, uid).Scan(&status) //nolint:errcheck
+	if status == "VERIFIED" {
+		t.Fatal("a booking check code verified the account's identity")
 	}
 }

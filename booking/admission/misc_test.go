@@ -83,13 +83,13 @@ func TestChallengeSingleUse(t *testing.T) {
 	ctx := context.Background()
 	c := b.caller(5)
 	c.Attestation = b.svc.attest.Attest(5, "dev5", time.Now().Add(time.Hour))
-	ch, err := b.svc.Challenge(c, "attempt-0001")
+	ch, err := b.svc.Challenge(ctx, c, "attempt-0001")
 	if err != nil || ch.Bits != 8 {
 		t.Fatalf("challenge: %+v %v", ch, err)
 	}
 	risky := c
 	risky.Attestation = ""
-	if rc, _ := b.svc.Challenge(risky, "attempt-0001"); rc.Bits != 12 {
+	if rc, _ := b.svc.Challenge(ctx, risky, "attempt-0001"); rc.Bits != 12 {
 		t.Fatalf("risky client got %d bits", rc.Bits)
 	}
 	nonce := token.Solve(ch.Challenge, ch.Bits)

@@ -137,10 +137,10 @@ func (s *Service) enterShard(ctx context.Context, shardID int64, w *Window, c Ca
 	if now.Before(w.RandomiseUntil) {
 		cohort = strconv.FormatInt(Score(w.Seed, ticket), 10)
 	}
-	keys := s.queueKeys(shardID)[:2]
+	keys := append(s.queueKeys(shardID)[:2:2], s.qkey(shardID, "at"))
 	var en, st *redis.Cmd
 	if err := s.pipe(ctx, func(p redis.Pipeliner) {
-		en = s.enter.EvalSha(ctx, p, keys, c.UserID, cohort, w.keysExpireAt())
+		en = s.enter.EvalSha(ctx, p, keys, c.UserID, cohort, w.keysExpireAt(), now.UnixMilli())
 		st = s.statusCmd(ctx, p, shardID, w, c.UserID, now)
 	}); err != nil {
 		return View{}, unreachable()

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking"
+	"tatkal/booking/db"
 )
 
 // VerifyReport is the result of recomputing a window's order.
@@ -56,10 +57,7 @@ func (r VerifyReport) String() string {
 // VerifyWindow recomputes a revealed window's order from its seed and its
 // cohort and compares it with the admission log: the first admissions must
 // be the cohort in ascending (score, ticket) order, then later entrants.
-func VerifyWindow(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, shardID int64) (VerifyReport, error) {
+func VerifyWindow(ctx context.Context, q db.Querier, shardID int64) (VerifyReport, error) {
 	r := VerifyReport{ShardID: shardID}
 	var seed []byte
 	var commitment string

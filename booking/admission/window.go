@@ -96,21 +96,6 @@ func (s *Service) loadWindow(ctx context.Context, shardID int64) (*Window, error
 	return w, nil
 }
 
-// SetRandomise changes how long after opening entrants are randomised,
-// before the window opens only (a per-window setting).
-func (s *Service) SetRandomise(ctx context.Context, shardID int64, d time.Duration) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE admission_windows SET randomise_until = opens_at + $2::interval
-		WHERE shard_id = $1 AND sealed_at IS NULL AND opens_at > $3`, shardID, fmt.Sprintf("%d milliseconds", d.Milliseconds()), s.now())
-	if err != nil {
-		return fmt.Errorf("set randomise window of %d: %w", shardID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return booking.Errorf(booking.ECONFLICT, "WINDOW_STARTED", "The randomisation window can only change before the window opens.")
-	}
-	s.windows.Delete(shardID)
-	return nil
-}
-
 // Fairness is what is published about a window: the commitment always;
 // the seed and the cohort once revealed.
 type Fairness struct {
@@ -128,6 +113,9 @@ type Fairness struct {
 	// Entrants: the cohort's tickets with their scores, in admission order
 	// (only once revealed, and only when asked for).
 	Entrants []Entrant `json:"entrants,omitempty"`
+	// Figures: the window's aggregate fairness figures, once its fairness
+	// job has computed them after the draw.
+	Figures *Figures `json:"fairness_figures,omitempty"`
 }
 
 // Entrant is one member of the randomised cohort.
@@ -162,6 +150,11 @@ func (s *Service) Fairness(ctx context.Context, shardID int64, withEntrants bool
 		return f, nil
 	}
 	f.Seed, f.RevealedAt, f.CohortSize = hex.EncodeToString(w.Seed), w.RevealedAt, w.CohortSize
+	if fig, ok, err := StoredFigures(ctx, s.pool, shardID); err != nil {
+		return Fairness{}, err
+	} else if ok {
+		f.Figures = &fig
+	}
 	if withEntrants {
 		rows, err := s.pool.Query(ctx, `SELECT ticket, score FROM admission_entrants WHERE shard_id = $1 ORDER BY score, ticket`, shardID)
 		if err != nil {

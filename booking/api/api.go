@@ -16,6 +16,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/admission"
+	"tatkal/booking/api/reply"
 	"tatkal/booking/auth"
 	"tatkal/booking/funnel"
 	"tatkal/booking/payment"
@@ -98,6 +99,7 @@ func (a *API) Routes(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(a.limitAddress) // unauthenticated: limited per source address (queue.go)
 		r.Post("/v1/auth/login", a.login)
+		r.Post("/v1/auth/login/challenge", a.loginChallenge)
 		r.Post("/v1/session/prepare", a.prepare)
 		r.Get("/v1/availability", a.availability)
 	})
@@ -115,12 +117,14 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/v1/payments/{payment_id}", a.getPayment)
 		r.Get("/v1/wallet", a.wallet)
 		r.Post("/v1/wallet/topup", a.topUp)
+		r.Get("/v1/fraud/appeals", a.myAppeals)
+		r.Post("/v1/fraud/appeals", a.fileAppeal)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, a.log, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_ROUTE", "There is no %s %s.", r.Method, r.URL.Path))
+		reply.Error(w, r, a.log, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_ROUTE", "There is no %s %s.", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, a.log, &booking.Error{Code: booking.EINVALID, Reason: "METHOD_NOT_ALLOWED",
+		reply.Error(w, r, a.log, &booking.Error{Code: booking.EINVALID, Reason: "METHOD_NOT_ALLOWED",
 			Message: r.Method + " is not allowed on " + r.URL.Path + "."})
 	})
 }
@@ -144,20 +148,20 @@ func (a *API) requireSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := bearer(r)
 		if !ok {
-			writeError(w, r, a.log, booking.Errorf(booking.EUNAUTH, "NO_SESSION", "Log in first: send Authorization: Bearer <token>."))
+			reply.Error(w, r, a.log, booking.Errorf(booking.EUNAUTH, "NO_SESSION", "Log in first: send Authorization: Bearer <token>."))
 			return
 		}
 		s, err := a.signer.Verify(tok, a.now())
 		if err != nil {
-			writeError(w, r, a.log, booking.Errorf(booking.EUNAUTH, "BAD_SESSION", "Your session is invalid or has expired; log in again."))
+			reply.Error(w, r, a.log, booking.Errorf(booking.EUNAUTH, "BAD_SESSION", "Your session is invalid or has expired; log in again."))
 			return
 		}
 		switch err := a.revocations.Check(r.Context(), s); {
 		case errors.Is(err, auth.ErrRevoked):
-			writeError(w, r, a.log, booking.Errorf(booking.EUNAUTH, "SESSION_REVOKED", "You logged out of this session; log in again."))
+			reply.Error(w, r, a.log, booking.Errorf(booking.EUNAUTH, "SESSION_REVOKED", "You logged out of this session; log in again."))
 			return
 		case err != nil:
-			writeError(w, r, a.log, booking.Errorf(booking.EUNAVAIL, "SESSIONS_UNCHECKED", "Sessions cannot be checked right now; please retry in a moment."))
+			reply.Error(w, r, a.log, booking.Errorf(booking.EUNAVAIL, "SESSIONS_UNCHECKED", "Sessions cannot be checked right now; please retry in a moment."))
 			return
 		}
 		c := booking.Caller{UserID: s.UserID, Verified: s.Verified, Agent: s.Agent, CreatedAt: s.CreatedAt}
@@ -187,8 +191,7 @@ func (a *API) shed(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		default:
 			a.svc.Funnel().Add(0, funnel.Shed, 1)
-			w.Header().Set("Retry-After", "1")
-			writeError(w, r, a.log, booking.Errorf(booking.EOVERLOADED, "HIGH_DEMAND", "Very high demand right now. Nothing was held; please retry in a second."))
+			reply.Error(w, r, a.log, booking.HighDemand())
 		}
 	})
 }
@@ -201,3 +204,9 @@ func bearer(r *http.Request) (string, bool) {
 	}
 	return h[len(p):], true
 }
+
+// Guard is the login guard passengers sign in through (the pages share it).
+func (a *API) Guard() *auth.Guard { return a.guard }
+
+// Revocations is the logout list sessions are checked against (the pages share it).
+func (a *API) Revocations() *auth.Revocations { return a.revocations }

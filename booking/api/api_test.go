@@ -2,9 +2,7 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -17,8 +15,8 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/auth"
-	"tatkal/booking/inventory"
 	"tatkal/booking/seed"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
 
@@ -44,33 +42,12 @@ type reply struct {
 
 func (c *client) do(t testing.TB, method, path string, headers map[string]string, body string) reply {
 	t.Helper()
-	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	r, err := testenv.Do(testenv.Request{Method: method, URL: c.base + path, Token: c.token, Header: headers, Body: body, Client: c.http})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	for k, v := range headers {
-		if v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		t.Errorf("%s %s: %v", method, path, err)
+		t.Error(err)
 		return reply{}
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
-	json.Unmarshal(raw, &r.body) //nolint:errcheck
-	return r
+	return reply{status: r.Status, header: r.Header, body: r.JSON, raw: string(r.Raw)}
 }
 
 func holdBody(date time.Time, from, to string, n int) string {
@@ -106,15 +83,6 @@ type heldAnswer struct {
 	from   int
 	to     int
 	berths []string
-}
-
-func stationIndex(code string) int {
-	for i, s := range teststack.Stations12951 {
-		if s == code {
-			return i
-		}
-	}
-	return -1
 }
 
 // verifyHeldAnswers checks every HELD answer against PostgreSQL: the row
@@ -159,24 +127,13 @@ func berthsOf(r reply) []string {
 	return out
 }
 
-func checkInvariants(t *testing.T, s *teststack.Stack, shardID int64) inventory.Report {
-	t.Helper()
-	rep, err := inventory.Check(context.Background(), s.Pool, s.Store, shardID, s.Service.Rules().HoldWindow)
-	if err != nil {
-		t.Fatalf("check: %v", err)
-	}
-	if !rep.OK() {
-		t.Fatalf("invariants broken:\n%s", rep)
-	}
-	return rep
-}
-
 // A rush: 2,000 passengers at once through HTTP on a 64-berth shard, on
 // journeys over mixed segments. Nothing is oversold, the invariants hold,
 // and every HELD answer has its row in PostgreSQL.
-func TestRushNeverOversells(t *testing.T) {
-	t.Parallel()
-	s := teststack.New(t, teststack.Options{MaxHoldsInFlight: 256})
+func TestRushNeverOversells(t *testing.T) { testenv.EachRedis(t, testRushNeverOversells) }
+
+func testRushNeverOversells(t *testing.T, redisURL string) {
+	s := teststack.New(t, teststack.Options{MaxHoldsInFlight: 256, RedisURL: redisURL})
 	shardID, date := s.DemoShard(t, 64, 0)
 	users := 2000
 	if testing.Short() {
@@ -220,7 +177,7 @@ func TestRushNeverOversells(t *testing.T) {
 		t.Fatalf("the rush did not fill the shard: %d held, %d sold out", len(held), soldOut.Load())
 	}
 	verifyHeldAnswers(t, s, shardID, held)
-	rep := checkInvariants(t, s, shardID)
+	rep := s.CheckInvariants(t, shardID)
 	for _, l := range rep.Legs {
 		if l.RedisHeld > l.Total {
 			t.Errorf("leg %d oversold: %d held of %d", l.Leg, l.RedisHeld, l.Total)
@@ -237,7 +194,7 @@ func TestRushNeverOversells(t *testing.T) {
 			t.Fatalf("confirm %s: %v", h.holdID, err)
 		}
 	}
-	checkInvariants(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 }
 
 // One Idempotency-Key replayed concurrently yields one hold and the same
@@ -280,7 +237,7 @@ func TestIdempotencyKeyReplayedConcurrently(t *testing.T) {
 	if err := s.Pool.QueryRow(context.Background(), `SELECT count(*) FROM holds`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d holds for one key (%v)", n, err)
 	}
-	rep := checkInvariants(t, s, shardID)
+	rep := s.CheckInvariants(t, shardID)
 	if rep.Legs[1].RedisHeld != 2 {
 		t.Fatalf("held on leg BVI-ST: %d, want 2", rep.Legs[1].RedisHeld)
 	}
@@ -350,7 +307,7 @@ func TestRedisWipedMidRush(t *testing.T) {
 		t.Errorf("no hold was granted after the rebuild")
 	}
 	verifyHeldAnswers(t, s, shardID, held)
-	checkInvariants(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 }
 
 func mustUUID(t *testing.T, s string) uuid.UUID {
@@ -572,5 +529,5 @@ func TestOverloadIsShedImmediately(t *testing.T) {
 	if err := s.Pool.QueryRow(context.Background(), `SELECT count(*) FROM holds`).Scan(&rows); err != nil || rows != ok.Load() {
 		t.Fatalf("%d rows for %d held (%v)", rows, ok.Load(), err)
 	}
-	checkInvariants(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -9,6 +10,9 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/api/reply"
+	"tatkal/booking/bookingstate"
+	"tatkal/booking/httpx"
 	"tatkal/booking/payment"
 )
 
@@ -58,21 +62,21 @@ func fareOf(f booking.Fare) *fareJSON {
 func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "MISSING_IDEMPOTENCY_KEY", "Send an Idempotency-Key header, unique per booking attempt, so a retry never holds twice."))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "MISSING_IDEMPOTENCY_KEY", "Send an Idempotency-Key header, unique per booking attempt, so a retry never holds twice."))
 		return
 	}
 	var req holdRequest
 	if err := decode(w, r, &req); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	if req.TrainNo == "" || req.Class == "" || req.From == "" || req.To == "" {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "MISSING_FIELD", "train_no, journey_date, class, from and to are required."))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "MISSING_FIELD", "train_no, journey_date, class, from and to are required."))
 		return
 	}
 	date, err := parseDate(req.JourneyDate)
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	c := callerFrom(r.Context())
@@ -80,35 +84,35 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 	// bound to this session and attempt; a wrong one looks like high demand.
 	if r.Header.Get("X-Admission-Token") != "" && a.adm != nil {
 		if req.Challenge == nil || req.Challenge.Token == "" {
-			writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "CHALLENGE_REQUIRED",
+			reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "CHALLENGE_REQUIRED",
 				"Solve a booking challenge (POST /v1/challenge with this Idempotency-Key as attempt) and send it as challenge with the hold."))
 			return
 		}
 		if err := a.adm.CheckChallenge(r.Context(), a.admCaller(r), req.Challenge.Token, req.Challenge.Nonce, key); err != nil {
-			a.writeAdmError(w, r, err)
+			reply.Error(w, r, a.log, err)
 			return
 		}
 	}
 	res, err := a.svc.Hold(r.Context(), c, booking.HoldRequest{
 		UserID: c.UserID, IdempotencyKey: key, Train: req.TrainNo, Date: date, Class: req.Class, Quota: req.Quota,
 		From: req.From, To: req.To, Passengers: req.Passengers, AdmissionToken: r.Header.Get("X-Admission-Token"),
-		SessionToken: sessionToken(r), DeviceToken: r.Header.Get("X-Device-Token"),
+		SessionToken: sessionToken(r), DeviceToken: r.Header.Get("X-Device-Token"), Client: a.clientSignals(r, req.Challenge, key),
 	})
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	if res.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if res.Status == "SOLD_OUT" {
-		writeJSON(w, http.StatusOK, holdResponse{Status: res.Status,
+		reply.JSON(w, http.StatusOK, holdResponse{Status: res.Status,
 			Message: "No seats are left for this journey and the Tatkal waitlist is full."})
 		return
 	}
 	if res.Status != "HELD" && res.Status != "WAITLIST_OFFERED" {
 		// A replay of a hold that is no longer live: what became of it.
-		writeJSON(w, http.StatusOK, replayedHold(res))
+		reply.JSON(w, http.StatusOK, replayedHold(res))
 		return
 	}
 	resp := holdResponse{HoldID: &res.HoldID, Status: res.Status, HoldExpiresAt: &res.ExpiresAt, Berths: res.Berths,
@@ -120,7 +124,7 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 			". A waitlisted Tatkal ticket cancelled later is refunded less clerkage; pay before " +
 			res.ExpiresAt.In(booking.IST).Format("15:04:05") + " IST to keep this place."
 	}
-	writeJSON(w, http.StatusCreated, resp)
+	reply.JSON(w, http.StatusCreated, resp)
 }
 
 // replayedHold answers an Idempotency-Key whose hold is no longer live.
@@ -174,7 +178,7 @@ type passengerStatus struct {
 	Berth  *booking.BerthInfo `json:"berth,omitempty"`
 }
 
-func statusOf(v booking.HoldView, now time.Time) statusResponse {
+func statusOf(v booking.HoldView, pays []payment.View, now time.Time) statusResponse {
 	s := statusResponse{HoldID: v.ID, Train: v.Train, JourneyDate: v.Date.Format(time.DateOnly), Class: v.Class,
 		From: v.From, To: v.To, WaitlistNo: v.WaitlistNo, Fare: fareOf(v.Fare), RefundDuePaise: v.RefundDue}
 	for i, p := range v.Passengers {
@@ -189,39 +193,15 @@ func statusOf(v booking.HoldView, now time.Time) statusResponse {
 		pnr := v.PNR
 		s.PNR = &pnr
 	}
-	switch {
-	case v.BookingStat == booking.BookingConfirmed && v.CoreState == "PENDING":
-		s.State, s.NextCheckAfterMs = "CONFIRMING", 2000
-		s.Message = "Payment received and berths allotted: PNR " + v.PNR + ". The reservation system is recording your ticket; this takes a moment."
-	case v.BookingStat == booking.BookingConfirmed:
-		s.State, s.Message = "CONFIRMED", "Your ticket is confirmed. PNR "+v.PNR+"."
-	case v.BookingStat == booking.BookingWaitlisted:
-		s.State, s.Message = "WAITLISTED", "Your ticket is waitlisted at TQWL/"+strconv.Itoa(v.WaitlistNo)+". PNR "+v.PNR+"."
-	case v.BookingStat == booking.BookingCancelled && v.RefundDue > 0:
-		s.State, s.Message = "CANCELLED", "Your ticket is cancelled. ₹"+booking.Rupees(v.RefundDue)+" will be refunded."
-	case v.BookingStat == booking.BookingCancelled:
-		s.State, s.Message = "CANCELLED", "Your ticket is cancelled. Confirmed Tatkal tickets are not refunded on cancellation."
-	case v.State == booking.HoldHeld:
-		exp := v.ExpiresAt
-		s.State, s.HoldExpiresAt, s.NextCheckAfterMs = "HELD", &exp, 5000
-		s.Message = "Seats held until " + v.ExpiresAt.In(booking.IST).Format("15:04:05") + " IST. Pay before then to get your ticket."
-		if now.After(v.ExpiresAt) {
-			s.Message = "Your hold has run out; the seats are being released."
-		}
-	case v.State == booking.HoldExpired:
-		s.State, s.Message = "EXPIRED", "Your hold ran out before payment; the seats were released. Nothing was charged."
-	case v.State == booking.HoldCancelled:
-		s.State, s.Message = "CANCELLED", "You cancelled this hold; the seats were released. Nothing was charged."
-	default:
-		s.State, s.Message = v.State, "This hold was released. Nothing was charged."
-	}
+	words := bookingstate.Describe(v, pays, now)
+	s.State, s.Message, s.NextCheckAfterMs, s.HoldExpiresAt, s.Payment = words.State, words.Message, words.NextCheckMs, words.HoldExpiresAt, words.Payment
 	return s
 }
 
 func (a *API) holdID(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
 	id, err := uuid.Parse(chi.URLParam(r, "hold_id"))
 	if err != nil {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_HOLD_ID", "%q is not a hold id.", chi.URLParam(r, "hold_id")))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_HOLD_ID", "%q is not a hold id.", chi.URLParam(r, "hold_id")))
 		return uuid.UUID{}, false
 	}
 	return id, true
@@ -235,23 +215,22 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	}
 	v, err := a.svc.Status(r.Context(), callerFrom(r.Context()).UserID, id)
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	a.writeStatus(w, r, v)
 }
 
 func (a *API) writeStatus(w http.ResponseWriter, r *http.Request, v booking.HoldView) {
-	s := statusOf(v, a.now())
+	var pays []payment.View
 	if a.payments != nil {
-		pays, err := a.payments.ForHold(r.Context(), v.ID)
-		if err != nil {
-			writeError(w, r, a.log, err)
+		var err error
+		if pays, err = a.payments.ForHold(r.Context(), v.ID); err != nil {
+			reply.Error(w, r, a.log, err)
 			return
 		}
-		describePayment(&s, v, pays)
 	}
-	writeJSON(w, http.StatusOK, s)
+	reply.JSON(w, http.StatusOK, statusOf(v, pays, a.now()))
 }
 
 type cancelRequest struct {
@@ -274,7 +253,7 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 	var req cancelRequest
 	if r.ContentLength != 0 {
 		if err := decode(w, r, &req); err != nil {
-			writeError(w, r, a.log, err)
+			reply.Error(w, r, a.log, err)
 			return
 		}
 	}
@@ -294,7 +273,7 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 		err = booking.Errorf(booking.EINVALID, "BAD_CANCEL", "cancel must be \"hold\" or \"booking\", not %q.", req.Cancel)
 	}
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	a.writeStatus(w, r, v)
@@ -320,7 +299,7 @@ func (a *API) cancelPreview(w http.ResponseWriter, r *http.Request) {
 	}
 	q, err := a.svc.CancelPreview(r.Context(), callerFrom(r.Context()).UserID, id)
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	p := cancelPreview{HoldID: q.HoldID.String(), Cancel: q.What, Allowed: q.Allowed, RefundPaise: q.RefundPaise,
@@ -328,7 +307,7 @@ func (a *API) cancelPreview(w http.ResponseWriter, r *http.Request) {
 	if q.PNR != "" {
 		p.PNR = &q.PNR
 	}
-	writeJSON(w, http.StatusOK, p)
+	reply.JSON(w, http.StatusOK, p)
 }
 
 type availabilityResponse struct {
@@ -348,21 +327,21 @@ type availabilityResponse struct {
 func (a *API) availability(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if q.Get("train") == "" || q.Get("date") == "" || q.Get("class") == "" {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "MISSING_FIELD", "Query parameters train, date and class are required (quota, from and to are optional)."))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "MISSING_FIELD", "Query parameters train, date and class are required (quota, from and to are optional)."))
 		return
 	}
 	date, err := parseDate(q.Get("date"))
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	av, err := a.svc.Availability(r.Context(), q.Get("train"), date, q.Get("class"), q.Get("quota"), q.Get("from"), q.Get("to"))
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "public, max-age=1")
-	writeJSON(w, http.StatusOK, availabilityResponse{Train: av.Train, JourneyDate: av.Date.Format(time.DateOnly), Class: av.Class,
+	reply.JSON(w, http.StatusOK, availabilityResponse{Train: av.Train, JourneyDate: av.Date.Format(time.DateOnly), Class: av.Class,
 		Quota: av.Quota, From: av.From, To: av.To, StatusBand: av.Band, ApproxCount: av.ApproxCount, AsOf: av.AsOf,
 		TTLMs: av.TTL.Milliseconds()})
 }
@@ -370,4 +349,20 @@ func (a *API) availability(w http.ResponseWriter, r *http.Request) {
 func sessionToken(r *http.Request) string {
 	tok, _ := bearer(r)
 	return tok
+}
+
+// clientSignals are the request's facts kept as fraud signals with the hold.
+func (a *API) clientSignals(r *http.Request, ch *holdChallenge, attempt string) booking.ClientSignals {
+	cs := booking.ClientSignals{SolveMS: -1}
+	if ip, err := netip.ParseAddr(httpx.ClientIP(r)); err == nil {
+		cs.IP = ip
+	}
+	if a.adm != nil {
+		var tok, nonce string
+		if ch != nil {
+			tok, nonce = ch.Token, ch.Nonce
+		}
+		cs.DeviceID, cs.Attested, cs.SolveMS = a.adm.ClientSignals(a.admCaller(r), tok, nonce, attempt)
+	}
+	return cs
 }

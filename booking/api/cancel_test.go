@@ -87,7 +87,7 @@ func TestPayAndCancelTheSameHoldAtOnce(t *testing.T) {
 	if bad, err := payment.CheckLedger(ctx, s.Pool); err != nil || len(bad) > 0 {
 		t.Fatalf("wallet ledger: %v %v", bad, err)
 	}
-	checkInvariants(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 
 	// A replay of each hold's Idempotency-Key answers what became of it.
 	for i, u := range ids {
@@ -127,7 +127,7 @@ func TestPayAndCancelTheSameHoldAtOnce(t *testing.T) {
 		if r.status != 200 || r.body["state"] != "CANCELLED" {
 			t.Fatalf("booking cancel: %d %s", r.status, r.raw)
 		}
-		checkInvariants(t, s, shardID)
+		s.CheckInvariants(t, shardID)
 		break
 	}
 }

@@ -3,9 +3,7 @@ package api_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -26,6 +24,7 @@ import (
 	"tatkal/booking/admission/token"
 	"tatkal/booking/api"
 	"tatkal/booking/seed"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
 
@@ -141,7 +140,6 @@ func waitingRoomServer(t *testing.T, s *teststack.Stack, mod func(*admission.Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Service.SetAdmission(adm.Verifier(), s.KeyPrefix)
 	router := chi.NewRouter()
 	api.New(api.Config{Service: s.Service, Payments: s.Payments, Pool: s.Pool, Signer: s.Signer, Admission: adm, Log: log}).Routes(router)
 	srv := httptest.NewServer(router)
@@ -347,37 +345,21 @@ func rehearse(t *testing.T, r *rehearsal) *rehearsal {
 	if rows > r.berths+r.waitlist {
 		t.Errorf("oversold: %d holds for %d places", rows, r.berths+r.waitlist)
 	}
-	checkInvariants(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 	return r
 }
 
 // call sends one request as this traveller.
 func (tv *traveller) call(base, method, path string, headers map[string]string, body string) (int, map[string]any, http.Header) {
-	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, nil
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if tv.token != "" {
-		req.Header.Set("Authorization", "Bearer "+tv.token)
-	}
-	if tv.device != "" {
-		req.Header.Set("X-Device-Token", tv.device)
-	}
+	h := map[string]string{"X-Device-Token": tv.device}
 	for k, v := range headers {
-		req.Header.Set(k, v)
+		h[k] = v
 	}
-	resp, err := tv.http.Do(req)
+	r, err := testenv.Do(testenv.Request{Method: method, URL: base + path, Token: tv.token, Header: h, Body: body, Client: tv.http})
 	if err != nil {
 		return 0, nil, nil
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	json.Unmarshal(raw, &m) //nolint:errcheck
-	return resp.StatusCode, m, resp.Header
+	return r.Status, r.JSON, r.Header
 }
 
 // wait sleeps for what the server asked (ordinary: plus up to 20 % jitter;

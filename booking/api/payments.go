@@ -4,18 +4,19 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/admission"
+	"tatkal/booking/api/reply"
 	"tatkal/booking/payment"
 )
 
 // MaxAccountsPerInstrument is how many accounts may pay with one UPI address
 // within 30 days.
-const MaxAccountsPerInstrument = 3
+const MaxAccountsPerInstrument = admission.MaxAccountsPerInstrument
 
 type initiateRequest struct {
 	HoldID         string `json:"hold_id"`
@@ -58,18 +59,12 @@ func paymentOf(v payment.View) paymentResponse {
 }
 
 // instrumentGuard counts a UPI address against the accounts paying with it
-// (one address paying for many accounts is a tout's signature: past a few
-// accounts it is refused, looking like overload). The payment path runs it
-// only once the hold is the caller's and payable, so a request naming a
-// random hold with someone else's address counts nothing.
+// (admission.Service.InstrumentGuard).
 func (a *API) instrumentGuard(r *http.Request, method, vpa string) func(context.Context) error {
-	if method != payment.UPI || a.adm == nil || vpa == "" {
+	if a.adm == nil {
 		return nil
 	}
-	user := callerFrom(r.Context()).UserID
-	return func(ctx context.Context) error {
-		return a.adm.CheckInstrument(ctx, "upi:"+strings.ToLower(vpa), user, MaxAccountsPerInstrument)
-	}
+	return a.adm.InstrumentGuard(method, vpa, callerFrom(r.Context()).UserID)
 }
 
 // initiatePayment starts paying for a hold: 201 for a new payment, 200 for
@@ -78,7 +73,7 @@ func (a *API) instrumentGuard(r *http.Request, method, vpa string) func(context.
 func (a *API) initiatePayment(w http.ResponseWriter, r *http.Request) {
 	var req initiateRequest
 	if err := decode(w, r, &req); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	if req.IdempotencyKey == "" {
@@ -86,7 +81,7 @@ func (a *API) initiatePayment(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := uuid.Parse(req.HoldID)
 	if err != nil {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_HOLD_ID", "hold_id %q is not a hold id.", req.HoldID))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_HOLD_ID", "hold_id %q is not a hold id.", req.HoldID))
 		return
 	}
 	v, err := a.payments.Initiate(r.Context(), callerFrom(r.Context()), payment.InitiateRequest{
@@ -97,7 +92,7 @@ func (a *API) initiatePayment(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) writePayment(w http.ResponseWriter, r *http.Request, v payment.View, err error) {
 	if err != nil {
-		a.writeAdmError(w, r, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	status := http.StatusCreated
@@ -105,21 +100,21 @@ func (a *API) writePayment(w http.ResponseWriter, r *http.Request, v payment.Vie
 		status = http.StatusOK
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeJSON(w, status, paymentOf(v))
+	reply.JSON(w, status, paymentOf(v))
 }
 
 func (a *API) getPayment(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(chi.URLParam(r, "payment_id"))
 	if err != nil {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_PAYMENT_ID", "%q is not a payment id.", chi.URLParam(r, "payment_id")))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_PAYMENT_ID", "%q is not a payment id.", chi.URLParam(r, "payment_id")))
 		return
 	}
 	v, err := a.payments.Get(r.Context(), callerFrom(r.Context()).UserID, id)
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, paymentOf(v))
+	reply.JSON(w, http.StatusOK, paymentOf(v))
 }
 
 // callback receives a gateway webhook; the body is verified before it is
@@ -127,14 +122,14 @@ func (a *API) getPayment(w http.ResponseWriter, r *http.Request) {
 func (a *API) callback(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BODY_TOO_LARGE", "The callback body is too large."))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "BODY_TOO_LARGE", "The callback body is too large."))
 		return
 	}
 	if err := a.payments.HandleWebhook(r.Context(), r.Header, body); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	reply.JSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
 type walletResponse struct {
@@ -146,10 +141,10 @@ type walletResponse struct {
 func (a *API) wallet(w http.ResponseWriter, r *http.Request) {
 	bal, entries, err := a.payments.Wallet(r.Context(), callerFrom(r.Context()).UserID, 20)
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, walletResponse{BalancePaise: bal, Balance: booking.Rupees(bal), Entries: entries})
+	reply.JSON(w, http.StatusOK, walletResponse{BalancePaise: bal, Balance: booking.Rupees(bal), Entries: entries})
 }
 
 type topUpRequest struct {
@@ -167,7 +162,7 @@ type topUpRequest struct {
 func (a *API) topUp(w http.ResponseWriter, r *http.Request) {
 	var req topUpRequest
 	if err := decode(w, r, &req); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	if req.IdempotencyKey == "" {
@@ -177,73 +172,4 @@ func (a *API) topUp(w http.ResponseWriter, r *http.Request) {
 		Method: req.Method, VPA: req.VPA, Bank: req.Bank, IdempotencyKey: req.IdempotencyKey,
 		Guard: a.instrumentGuard(r, req.Method, req.VPA)})
 	a.writePayment(w, r, v, err)
-}
-
-// describePayment turns the latest payment of a hold into the passenger's
-// state and message (seeds/000 section 3 and the payments issue, part 5).
-func describePayment(s *statusResponse, v booking.HoldView, pays []payment.View) {
-	if len(pays) == 0 {
-		return
-	}
-	latest := pays[0]
-	s.Payment = &latest
-	for _, p := range pays {
-		if p.Refund != nil {
-			r := p.Refund
-			if r.State == "PROCESSED" {
-				s.State = "REFUNDED"
-				s.Message = "₹" + booking.Rupees(r.AmountPaise) + " was refunded"
-				if r.GatewayRef != "" {
-					s.Message += " (reference " + r.GatewayRef + ")"
-				}
-				if r.ExpectedAt != nil && r.GatewayRef != "" {
-					s.Message += "; it reaches your bank by " + r.ExpectedAt.In(booking.IST).Format("2 Jan") + "."
-				} else {
-					s.Message += " to your wallet."
-				}
-			} else if v.BookingStat != booking.BookingConfirmed && v.BookingStat != booking.BookingWaitlisted {
-				s.State = "REFUND_INITIATED"
-				s.Message = "₹" + booking.Rupees(r.AmountPaise) + " is being refunded automatically (" + refundReason(r.Reason) + ")."
-			}
-			if v.BookingStat == "" || v.BookingStat == booking.BookingCancelled {
-				return
-			}
-		}
-	}
-	if v.BookingStat != "" {
-		return
-	}
-	by := latest.Deadline.In(booking.IST).Format("15:04")
-	switch latest.State {
-	case payment.Initiated, payment.AwaitingUser, payment.PendingAtBank, payment.Unknown:
-		s.State = "PAYMENT_PENDING"
-		s.Message = "Waiting for your bank. You will get a ticket or an automatic refund by " + by + " IST."
-		s.NextCheckAfterMs = 3000
-	case payment.Failed:
-		if v.State != booking.HoldHeld {
-			s.State, s.Message = "FAILED", "The payment failed and nothing was charged. The seats were released."
-		}
-	case payment.Success:
-		s.State = "PAYMENT_PENDING"
-		s.Message = "Payment received; your ticket is being issued."
-		s.NextCheckAfterMs = 2000
-	}
-}
-
-func refundReason(r string) string {
-	switch r {
-	case booking.RefundLateSuccessNoSeat:
-		return "your bank confirmed the payment after the seats were gone"
-	case booking.RefundDuplicateCharge:
-		return "you were charged twice"
-	case booking.RefundHoldCancelled:
-		return "you cancelled before the payment arrived"
-	case booking.RefundWaitlistCancelled:
-		return "waitlisted ticket cancelled, less clerkage"
-	case booking.RefundCoreRejected:
-		return "the reservation system could not issue the ticket"
-	case booking.RefundAmountMismatch:
-		return "your bank was charged a different amount than the fare"
-	}
-	return "refund"
 }

@@ -4,76 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"mime"
 	"net/http"
 
 	"tatkal/booking"
-	"tatkal/booking/payment"
 )
-
-// problem is an RFC 9457 problem document with our stable code.
-type problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Code     string `json:"code"`
-	Reason   string `json:"reason,omitempty"`
-	Detail   string `json:"detail"`
-	Instance string `json:"instance,omitempty"`
-}
-
-func httpStatus(code booking.Code) int {
-	switch code {
-	case booking.EINVALID:
-		return http.StatusBadRequest
-	case booking.EUNAUTH:
-		return http.StatusUnauthorized
-	case booking.EFORBIDDEN:
-		return http.StatusForbidden
-	case booking.ENOTFOUND:
-		return http.StatusNotFound
-	case booking.ECONFLICT:
-		return http.StatusConflict
-	case booking.ELIMIT:
-		return http.StatusTooManyRequests
-	case booking.EUNAVAIL, booking.EOVERLOADED:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
-
-func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	code := booking.ErrorCode(err)
-	status := httpStatus(code)
-	if booking.ErrorReason(err) == payment.ReasonKeyReused {
-		// An idempotency key sent again with another request (as Stripe answers it).
-		status = http.StatusUnprocessableEntity
-	}
-	if code == booking.EINTERNAL {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	}
-	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", "1")
-	}
-	p := problem{
-		Type:   "https://tatkal.example/problems/" + string(code),
-		Title:  http.StatusText(status),
-		Status: status,
-		Code:   string(code),
-		Reason: booking.ErrorReason(err),
-		Detail: booking.ErrorMessage(err),
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(p) //nolint:errcheck
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) //nolint:errcheck
-}
 
 const maxBody = 16 << 10
 

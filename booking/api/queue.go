@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,7 +9,10 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/admission"
+	"tatkal/booking/api/reply"
 	"tatkal/booking/auth"
+	"tatkal/booking/httpx"
+	"tatkal/booking/metrics"
 )
 
 // queueRoutes mounts the waiting room, identity verification, device
@@ -28,28 +30,17 @@ func (a *API) queueRoutes(r chi.Router) {
 	})
 }
 
-// highDemandBody is the static answer of an overloaded queue tier: written
-// without any work, identical for overload, rate limits and suspected bots.
-var highDemandBody = []byte(`{"type":"https://tatkal.example/problems/overloaded","title":"Service Unavailable","status":503,"code":"overloaded","reason":"HIGH_DEMAND","detail":"Very high demand right now. Nothing was lost; please retry in a few seconds."}` + "\n")
-
-func writeHighDemand(w http.ResponseWriter, retryAfter int) {
-	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	w.Write(highDemandBody) //nolint:errcheck
-}
-
 // queueGate bounds the queue tier's work in flight; beyond it, the static
 // high-demand answer, never load passed on.
 func (a *API) queueGate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.adm == nil {
-			writeError(w, r, a.log, booking.Errorf(booking.EUNAVAIL, "NO_WAITING_ROOM", "The waiting room is not running on this server."))
+			reply.Error(w, r, a.log, booking.Errorf(booking.EUNAVAIL, "NO_WAITING_ROOM", "The waiting room is not running on this server."))
 			return
 		}
 		release, ok := a.adm.Acquire()
 		if !ok {
-			writeHighDemand(w, 5)
+			reply.Error(w, r, a.log, booking.HighDemand())
 			return
 		}
 		defer release()
@@ -64,38 +55,19 @@ func (a *API) queueGate(next http.Handler) http.Handler {
 // never share a budget.
 func (a *API) limitAddress(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.adm != nil && a.adm.LimitAddress(r.Context(), remoteIP(r)) != nil {
-			writeHighDemand(w, 1)
+		if a.adm != nil && a.adm.LimitAddress(r.Context(), httpx.ClientIP(r)) != nil {
+			reply.Error(w, r, a.log, booking.HighDemand())
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// remoteIP is the request's source address (the connection's: no proxy
-// header is trusted).
-func remoteIP(r *http.Request) string {
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return ip
-}
-
 func (a *API) admCaller(r *http.Request) admission.Caller {
 	c := callerFrom(r.Context())
 	tok, _ := bearer(r)
 	return admission.Caller{UserID: c.UserID, Verified: c.Verified, Agent: c.Agent, CreatedAt: c.CreatedAt,
-		SessionToken: tok, DeviceToken: r.Header.Get("X-Device-Token"), IP: remoteIP(r), Attestation: r.Header.Get("X-Client-Attestation")}
-}
-
-// writeAdmError answers an error; the high-demand one with its static body.
-func (a *API) writeAdmError(w http.ResponseWriter, r *http.Request, err error) {
-	if admission.IsHighDemand(err) {
-		writeHighDemand(w, 5)
-		return
-	}
-	writeError(w, r, a.log, err)
+		SessionToken: tok, DeviceToken: r.Header.Get("X-Device-Token"), IP: httpx.ClientIP(r), Attestation: r.Header.Get("X-Client-Attestation")}
 }
 
 type queueEnterRequest struct {
@@ -106,29 +78,35 @@ type queueEnterRequest struct {
 func (a *API) writeView(w http.ResponseWriter, v admission.View) {
 	w.Header().Set("Retry-After", strconv.Itoa(max(v.RetryAfterS, 1)))
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, v)
+	reply.JSON(w, http.StatusOK, v)
+}
+
+// observeQueue records how long a waiting-room request took.
+func observeQueue(op string, start time.Time) {
+	metrics.Queue.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
 // queueEnter joins the waiting room of one train, date and class, once per
 // account: entering again returns the same ticket.
 func (a *API) queueEnter(w http.ResponseWriter, r *http.Request) {
+	defer observeQueue("enter", time.Now())
 	var req queueEnterRequest
 	if err := decode(w, r, &req); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	date, err := parseDate(req.Intent.JourneyDate)
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	if req.Intent.TrainNo == "" || req.Intent.Class == "" {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_INTENT", "Say which train_no, journey_date and class you want to book."))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_INTENT", "Say which train_no, journey_date and class you want to book."))
 		return
 	}
 	v, err := a.adm.Enter(r.Context(), a.admCaller(r), admission.Intent{TrainNo: req.Intent.TrainNo, JourneyDate: date, Class: req.Intent.Class, Quota: req.Intent.Quota})
 	if err != nil {
-		a.writeAdmError(w, r, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	a.writeView(w, v)
@@ -136,14 +114,15 @@ func (a *API) queueEnter(w http.ResponseWriter, r *http.Request) {
 
 // queueStatus tells a ticket holder where they stand and when to ask again.
 func (a *API) queueStatus(w http.ResponseWriter, r *http.Request) {
+	defer observeQueue("status", time.Now())
 	ticket := r.URL.Query().Get("ticket")
 	if ticket == "" || len(ticket) > 64 {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "NO_TICKET", "Send ?ticket= with the queue_ticket you were given."))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "NO_TICKET", "Send ?ticket= with the queue_ticket you were given."))
 		return
 	}
 	v, err := a.adm.Status(r.Context(), a.admCaller(r), ticket)
 	if err != nil {
-		a.writeAdmError(w, r, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	a.writeView(w, v)
@@ -154,25 +133,40 @@ func (a *API) queueStatus(w http.ResponseWriter, r *http.Request) {
 func (a *API) fairness(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil || id <= 0 {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_WINDOW", "The window id is a positive number."))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_WINDOW", "The window id is a positive number."))
 		return
 	}
 	f, err := a.adm.Fairness(r.Context(), id, r.URL.Query().Get("entrants") == "1")
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, f)
+	reply.JSON(w, http.StatusOK, f)
 }
 
-// otpRequest sends a one-time code to verify the account's identity.
+type otpRequestBody struct {
+	// Phone, when given, is the mobile number to verify: the code goes
+	// there by SMS, and the right code makes it the account's identity for
+	// the per-person cap.
+	Phone string `json:"phone"`
+}
+
+// otpRequest sends a one-time code to verify the account's identity. The
+// body is optional ({"phone": "98765 43210"}).
 func (a *API) otpRequest(w http.ResponseWriter, r *http.Request) {
-	sent, err := a.adm.RequestOTP(r.Context(), callerFrom(r.Context()).UserID)
+	var req otpRequestBody
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &req); err != nil {
+			reply.Error(w, r, a.log, err)
+			return
+		}
+	}
+	sent, err := a.adm.RequestOTPTo(r.Context(), callerFrom(r.Context()).UserID, req.Phone)
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sent)
+	reply.JSON(w, http.StatusOK, sent)
 }
 
 type otpVerifyRequest struct {
@@ -184,12 +178,12 @@ type otpVerifyRequest struct {
 func (a *API) otpVerify(w http.ResponseWriter, r *http.Request) {
 	var req otpVerifyRequest
 	if err := decode(w, r, &req); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	acct, err := a.adm.VerifyOTP(r.Context(), callerFrom(r.Context()).UserID, req.Code)
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	// The same session, now verified: it keeps its id and generation, so
@@ -197,7 +191,7 @@ func (a *API) otpVerify(w http.ResponseWriter, r *http.Request) {
 	old := sessionFrom(r.Context())
 	s := auth.Session{UserID: acct.UserID, Verified: true, Agent: acct.Agent, CreatedAt: acct.CreatedAt, ExpiresAt: a.now().Add(a.ttl).Truncate(time.Second),
 		Generation: old.Generation, ID: old.ID}
-	writeJSON(w, http.StatusOK, loginResponse{Token: a.signer.Sign(s), UserID: acct.UserID, Verified: true, Agent: acct.Agent, ExpiresAt: s.ExpiresAt})
+	reply.JSON(w, http.StatusOK, loginResponse{Token: a.signer.Sign(s), UserID: acct.UserID, Verified: true, Agent: acct.Agent, ExpiresAt: s.ExpiresAt})
 }
 
 type bindDeviceRequest struct {
@@ -210,15 +204,15 @@ type bindDeviceRequest struct {
 func (a *API) bindDevice(w http.ResponseWriter, r *http.Request) {
 	var req bindDeviceRequest
 	if err := decode(w, r, &req); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	b, err := a.adm.BindDevice(r.Context(), callerFrom(r.Context()).UserID, req.DeviceToken, req.ClientAttestation)
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, b)
+	reply.JSON(w, http.StatusOK, b)
 }
 
 type challengeRequest struct {
@@ -229,13 +223,13 @@ type challengeRequest struct {
 func (a *API) challenge(w http.ResponseWriter, r *http.Request) {
 	var req challengeRequest
 	if err := decode(w, r, &req); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
-	v, err := a.adm.Challenge(a.admCaller(r), req.Attempt)
+	v, err := a.adm.Challenge(r.Context(), a.admCaller(r), req.Attempt)
 	if err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	reply.JSON(w, http.StatusOK, v)
 }

@@ -139,5 +139,5 @@ func TestQueueModeHoldUsesTheTokenOnce(t *testing.T) {
 	if err := s.Pool.QueryRow(ctx, `SELECT coalesce(admission_token_id, '') FROM holds WHERE user_id = $1`, uid).Scan(&tokenID); err != nil || len(tokenID) != 24 {
 		t.Fatalf("hold row's admission token id %q (%v)", tokenID, err)
 	}
-	checkInvariants(t, s, shardID)
+	s.CheckInvariants(t, shardID)
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"tatkal/booking"
+	"tatkal/booking/api/reply"
 )
 
 // RejectInput answers a request refused before routing (httpx.ValidText)
@@ -15,5 +16,5 @@ func RejectInput(w http.ResponseWriter, r *http.Request, status int, msg string)
 	if status == http.StatusRequestEntityTooLarge {
 		reason = "BODY_TOO_LARGE"
 	}
-	writeError(w, r, slog.Default(), booking.Errorf(code, reason, "%s", msg))
+	reply.Error(w, r, slog.Default(), booking.Errorf(code, reason, "%s", msg))
 }

@@ -1,25 +1,27 @@
 package api
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-
 	"tatkal/booking"
+	"tatkal/booking/admission"
+	"tatkal/booking/api/reply"
 	"tatkal/booking/auth"
+	"tatkal/booking/httpx"
 )
 
 type loginRequest struct {
 	Login    string `json:"login"`
 	Password string `json:"password"`
+	// A solved sign-in challenge (POST /v1/auth/login/challenge), which
+	// opens the account's lock after repeated failures.
+	Challenge string `json:"challenge,omitempty"`
+	Nonce     string `json:"nonce,omitempty"`
 }
 
 type loginResponse struct {
@@ -33,37 +35,60 @@ type loginResponse struct {
 // login checks a password and hands out a signed session token. Every
 // attempt goes through the login guard (booking/auth.Guard): backoff per
 // account and IP, a bounded number of password hashes at once, and an
-// unknown login costs a hash like a wrong password.
+// unknown login costs a hash like a wrong password. Once the account is
+// locked, a solved challenge lets the attempt through the account's lock
+// (never the address's).
 func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	var req loginRequest
 	if err := decode(w, r, &req); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	if req.Login == "" || req.Password == "" || len(req.Login) > 64 || len(req.Password) > 256 ||
 		!utf8.ValidString(req.Login) || strings.ContainsRune(req.Login, 0) {
-		writeError(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_CREDENTIALS_FORMAT", "Send a login (up to 64 characters) and a password."))
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_CREDENTIALS_FORMAT", "Send a login (up to 64 characters) and a password."))
 		return
 	}
-	var s auth.Session
-	err := a.guard.Attempt(r.Context(), req.Login, clientIP(r), func(ctx context.Context) (bool, error) {
-		var hash, userType, verification string
-		err := a.pool.QueryRow(ctx, `SELECT id, password_hash, user_type, id_verification_status, created_at, session_generation
-			FROM users WHERE login = $1`, req.Login).Scan(&s.UserID, &hash, &userType, &verification, &s.CreatedAt, &s.Generation)
-		if errors.Is(err, pgx.ErrNoRows) {
-			hash = "" // checked against the guard's dummy hash: same cost as a wrong password
-		} else if err != nil {
-			return false, fmt.Errorf("login: read user: %w", err)
-		}
-		s.Verified, s.Agent = verification == "VERIFIED", userType == "AGENT"
-		return a.guard.VerifyPassword(hash, req.Password)
-	})
+	s, err := auth.PassengerLogin(r.Context(), a.pool, a.guard, req.Login, req.Password, httpx.ClientIP(r), auth.Proof{Challenge: req.Challenge, Nonce: req.Nonce})
 	if err != nil {
-		writeError(w, r, a.log, loginError(w, err))
+		reply.Error(w, r, a.log, loginError(w, err))
 		return
 	}
 	s.ID, s.ExpiresAt = auth.NewSessionID(), a.now().Add(a.ttl).Truncate(time.Second)
-	writeJSON(w, http.StatusOK, loginResponse{Token: a.signer.Sign(s), UserID: s.UserID, Verified: s.Verified, Agent: s.Agent, ExpiresAt: s.ExpiresAt})
+	reply.JSON(w, http.StatusOK, loginResponse{Token: a.signer.Sign(s), UserID: s.UserID, Verified: s.Verified, Agent: s.Agent, ExpiresAt: s.ExpiresAt})
+}
+
+type loginChallengeRequest struct {
+	Login string `json:"login"`
+}
+
+// loginChallenge gives the proof-of-work challenge that opens a locked
+// account's lock for one sign-in, in the form of the hold's challenge.
+// An account that is not locked needs none (409 NO_CHALLENGE_NEEDED); an
+// address past its own limits gets none (429).
+func (a *API) loginChallenge(w http.ResponseWriter, r *http.Request) {
+	var req loginChallengeRequest
+	if err := decode(w, r, &req); err != nil {
+		reply.Error(w, r, a.log, err)
+		return
+	}
+	if req.Login == "" || len(req.Login) > 64 {
+		reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "BAD_CREDENTIALS_FORMAT", "Send the login (up to 64 characters) you want to sign in to."))
+		return
+	}
+	c, err := a.guard.Challenge(r.Context(), req.Login, httpx.ClientIP(r))
+	if err != nil {
+		reply.Error(w, r, a.log, loginError(w, err))
+		return
+	}
+	if c == nil {
+		reply.Error(w, r, a.log, booking.Errorf(booking.ECONFLICT, "NO_CHALLENGE_NEEDED", "This account is not locked; sign in as usual."))
+		return
+	}
+	reply.JSON(w, http.StatusOK, admission.ChallengeView{Challenge: c.Token, Type: "POW_SHA256", Bits: c.Bits,
+		ExpiresInS: int(c.ExpiresAt.Sub(a.now()).Seconds()),
+		How: "Find a nonce (up to 32 characters) such that SHA-256(challenge + \"|\" + nonce) starts with difficulty_bits zero bits; " +
+			"send challenge and nonce with your sign-in. It works once."})
 }
 
 // loginError turns a guard refusal into the API's answer, with Retry-After.
@@ -76,6 +101,14 @@ func loginError(w http.ResponseWriter, err error) error {
 	case errors.As(err, &throttled):
 		n := auth.RetrySeconds(throttled.RetryAfter)
 		w.Header().Set("Retry-After", strconv.Itoa(n))
+		switch {
+		case throttled.BadProof:
+			return booking.Errorf(booking.ELIMIT, "CHALLENGE_REFUSED", "The challenge is unknown, used, expired or not solved. "+
+				"Get a new one (POST /v1/auth/login/challenge), solve it and sign in with it, or try again in %d seconds.", n)
+		case throttled.AccountOnly:
+			return booking.Errorf(booking.ELIMIT, "ACCOUNT_LOCKED", "Too many failed sign-ins to this account. Try again in %d seconds, "+
+				"or get a challenge (POST /v1/auth/login/challenge), solve it and send challenge and nonce with your sign-in.", n)
+		}
 		return booking.Errorf(booking.ELIMIT, "TOO_MANY_ATTEMPTS", "Too many failed sign-ins. Try again in %d seconds.", n)
 	case errors.As(err, &busy):
 		w.Header().Set("Retry-After", strconv.Itoa(auth.RetrySeconds(busy.RetryAfter)))
@@ -87,7 +120,7 @@ func loginError(w http.ResponseWriter, err error) error {
 // logout revokes the session that sent it.
 func (a *API) logout(w http.ResponseWriter, r *http.Request) {
 	if err := a.revocations.Logout(r.Context(), sessionFrom(r.Context())); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -96,20 +129,10 @@ func (a *API) logout(w http.ResponseWriter, r *http.Request) {
 // logoutEverywhere revokes every session of the account issued so far.
 func (a *API) logoutEverywhere(w http.ResponseWriter, r *http.Request) {
 	if err := a.revocations.LogoutEverywhere(r.Context(), sessionFrom(r.Context()).UserID); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// clientIP is the peer's address. Behind a load balancer this is the
-// balancer; trusting X-Forwarded-For needs a configured proxy list first.
-func clientIP(r *http.Request) string {
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return ip
 }
 
 type prepareRequest struct {
@@ -141,7 +164,7 @@ type prepareResponse struct {
 func (a *API) prepare(w http.ResponseWriter, r *http.Request) {
 	var req prepareRequest
 	if err := decode(w, r, &req); err != nil {
-		writeError(w, r, a.log, err)
+		reply.Error(w, r, a.log, err)
 		return
 	}
 	now := a.now()
@@ -153,7 +176,7 @@ func (a *API) prepare(w http.ResponseWriter, r *http.Request) {
 	if req.Intent != nil {
 		date, err := parseDate(req.Intent.JourneyDate)
 		if err != nil {
-			writeError(w, r, a.log, err)
+			reply.Error(w, r, a.log, err)
 			return
 		}
 		quota := req.Intent.Quota
@@ -162,13 +185,13 @@ func (a *API) prepare(w http.ResponseWriter, r *http.Request) {
 		}
 		shard, err := a.svc.Catalog().Find(r.Context(), req.Intent.TrainNo, date, req.Intent.Class, quota)
 		if err != nil {
-			writeError(w, r, a.log, err)
+			reply.Error(w, r, a.log, err)
 			return
 		}
 		opens, closes := shard.OpensAt.In(booking.IST), shard.ClosesAt.In(booking.IST)
 		resp.WindowOpensAt, resp.WindowClosesAt, resp.Mode = &opens, &closes, shard.Mode
 	}
-	writeJSON(w, http.StatusOK, resp)
+	reply.JSON(w, http.StatusOK, resp)
 }
 
 func parseDate(s string) (time.Time, error) {

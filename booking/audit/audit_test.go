@@ -2,6 +2,9 @@ package audit
 
 import (
 	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -42,5 +45,38 @@ func TestCleanDetail(t *testing.T) {
 	}
 	if b, _ := cleanDetail(nil); string(b) != "{}" {
 		t.Fatalf("nil detail: %s", b)
+	}
+}
+
+// Write is the one writer of audit_log: no other code of the module
+// inserts into it directly (and so around its cleaning and caps).
+func TestWriteIsTheOnlyWriter(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := filepath.Abs(".")
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || path == self) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(strings.ToUpper(string(b)), "INSERT INTO AUDIT_LOG") {
+			t.Errorf("%s writes audit_log directly; use audit.Write", strings.TrimPrefix(path, root+"/"))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

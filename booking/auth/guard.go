@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -18,6 +19,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tatkal/booking/admission/token"
+	"tatkal/booking/db"
 )
 
 // GuardConfig tunes a login guard. Zero values take the defaults shown.
@@ -36,6 +40,11 @@ type GuardConfig struct {
 	// allowance, up to MaxDelay (15m). Counters forget after Quiet (24h)
 	// without a failure.
 	BaseDelay, MaxDelay, Quiet time.Duration
+	// ChallengeBits is the proof of work that opens an account's lock
+	// (18: about a second in a browser); ChallengeTTL how long it may be
+	// answered (5m: a person types a password meanwhile).
+	ChallengeBits int
+	ChallengeTTL  time.Duration
 	// DummyParams is the cost of the hash an unknown login is checked
 	// against (DefaultParams): it must match the real hashes' cost.
 	DummyParams Argon2Params
@@ -52,12 +61,16 @@ type GuardConfig struct {
 // account and IP, and per IP, and a bounded number of concurrent hashes.
 //
 // Past the allowance a sign-in is refused with Retry-After until the
-// backoff passes, correct password or not. We refuse rather than ask for a
-// proof of work: a guesser can solve puzzles as fast as anyone, while
-// backoff caps guesses per account at about 100 a day, and the per-account
-// at-one-IP allowance is reached long before the account-wide one, so an
-// attacker elsewhere locks a victim out only by spending twenty guesses
-// and then only for minutes at a time.
+// backoff passes, correct password or not: backoff, then a challenge. When
+// the account's own lock is all that refuses (not the address's, nor the
+// account's at this address), a solved proof-of-work challenge (Challenge)
+// lets the attempt through to the password check: else an attacker
+// elsewhere, spending twenty guesses, would lock the owner out of their
+// own account. The puzzle is admission's (token.LeadingZeroBits), bound to
+// the account, issued by the server, single use and expiring. It never
+// opens an address's lock: a guesser still gets the allowance per address
+// and per account at each address, and pays a puzzle for every guess past
+// the account's.
 type Guard struct {
 	cfg    GuardConfig
 	slots  chan struct{}
@@ -91,6 +104,12 @@ func NewGuard(cfg GuardConfig) *Guard {
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = 24 * time.Hour
 	}
+	if cfg.ChallengeBits <= 0 {
+		cfg.ChallengeBits = 18
+	}
+	if cfg.ChallengeTTL <= 0 {
+		cfg.ChallengeTTL = 5 * time.Minute
+	}
 	if cfg.DummyParams.MemoryKiB == 0 {
 		cfg.DummyParams = DefaultParams
 	}
@@ -112,7 +131,15 @@ func NewGuard(cfg GuardConfig) *Guard {
 var ErrWrongCredentials = errors.New("wrong login or password")
 
 // Throttled refuses a sign-in during backoff.
-type Throttled struct{ RetryAfter time.Duration }
+type Throttled struct {
+	RetryAfter time.Duration
+	// AccountOnly: only the account's own lock refuses, so a solved
+	// challenge (Guard.Challenge) would let the attempt through.
+	AccountOnly bool
+	// BadProof: the attempt carried a challenge that is unknown, used,
+	// expired, for another account, or not solved.
+	BadProof bool
+}
 
 func (e *Throttled) Error() string {
 	return fmt.Sprintf("too many failed sign-ins; retry after %s", e.RetryAfter)
@@ -128,21 +155,37 @@ func RetrySeconds(d time.Duration) int {
 	return max(int((d+time.Second-1)/time.Second), 1)
 }
 
+// Proof is a solved challenge sent with a sign-in: the challenge as
+// Guard.Challenge gave it and a nonce such that SHA-256(challenge "|"
+// nonce) starts with its number of zero bits.
+type Proof struct{ Challenge, Nonce string }
+
 // Attempt runs one sign-in: refused with *Throttled during backoff (no
-// hashing at all), with *Busy when every slot is taken, else check runs in
-// a slot; check's false is recorded as a failure and answered
+// hashing at all) unless only the account's lock refuses and proof solves
+// a challenge for it, with *Busy when every slot is taken, else check runs
+// in a slot; check's false is recorded as a failure and answered
 // ErrWrongCredentials, its true clears the account's counters.
-func (g *Guard) Attempt(ctx context.Context, login, ip string, check func(context.Context) (bool, error)) error {
+func (g *Guard) Attempt(ctx context.Context, login, ip string, proof Proof, check func(context.Context) (bool, error)) error {
 	login = NormaliseLogin(login)
 	subj := g.subjects(login, ip)
 	now := g.cfg.Now()
-	var until *time.Time
-	if err := g.cfg.Pool.QueryRow(ctx, `SELECT max(locked_until) FROM login_throttle WHERE subject = ANY($1)`,
-		subj.all()).Scan(&until); err != nil {
-		return fmt.Errorf("login guard: read throttle: %w", err)
+	account, other, err := g.locks(ctx, subj)
+	if err != nil {
+		return err
 	}
-	if until != nil && now.Before(*until) {
-		return &Throttled{RetryAfter: until.Sub(now)}
+	switch {
+	case now.Before(other):
+		return &Throttled{RetryAfter: later(account, other).Sub(now)}
+	case now.Before(account) && (proof.Challenge == "" && proof.Nonce == ""):
+		return &Throttled{RetryAfter: account.Sub(now), AccountOnly: true}
+	case now.Before(account):
+		ok, err := g.useProof(ctx, subj, proof, now)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &Throttled{RetryAfter: account.Sub(now), AccountOnly: true, BadProof: true}
+		}
 	}
 	select {
 	case g.slots <- struct{}{}:
@@ -172,6 +215,93 @@ func (g *Guard) Attempt(ctx context.Context, login, ip string, check func(contex
 		return err
 	}
 	return ErrWrongCredentials
+}
+
+// locks reads when the account's lock ends, and when the latest of the
+// address's and the account-at-address's ends (zero: none).
+func (g *Guard) locks(ctx context.Context, subj subjects) (account, other time.Time, err error) {
+	rows, err := g.cfg.Pool.Query(ctx, `SELECT subject, locked_until FROM login_throttle WHERE subject = ANY($1)`, subj.all())
+	if err != nil {
+		return account, other, fmt.Errorf("login guard: read throttle: %w", err)
+	}
+	var s string
+	var until time.Time
+	_, err = pgx.ForEachRow(rows, []any{&s, &until}, func() error {
+		if s == subj.account {
+			account = until
+		} else {
+			other = later(other, until)
+		}
+		return nil
+	})
+	if err != nil {
+		return account, other, fmt.Errorf("login guard: read throttle: %w", err)
+	}
+	return account, other, nil
+}
+
+// Challenge is a proof-of-work puzzle that opens an account's lock once.
+type Challenge struct {
+	Token     string
+	Bits      int
+	ExpiresAt time.Time
+}
+
+// Challenge returns the challenge that lets a sign-in to login from ip
+// past the account's lock: nil when no lock refuses such a sign-in now,
+// *Throttled when the address's limits refuse it (a challenge would not
+// help). Asking again returns the same challenge until it expires or is
+// used.
+func (g *Guard) Challenge(ctx context.Context, login, ip string) (*Challenge, error) {
+	subj := g.subjects(NormaliseLogin(login), ip)
+	now := g.cfg.Now()
+	account, other, err := g.locks(ctx, subj)
+	if err != nil {
+		return nil, err
+	}
+	if now.Before(other) {
+		return nil, &Throttled{RetryAfter: later(account, other).Sub(now)}
+	}
+	if !now.Before(account) {
+		return nil, nil
+	}
+	id := make([]byte, 18)
+	rand.Read(id) //nolint:errcheck // crypto/rand never fails
+	c := Challenge{Token: challengePrefix + hex.EncodeToString(id), Bits: g.cfg.ChallengeBits, ExpiresAt: now.Add(g.cfg.ChallengeTTL)}
+	// Keep the open one, so a client asking in a loop writes nothing.
+	err = g.cfg.Pool.QueryRow(ctx, `
+		INSERT INTO login_challenges AS c (subject, id, account, bits, expires_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (subject) DO UPDATE SET id = excluded.id, account = excluded.account, bits = excluded.bits, expires_at = excluded.expires_at
+			WHERE c.expires_at <= $6::timestamptz + interval '30 seconds'
+		RETURNING id, bits, expires_at`, subj.accountIP, c.Token, subj.account, c.Bits, c.ExpiresAt, now).Scan(&c.Token, &c.Bits, &c.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = g.cfg.Pool.QueryRow(ctx, `SELECT id, bits, expires_at FROM login_challenges WHERE subject = $1`, subj.accountIP).
+			Scan(&c.Token, &c.Bits, &c.ExpiresAt)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("login guard: issue challenge: %w", err)
+	}
+	return &c, nil
+}
+
+const challengePrefix = "lc_"
+
+// useProof uses up the challenge of proof if it is this account's, open
+// and solved. Any use deletes it, solved or not, so it is tried once.
+func (g *Guard) useProof(ctx context.Context, subj subjects, p Proof, now time.Time) (bool, error) {
+	if !strings.HasPrefix(p.Challenge, challengePrefix) || len(p.Challenge) > 64 || p.Nonce == "" || len(p.Nonce) > 32 {
+		return false, nil
+	}
+	var bits int
+	err := g.cfg.Pool.QueryRow(ctx, `DELETE FROM login_challenges WHERE id = $1 AND account = $2 AND expires_at > $3 RETURNING bits`,
+		p.Challenge, subj.account, now).Scan(&bits)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("login guard: use challenge: %w", err)
+	}
+	return token.LeadingZeroBits(p.Challenge, p.Nonce) >= bits, nil
 }
 
 // VerifyPassword checks password against the stored hash, or against a
@@ -227,7 +357,7 @@ func ipNet(ip string) string {
 // recordFailure counts a failure against every subject, starts or extends
 // their backoff, and writes the failure's record.
 func (g *Guard) recordFailure(ctx context.Context, subj subjects, login, ip string, now time.Time) error {
-	err := pgx.BeginFunc(ctx, g.cfg.Pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, g.cfg.Pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 			INSERT INTO login_throttle AS t (subject, allowance, failures, last_failure, locked_until)
 			SELECT s, a, 1, $2, $2 FROM unnest($1::text[], $3::int[]) AS x(s, a)
@@ -271,6 +401,9 @@ func (g *Guard) recordFailure(ctx context.Context, subj subjects, login, ip stri
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM login_throttle WHERE last_failure < $1 AND locked_until < $2`,
 				now.Add(-g.cfg.Quiet), now); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM login_challenges WHERE expires_at < $1`, now); err != nil {
 				return err
 			}
 		}

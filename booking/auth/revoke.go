@@ -82,9 +82,6 @@ var (
 	ErrRevocationsUnknown = errors.New("session revocations could not be loaded")
 )
 
-// MaxStale is how long a revocation may take to reach every process.
-func (r *Revocations) MaxStale() time.Duration { return r.cfg.MaxStale }
-
 // Check answers ErrRevoked for a revoked session, ErrRevocationsUnknown
 // when the revocations are older than MaxStale and cannot be reloaded.
 func (r *Revocations) Check(ctx context.Context, s Session) error {
@@ -248,6 +245,7 @@ func (r *Revocations) revoke(ctx context.Context, userID int64, sid string) erro
 	// re-signed (after OTP verification) keeps its id with a later expiry.
 	expires := now.Add(r.cfg.SessionTTL)
 	var gen int64
+	// Not db.Transact: fn rewrites sid, so it is not safe to run twice.
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT session_generation FROM users WHERE id = $1 FOR UPDATE`, userID).Scan(&gen); err != nil {
 			return err

@@ -27,6 +27,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"tatkal/booking"
 	"tatkal/booking/api"
@@ -75,8 +76,8 @@ type Options struct {
 	// PipelineBatch is how many script calls share one round trip in the
 	// pipelined Lua ceiling.
 	PipelineBatch int
-	// Writers is how many group-commit writers the PostgreSQL ceiling runs;
-	// it should match the service's committer (main.go runs 3).
+	// Writers is how many group-commit writers the PostgreSQL ceiling runs
+	// (the service's committer runs TATKAL_COMMIT_WRITERS, default 1).
 	Writers int
 	// FreshUsers is how many users each hold-only phase may spend (one
 	// durable hold each). Zero: Concurrency plus 8,000 per second of
@@ -442,18 +443,28 @@ func serveAPI(opts Options) (string, func(), error) {
 	return serveHandler(r)
 }
 
-// serveHandler serves h on a loopback port until stop is called.
+// serveHandler serves h on a loopback port until stop is called; stop
+// shuts the server down and waits for its goroutine to return.
 func serveHandler(h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, fmt.Errorf("bench: listen: %w", err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln) //nolint:errcheck // returns ErrServerClosed on stop
+	var g errgroup.Group
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx) //nolint:errcheck
+		srv.Shutdown(ctx) //nolint:errcheck // Serve's own error is the one that counts
+		if err := g.Wait(); err != nil {
+			slog.Warn("bench: the API server stopped", "err", err)
+		}
 	}
 	return "http://" + ln.Addr().String(), stop, nil
 }

@@ -16,13 +16,20 @@ import (
 	"tatkal/booking"
 )
 
-// passenger is the one traveller of every bench hold: valid, with an ID.
-func passenger(g int) booking.Passenger {
+// passenger is the one traveller of a bench account's holds: valid, with
+// an ID, and a different person per account (one passenger on every
+// account's holds is what the live limit across accounts refuses).
+func passenger(g int, user int64) booking.Passenger {
 	gender := "F"
 	if g%2 == 1 {
 		gender = "M"
 	}
-	return booking.Passenger{Name: "Bench Passenger", Age: 34, Gender: gender, IDType: "PAN", IDRef: "ABCDE1234F"}
+	var letters [5]byte
+	for i := range letters {
+		letters[i] = byte('A' + user%26)
+		user /= 26
+	}
+	return booking.Passenger{Name: "Bench Passenger " + string(letters[:]), Age: 34, Gender: gender, IDType: "PAN", IDRef: string(letters[:]) + "1234F"}
 }
 
 // journey picks random boarding and alighting stops, so the script meets
@@ -58,7 +65,7 @@ func serviceCycle(ctx context.Context, env *runEnv) (Phase, error) {
 			start := time.Now()
 			res, err := svc.Hold(ctx, caller, booking.HoldRequest{UserID: user, IdempotencyKey: env.idemKey("c", g, n),
 				Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota, From: env.stops[from], To: env.stops[to],
-				Passengers: []booking.Passenger{passenger(g)}})
+				Passengers: []booking.Passenger{passenger(g, user)}})
 			d := time.Since(start)
 			t.lat, t.holdTime = append(t.lat, d), t.holdTime+d
 			if err != nil {
@@ -143,7 +150,7 @@ func serviceHolds(ctx context.Context, env *runEnv) (Phase, error) {
 	return holdOnly(ctx, env, "service: Service.Hold, fresh users", env.fresh[0], false, func(g, n int, user int64, from, to int) (bool, string) {
 		res, err := svc.Hold(ctx, booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}, booking.HoldRequest{
 			UserID: user, IdempotencyKey: env.idemKey("s", g, n), Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota,
-			From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g)}})
+			From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g, user)}})
 		if err != nil {
 			return false, "hold: " + reasonOf(err)
 		}
@@ -209,7 +216,7 @@ type answer struct {
 // anything else is a failure named by status and reason.
 func (c *client) hold(ctx context.Context, env *runEnv, sh *booking.Shard, user int64, idem string, from, to, g int) (durable bool, failure string) {
 	body, err := json.Marshal(holdBody{TrainNo: sh.Train, JourneyDate: sh.Date.Format(time.DateOnly), Class: sh.Class,
-		Quota: sh.Quota, From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g)}})
+		Quota: sh.Quota, From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g, user)}})
 	if err != nil {
 		return false, "hold: encode"
 	}

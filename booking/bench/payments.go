@@ -75,7 +75,7 @@ func walletConfirmations(ctx context.Context, env *runEnv) (Phase, error) {
 			start := time.Now()
 			res, err := svc.Hold(ctx, caller, booking.HoldRequest{UserID: user, IdempotencyKey: env.idemKey("w", g, n),
 				Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota, From: env.stops[from], To: env.stops[to],
-				Passengers: []booking.Passenger{passenger(g)}})
+				Passengers: []booking.Passenger{passenger(g, user)}})
 			held := time.Since(start)
 			if err != nil {
 				t.fail("hold: " + reasonOf(err))
@@ -196,7 +196,9 @@ func prepareCallbacks(ctx context.Context, env *runEnv) error {
 
 	svc, sh, users := opts.Service, env.callbackShard, env.callbackUsers
 	if opts.Callbacks <= 0 {
-		want := opts.Concurrency + int(3*env.walletRate*opts.Duration.Seconds()+0.5)
+		// A callback confirms without the wallet's hold and debit steps: seen
+		// here at 3 to 5 times the wallet's rate, so prepare for 8 times.
+		want := 2*opts.Concurrency + int(8*env.walletRate*opts.Duration.Seconds()+0.5)
 		users = users[:min(want, len(users))]
 	}
 	var next atomic.Int64
@@ -223,7 +225,7 @@ func prepareCallbacks(ctx context.Context, env *runEnv) error {
 				from, to := journey(rng, len(env.stops))
 				res, err := svc.Hold(ctx, caller, booking.HoldRequest{UserID: user, IdempotencyKey: env.idemKey("p", g, n),
 					Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota, From: env.stops[from], To: env.stops[to],
-					Passengers: []booking.Passenger{passenger(g)}})
+					Passengers: []booking.Passenger{passenger(g, user)}})
 				switch {
 				case err != nil:
 					fail("prepare hold: " + reasonOf(err))

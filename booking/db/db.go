@@ -136,6 +136,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		if err != nil {
 			return fmt.Errorf("migrate %s: %w", version, err)
 		}
+		// Not Transact: a migration that fails stops the run; it is never retried.
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, string(body)); err != nil {
 				return err
@@ -193,18 +194,39 @@ func upFiles() ([]string, error) {
 	return names, nil
 }
 
+// Querier is what a pool, a connection and a transaction share: code that
+// reads or writes takes one, so it runs alike inside or outside a
+// transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Beginner starts transactions: a pool or a connection.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
 // Transact runs fn in a transaction, rolling back on error or panic, and
-// retries serialization failures and deadlocks a few times.
-func Transact(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+// retries serialization failures and deadlocks a few times, so fn must be
+// safe to run again (no effects outside tx it does not reset). The wait
+// between attempts ends early with ctx.
+func Transact(ctx context.Context, db Beginner, fn func(pgx.Tx) error) error {
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
-		err = pgx.BeginFunc(ctx, pool, fn)
+		err = pgx.BeginFunc(ctx, db, fn)
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") {
-			time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
-			continue
+		if !errors.As(err, &pgErr) || (pgErr.Code != "40001" && pgErr.Code != "40P01") {
+			return err
 		}
-		return err
+		t := time.NewTimer(time.Duration(attempt+1) * 5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (after %w)", ctx.Err(), err)
+		case <-t.C:
+		}
 	}
 	return err
 }

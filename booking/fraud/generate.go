@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"tatkal/booking/india"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -77,9 +79,8 @@ func Generate(ctx context.Context, q Querier, rec Recorder, p Population) (Gener
 	r := rand.New(rand.NewPCG(p.Seed, 0x7a75a1))
 	opens := p.OpensAt
 	if opens.IsZero() {
-		ist := time.FixedZone("IST", 5*3600+1800)
-		now := time.Now().In(ist)
-		opens = time.Date(now.Year(), now.Month(), now.Day()+1, 10, 0, 0, 0, ist)
+		now := time.Now().In(india.IST)
+		opens = time.Date(now.Year(), now.Month(), now.Day()+1, 10, 0, 0, 0, india.IST)
 	}
 	g := Generated{OpensAt: opens, Ring: map[int64]int{}, Family: map[int64]int{}}
 	tag := strconv.FormatUint(p.Seed, 36) + strconv.FormatInt(opens.Unix()%100000, 36)
@@ -112,6 +113,14 @@ func Generate(ctx context.Context, q Querier, rec Recorder, p Population) (Gener
 	ident := func() string { return fmt.Sprintf("%04d%04d%04d", r.IntN(10000), r.IntN(10000), r.IntN(10000)) }
 
 	for k := range p.Rings {
+		// Rings are not equally careless. Each has a discipline d in
+		// [0.35, 0.85]: the share of its accounts on the ring's devices, in
+		// its burst, on its proxy; fewer pay with the ring's instruments
+		// (d-0.1), have sequential logins (d-0.2) or the scripted solve
+		// time (d-0.3, jittered by a few ms). Its customers come from a
+		// pool twice the ring's size, so accounts share only some passengers,
+		// and its burst is jittered over 2-30 ms, not all within a few.
+		d := 0.35 + 0.5*r.Float64()
 		stem := fmt.Sprintf("tk%s%c%c", tag, 'a'+rune(r.IntN(26)), 'a'+rune(r.IntN(26)))
 		devices := make([]string, (p.RingSize+2)/3)
 		for i := range devices {
@@ -119,39 +128,40 @@ func Generate(ctx context.Context, q Querier, rec Recorder, p Population) (Gener
 		}
 		instruments := []string{fmt.Sprintf("tout%d.%s@upi", k, tag), fmt.Sprintf("card-%s-%d", tag, k)}
 		proxy := [3]byte{103, byte(k / 200), byte(k % 200)}
-		customers := make([]Passenger, p.RingSize+2)
+		customers := make([]Passenger, 2*p.RingSize)
 		for i := range customers {
 			customers[i] = Passenger{Name: name(""), Age: 18 + r.IntN(50), IDType: "AADHAAR", IDRef: ident()}
 		}
 		burst := time.Duration(r.IntN(1500)) * time.Millisecond
+		spread := 2000 + r.IntN(28000) // µs
 		solve := 700 + r.IntN(300)
 		for i := range p.RingSize {
 			u := genUser{ring: k, family: -1, created: opens.Add(-time.Duration(1+r.IntN(20*24)) * time.Hour), verified: r.IntN(3) == 0}
-			if r.Float64() < 0.7 {
+			if r.Float64() < d-0.2 {
 				u.login = uniqueLogin(fmt.Sprintf("%s%03d", stem, i+1))
 			} else {
 				u.login = honestLogin()
 			}
 			s := &u.sig
 			s.DeviceID = fmt.Sprintf("dev-%s-r%d-%d", tag, k, i)
-			if r.Float64() < 0.8 {
+			if r.Float64() < d {
 				s.DeviceID = devices[i%len(devices)]
 			}
 			s.IP = ispIP()
-			if r.Float64() < 0.8 {
+			if r.Float64() < d {
 				s.IP = netip.AddrFrom4([4]byte{proxy[0], proxy[1], proxy[2], byte(1 + r.IntN(254))})
 			}
 			s.Instrument = fmt.Sprintf("own-%s-r%d-%d@upi", tag, k, i)
-			if r.Float64() < 0.7 {
+			if r.Float64() < d-0.1 {
 				s.Instrument = instruments[r.IntN(len(instruments))]
 			}
 			s.HeldAt = honestHold()
-			if r.Float64() < 0.7 {
-				s.HeldAt = opens.Add(burst + time.Duration(r.IntN(4000))*time.Microsecond)
+			if r.Float64() < d {
+				s.HeldAt = opens.Add(burst + time.Duration(r.IntN(spread))*time.Microsecond)
 			}
 			s.SolveMS = 1500 + r.IntN(7000)
-			if r.Float64() < 0.6 {
-				s.SolveMS = solve
+			if r.Float64() < d-0.3 {
+				s.SolveMS = solve + r.IntN(4)
 			}
 			for _, j := range r.Perm(len(customers))[:2+r.IntN(3)] {
 				s.Passengers = append(s.Passengers, customers[j])
@@ -200,8 +210,7 @@ func Generate(ctx context.Context, q Querier, rec Recorder, p Population) (Gener
 	// A shard of its own for this window: the shard is what ties a hold to
 	// its window, so two windows must not share one (same journey date,
 	// different opening: take the next class).
-	ist := time.FixedZone("IST", 5*3600+1800)
-	journey := opens.In(ist).AddDate(0, 0, 1).Format(time.DateOnly)
+	journey := opens.In(india.IST).AddDate(0, 0, 1).Format(time.DateOnly)
 	for _, class := range []string{"3A", "2A", "1A", "3E", "SL", "CC", "EC", "2S"} {
 		err := q.QueryRow(ctx, `
 			WITH ins AS (

@@ -16,16 +16,12 @@ import (
 	"unicode"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"tatkal/booking/db"
 )
 
 // Querier is a transaction or a pool.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type Querier = db.Querier
 
 // Signal is what the live path knows about one hold. Account age, verified
 // identity, the agent flag and the window are not passed: Record reads them
@@ -230,4 +226,55 @@ func (r Recorder) hash(domain, v string) string {
 	m.Write([]byte{0})
 	m.Write([]byte(v))
 	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// PassengerKeys are the keys one passenger is known by across accounts
+// for the live limit: the keyed hash of the ID number when there is one,
+// and always the keyed hash of normalised name and age, so that dropping
+// the ID or changing its type does not make a new passenger.
+func (r Recorder) PassengerKeys(p Passenger) []string {
+	keys := make([]string, 0, 2)
+	if id := r.idHash(p.IDType, p.IDRef); id != "" {
+		keys = append(keys, "i"+id)
+	}
+	if name := NormaliseName(p.Name); name != "" {
+		keys = append(keys, "n"+r.hash("name-age", fmt.Sprintf("%s|%d", name, p.Age)))
+	}
+	return keys
+}
+
+// NormalisePhone folds an Indian mobile number to its ten digits ("+91
+// 98765-43210", "09876543210" and "9876543210" are one phone), or "" when
+// it is not one.
+func NormalisePhone(s string) string {
+	d := strings.Map(func(c rune) rune {
+		if c >= '0' && c <= '9' {
+			return c
+		}
+		if c == '+' || c == '-' || c == ' ' || c == '(' || c == ')' {
+			return -1
+		}
+		return 'x'
+	}, s)
+	switch {
+	case len(d) == 12 && strings.HasPrefix(d, "91"):
+		d = d[2:]
+	case len(d) == 11 && d[0] == '0':
+		d = d[1:]
+	}
+	if len(d) != 10 || d[0] < '6' || d[0] > '9' || strings.ContainsRune(d, 'x') {
+		return ""
+	}
+	return d
+}
+
+// PhoneHash is the keyed hash of a normalised phone number, what
+// users.phone_hash holds: the per-person cap counts the verified accounts
+// of one phone. "" when the phone is not a mobile number or the key is short.
+func (r Recorder) PhoneHash(phone string) string {
+	p := NormalisePhone(phone)
+	if p == "" || len(r.Key) < 16 {
+		return ""
+	}
+	return r.hash("phone", p)
 }

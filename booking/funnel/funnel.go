@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"tatkal/booking/metrics"
 )
 
 // Stages of the funnel.
@@ -69,8 +71,10 @@ func New(rdb redis.UniversalClient, prefix string, log *slog.Logger) *Recorder {
 	return &Recorder{rdb: rdb, prefix: prefix, log: log, counts: map[string]int64{}, hist: map[string]int64{}}
 }
 
-// Add counts n events of stage on shard (0 for events of no shard).
+// Add counts n events of stage on shard (0 for events of no shard), and
+// in this process's tatkal_funnel_events_total even on a nil Recorder.
 func (r *Recorder) Add(shardID int64, stage string, n int64) {
+	metrics.FunnelEvents.WithLabelValues(stage).Add(float64(n))
 	if r == nil {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -195,6 +196,9 @@ type AppOptions struct {
 	// APIReject answers a refused /v1 request in the API's error format;
 	// other paths get plain text.
 	APIReject func(w http.ResponseWriter, r *http.Request, status int, msg string)
+	// TrustedProxies may set X-Forwarded-For (TATKAL_TRUSTED_PROXIES);
+	// see ClientIPs.
+	TrustedProxies []netip.Prefix
 }
 
 // App wraps the app's router in what every request passes through, in
@@ -209,6 +213,7 @@ func App(h http.Handler, o AppOptions) http.Handler {
 		http.Error(w, msg, status)
 	}
 	h = ValidText(reject)(h)
+	h = ClientIPs(o.TrustedProxies)(h)
 	h = http.NewCrossOriginProtection().Handler(h)
 	return Headers(o.HTTPS, o.CSP)(h)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"tatkal/booking/inventory"
+	"tatkal/booking/testenv"
 )
 
 // benchParallelism multiplies GOMAXPROCS into the number of goroutines
@@ -148,9 +149,8 @@ return 1
 // call to take n seats on a leg and one to give them back per iteration.
 // Its holds/s is the ceiling the hold path can approach.
 func BenchmarkRawLuaCeiling(b *testing.B) {
-	rdb := sharedRedis(b)
-	prefix := "it" + randHex(6)
-	b.Cleanup(func() { deletePrefix(b, rdb, prefix) })
+	rdb := testenv.Redis(b)
+	prefix := testenv.RedisPrefix(b, rdb)
 	ctx := context.Background()
 	script := redis.NewScript(ceilingLua)
 	key := []string{prefix + ":{s1}:cnt"}

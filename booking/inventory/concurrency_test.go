@@ -24,6 +24,7 @@ type attempt struct {
 // confirm, release or undo theirs. No berth-leg is ever claimed twice and
 // the records are exactly the HELD answers that were kept.
 func TestConcurrentHolds(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := context.Background()
 	const legs, berths = 6, 64

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -15,41 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"tatkal/booking/inventory"
+	"tatkal/booking/testenv"
 )
-
-// The tests run against the real Redis (DESIGN.md: never mocks of it).
-var (
-	redisOnce sync.Once
-	redisCli  *redis.Client
-	redisErr  error
-)
-
-func redisURL() string {
-	if u := os.Getenv("TATKAL_TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
-
-func sharedRedis(tb testing.TB) *redis.Client {
-	tb.Helper()
-	redisOnce.Do(func() {
-		opt, err := redis.ParseURL(redisURL())
-		if err != nil {
-			redisErr = err
-			return
-		}
-		opt.PoolSize = 64
-		redisCli = redis.NewClient(opt)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		redisErr = redisCli.Ping(ctx).Err()
-	})
-	if redisErr != nil {
-		tb.Fatalf("redis at %s: %v", redisURL(), redisErr)
-	}
-	return redisCli
-}
 
 func randHex(n int) string {
 	b := make([]byte, n)
@@ -59,41 +25,18 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// newStore returns a Store under a fresh key prefix whose keys are deleted
-// when the test ends.
-func newStore(tb testing.TB) (*inventory.Store, *redis.Client, string) {
+// newStore returns a Store on the real Redis (DESIGN.md: never mocks of
+// it) under a fresh key prefix whose keys are deleted when the test ends.
+func newStore(tb testing.TB) (*inventory.Store, redis.UniversalClient, string) {
 	tb.Helper()
-	rdb := sharedRedis(tb)
-	prefix := "it" + randHex(6)
-	tb.Cleanup(func() { deletePrefix(tb, rdb, prefix) })
+	rdb := testenv.Redis(tb)
+	prefix := testenv.RedisPrefix(tb, rdb)
 	return inventory.New(rdb, prefix), rdb, prefix
 }
 
-func prefixKeys(tb testing.TB, rdb *redis.Client, prefix string) []string {
+func prefixKeys(tb testing.TB, rdb redis.UniversalClient, prefix string) []string {
 	tb.Helper()
-	ctx := context.Background()
-	var keys []string
-	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		tb.Errorf("scan %s: %v", prefix, err)
-	}
-	return keys
-}
-
-func deletePrefix(tb testing.TB, rdb *redis.Client, prefix string) {
-	keys := prefixKeys(tb, rdb, prefix)
-	ctx := context.Background()
-	for len(keys) > 0 {
-		n := min(len(keys), 500)
-		if err := rdb.Del(ctx, keys[:n]...).Err(); err != nil {
-			tb.Errorf("delete %s keys: %v", prefix, err)
-			return
-		}
-		keys = keys[n:]
-	}
+	return testenv.Keys(tb, rdb, prefix)
 }
 
 // shape builds berth types and coaches: coaches of perCoach berths each,
@@ -231,7 +174,7 @@ func findHold(sn inventory.Snapshot, id string) (inventory.HoldRecord, bool) {
 	return inventory.HoldRecord{}, false
 }
 
-func hashGet(tb testing.TB, rdb *redis.Client, key, field string) (string, bool) {
+func hashGet(tb testing.TB, rdb redis.UniversalClient, key, field string) (string, bool) {
 	tb.Helper()
 	v, err := rdb.HGet(context.Background(), key, field).Result()
 	if err == redis.Nil {
@@ -251,7 +194,7 @@ func shardKey(prefix string, shard int64, name string) string {
 
 // userHash reads a per-user hash (live, daily) without the pad field that
 // keeps it a hash table (see padField in load.go).
-func userHash(tb testing.TB, rdb *redis.Client, key string) map[string]string {
+func userHash(tb testing.TB, rdb redis.UniversalClient, key string) map[string]string {
 	tb.Helper()
 	m, err := rdb.HGetAll(context.Background(), key).Result()
 	if err != nil {

@@ -18,6 +18,7 @@ const testShard = int64(7)
 // a berth busy on any overlapping leg is skipped, a berth busy only on
 // other legs is reused.
 func TestHoldTakesBerthsFreeOnEveryLeg(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := context.Background()
 	mustLoad(t, s, testShard, inventory.ShardState{
@@ -87,6 +88,7 @@ func TestHoldTakesBerthsFreeOnEveryLeg(t *testing.T) {
 // DESIGN.md "Segment-aware seats": one berth free on A-B and another on
 // B-C must not sell A-C.
 func TestHoldFragmentedLegsDoNotAddUp(t *testing.T) {
+	t.Parallel()
 	t.Run("built by scripts", func(t *testing.T) {
 		s, _, _ := newStore(t)
 		mustLoad(t, s, testShard, inventory.ShardState{Epoch: 1, Legs: 2, BerthTypes: []byte("LU"), Coaches: []byte{1, 1}, WaitlistCap: 5})
@@ -155,6 +157,7 @@ func checkFragmented(t *testing.T, s *inventory.Store) {
 }
 
 func TestHoldSoldOutThenWaitlistThenSoldOut(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := context.Background()
 	mustLoad(t, s, testShard, inventory.ShardState{Epoch: 1, Legs: 2, BerthTypes: []byte("LMUL"), Coaches: []byte{1, 1, 1, 1}, WaitlistCap: 3})
@@ -222,6 +225,7 @@ func TestHoldSoldOutThenWaitlistThenSoldOut(t *testing.T) {
 }
 
 func TestHoldOneLiveHoldPerUser(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	mustLoad(t, s, testShard, inventory.ShardState{Epoch: 3, Legs: 2, BerthTypes: []byte("LMULMU"), Coaches: []byte{1, 1, 1, 1, 1, 1}, WaitlistCap: 4})
 	first := mustHeld(t, s, req(testShard, 1, 0, 2, "-"))
@@ -262,6 +266,7 @@ func TestHoldOneLiveHoldPerUser(t *testing.T) {
 }
 
 func TestHoldDailyCap(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	mustLoad(t, s, testShard, inventory.ShardState{Epoch: 1, Legs: 2, BerthTypes: []byte("LMULMULM"), Coaches: []byte{1, 1, 1, 1, 2, 2, 2, 2}})
 	capped := func(user int64) inventory.HoldRequest {
@@ -316,6 +321,7 @@ func TestHoldDailyCap(t *testing.T) {
 // Every refused input answers its outcome, changes nothing and is not
 // remembered under the idempotency key.
 func TestHoldBadInputsChangeNothing(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
 	mustLoad(t, s, testShard, inventory.ShardState{Epoch: 2, Legs: 3, BerthTypes: []byte("LMULMU"), Coaches: []byte{1, 1, 1, 2, 2, 2}, WaitlistCap: 10})
@@ -374,6 +380,7 @@ func TestHoldBadInputsChangeNothing(t *testing.T) {
 // a Lua error after its first write would leave a half-made hold behind
 // (Redis does not roll scripts back).
 func TestHoldRefusesMalformedRequestsWithoutSideEffects(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	mustLoad(t, s, testShard, inventory.ShardState{Epoch: 1, Legs: 2, BerthTypes: []byte("LMUL"), Coaches: []byte{1, 1, 1, 1}})
 	before := snap(t, s, testShard)
@@ -407,6 +414,7 @@ func TestHoldRefusesMalformedRequestsWithoutSideEffects(t *testing.T) {
 }
 
 func TestNotReadyWhenNeverLoadedOrWiped(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
 	check := func(stage string) {
@@ -466,6 +474,7 @@ func TestNotReadyWhenNeverLoadedOrWiped(t *testing.T) {
 }
 
 func TestPreferences(t *testing.T) {
+	t.Parallel()
 	t.Run("senior gets a lower berth when one is free", func(t *testing.T) {
 		s, _, _ := newStore(t)
 		mustLoad(t, s, testShard, inventory.ShardState{Epoch: 1, Legs: 2, BerthTypes: []byte("LMULMUST"), Coaches: []byte{1, 1, 1, 1, 1, 1, 1, 1},
@@ -528,6 +537,7 @@ func TestPreferences(t *testing.T) {
 }
 
 func TestIdempotentReplay(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	mustLoad(t, s, testShard, inventory.ShardState{Epoch: 4, Legs: 3, BerthTypes: []byte("LMULMU"), Coaches: []byte{1, 1, 1, 1, 1, 1}, WaitlistCap: 2})
 	r := req(testShard, 1, 0, 2, "L-")
@@ -584,6 +594,7 @@ func TestIdempotentReplay(t *testing.T) {
 }
 
 func TestIdempotentReplayConcurrent(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	mustLoad(t, s, testShard, inventory.ShardState{Epoch: 1, Legs: 4, BerthTypes: []byte("LMULMUSTLMULMUST"), Coaches: []byte{1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2}})
 	base := req(testShard, 42, 1, 4, "L-U")

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tatkal/booking/db"
 )
 
 // ShardLockClass is the first key of the advisory locks that order shard
@@ -311,7 +313,7 @@ func noteRebuild(ctx context.Context, pool *pgxpool.Pool, shardID int64, failure
 func rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (int64, error) {
 	var st ShardState
 	var extraDaily map[int64]int
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", ShardLockClass, int32(shardID)); err != nil {
 			return err
 		}

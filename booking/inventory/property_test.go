@@ -331,7 +331,7 @@ func (m *model) reload(ctx context.Context, s *inventory.Store, sn inventory.Sna
 }
 
 // compare checks the snapshot (already self-checked) against the model.
-func (m *model) compare(tb testing.TB, rdb *redis.Client, prefix string, sn inventory.Snapshot) error {
+func (m *model) compare(tb testing.TB, rdb redis.UniversalClient, prefix string, sn inventory.Snapshot) error {
 	if sn.Epoch != m.epoch || sn.Berths != m.nberths || sn.Legs != m.legs {
 		return fmt.Errorf("shape: epoch %d berths %d legs %d", sn.Epoch, sn.Berths, sn.Legs)
 	}
@@ -392,6 +392,7 @@ func (m *model) compare(tb testing.TB, rdb *redis.Client, prefix string, sn inve
 // the model and runs the self-checks. TATKAL_PROPERTY_SEED and
 // TATKAL_PROPERTY_OPS override the seeds and the length.
 func TestPropertyRandomOperations(t *testing.T) {
+	t.Parallel()
 	seeds := []int64{1, 2, 3}
 	if v := os.Getenv("TATKAL_PROPERTY_SEED"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

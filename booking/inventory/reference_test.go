@@ -16,6 +16,7 @@ import (
 // often the group had to look past the first free berths for one coach,
 // and how often no coach could take it, so both paths are known to run.
 func TestHoldMatchesReference(t *testing.T) {
+	t.Parallel()
 	shapes := []struct {
 		name  string
 		sizes []int

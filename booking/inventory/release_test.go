@@ -15,6 +15,7 @@ func emptyShard(legs, berths, wlcap int) inventory.ShardState {
 }
 
 func TestReleaseFreesSeatsLiveHoldAndDailyCount(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
 	mustLoad(t, s, testShard, emptyShard(3, 4, 0))
@@ -79,6 +80,7 @@ func TestReleaseFreesSeatsLiveHoldAndDailyCount(t *testing.T) {
 }
 
 func TestUndoForgetsTheIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
 	mustLoad(t, s, testShard, emptyShard(2, 4, 0))
@@ -111,6 +113,7 @@ func TestUndoForgetsTheIdempotencyKey(t *testing.T) {
 }
 
 func TestReleaseOfConfirmedAndCancel(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
 	mustLoad(t, s, testShard, emptyShard(3, 4, 0))
@@ -146,6 +149,7 @@ func TestReleaseOfConfirmedAndCancel(t *testing.T) {
 }
 
 func TestWaitlistHoldRelease(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
 	mustLoad(t, s, testShard, emptyShard(2, 2, 5))
@@ -197,6 +201,7 @@ func TestWaitlistHoldRelease(t *testing.T) {
 }
 
 func TestConfirm(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
 	mustLoad(t, s, testShard, emptyShard(4, 6, 0))
@@ -235,6 +240,7 @@ func TestConfirm(t *testing.T) {
 }
 
 func TestLoadEpochs(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := context.Background()
 	five := emptyShard(2, 4, 1)
@@ -270,6 +276,7 @@ func TestLoadEpochs(t *testing.T) {
 }
 
 func TestLoadRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := context.Background()
 	good := emptyShard(3, 4, 2)
@@ -363,6 +370,7 @@ func TestLoadRejectsBadInput(t *testing.T) {
 // The state Load builds from records equals the state the scripts built
 // for the same records.
 func TestLoadFromRecordsEqualsScriptState(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
 	types, coaches := shape(3, 8, "LMULMUST")
@@ -449,6 +457,7 @@ func TestLoadFromRecordsEqualsScriptState(t *testing.T) {
 }
 
 func TestAvailableCountsWholeJourney(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := context.Background()
 	// Berth 0 busy on leg 0, berth 1 on leg 2, berth 2 free: every leg has
@@ -485,6 +494,7 @@ func TestAvailableCountsWholeJourney(t *testing.T) {
 }
 
 func TestReleaseRefusesUnknownMode(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := context.Background()
 	mustLoad(t, s, testShard, emptyShard(2, 2, 0))
@@ -503,6 +513,7 @@ func TestReleaseRefusesUnknownMode(t *testing.T) {
 // place in the day's cap (problem 3 of issue 9: it answered STILL_HELD and
 // the berth was never free again).
 func TestCancelFreesARecordThatMissedItsConfirmation(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	mustLoad(t, s, testShard, emptyShard(3, 4, 0))
 	empty := snap(t, s, testShard)
@@ -524,6 +535,7 @@ func TestCancelFreesARecordThatMissedItsConfirmation(t *testing.T) {
 // under the same id leaves it alone, HOLD never overwrites a record, and
 // CONFIRM sells it (problem 2 of issue 9).
 func TestRetakeRecordIsNotTheLapsedHolds(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	mustLoad(t, s, testShard, emptyShard(3, 4, 0))
 	r := req(testShard, 1, 0, 3, "-")

@@ -32,6 +32,7 @@ func stateShard() inventory.ShardState {
 // SelfCheck finds every kind of disagreement the scripts must never make,
 // each written straight into Redis behind their back.
 func TestSelfCheckFindsCorruption(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	type redo func(args ...any) // a raw command on the shard's keys: k() names them
 	cases := []struct {
@@ -84,6 +85,7 @@ func TestSelfCheckFindsCorruption(t *testing.T) {
 // like a full one by every script that needs the lost key, and nothing is
 // written; Ready reports it, so the service rebuilds; a newer load heals it.
 func TestPartialLossIsNotReady(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, lost := range []string{"free:1", "type:L", "cnt", "holds", "live", "daily"} {
 		t.Run(lost, func(t *testing.T) {
@@ -139,6 +141,7 @@ func sortedCopy(s []string) []string { return slices.Sorted(slices.Values(s)) }
 
 // Load refuses shapes the bitmaps cannot represent, writing nothing.
 func TestLoadRejectsBadLayout(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := context.Background()
 	bad := map[string]inventory.ShardState{
@@ -172,6 +175,7 @@ func TestLoadRejectsBadLayout(t *testing.T) {
 // however few entries they have, and stay so through holds and releases;
 // the pad never shows as a record.
 func TestHashesStayHashTables(t *testing.T) {
+	t.Parallel()
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
 	mustLoad(t, s, testShard, emptyShard(2, 8, 4))
@@ -200,6 +204,7 @@ func TestHashesStayHashTables(t *testing.T) {
 // and the day's count of each user, in which a cancelled booking still
 // counts, as it does for the scripts.
 func TestRebuildKeepsCancelledBookingsInTheDailyCount(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
 	date := time.Now().AddDate(0, 0, 3)

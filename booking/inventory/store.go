@@ -165,6 +165,7 @@ const (
 	BadJourney      Outcome = "BAD_JOURNEY"
 	TokenUsed       Outcome = "TOKEN_USED"  // the admission token was used before
 	HoldExists      Outcome = "HOLD_EXISTS" // a record with this hold id exists; nothing changed
+	KeyReused       Outcome = "KEY_REUSED"  // the idempotency key came with another request; nothing changed
 )
 
 // HoldRequest is one attempt, already validated by the booking service.
@@ -192,6 +193,10 @@ type HoldRequest struct {
 	// user's live hold, and a record in state R until CONFIRM, which a
 	// RELEASE of the lapsed hold (same id) refuses to touch.
 	Retake bool
+	// RequestHash fingerprints the request the idempotency key came with
+	// (at most 64 characters): the key sent again with another request is
+	// answered KeyReused. Empty is compared with nothing.
+	RequestHash string
 }
 
 // HoldResult is the script's answer.
@@ -212,6 +217,9 @@ type HoldResult struct {
 func (s *Store) Hold(ctx context.Context, r HoldRequest) (HoldResult, error) {
 	if err := checkHoldID(r.HoldID); err != nil {
 		return HoldResult{}, fmt.Errorf("hold shard %d: %w", r.ShardID, err)
+	}
+	if len(r.RequestHash) > 64 || strings.Contains(r.RequestHash, "|") {
+		return HoldResult{}, fmt.Errorf("hold shard %d: bad request hash %q", r.ShardID, r.RequestHash)
 	}
 	if r.IdemTTL < time.Second {
 		return HoldResult{}, fmt.Errorf("hold shard %d: idempotency window %v is under one second", r.ShardID, r.IdemTTL)
@@ -242,7 +250,7 @@ func (s *Store) Hold(ctx context.Context, r HoldRequest) (HoldResult, error) {
 	args := []any{
 		r.HoldID, r.UserID, r.From, r.To, r.ExpiresAt.UnixMilli(), r.DailyCap, string(r.Prefs),
 		boolArg(r.IDOK), boolArg(r.AllowWaitlist), int64(r.IdemTTL / time.Second), r.MaxPassengers,
-		nleg, string(codes), "0", boolArg(r.Retake),
+		nleg, string(codes), "0", boolArg(r.Retake), r.RequestHash,
 	}
 	if r.TokenKey != "" {
 		if r.TokenTTL < time.Millisecond || !strings.HasPrefix(r.TokenKey, s.prefix+":{s"+strconv.FormatInt(r.ShardID, 10)+"}:") {

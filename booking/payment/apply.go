@@ -229,7 +229,7 @@ func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, id uuid.UUID, s
 		return booking.Notify(ctx, tx, userID, "PAYMENT_REVIEW", id.String(), "Payment under review",
 			"Your bank was charged differently from the amount we asked for. Our finance team is reviewing it and will return your money.")
 	}
-	if _, _, err := s.booking.RequestRefundTx(ctx, tx, id, booking.RefundAmountMismatch, 0); err != nil {
+	if _, _, err := s.RequestRefundTx(ctx, tx, id, booking.RefundAmountMismatch, 0); err != nil {
 		return err
 	}
 	return booking.Notify(ctx, tx, userID, "REFUND_STARTED", id.String(), "Refund started",
@@ -251,7 +251,7 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, u
 		return fmt.Errorf("other payments of hold %s: %w", holdID, err)
 	}
 	refund := func(reason, message string) error {
-		if _, _, err := s.booking.RequestRefundTx(ctx, tx, id, reason, 0); err != nil {
+		if _, _, err := s.RequestRefundTx(ctx, tx, id, reason, 0); err != nil {
 			return err
 		}
 		return booking.Notify(ctx, tx, userID, "REFUND_STARTED", id.String(), "Refund started", message)
@@ -284,6 +284,45 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, u
 // if seats are free within the grace period; otherwise the money goes back
 // in full (LATE_SUCCESS_NO_SEAT).
 func (s *Service) ResolveLateSuccess(ctx context.Context, id uuid.UUID) error {
+	// One at a time per payment: the late-success job and reconciliation's
+	// resolution may both arrive, and the second must see what the first did.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("late success %s: %w", id, err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('payment.late|' || $1::text, 0))`, id); err != nil {
+		return fmt.Errorf("late success %s: lock: %w", id, err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended('payment.late|' || $1::text, 0))`, id) //nolint:errcheck
+	return s.resolveLateSuccess(ctx, id)
+}
+
+// ApplySettled settles a payment from the gateway's settlement file,
+// which is the gateway's own record that it captured pspRef for
+// amountPaise: as an inquiry's answer, through the live path (an
+// unresolved payment becomes a success that confirms its hold, refunds a
+// second charge, or finds its hold lapsed), then the late-success path
+// for a success nothing came of: the seats retaken or the money refunded
+// in full, once. Reconciliation's PAID_NOT_BOOKED resolution.
+func (s *Service) ApplySettled(ctx context.Context, id uuid.UUID, pspRef string, amountPaise int64) error {
+	var state string
+	if err := s.pool.QueryRow(ctx, `SELECT state FROM payments WHERE id = $1`, id).Scan(&state); err != nil {
+		return fmt.Errorf("settle %s from the file: %w", id, err)
+	}
+	switch {
+	case state == Failed || state == Refunded:
+		return booking.Errorf(booking.ECONFLICT, "PAYMENT_FINAL", "Payment %s is %s; the settlement file's capture is for a person to judge.", id, state)
+	case !resolved(state):
+		p := pspapi.Payment{PSPRef: pspRef, Status: pspapi.StatusSuccess, AmountPaise: amountPaise, Currency: currency}
+		if err := s.apply(ctx, id, p, "settlement file", true); err != nil {
+			return fmt.Errorf("settle %s from the file: %w", id, err)
+		}
+	}
+	return s.ResolveLateSuccess(ctx, id)
+}
+
+func (s *Service) resolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 	var holdID uuid.UUID
 	var userID, amount int64
 	var state string
@@ -334,7 +373,7 @@ func (s *Service) ResolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 		if err := p.Scan(&state); err != nil {
 			return err
 		}
-		if _, created, err := s.booking.RequestRefundTx(ctx, tx, id, booking.RefundLateSuccessNoSeat, 0); err != nil || !created {
+		if _, created, err := s.RequestRefundTx(ctx, tx, id, booking.RefundLateSuccessNoSeat, 0); err != nil || !created {
 			return err
 		}
 		if err := event(ctx, tx, id, Success, Success, "late success: no seat, refunding", nil); err != nil {

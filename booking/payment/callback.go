@@ -22,6 +22,7 @@ import (
 // payment or an amount that does not match is refused, logged and changes
 // nothing. A duplicate is acknowledged and changes nothing.
 func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte) error {
+	defer observe("callback", time.Now())
 	reject := func(err *booking.Error) error {
 		s.log.Warn("webhook rejected", "gateway", h.Get(pspapi.HeaderGateway), "reason", err.Reason, "detail", err.Message)
 		return err
@@ -43,6 +44,10 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 	if err := dec.Decode(&w); err != nil || w.EventID == "" {
 		return reject(booking.Errorf(booking.EINVALID, "MALFORMED_CALLBACK", "The callback body is not a valid event."))
 	}
+	key := seenKey(gw, w.EventID)
+	if s.seen.has(key) {
+		return nil // a duplicate delivery of an event this process recorded
+	}
 	id, err := uuid.Parse(w.MerchantRef)
 	if err != nil {
 		return reject(booking.Errorf(booking.EINVALID, "UNKNOWN_PAYMENT", "The callback names no payment of ours."))
@@ -63,6 +68,7 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 		return fmt.Errorf("webhook %s: %w", w.EventID, err)
 	}
 	if seen {
+		s.seen.add(key)
 		return nil
 	}
 	p := pspapi.Payment{PSPRef: w.PSPRef, MerchantRef: w.MerchantRef, Status: w.Status, AmountPaise: w.AmountPaise,
@@ -89,6 +95,7 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 		ON CONFLICT DO NOTHING`, gw, w.EventID, id, w.Status); err != nil {
 		return fmt.Errorf("webhook %s: %w", w.EventID, err)
 	}
+	s.seen.add(key)
 	return nil
 }
 

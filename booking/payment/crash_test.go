@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"tatkal/booking/payment"
 	"tatkal/booking/prs"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
 
@@ -23,7 +26,7 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m, testenv.LeakOptions()...)
 }
 
 // startWorker runs this test binary as a worker process of the stack.

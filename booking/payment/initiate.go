@@ -19,6 +19,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/funnel"
+	"tatkal/booking/metrics"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -88,8 +89,14 @@ func (o order) hash() string {
 // returns the same payment (with another request it is refused); a second
 // payment while one is unresolved is refused.
 func (s *Service) Initiate(ctx context.Context, c booking.Caller, req InitiateRequest) (View, error) {
+	defer observe("initiate", time.Now())
 	return s.start(ctx, c, order{purpose: PurposeHold, holdID: req.HoldID, method: req.Method, vpa: req.VPA, bank: req.Bank,
 		key: req.IdempotencyKey, guard: req.Guard})
+}
+
+// observe records how long a payment step took in this process's metrics.
+func observe(step string, start time.Time) {
+	metrics.Payment.WithLabelValues(step).Observe(time.Since(start).Seconds())
 }
 
 // TopUp starts a payment that adds money to the caller's wallet: UPI, card
@@ -271,7 +278,7 @@ func constraintOf(err error) string {
 
 // ReasonKeyReused is the refusal of an idempotency key sent again with
 // another request (HTTP 422).
-const ReasonKeyReused = "IDEMPOTENCY_KEY_REUSED"
+const ReasonKeyReused = booking.ReasonKeyReused
 
 // holdWindow is the method's hold window: the operator's if set, else the configured one.
 func (s *Service) holdWindow(method string) time.Duration {

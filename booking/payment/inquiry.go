@@ -13,10 +13,6 @@ import (
 	"tatkal/booking/payment/pspapi"
 )
 
-// notCreatedAfter: a payment the gateway still has no record of this long
-// after we asked to create it never will: it failed, nothing was charged.
-const notCreatedAfter = 2 * time.Minute
-
 // Inquire asks the gateway about an unresolved payment and applies the
 // answer. It returns how long to wait before asking again (0: done).
 // Past its deadline a payment is still asked about, every 30 s, and is
@@ -66,7 +62,7 @@ func (s *Service) Inquire(ctx context.Context, id uuid.UUID) (time.Duration, err
 		} else if err != nil {
 			return 0, fmt.Errorf("inquire %s: %w", id, err)
 		}
-	case errors.As(callErr, &ce) && ce.NotFound && time.Since(initiated) > notCreatedAfter:
+	case errors.As(callErr, &ce) && ce.NotFound && time.Since(initiated) > s.cfg.NotCreatedAfter:
 		if err := s.apply(ctx, id, pspapi.Payment{Status: pspapi.StatusFailed, FailureReason: "the gateway has no record of this payment"},
 			"status inquiry: not found", true); err != nil {
 			return 0, fmt.Errorf("inquire %s: %w", id, err)

@@ -27,3 +27,14 @@ func (LateSuccessArgs) Kind() string { return "payment_late_success" }
 func (LateSuccessArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: booking.QueueMoney, MaxAttempts: 200}
 }
+
+// RefundArgs executes one refund (wallet or gateway). Idempotent at the
+// gateway by the refund id.
+type RefundArgs struct {
+	RefundID uuid.UUID `json:"refund_id"`
+}
+
+func (RefundArgs) Kind() string { return "refund_execute" }
+func (RefundArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: booking.QueueMoney, MaxAttempts: 200}
+}

@@ -86,9 +86,13 @@ type Config struct {
 	// still gets the seats back if they are free.
 	LateGrace     time.Duration
 	CreateTimeout time.Duration
-	HTTPClient    *http.Client
-	Log           *slog.Logger
-	Funnel        *funnel.Recorder
+	// NotCreatedAfter: a payment the gateway still has no record of this
+	// long after we asked to create it never will be: it failed, nothing
+	// was charged. Our create request never reached the gateway.
+	NotCreatedAfter time.Duration
+	HTTPClient      *http.Client
+	Log             *slog.Logger
+	Funnel          *funnel.Recorder
 	// Levers are the operator's kill switches and hold windows
 	// (console/levers.Reader); nil: none.
 	Levers Levers
@@ -117,6 +121,7 @@ type Service struct {
 	routes   *router
 	log      *slog.Logger
 	funnel   *funnel.Recorder
+	seen     *seenEvents
 }
 
 // New returns the orchestrator.
@@ -139,10 +144,13 @@ func New(cfg Config) *Service {
 	if cfg.CreateTimeout == 0 {
 		cfg.CreateTimeout = 5 * time.Second
 	}
+	if cfg.NotCreatedAfter == 0 {
+		cfg.NotCreatedAfter = 2 * time.Minute
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}
 	}
-	s := &Service{cfg: cfg, pool: cfg.Pool, booking: cfg.Booking, jobs: cfg.Jobs, gateways: map[string]*gatewayClient{},
+	s := &Service{cfg: cfg, pool: cfg.Pool, seen: newSeenEvents(1 << 17), booking: cfg.Booking, jobs: cfg.Jobs, gateways: map[string]*gatewayClient{},
 		routes: &router{pool: cfg.Pool, rdb: cfg.Redis, prefix: cfg.Prefix}, log: cfg.Log, funnel: cfg.Funnel}
 	for _, g := range cfg.Gateways {
 		s.gateways[g.ID] = &gatewayClient{cfg: g, http: cfg.HTTPClient}

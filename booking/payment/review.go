@@ -44,9 +44,7 @@ func (s *Service) raiseReview(ctx context.Context, tx pgx.Tx, paymentID uuid.UUI
 }
 
 // inReview reports whether the payment has an open review.
-func inReview(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, paymentID uuid.UUID) (bool, error) {
+func inReview(ctx context.Context, q db.Querier, paymentID uuid.UUID) (bool, error) {
 	var open bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payment_reviews WHERE payment_id = $1 AND resolved_at IS NULL)`, paymentID).Scan(&open)
 	if err != nil {

@@ -107,7 +107,7 @@ func IsRetryable(err error) bool {
 // Sync sends a booking to the core. Sending it again returns the same Ack.
 func (c *Client) Sync(ctx context.Context, b Booking) (Ack, error) {
 	op := "sync " + b.PNR
-	req := b.request()
+	req := b.Request()
 	if err := req.Validate(); err != nil {
 		return Ack{}, &ProtocolError{Op: op, Code: CodeBadRequest, Message: err.Error()}
 	}
@@ -199,9 +199,9 @@ func (c *Client) call(ctx context.Context, op, method, path string, in, out any,
 
 // statusError classifies an error answer.
 func statusError(op string, status int, data []byte) error {
-	var e errorBody
+	var e ErrorBody
 	if json.Unmarshal(data, &e) != nil || e.Code == "" {
-		e = errorBody{Code: http.StatusText(status), Message: strings.TrimSpace(string(data[:min(len(data), 200)]))}
+		e = ErrorBody{Code: http.StatusText(status), Message: strings.TrimSpace(string(data[:min(len(data), 200)]))}
 	}
 	switch {
 	case status == http.StatusUnprocessableEntity && e.Code == CodeRejected:

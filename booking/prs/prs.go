@@ -1,9 +1,10 @@
-// Package prs is the passenger reservation system ("reservation core"): the
-// system of record for berths and charting that confirmed Tatkal bookings
-// are synchronised to. It holds both sides of that channel: a simulator
-// server with its own storage (run as `tatkal prs`) and the client our
-// booking side uses, so the adapter speaks a real protocol and could later
-// point at a real core.
+// Package prs is the wire protocol of the passenger reservation system
+// ("reservation core"): the system of record for berths and charting that
+// confirmed Tatkal bookings are synchronised to. It holds the request and
+// answer bodies, the CSV export's columns and the client our booking side
+// uses; the simulator that serves the protocol (`tatkal prs`) is
+// booking/prs/prssim, so the domain never links an HTTP server and the
+// adapter could later point at a real core.
 //
 // The protocol is JSON over HTTP (Authorization: Bearer <api key>):
 //
@@ -110,8 +111,8 @@ type Ack struct {
 	AcceptedAt time.Time `json:"accepted_at"`
 }
 
-// errorBody is every error answer.
-type errorBody struct {
+// ErrorBody is every error answer.
+type ErrorBody struct {
 	Code    string `json:"code"`
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -196,19 +197,19 @@ func (b *Booking) Validate() error {
 	return nil
 }
 
-// request is the booking as sent: core-set fields cleared and passengers
+// Request is the booking as sent: core-set fields cleared and passengers
 // in seq order, so equal requests compare equal however they were built.
-func (b Booking) request() Booking {
+func (b Booking) Request() Booking {
 	b.State, b.CoreRef, b.AcceptedAt, b.CancelledAt = "", "", time.Time{}, nil
 	b.Passengers = slices.Clone(b.Passengers)
 	slices.SortFunc(b.Passengers, func(x, y Passenger) int { return x.Seq - y.Seq })
 	return b
 }
 
-// digest fingerprints the request so a replay can be told from a
+// Digest fingerprints the request so a replay can be told from a
 // conflicting body under the same PNR.
-func (b Booking) digest() string {
-	body, err := json.Marshal(b.request())
+func (b Booking) Digest() string {
+	body, err := json.Marshal(b.Request())
 	if err != nil {
 		// Only plain strings and numbers: cannot fail.
 		panic(fmt.Sprintf("prs: marshal booking: %v", err))

@@ -7,6 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tatkal/booking/db"
+	"tatkal/booking/india"
 )
 
 // DemoOptions tunes Demo. The zero value seeds tomorrow's trains with the
@@ -143,14 +146,14 @@ func Demo(ctx context.Context, pool *pgxpool.Pool, opts DemoOptions) (DemoResult
 	}
 	day := journeyDay(opts.JourneyDate)
 	if opts.JourneyDate.IsZero() {
-		day = journeyDay(now.In(IST)).AddDate(0, 0, 1)
+		day = journeyDay(now.In(india.IST)).AddDate(0, 0, 1)
 	}
 	var opensAt time.Time
 	if opts.OpensIn != nil {
 		opensAt = now.Add(*opts.OpensIn)
 	}
 	res := DemoResult{JourneyDate: day}
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, pool, func(tx pgx.Tx) error {
 		res.Shards = res.Shards[:0]
 		for _, t := range demoTrains() {
 			if err := insertTrain(ctx, tx, t); err != nil {

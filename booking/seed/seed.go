@@ -14,12 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"tatkal/booking/india"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
-
-// IST is Indian Standard Time; every window and departure is in it.
-var IST = time.FixedZone("IST", 5*3600+1800)
 
 var (
 	// ErrShardExists: a shard for that train, date, class and quota is
@@ -138,7 +137,7 @@ func insertCoaches(ctx context.Context, tx pgx.Tx, train string, coaches []coach
 // midnight IST: journey dates are counted at the origin station.
 func journeyDay(t time.Time) time.Time {
 	y, m, d := t.Date()
-	return time.Date(y, m, d, 0, 0, 0, 0, IST)
+	return time.Date(y, m, d, 0, 0, 0, 0, india.IST)
 }
 
 // pgDate encodes a journey day for a date column without any time-zone
@@ -156,7 +155,7 @@ func realOpening(day time.Time, ac bool) time.Time {
 		hour = 10
 	}
 	y, m, d := day.Date()
-	return time.Date(y, m, d-1, hour, 0, 0, 0, IST)
+	return time.Date(y, m, d-1, hour, 0, 0, 0, india.IST)
 }
 
 // defaultWaitlistCap is DOMAIN.md's 2025 rule: 60% of the shard's berths

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"tatkal/booking/auth"
+	"tatkal/booking/india"
 	"tatkal/booking/testenv"
 )
 
@@ -38,7 +39,7 @@ func tableCounts(t *testing.T, pool *pgxpool.Pool) map[string]int {
 }
 
 func ist(y int, m time.Month, d, h, min int) time.Time {
-	return time.Date(y, m, d, h, min, 0, 0, IST)
+	return time.Date(y, m, d, h, min, 0, 0, india.IST)
 }
 
 func seedDemo(t *testing.T, pool *pgxpool.Pool, opts DemoOptions) DemoResult {
@@ -501,7 +502,7 @@ func TestShardWindows(t *testing.T) {
 		}
 		o, cl := window(id)
 		if !o.Equal(c.opens) || !cl.Equal(c.close) {
-			t.Errorf("%s %s window %s - %s, want %s - %s", c.train, c.class, o.In(IST), cl.In(IST), c.opens, c.close)
+			t.Errorf("%s %s window %s - %s, want %s - %s", c.train, c.class, o.In(india.IST), cl.In(india.IST), c.opens, c.close)
 		}
 		if n := count(t, env.Pool, "SELECT count(*) FROM inventory_shards WHERE id = $1 AND journey_date = '2025-06-02'", id); n != 1 {
 			t.Errorf("%s %s: journey date not 2025-06-02", c.train, c.class)

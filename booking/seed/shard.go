@@ -10,6 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tatkal/booking/db"
+	"tatkal/booking/india"
 )
 
 // maxLegs mirrors the inventory_shards CHECK (and inventory.MaxLegs): a
@@ -84,7 +87,7 @@ type shardInfo struct {
 // class and quota gives ErrShardExists and writes nothing.
 func Shard(ctx context.Context, pool *pgxpool.Pool, spec ShardSpec) (int64, error) {
 	var info shardInfo
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, pool, func(tx pgx.Tx) error {
 		var err error
 		info, err = createShard(ctx, tx, spec, false)
 		return err
@@ -170,7 +173,7 @@ func createShard(ctx context.Context, tx pgx.Tx, spec ShardSpec, skipExisting bo
 		closes = day.Add(time.Duration(departs.Microseconds)*time.Microsecond - 4*time.Hour)
 	}
 	if !closes.After(opens) {
-		return shardInfo{}, fmt.Errorf("window closes (%s) before it opens (%s)", closes.In(IST), opens.In(IST))
+		return shardInfo{}, fmt.Errorf("window closes (%s) before it opens (%s)", closes.In(india.IST), opens.In(india.IST))
 	}
 
 	picked, err := pickBerths(ctx, tx, spec, lay, date)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"tatkal/booking/auth"
+	"tatkal/booking/db"
 )
 
 // UsersSpec describes a batch of users to create.
@@ -81,7 +82,7 @@ func createUsers(ctx context.Context, pool *pgxpool.Pool, spec UsersSpec) ([]int
 	}
 
 	var ids []int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, pool, func(tx pgx.Tx) error {
 		// A clear error before COPY; the UNIQUE constraint still guards a
 		// concurrent creator (COPY then fails and the transaction rolls back).
 		var taken []string

@@ -22,6 +22,7 @@ import (
 
 	"tatkal/booking/db"
 	"tatkal/booking/inventory"
+	"tatkal/booking/redisx"
 	"tatkal/migrations"
 )
 
@@ -29,7 +30,7 @@ import (
 type Env struct {
 	DatabaseURL string
 	Pool        *pgxpool.Pool
-	Redis       *redis.Client
+	Redis       redis.UniversalClient
 	RedisURL    string
 	KeyPrefix   string
 	Store       *inventory.Store
@@ -43,12 +44,61 @@ func BaseURL() string {
 	return "postgres://127.0.0.1:5432/postgres?sslmode=disable"
 }
 
-// RedisURL is the Redis the tests use.
+// RedisURL is the Redis the tests use: TATKAL_TEST_REDIS_URL, which may
+// list several nodes of a Redis Cluster separated by commas.
 func RedisURL() string {
 	if u := os.Getenv("TATKAL_TEST_REDIS_URL"); u != "" {
 		return u
 	}
 	return "redis://127.0.0.1:6379/0"
+}
+
+// ClusterURL is the Redis Cluster of the tests' cluster variants:
+// TATKAL_TEST_REDIS_CLUSTER, by default the three masters .ci/run starts.
+func ClusterURL() string {
+	if u := os.Getenv("TATKAL_TEST_REDIS_CLUSTER"); u != "" {
+		return u
+	}
+	return "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+}
+
+// EachRedis runs test twice, as parallel subtests: against the single
+// Redis node and against the Redis Cluster. Where no cluster answers, the
+// cluster variant is skipped, saying how to start one, unless
+// TATKAL_TEST_REDIS_CLUSTER_REQUIRED is set (.ci/run sets it).
+func EachRedis(t *testing.T, test func(t *testing.T, redisURL string)) {
+	t.Run("node", func(t *testing.T) {
+		t.Parallel()
+		test(t, RedisURL())
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		if err := clusterReachable(); err != nil {
+			if os.Getenv("TATKAL_TEST_REDIS_CLUSTER_REQUIRED") != "" {
+				t.Fatalf("redis cluster at %s: %v", ClusterURL(), err)
+			}
+			t.Skipf("no Redis Cluster at %s (%v); .ci/run starts one", ClusterURL(), err)
+		}
+		test(t, ClusterURL())
+	})
+}
+
+func clusterReachable() error {
+	rdb, err := redisx.Open(ClusterURL(), "", 4)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	info, err := rdb.ClusterInfo(ctx).Result()
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return fmt.Errorf("cluster state is not ok")
+	}
+	return nil
 }
 
 // PoolSize is each test database's pool: TATKAL_TEST_DB_POOL, default 16.
@@ -75,6 +125,12 @@ func New(t testing.TB) *Env {
 // measures contention in PostgreSQL, not a queue for connections).
 func NewWithPool(t testing.TB, size int32) *Env {
 	t.Helper()
+	return NewOn(t, RedisURL(), size)
+}
+
+// NewOn is NewWithPool on the Redis at redisURL (a node or a cluster).
+func NewOn(t testing.TB, redisURL string, size int32) *Env {
+	t.Helper()
 	ctx := context.Background()
 	tmpl, err := template(ctx)
 	if err != nil {
@@ -89,13 +145,12 @@ func NewWithPool(t testing.TB, size int32) *Env {
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}
-	opt, err := redis.ParseURL(RedisURL())
+	rdb, err := redisx.Open(redisURL, "", 64)
 	if err != nil {
-		t.Fatalf("parse redis url: %v", err)
+		t.Fatalf("open redis: %v", err)
 	}
-	rdb := redis.NewClient(opt)
 	prefix := "t" + randHex(5)
-	env := &Env{DatabaseURL: url, Pool: pool, Redis: rdb, RedisURL: RedisURL(), KeyPrefix: prefix, Store: inventory.New(rdb, prefix)}
+	env := &Env{DatabaseURL: url, Pool: pool, Redis: rdb, RedisURL: redisURL, KeyPrefix: prefix, Store: inventory.New(rdb, prefix)}
 	t.Cleanup(func() {
 		pool.Close()
 		env.WipeRedis(t)
@@ -106,26 +161,7 @@ func NewWithPool(t testing.TB, size int32) *Env {
 }
 
 // WipeRedis deletes every key of this test, as a Redis restart would.
-func (e *Env) WipeRedis(t testing.TB) {
-	ctx := context.Background()
-	iter := e.Redis.Scan(ctx, 0, e.KeyPrefix+":*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		t.Errorf("scan redis: %v", err)
-		return
-	}
-	for len(keys) > 0 {
-		n := min(len(keys), 500)
-		if err := e.Redis.Del(ctx, keys[:n]...).Err(); err != nil {
-			t.Errorf("wipe redis: %v", err)
-			return
-		}
-		keys = keys[n:]
-	}
-}
+func (e *Env) WipeRedis(t testing.TB) { wipe(t, e.Redis, e.KeyPrefix) }
 
 func dropDatabase(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

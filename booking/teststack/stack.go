@@ -3,45 +3,37 @@
 package teststack
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
 	"tatkal/booking/admission"
-	"tatkal/booking/api"
+	"tatkal/booking/app"
 	"tatkal/booking/auth"
 	"tatkal/booking/funnel"
-	"tatkal/booking/httpx"
+	"tatkal/booking/inventory"
+	"tatkal/booking/notify"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
 	"tatkal/booking/seed"
 	"tatkal/booking/testenv"
-	"tatkal/booking/web"
 	"tatkal/console"
 	"tatkal/console/levers"
-	"tatkal/jobs"
 )
 
-// Stack is one test's running booking stack.
+// Stack is one test's running booking stack: the process booking/app
+// builds, on port 0, with the simulators in it.
 type Stack struct {
 	*testenv.Env
+	App       *app.App
 	Admission *admission.Service
 	Funnel    *funnel.Recorder
 	Levers    *levers.Reader
@@ -49,21 +41,34 @@ type Stack struct {
 	Service   *booking.Service
 	Payments  *payment.Service
 	River     *river.Client[pgx.Tx]
-	Server    *httptest.Server
+	Server    *Endpoint
 	Signer    *auth.Signer
 	// Metrics serves /metrics apart from Server, as TATKAL_METRICS_ADDR does.
-	Metrics *httptest.Server
+	Metrics *Endpoint
 	// The simulators: real HTTP servers with their own schemas.
-	PSP  *httptest.Server
-	Core *httptest.Server
+	PSP  *Endpoint
+	Core *Endpoint
+	Msg  *Endpoint
+	// MsgKey is the messaging gateway's API key, random per stack.
+	MsgKey string
 	// Gateways are the merchant's side of the gateways' secrets, random per
 	// stack as tatkal dev makes them (for tests that call or sign as a gateway).
 	Gateways []payment.GatewayConfig
 	// CoreKey is the reservation core's API key, random per stack.
 	CoreKey string
+	// simToken is the simulators' admin token, random per stack.
+	simToken string
 }
 
-const adminToken = "test-admin"
+// Endpoint is one of the stack's HTTP listeners.
+type Endpoint struct{ URL string }
+
+// SessionKey signs the stack's sessions and admission tokens. A fixed test
+// key, so that a test can sign as the stack does.
+var SessionKey = []byte(strings.Repeat("k", 32))
+
+// FraudKey keys the stacks' fraud signal hashes.
+const FraudKey = "teststack-fraud-key-0123456789"
 
 // Options adjust a stack; zero values mean defaults.
 type Options struct {
@@ -77,6 +82,7 @@ type Options struct {
 	ResolutionDeadline time.Duration
 	LateGrace          time.Duration
 	CreateTimeout      time.Duration
+	NotCreatedAfter    time.Duration
 	// Routes replaces the simulator's default route behaviour.
 	Routes []pspapi.RouteConfig
 	// SweepGrace: how long past expiry the sweeper waits (zero: the default).
@@ -86,123 +92,92 @@ type Options struct {
 	// Pause is called at named points of the booking and payment paths
 	// (booking.PauseFunc), for tests that force an interleaving.
 	Pause booking.PauseFunc
+	// ChallengeBits and RiskyExtraBits set the booking-time proof of work
+	// (0: admission's defaults), so a browser test solves it quickly.
+	ChallengeBits, RiskyExtraBits int
+	// MsgFaults are the messaging simulator's initial faults (nil: its
+	// defaults); RelayInterval, ReceiptPoll and MsgRetryBase pace delivery
+	// (zero: a second).
+	MsgFaults                                *notify.Faults
+	RelayInterval, ReceiptPoll, MsgRetryBase time.Duration
+	// Lab gives the console a rehearsal lab (booking/rehearse.NewLab).
+	Lab func(*app.App) app.LabCloser
+	// PassengerLimit keeps the rules' passenger limit across accounts on;
+	// it is off otherwise, as the fixtures book one passenger for everyone.
+	PassengerLimit bool
+	// ReconMaxFileBytes: the reconciliation file size limit (0: recon's default).
+	ReconMaxFileBytes int64
+	// RedisURL: the Redis (a node, or a cluster's nodes) of this stack;
+	// empty: the tests' single node.
+	RedisURL string
 }
 
 // New builds and starts a stack on a fresh database.
 func New(t testing.TB, opts Options) *Stack {
 	t.Helper()
-	env := testenv.New(t)
-	return Start(t, env, opts)
+	if opts.RedisURL == "" {
+		return Start(t, testenv.New(t), opts)
+	}
+	return Start(t, testenv.NewOn(t, opts.RedisURL, testenv.PoolSize()), opts)
+}
+
+// config is the process configuration of a stack on env: port 0
+// everywhere, fresh secrets as tatkal dev makes them.
+func config(env *testenv.Env) app.Config {
+	cfg := app.Config{DatabaseURL: env.DatabaseURL, RedisURL: env.RedisURL, RedisPrefix: env.KeyPrefix, Addr: "127.0.0.1:0",
+		MetricsAddr: "127.0.0.1:0", PSPURL: "http://127.0.0.1:0", PRSURL: "http://127.0.0.1:0", MsgURL: "http://127.0.0.1:0", SessionKey: SessionKey,
+		HoldWindow: booking.DefaultRules().HoldWindow, CommitWriters: 1}
+	cfg.FraudKey = FraudKey
+	return cfg.WithDevSecrets()
 }
 
 // Start starts a stack on an existing env (two stacks on one env are
 // two app processes sharing PostgreSQL and Redis).
 func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	t.Helper()
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := config(env)
 	rules := booking.DefaultRules()
+	rules.HoldWindow = cfg.HoldWindow
 	if opts.Rules != nil {
 		rules = *opts.Rules
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if !opts.PassengerLimit {
+		rules.PassengerAccounts = 0
+	}
+	cfg.MaxHoldsInFlight, cfg.SweepInterval = opts.MaxHoldsInFlight, opts.SweepInterval
+	cfg.ReconMaxFileBytes = opts.ReconMaxFileBytes
+	a, err := app.New(context.Background(), cfg, app.Options{Work: opts.Work, Serve: true, Simulators: true, Log: log,
+		Pool: env.Pool, Redis: env.Redis,
+		Rules: &rules, Pause: opts.Pause, SweepGrace: opts.SweepGrace, CatalogTTL: time.Minute, FunnelInterval: 200 * time.Millisecond,
+		NoController: true, // tests admit by stepping a controller themselves
+		Jobs:         app.JobTuning{Workers: 10, RescueStuckJobsAfter: opts.RescueStuckJobsAfter},
+		Payment: app.PaymentTuning{HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
+			LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, NotCreatedAfter: opts.NotCreatedAfter},
+		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: opts.ChallengeBits, RiskyExtraBits: opts.RiskyExtraBits, Lab: opts.Lab})
+	if err != nil {
+		t.Fatalf("build the stack: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-
-	// The outside world first: the gateways and the reservation core.
-	gateways := pspsim.NewGateways()
-	coreKey := rand.Text()
-	psp, err := pspsim.New(ctx, pspsim.Config{Pool: env.Pool, AdminToken: adminToken, Gateways: gateways, Log: log,
-		Routes: opts.Routes, Seed: 1})
-	if err != nil {
-		t.Fatalf("psp simulator: %v", err)
-	}
-	pspServer := httptest.NewServer(psp.Handler())
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		psp.Run(ctx)
-	}()
-	core, err := prs.NewServer(ctx, prs.ServerConfig{Pool: env.Pool, APIKey: coreKey, AdminToken: adminToken, Log: log})
-	if err != nil {
-		t.Fatalf("core simulator: %v", err)
-	}
-	coreServer := httptest.NewServer(core.Handler())
-
-	svcs := &jobs.Services{}
-	client, err := jobs.NewClient(env.Pool, svcs, jobs.Config{Work: opts.Work, SweepInterval: opts.SweepInterval, Logger: log, Workers: 10,
-		RescueStuckJobsAfter: opts.RescueStuckJobsAfter})
-	if err != nil {
-		t.Fatalf("river: %v", err)
-	}
-	rec := funnel.New(env.Redis, env.KeyPrefix, log)
-	lev := levers.NewReader(env.Pool, log)
-	svc := booking.NewService(booking.ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: log, Funnel: rec, SweepGrace: opts.SweepGrace, Levers: lev, Pause: opts.Pause,
-		Catalog: booking.NewCatalog(env.Pool, time.Minute), Core: prs.NewClient(coreServer.URL, coreKey, &http.Client{Timeout: 5 * time.Second})})
-	srv := httptest.NewUnstartedServer(nil)
-	gws := merchantSide(gateways, pspServer.URL)
-	pay := payment.New(payment.Config{Pool: env.Pool, Redis: env.Redis, Prefix: env.KeyPrefix, Booking: svc, Jobs: client, Gateways: gws,
-		CallbackURL: "http://" + srv.Listener.Addr().String() + "/v1/internal/payments/callback",
-		ReturnURL:   "http://" + srv.Listener.Addr().String() + "/payments/return",
-		HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
-		LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, Log: log, Funnel: rec, Levers: lev, Pause: opts.Pause})
-	svcs.Booking, svcs.Payments = svc, pay
-	signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := chi.NewRouter()
-	adm, err := admission.New(admission.Config{Pool: env.Pool, Redis: env.Redis, Prefix: env.KeyPrefix, Store: env.Store,
-		Catalog: svc.Catalog(), Funnel: rec, Levers: lev, Rules: rules, Secret: []byte(strings.Repeat("k", 32)), Log: log})
-	if err != nil {
-		t.Fatalf("waiting room: %v", err)
-	}
-	svc.SetAdmission(adm.Verifier(), env.KeyPrefix)
-	cons := console.New(console.Config{Pool: env.Pool, Redis: env.Redis, Store: env.Store, Booking: svc, Payments: pay, Funnel: rec, River: client,
-		HoldWindow: rules.HoldWindow, QueueDepth: adm.Depth, QueueRefusals: adm.Refusals, Log: log, Context: ctx})
-	cons.Routes(r)
-	api.New(api.Config{Service: svc, Payments: pay, Pool: env.Pool, Signer: signer, MaxHoldsInFlight: opts.MaxHoldsInFlight, Log: log,
-		Admission: adm}).Routes(r)
-	(&web.Pages{Booking: svc, Payments: pay, Log: log}).Routes(r)
-	// The same wrapping as the binary's: security headers, cross-origin
-	// protection, the text check.
-	srv.Config.Handler = httpx.App(r, httpx.AppOptions{APIReject: api.RejectInput, CSP: map[string]string{"/console/river/": httpx.InlineStyleCSP}})
-	srv.Start()
-	metricsServer := httptest.NewServer(cons.Metrics())
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		go rec.Run(ctx, 200*time.Millisecond)
-		svc.RunCommitter(ctx, 1)
-	}()
-	if opts.Work {
-		if err := client.Start(ctx); err != nil {
-			t.Fatalf("start river: %v", err)
-		}
-	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
-		srv.Close()
-		metricsServer.Close()
-		pspServer.Close()
-		coreServer.Close()
-		if opts.Work {
-			stopCtx, c := context.WithTimeout(context.Background(), 10*time.Second)
-			client.Stop(stopCtx) //nolint:errcheck
-			c()
-		}
 		cancel()
-		wg.Wait()
+		if err := <-done; err != nil {
+			t.Errorf("stack: %v", err)
+		}
+		a.Close()
 	})
-	return &Stack{Env: env, Admission: adm, Funnel: rec, Levers: lev, Console: cons, Service: svc, Payments: pay, River: client, Server: srv, Signer: signer, PSP: pspServer, Core: coreServer,
-		Gateways: gws, CoreKey: coreKey, Metrics: metricsServer}
-}
-
-// merchantSide is what our payment service knows of the simulator's
-// gateways: the API key to call with and the secret callbacks are signed with.
-func merchantSide(gateways []pspsim.GatewayConfig, baseURL string) []payment.GatewayConfig {
-	var gws []payment.GatewayConfig
-	for _, g := range gateways {
-		gws = append(gws, payment.GatewayConfig{ID: g.ID, BaseURL: baseURL, APIKey: g.APIKeys[0], WebhookSecrets: [][]byte{g.WebhookSecret}})
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		done <- err
+		t.Fatalf("start the stack: %v", err)
 	}
-	return gws
+	return &Stack{Env: env, App: a, Admission: a.Admission, Funnel: a.Funnel, Levers: a.Levers, Console: a.Console, Service: a.Booking,
+		Payments: a.Payments, River: a.River, Server: &Endpoint{a.URL()}, Signer: a.Signer, PSP: &Endpoint{a.PSPURL()},
+		Core: &Endpoint{a.PRSURL()}, Msg: &Endpoint{a.MsgURL()}, MsgKey: a.Config.MsgKey, Metrics: &Endpoint{a.MetricsURL()[:len(a.MetricsURL())-len("/metrics")]},
+		Gateways: a.Config.Gateways(), CoreKey: a.Config.PRSKey, simToken: a.Config.SimAdminToken}
 }
 
 // Token signs a session for a verified individual account.
@@ -273,21 +248,9 @@ func Must(t testing.TB, err error, what string, args ...any) {
 // admin sends an admin call to a simulator.
 func (s *Stack) admin(t testing.TB, base, path string, body any) {
 	t.Helper()
-	b, err := json.Marshal(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest("PUT", base+path, bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("admin %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		msg, _ := io.ReadAll(resp.Body)
-		t.Fatalf("admin %s: %d %s", path, resp.StatusCode, msg)
+	r := testenv.Call(t, testenv.Request{Method: "PUT", URL: base + path, Token: s.simToken, Body: body})
+	if r.Status >= 300 {
+		t.Fatalf("admin %s: %d %s", path, r.Status, r.Raw)
 	}
 }
 
@@ -299,4 +262,23 @@ func (s *Stack) SetRoute(t testing.TB, rc pspapi.RouteConfig) {
 // SetCoreFaults changes the reservation core's behaviour at runtime.
 func (s *Stack) SetCoreFaults(t testing.TB, f prs.Faults) {
 	s.admin(t, s.Core.URL, "/admin/faults", f)
+}
+
+// CheckInvariants runs the invariant check of a shard against PostgreSQL
+// and Redis (inventory.Check) and fails the test on any violation.
+func (s *Stack) CheckInvariants(t testing.TB, shardID int64) inventory.Report {
+	t.Helper()
+	rep, err := inventory.Check(context.Background(), s.Pool, s.Store, shardID, s.Service.Rules().HoldWindow)
+	if err != nil {
+		t.Fatalf("invariant check of shard %d: %v", shardID, err)
+	}
+	if !rep.OK() {
+		t.Fatalf("invariants broken:\n%s", rep)
+	}
+	return rep
+}
+
+// SetMsgFaults changes the messaging gateway's behaviour at runtime.
+func (s *Stack) SetMsgFaults(t testing.TB, f notify.Faults) {
+	s.admin(t, s.Msg.URL, "/admin/faults", f)
 }

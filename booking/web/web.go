@@ -1,83 +1,195 @@
-// Package web serves the passenger's HTML pages (server-rendered templ,
-// working without JavaScript). The JSON API lives in booking/api.
+// Package web serves the passenger's HTML pages: server-rendered templ,
+// working without JavaScript where they can (site.js adds the countdowns
+// and the clock offset). Every page calls the same domain services as the
+// JSON API in booking/api; nothing here decides a booking rule.
 package web
 
 import (
+	"bytes"
+	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"tatkal/booking"
+	"tatkal/booking/admission"
+	"tatkal/booking/auth"
 	"tatkal/booking/payment"
 	"tatkal/static"
 	"tatkal/views"
 )
 
+// Config wires the pages.
+type Config struct {
+	Booking   *booking.Service
+	Payments  *payment.Service
+	Admission *admission.Service // nil: no device binding, no waiting room
+	Pool      *pgxpool.Pool
+	Signer    *auth.Signer
+	// Guard and Revocations are the JSON API's (api.API.Guard and
+	// Revocations), so a sign-in here and there share one backoff and a
+	// logout anywhere ends the session everywhere.
+	Guard       *auth.Guard
+	Revocations *auth.Revocations
+	SessionTTL  time.Duration
+	// SecureCookies: browsers reach us over https.
+	SecureCookies bool
+	// MaxInFlight bounds pages being served at once; beyond it, the static
+	// high-demand page (seeds/000 section 4.7, last resort).
+	MaxInFlight int
+	Log         *slog.Logger
+	Now         func() time.Time
+}
+
 // Pages are the passenger pages.
 type Pages struct {
-	Booking  *booking.Service
-	Payments *payment.Service
-	Log      *slog.Logger
+	cfg      Config
+	inflight chan struct{}
+}
+
+// New returns the pages.
+func New(cfg Config) *Pages {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 512
+	}
+	return &Pages{cfg: cfg, inflight: make(chan struct{}, cfg.MaxInFlight)}
 }
 
 // Routes mounts the pages, top to bottom.
 func (p *Pages) Routes(r chi.Router) {
 	r.Handle("/static/*", static.Handler())
-	r.Get("/payments/return", p.paymentReturn)
+	r.Group(func(r chi.Router) {
+		r.Use(p.gate, p.session)
+		r.Get("/", p.home)
+		r.Get("/signin", p.signInPage)
+		r.With(p.checkCSRF).Post("/signin", p.signIn)
+		r.With(p.checkCSRF).Post("/lang", p.setLang)
+		r.Get("/search", p.search)
+		r.Get("/payments/return", p.paymentReturn)
+		r.Group(func(r chi.Router) {
+			r.Use(p.requireSignIn, p.checkCSRF)
+			r.Post("/signout", p.signOut)
+			r.Get("/verify", p.verifyPage)
+			r.Post("/verify/send", p.verifySend)
+			r.Post("/verify", p.verify)
+			r.Get("/passengers", p.passengers)
+			r.Post("/passengers", p.addPassenger)
+			r.Post("/passengers/{id}/remove", p.removePassenger)
+			r.Post("/preferences", p.savePreference)
+			r.Get("/book", p.window)
+			r.Post("/book", p.hold)
+			r.Post("/book/challenge", p.challenge)
+			r.Post("/book/otp", p.challengeOTP)
+			r.Post("/queue/enter", p.queueEnter)
+			r.Get("/queue", p.queue)
+			r.Get("/bookings", p.history)
+			r.Get("/bookings/{hold_id}", p.booking)
+			r.Post("/bookings/{hold_id}/pay", p.pay)
+			r.Post("/bookings/{hold_id}/release", p.release)
+			r.Get("/bookings/{hold_id}/ticket", p.ticket)
+			r.Get("/bookings/{hold_id}/ticket.pdf", p.ticketPDF)
+			r.Get("/bookings/{hold_id}/cancel", p.cancelPage)
+			r.Post("/bookings/{hold_id}/cancel", p.cancel)
+			r.Get("/wallet", p.wallet)
+			r.Post("/wallet/topup", p.topUp)
+			r.Get("/appeal", p.appealPage) // appeal.go
+			r.Post("/appeal", p.appeal)
+		})
+	})
 }
 
-// paymentReturn is where the gateway sends the passenger's browser back.
-// Passengers sign in to the API with bearer tokens, so this page, reached
-// by a bank's redirect, cannot tell who is looking: a return URL is seen
-// by the bank, the browser history and anyone it is forwarded to. So it
-// says only how the payment stands, never the PNR, the amount or whose it
-// is; the signed-in app shows those (GET /v1/bookings/{hold_id}/status).
-func (p *Pages) paymentReturn(w http.ResponseWriter, r *http.Request) {
-	id, err := uuid.Parse(r.URL.Query().Get("payment_id"))
-	if err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		p.render(w, r, "Payment", views.PaymentReturn(views.PaymentReturnPage{Headline: "Unknown payment",
-			Message: "This link does not name a payment. Check your booking status in the app."}))
-		return
+// render writes a page in the site's frame.
+func (p *Pages) render(w http.ResponseWriter, r *http.Request, status int, title string, f views.SiteFrame, c templ.Component) {
+	s := sessionOf(r)
+	f.Login, f.Verified, f.CSRF = s.login, s.Verified, p.csrfToken(r)
+	if f.Path == "" {
+		f.Path = r.URL.RequestURI()
 	}
-	v, pnr, err := p.Payments.Lookup(r.Context(), id)
-	if booking.ErrorCode(err) == booking.ENOTFOUND {
-		w.WriteHeader(http.StatusNotFound)
-		p.render(w, r, "Payment", views.PaymentReturn(views.PaymentReturnPage{PaymentID: id.String(), Headline: "Unknown payment",
-			Message: "We have no payment with this reference."}))
-		return
-	}
-	if err != nil {
-		p.Log.Error("payment return page", "payment", id, "err", err)
-		http.Error(w, "Internal error.", http.StatusInternalServerError)
-		return
-	}
-	page := views.PaymentReturnPage{PaymentID: id.String(), State: v.State}
-	by := v.Deadline.In(booking.IST).Format("15:04")
-	switch v.State {
-	case payment.Success:
-		page.Headline, page.Message = "Payment received", "Your ticket is being issued. See your bookings in the app for the PNR."
-		if pnr != "" {
-			page.Headline, page.Message = "Ticket booked", "Your e-ticket has been sent by SMS and email; your bookings in the app show the PNR."
-		}
-	case payment.Failed:
-		page.Headline, page.Message = "Payment failed", "Nothing was charged. The seats were released; you can try again."
-	case payment.Refunded:
-		page.Headline, page.Message = "Payment refunded", "The money is on its way back to you."
-	default:
-		page.Headline = "Waiting for your bank"
-		page.Message = "You will get a ticket or an automatic refund by " + by + " IST."
-		page.Refresh = true
-	}
-	p.render(w, r, "Payment", views.PaymentReturn(page))
-}
-
-func (p *Pages) render(w http.ResponseWriter, r *http.Request, title string, c templ.Component) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := views.Page(title, c).Render(r.Context(), w); err != nil {
-		p.Log.Error("render page", "path", r.URL.Path, "err", err)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := views.SitePage(title, f, c).Render(r.Context(), w); err != nil {
+		p.cfg.Log.Error("render page", "path", r.URL.Path, "err", err)
 	}
+}
+
+// fail answers a domain error on a page: the error's own words for what
+// the passenger can act on, the high-demand page for overload, "Internal
+// error." (the detail logged) for the rest.
+func (p *Pages) fail(w http.ResponseWriter, r *http.Request, title string, err error) {
+	switch booking.ErrorCode(err) {
+	case booking.EOVERLOADED, booking.EUNAVAIL:
+		p.busy(w, r)
+		return
+	case booking.EINTERNAL:
+		p.cfg.Log.Error("page failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		p.render(w, r, http.StatusInternalServerError, title, views.SiteFrame{}, views.SiteMessage(title, "Internal error. Nothing was changed; please try again."))
+		return
+	case booking.ENOTFOUND:
+		p.render(w, r, http.StatusNotFound, title, views.SiteFrame{}, views.SiteMessage(title, booking.ErrorMessage(err)))
+		return
+	}
+	p.render(w, r, http.StatusBadRequest, title, views.SiteFrame{}, views.SiteMessage(title, booking.ErrorMessage(err)))
+}
+
+// busyPage is the static high-demand page: rendered once, served without
+// any work (English and Hindi on one page, since even the language cookie
+// is not read).
+var busyPage = func() []byte {
+	var b bytes.Buffer
+	views.SitePage("Very high demand", views.SiteFrame{}, views.SiteBusy()).Render(views.WithLang(context.Background(), "en"), &b) //nolint:errcheck
+	return b.Bytes()
+}()
+
+func (p *Pages) busy(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Retry-After", "5")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(busyPage) //nolint:errcheck
+}
+
+// gate bounds the pages in flight and turns a panic into the high-demand
+// page: a passenger never sees a stack trace or a blank page.
+func (p *Pages) gate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case p.inflight <- struct{}{}:
+			defer func() { <-p.inflight }()
+		default:
+			p.busy(w, r)
+			return
+		}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				p.cfg.Log.Error("page panicked", "path", r.URL.Path, "panic", v)
+				p.busy(w, r)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (p *Pages) home(w http.ResponseWriter, r *http.Request) {
+	if sessionOf(r).UserID == 0 {
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/search", http.StatusSeeOther)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking"
+	"tatkal/booking/db"
 )
 
 // Lever names.
@@ -133,7 +134,7 @@ func shardScope(scope string, global bool) (int64, error) {
 
 // normalize checks a proposal's scope and value against the lever's bounds
 // and returns the value in its stored form.
-func normalize(ctx context.Context, q querier, p Proposal) (string, error) {
+func normalize(ctx context.Context, q db.Querier, p Proposal) (string, error) {
 	switch p.Name {
 	case KillSwitch:
 		if !contains(KillScopes, p.Scope) {
@@ -230,7 +231,7 @@ func normalize(ctx context.Context, q querier, p Proposal) (string, error) {
 	return "", invalid("No lever %q.", p.Name)
 }
 
-func shardScopeExists(ctx context.Context, q querier, scope string, global bool) (int64, error) {
+func shardScopeExists(ctx context.Context, q db.Querier, scope string, global bool) (int64, error) {
 	id, err := shardScope(scope, global)
 	if err != nil || id == 0 {
 		return id, err

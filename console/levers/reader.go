@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,14 +12,14 @@ import (
 )
 
 // Reader gives the hot path the levers in force. Values are read from
-// PostgreSQL: after half a second a call refreshes them in the background
-// and answers from the cache; after a second it waits for fresh values. So
+// PostgreSQL: after half a second a call asks Run to refresh them in the
+// background and answers from the cache; after a second (or without Run)
+// it waits for fresh values. So
 // a change is in force on every process within a second, and under steady
-// traffic the hot path never waits for the database. The refresh
-// also performs due automatic reverts, so reverts need no extra worker.
+// traffic the hot path never waits for the database. It only reads:
+// automatic reverts are River jobs (RevertArgs).
 type Reader struct {
 	pool *pgxpool.Pool
-	svc  *Service
 	ttl  time.Duration
 	log  *slog.Logger
 
@@ -28,6 +27,7 @@ type Reader struct {
 	vals       map[string]string // name|scope -> value
 	loadedAt   time.Time
 	refreshing atomic.Bool
+	kick       chan struct{} // asks Run for a refresh
 }
 
 // NewReader returns a reader caching for 500 ms.
@@ -35,7 +35,8 @@ func NewReader(pool *pgxpool.Pool, log *slog.Logger) *Reader {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Reader{pool: pool, svc: NewService(pool, nil, log), ttl: 500 * time.Millisecond, log: log}
+	return &Reader{pool: pool, ttl: 500 * time.Millisecond, log: log,
+		kick: make(chan struct{}, 1)}
 }
 
 func (r *Reader) get(name, scope string) (string, bool) {
@@ -53,27 +54,36 @@ func (r *Reader) get(name, scope string) (string, bool) {
 		vals = r.vals
 		r.mu.Unlock()
 	case age > r.ttl && r.refreshing.CompareAndSwap(false, true):
-		go func() {
-			defer r.refreshing.Store(false)
-			r.Refresh(context.Background())
-		}()
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
 	}
 	v, ok := vals[name+"|"+scope]
 	return v, ok
 }
 
-// Refresh reloads the levers now and runs due reverts. On a database error
+// Run performs the background refreshes the hot path asks for, until ctx
+// ends; the process owns it (booking/app), so no refresh outlives the pool.
+func (r *Reader) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.kick:
+			r.Refresh(ctx)
+			r.refreshing.Store(false)
+		}
+	}
+}
+
+// Refresh reloads the levers now; it writes nothing. On a database error
 // the last values stay in force (and an empty set on the first load, i.e.
 // the defaults).
 func (r *Reader) Refresh(ctx context.Context) {
+	stopping := func() bool { return ctx.Err() != nil } // the process is stopping: nothing to warn about
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var due bool
-	if err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM lever_changes WHERE state = 'APPLIED' AND revert_at <= now())`).Scan(&due); err == nil && due {
-		if _, err := r.svc.RevertDue(ctx); err != nil && !closing(err) {
-			r.log.Warn("lever revert", "err", err)
-		}
-	}
 	vals := map[string]string{}
 	rows, err := r.pool.Query(ctx, `SELECT name, scope, value FROM console_levers`)
 	if err == nil {
@@ -92,7 +102,7 @@ func (r *Reader) Refresh(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
-		if !closing(err) {
+		if !stopping() {
 			r.log.Warn("read levers; keeping the last values", "err", err)
 		}
 		if r.vals == nil {
@@ -165,7 +175,3 @@ func (r *Reader) WindowClosesAt(shardID int64) (time.Time, bool) {
 func (r *Reader) ShardMode(shardID int64) (string, bool) {
 	return r.get(ShardMode, "shard:"+strconv.FormatInt(shardID, 10))
 }
-
-// closing reports an error of a pool being shut down (the process is
-// stopping): nothing to warn about.
-func closing(err error) bool { return strings.Contains(err.Error(), "closed pool") }

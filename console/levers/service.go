@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"tatkal/booking"
 	"tatkal/booking/audit"
@@ -82,24 +82,36 @@ type RouteSetter interface {
 type Service struct {
 	pool   *pgxpool.Pool
 	routes RouteSetter
+	jobs   booking.JobInserter
 	log    *slog.Logger
-	now    func() time.Time
 }
 
 // NewService returns the lever service. routes may be nil (route changes
 // are then written to payment_routes and picked up by each process's
-// one-second reload alone).
-func NewService(pool *pgxpool.Pool, routes RouteSetter, log *slog.Logger) *Service {
+// one-second reload alone). jobs schedules automatic reverts (RevertArgs)
+// in the transaction that applies a change.
+func NewService(pool *pgxpool.Pool, routes RouteSetter, jobs booking.JobInserter, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{pool: pool, routes: routes, log: log, now: time.Now}
+	return &Service{pool: pool, routes: routes, jobs: jobs, log: log}
 }
 
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+// RevertArgs puts back the old value of one applied change at its revert
+// time: inserted, scheduled for that time, in the transaction that applies
+// the change, and unique per change.
+type RevertArgs struct {
+	ChangeID int64 `json:"change_id"`
 }
+
+func (RevertArgs) Kind() string { return "lever_revert" }
+func (RevertArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 50, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// revertActor is who the audit log says reverted a change: the system, on
+// behalf of the person whose change it was (named in the record).
+const revertActor = "system:lever-revert"
 
 // Change is one proposed change and what became of it.
 type Change struct {
@@ -127,7 +139,7 @@ func (s *Service) Current(ctx context.Context, name, scope string) (string, bool
 	return current(ctx, s.pool, name, scope)
 }
 
-func current(ctx context.Context, q querier, name, scope string) (string, bool, error) {
+func current(ctx context.Context, q db.Querier, name, scope string) (string, bool, error) {
 	switch name {
 	case Route:
 		gw, method, _ := strings.Cut(scope, "/")
@@ -175,7 +187,7 @@ func (s *Service) Preview(ctx context.Context, p Proposal) (Preview, error) {
 	return s.preview(ctx, s.pool, p)
 }
 
-func (s *Service) preview(ctx context.Context, q querier, p Proposal) (Preview, error) {
+func (s *Service) preview(ctx context.Context, q db.Querier, p Proposal) (Preview, error) {
 	p.Name, p.Scope = strings.TrimSpace(p.Name), strings.TrimSpace(p.Scope)
 	v, err := normalize(ctx, q, p)
 	if err != nil {
@@ -240,7 +252,7 @@ func effect(name, scope, old, v string) string {
 }
 
 // dangerous says whether a change needs a second admin, and why.
-func (s *Service) dangerous(ctx context.Context, q querier, name, scope, old, v string) (bool, string, error) {
+func (s *Service) dangerous(ctx context.Context, q db.Querier, name, scope, old, v string) (bool, string, error) {
 	switch name {
 	case WindowClosesAt:
 		return true, "changing when a Tatkal window closes", nil
@@ -445,6 +457,12 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, id int64, actor string
 	}
 	if revertAt != nil {
 		detail["revert_at"] = revertAt.UTC().Format(time.RFC3339)
+		if s.jobs == nil {
+			return errors.New("levers: no job client to schedule the automatic revert")
+		}
+		if _, err := s.jobs.InsertTx(ctx, tx, RevertArgs{ChangeID: id}, &river.InsertOpts{ScheduledAt: *revertAt}); err != nil {
+			return fmt.Errorf("schedule the revert of change %d: %w", id, err)
+		}
 	}
 	return audit.Write(ctx, tx, ch.ProposedBy, "lever.change", ch.Name+" "+ch.Scope, detail)
 }
@@ -503,53 +521,69 @@ func (s *Service) afterApply(ctx context.Context, name, scope, v string) {
 	}
 }
 
-// RevertDue puts back the old values of applied changes whose automatic
-// revert time has come. Safe to run in every process at once.
-func (s *Service) RevertDue(ctx context.Context) (int, error) {
-	n := 0
-	for {
-		done := false
-		err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-			var id int64
-			err := tx.QueryRow(ctx, `SELECT id FROM lever_changes WHERE state = 'APPLIED' AND revert_at <= now()
-				ORDER BY revert_at LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id)
-			if errors.Is(err, pgx.ErrNoRows) {
-				done = true
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("due reverts: %w", err)
-			}
-			ch, err := lockChange(ctx, tx, id)
-			if err != nil {
-				return err
-			}
-			cur, _, err := current(ctx, tx, ch.Name, ch.Scope)
-			if err != nil {
-				return err
-			}
-			detail := map[string]any{"change_id": id, "lever": ch.Name, "scope": ch.Scope, "old": cur, "new": ch.Old,
-				"reason": "automatic revert after " + ch.RevertAfter.String()}
-			if cur == ch.New {
-				if err := write(ctx, tx, ch.Name, ch.Scope, ch.Old, "auto-revert", id); err != nil {
-					return err
-				}
-			} else {
-				detail["skipped"] = "the value changed since; left as it is"
-				detail["new"] = cur
-			}
-			if _, err := tx.Exec(ctx, `UPDATE lever_changes SET state = 'REVERTED', reverted_at = now() WHERE id = $1`, id); err != nil {
-				return fmt.Errorf("mark reverted: %w", err)
-			}
-			n++
-			return audit.Write(ctx, tx, "auto-revert", "lever.revert", ch.Name+" "+ch.Scope, detail)
-		})
+// Revert puts back the old value of change id if it is still applied and
+// its revert time has come (the RevertArgs job). Run twice, or after a
+// later change of the same lever cancelled the revert, it does nothing; run
+// early, it returns how long to wait.
+func (s *Service) Revert(ctx context.Context, id int64) (time.Duration, error) {
+	var wait time.Duration
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		wait = 0
+		ch, err := lockChange(ctx, tx, id)
+		if booking.ErrorCode(err) == booking.ENOTFOUND {
+			s.log.Warn("lever revert: no such change", "change_id", id)
+			return nil
+		}
 		if err != nil {
-			return n, err
+			return err
 		}
-		if done {
-			return n, nil
+		if ch.State != "APPLIED" || ch.RevertAt == nil {
+			return nil // reverted already, or a later change of the lever cancelled the revert
 		}
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return fmt.Errorf("now: %w", err)
+		}
+		if ch.RevertAt.After(now) {
+			wait = ch.RevertAt.Sub(now)
+			return nil
+		}
+		cur, _, err := current(ctx, tx, ch.Name, ch.Scope)
+		if err != nil {
+			return err
+		}
+		detail := map[string]any{"change_id": id, "lever": ch.Name, "scope": ch.Scope, "old": cur, "new": ch.Old,
+			"reason": "automatic revert after " + ch.RevertAfter.String(), "on_behalf_of": ch.ProposedBy}
+		if ch.ApprovedBy != "" {
+			detail["approved_by"] = ch.ApprovedBy
+		}
+		if cur == ch.New {
+			if err := write(ctx, tx, ch.Name, ch.Scope, ch.Old, revertActor, id); err != nil {
+				return err
+			}
+		} else {
+			detail["skipped"] = "the value changed since; left as it is"
+			detail["new"] = cur
+		}
+		if _, err := tx.Exec(ctx, `UPDATE lever_changes SET state = 'REVERTED', reverted_at = now() WHERE id = $1`, id); err != nil {
+			return fmt.Errorf("mark reverted: %w", err)
+		}
+		return audit.Write(ctx, tx, revertActor, "lever.revert", ch.Name+" "+ch.Scope, detail)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if wait == 0 {
+		s.afterRevert(ctx, id)
+	}
+	return wait, nil
+}
+
+// afterRevert nudges this process's route cache after a reverted route.
+func (s *Service) afterRevert(ctx context.Context, id int64) {
+	ch, err := s.Get(ctx, id)
+	if err == nil && ch.State == "REVERTED" && ch.Name == Route {
+		s.afterApply(ctx, ch.Name, ch.Scope, ch.Old)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/fraud"
+	"tatkal/booking/fraud/review"
 	"tatkal/booking/payment"
 	"tatkal/recon"
 )
@@ -24,6 +25,8 @@ type Services struct {
 	Payments *payment.Service
 	Recon    *recon.Service
 	Fraud    *fraud.Service
+	// FraudEnforcer carries out review decisions in batches.
+	FraudEnforcer *review.Enforcer
 	// Sources is where the daily fetch reads the gateways' settlement
 	// files, the bank statement and the core's export.
 	Sources recon.Sources
@@ -39,6 +42,7 @@ func Jobs(svc *Services) func(*river.Workers) []*river.PeriodicJob {
 		river.AddWorker(workers, &escalateWorker{svc: svc})
 		river.AddWorker(workers, &clusterWorker{svc: svc})
 		river.AddWorker(workers, &scheduleWorker{svc: svc})
+		river.AddWorker(workers, &enforceWorker{svc: svc})
 		periodic := []*river.PeriodicJob{
 			// Exceptions past their SLA are raised to the finance lead.
 			river.NewPeriodicJob(river.PeriodicInterval(15*time.Minute),
@@ -46,6 +50,9 @@ func Jobs(svc *Services) func(*river.Workers) []*river.PeriodicJob {
 			// Each closed window's accounts are clustered once its signals settle.
 			river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
 				func() (river.JobArgs, *river.InsertOpts) { return fraud.ScheduleArgs{}, nil }, nil),
+			// Review decisions whose delay has passed are enforced in a batch.
+			river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
+				func() (river.JobArgs, *river.InsertOpts) { return review.EnforceArgs{}, nil }, nil),
 		}
 		// Yesterday's settlement (T+1, IST) per gateway, fetched and reconciled daily.
 		for _, gw := range svc.Sources.Gateways() {
@@ -108,4 +115,13 @@ type scheduleWorker struct {
 
 func (w *scheduleWorker) Work(ctx context.Context, job *river.Job[fraud.ScheduleArgs]) error {
 	return (&fraud.ScheduleWorker{Svc: w.svc.Fraud}).Work(ctx, job)
+}
+
+type enforceWorker struct {
+	river.WorkerDefaults[review.EnforceArgs]
+	svc *Services
+}
+
+func (w *enforceWorker) Work(ctx context.Context, job *river.Job[review.EnforceArgs]) error {
+	return (&review.EnforceWorker{Enforcer: w.svc.FraudEnforcer}).Work(ctx, job)
 }

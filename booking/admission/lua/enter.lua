@@ -1,6 +1,6 @@
 -- ENTER: put an account in a shard's queue once.
--- KEYS: z (members: user ids, score: place), m (meta)
--- ARGV: member, cohort score ('' for a late entrant), expire-at ms
+-- KEYS: z (members: user ids, score: place), m (meta), at (arrival ms by member)
+-- ARGV: member, cohort score ('' for a late entrant), expire-at ms, now ms
 -- A cohort score is used only while the queue is not sealed; once the
 -- controller has started admitting, everyone new queues behind, in arrival
 -- order (score 2^52 + arrival number), so no admitted place ever moves.
@@ -16,6 +16,11 @@ if not score then
   end
   redis.call('ZADD', z, score, ARGV[1])
   created = 1
+  -- When this place was taken, for the window's fairness figures.
+  if KEYS[3] and ARGV[4] then
+    redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+    redis.call('PEXPIREAT', KEYS[3], ARGV[3])
+  end
   if redis.call('ZCARD', z) == 1 then
     redis.call('PEXPIREAT', z, ARGV[3])
     redis.call('HSET', m, 'created', '1')

@@ -21,6 +21,7 @@ func rings(t *testing.T) (*Keyring, *Keyring) {
 }
 
 func TestAdmissionTokenBindings(t *testing.T) {
+	t.Parallel()
 	keys, devs := rings(t)
 	v := NewVerifier(keys, devs)
 	now := time.Now()
@@ -76,6 +77,7 @@ func TestAdmissionTokenBindings(t *testing.T) {
 }
 
 func TestTicketsAreStableAndUnforgeable(t *testing.T) {
+	t.Parallel()
 	key := bytes.Repeat([]byte("t"), 32)
 	a := Ticket(key, 5, 100)
 	if a != Ticket(key, 5, 100) {
@@ -93,6 +95,7 @@ func TestTicketsAreStableAndUnforgeable(t *testing.T) {
 }
 
 func TestChallenge(t *testing.T) {
+	t.Parallel()
 	keys, _ := rings(t)
 	now := time.Now()
 	c := Challenge{ID: "c1", UserID: 7, Session: SessionHash("st_abc"), Attempt: "idem-0001", Bits: 10, ExpiresAt: now.Add(time.Minute)}

@@ -17,6 +17,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/audit"
+	"tatkal/booking/db"
 )
 
 // Outcomes of a decision, mildest first (graduated responses).
@@ -49,10 +50,15 @@ const (
 type Service struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
+	// EnforceDelay: how long after a decision (or its approval) the batch
+	// may enforce it (DefaultEnforceDelay unless set).
+	EnforceDelay time.Duration
 }
 
 // New returns the review service on pool.
-func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool, now: time.Now} }
+func New(pool *pgxpool.Pool) *Service {
+	return &Service{pool: pool, now: time.Now, EnforceDelay: DefaultEnforceDelay}
+}
 
 // Item is one cluster in the queue.
 type Item struct {
@@ -144,7 +150,7 @@ func (s *Service) Claim(ctx context.Context, analystID, clusterID int64, ttl tim
 		return time.Time{}, booking.Errorf(booking.EINVALID, "CLAIM_TOO_LONG", "A claim lasts at most %s.", maxClaim)
 	}
 	var until time.Time
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		login, err := s.analyst(ctx, tx, analystID)
 		if err != nil {
 			return err
@@ -184,7 +190,7 @@ func (s *Service) Claim(ctx context.Context, analystID, clusterID int64, ttl tim
 
 // Release gives up one's own claim.
 func (s *Service) Release(ctx context.Context, analystID, clusterID int64) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		login, err := s.analyst(ctx, tx, analystID)
 		if err != nil {
 			return err
@@ -240,7 +246,7 @@ func (s *Service) Decide(ctx context.Context, analystID, clusterID int64, d Deci
 	// control characters go; the length was checked on what was sent
 	d.Note = audit.CleanText(d.Note, maxNote)
 	out := Decided{ClusterID: clusterID, AnalystID: analystID, Decision: d, NeedsApproval: outcomes[d.Outcome]}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		login, err := s.analyst(ctx, tx, analystID)
 		if err != nil {
 			return err
@@ -263,9 +269,9 @@ func (s *Service) Decide(ctx context.Context, analystID, clusterID int64, d Deci
 			return booking.Errorf(booking.ECONFLICT, "NOT_CLAIMED", "Claim cluster %d before deciding on it.", clusterID)
 		}
 		if err := tx.QueryRow(ctx, `
-			INSERT INTO fraud_decisions (cluster_id, analyst_id, outcome, reason_code, note, needs_approval)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-			clusterID, analystID, d.Outcome, d.Reason, d.Note, out.NeedsApproval).Scan(&out.ID); err != nil {
+			INSERT INTO fraud_decisions (cluster_id, analyst_id, outcome, reason_code, note, needs_approval, enforce_after)
+			VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $6 THEN NULL ELSE $7::timestamptz END) RETURNING id`,
+			clusterID, analystID, d.Outcome, d.Reason, d.Note, out.NeedsApproval, s.now().Add(s.EnforceDelay)).Scan(&out.ID); err != nil {
 			return fmt.Errorf("insert decision: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE fraud_clusters SET status = 'CLOSED', claimed_by = NULL, claimed_until = NULL WHERE id = $1`, clusterID); err != nil {
@@ -283,7 +289,7 @@ func (s *Service) Decide(ctx context.Context, analystID, clusterID int64, d Deci
 // Approve is the second analyst's yes to a bulk decision; the analyst who
 // decided may not approve it (the database refuses it too).
 func (s *Service) Approve(ctx context.Context, approverID, decisionID int64) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		login, err := s.analyst(ctx, tx, approverID)
 		if err != nil {
 			return err
@@ -307,7 +313,8 @@ func (s *Service) Approve(ctx context.Context, approverID, decisionID int64) err
 		case analyst == approverID:
 			return booking.Errorf(booking.EFORBIDDEN, "SAME_ANALYST", "A second analyst must approve decision %d.", decisionID)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE fraud_decisions SET approved_by = $2, approved_at = now() WHERE id = $1`, decisionID, approverID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE fraud_decisions SET approved_by = $2, approved_at = now(), enforce_after = $3 WHERE id = $1`,
+			decisionID, approverID, s.now().Add(s.EnforceDelay)); err != nil {
 			return fmt.Errorf("approve: %w", err)
 		}
 		return audit.Write(ctx, tx, login, "fraud.approve", fmt.Sprintf("decision:%d", decisionID), nil)

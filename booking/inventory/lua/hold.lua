@@ -13,6 +13,8 @@
 -- never overwritten, its seats would stay taken with nothing to free them.
 -- ARGV: 1 hold_id 2 user 3 from 4 to 5 expires_ms 6 daily_cap 7 prefs
 --       8 id_ok 9 allow_waitlist 10 idem_ttl_s 11 max_pax 12 leg keys 13 type codes
+--       16 the request's hash: kept with the idempotency key's answer, and a
+--       replay with another hash is refused (KEY_REUSED) with nothing changed
 -- Checked before any write: a script that fails midway keeps its writes.
 -- Every redis.call and every table costs here: the script keeps both few.
 local idem_ttl = tonumber(ARGV[10])
@@ -23,11 +25,17 @@ if not epoch then return { 'NOT_READY' } end
 
 -- A replayed key returns the prior answer, but only one given under the
 -- current epoch: after a rebuild, PostgreSQL's unique key is the judge.
+-- Stored as epoch|answer (four fields)|request hash.
+local req_hash = ARGV[16] or ''
 local prior = redis.call('GET', KEYS[3])
 if prior then
   local sep = string.find(prior, '|', 1, true)
   if string.sub(prior, 1, sep - 1) == epoch then
-    return { 'REPLAY', epoch, string.sub(prior, sep + 1) }
+    local body = string.sub(prior, sep + 1)
+    local answer, hash = string.match(body, '^([^|]*|[^|]*|[^|]*|[^|]*)|(.*)$')
+    if not answer then answer, hash = body, '' end
+    if hash ~= '' and req_hash ~= '' and hash ~= req_hash then return { 'KEY_REUSED', epoch } end
+    return { 'REPLAY', epoch, answer }
   end
 end
 
@@ -218,7 +226,7 @@ if best and npax > 1 then
   end
 end
 local function remember(answer)
-  redis.call('SET', KEYS[3], epoch .. '|' .. answer, 'EX', ARGV[10])
+  redis.call('SET', KEYS[3], epoch .. '|' .. answer .. '|' .. req_hash, 'EX', ARGV[10])
   if tok_key then redis.call('SET', tok_key, hold_id, 'PX', tok_ttl) end
 end
 

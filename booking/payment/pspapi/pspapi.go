@@ -278,15 +278,23 @@ type RouteConfig struct {
 	InquiryOmitsAmount bool `json:"inquiry_omits_amount,omitempty"`
 }
 
-// Settlement row types.
-const (
-	SettlementPayment = "PAYMENT"
-	SettlementRefund  = "REFUND"
+// Settlement files: each gateway writes its own layout, as real ones do.
+// The header rows are the contract between the simulator that writes them
+// and reconciliation that reads them.
+//
+// swiftpay-v1: signed amounts in rupees with two decimals, dates as
+// DD/MM/YYYY and times as DD/MM/YYYY HH:MM:SS in IST; types CAPTURE,
+// REFUND, CHARGEBACK. Gross is negative for refunds and chargebacks; Net =
+// Gross - MDR - GST.
+//
+// bharatpg-v1: unsigned amounts in paise with the direction in entry_type
+// (SALE, RFND, CHBK) and a signed settled_paise; settlement_date as
+// YYYYMMDD, txn_timestamp RFC 3339 in UTC; utr is the payout reference.
+var (
+	SwiftpayColumns = []string{"Txn Type", "SwiftPay Txn ID", "Merchant Order ID", "Refund ID", "Merchant Refund ID",
+		"Payment Mode", "Gross Amount (INR)", "MDR (INR)", "GST on MDR (INR)", "Net Amount (INR)", "Txn Date",
+		"Settlement Date", "Payout Ref"}
+	BharatpgColumns = []string{"settlement_date", "utr", "entry_type", "pg_txn_id", "merchant_txn_ref",
+		"merchant_refund_ref", "pg_refund_id", "pay_method", "txn_amount_paise", "commission_paise", "igst_paise",
+		"settled_paise", "txn_timestamp"}
 )
-
-// SettlementColumns is the header row of a settlement CSV. A PAYMENT row
-// carries the payment's merchant_ref and an empty refund_ref; a REFUND row
-// carries the refund's own merchant_ref (our refund id), its refund_ref, a
-// negative amount, fee 0 and net equal to the amount. event_time is
-// RFC 3339 in IST; settlement_date is YYYY-MM-DD.
-var SettlementColumns = []string{"type", "psp_ref", "merchant_ref", "refund_ref", "amount_paise", "fee_paise", "net_paise", "event_time", "settlement_date"}

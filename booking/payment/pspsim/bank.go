@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"tatkal/booking/india"
 )
 
 // The bank statement: every gateway pays each day's net settlement into
@@ -40,7 +42,7 @@ func (s *Server) handleBankStatement(w http.ResponseWriter, r *http.Request) err
 	if !ok {
 		return notFound("statements are named YYYY-MM-DD.csv, not %q", file)
 	}
-	day, err := time.ParseInLocation(time.DateOnly, date, ist())
+	day, err := time.ParseInLocation(time.DateOnly, date, india.IST)
 	if err != nil {
 		return invalid("statement date %q is not YYYY-MM-DD", date)
 	}
@@ -54,9 +56,9 @@ func (s *Server) handleBankStatement(w http.ResponseWriter, r *http.Request) err
 	cw.Write(BankColumns) //nolint:errcheck // the error sticks; checked at Flush
 	d := day.Format("02-Jan-2006")
 	for _, p := range payouts {
-		debit, credit := "", decimalRupees(p.paise)
+		debit, credit := "", india.Decimal(p.paise)
 		if p.paise < 0 {
-			debit, credit = decimalRupees(-p.paise), ""
+			debit, credit = india.Decimal(-p.paise), ""
 		}
 		cw.Write([]string{d, d, "NEFT CR-" + strings.ToUpper(p.gateway) + " SETTLEMENT-" + p.id, s.utr(p.id), debit, credit}) //nolint:errcheck
 	}

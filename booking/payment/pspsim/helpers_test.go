@@ -1,7 +1,6 @@
 package pspsim
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,41 +200,9 @@ func (r reply) wantError(t *testing.T, status int, code string) pspapi.ErrorBody
 // and an optional JSON body (a string is sent as is).
 func (b *bundle) call(t *testing.T, client *http.Client, method, path, token, key string, body any) (reply, error) {
 	t.Helper()
-	var rd io.Reader
-	switch v := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(v)
-	default:
-		raw, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, b.ts.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if key != "" {
-		req.Header.Set(pspapi.HeaderIdempotencyKey, key)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: raw}, nil
+	r, err := testenv.Do(testenv.Request{Method: method, URL: b.ts.URL + path, Token: token, Body: body, Client: client,
+		Header: map[string]string{pspapi.HeaderIdempotencyKey: key}})
+	return reply{status: r.Status, header: r.Header, body: r.Raw}, err
 }
 
 func (b *bundle) must(t *testing.T, method, path, token, key string, body any) reply {

@@ -9,11 +9,10 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"tatkal/booking/india"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -61,8 +60,8 @@ func newPayPage(p *payment) payPage {
 	path := payPath(p.Gateway, p.PSPRef)
 	pg := payPage{
 		Title: pageTitle(p.Method), Gateway: p.Gateway, PSPRef: p.PSPRef, MerchantRef: p.MerchantRef,
-		Method: p.Method, Amount: rupees(p.AmountPaise), Status: p.Status,
-		ExpiresAt:     p.ExpiresAt.In(ist()).Format("15:04:05 MST, 2 Jan 2006"),
+		Method: p.Method, Amount: india.Rupees(p.AmountPaise), Status: p.Status,
+		ExpiresAt:     p.ExpiresAt.In(india.IST).Format("15:04:05 MST, 2 Jan 2006"),
 		ApproveAction: path + "/approve", DeclineAction: path + "/decline",
 	}
 	switch p.Method {
@@ -89,25 +88,6 @@ func decidedMessage(p *payment) string {
 		return "This payment request has expired (FAILED: EXPIRED). Nothing was changed; start again from the merchant."
 	}
 	return fmt.Sprintf("This payment has already failed (FAILED: %s). Nothing was changed.", p.FailureReason)
-}
-
-// rupees formats paise the Indian way: ₹12,34,567.50.
-func rupees(paise int64) string {
-	whole := strconv.FormatInt(paise/100, 10)
-	var b strings.Builder
-	if n := len(whole); n > 3 {
-		head := whole[:n-3]
-		for i, c := range head {
-			if i > 0 && (len(head)-i)%2 == 0 {
-				b.WriteByte(',')
-			}
-			b.WriteRune(c)
-		}
-		b.WriteByte(',')
-		whole = whole[n-3:]
-	}
-	b.WriteString(whole)
-	return fmt.Sprintf("₹%s.%02d", b.String(), paise%100)
 }
 
 // returnURL is where the customer's browser goes after deciding.

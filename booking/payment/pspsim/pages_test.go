@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/india"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -161,8 +162,8 @@ func TestRupees(t *testing.T) {
 	for paise, want := range map[int64]string{
 		5: "₹0.05", 100: "₹1.00", 123450: "₹1,234.50", 12345678: "₹1,23,456.78", 1234567890: "₹1,23,45,678.90",
 	} {
-		if got := rupees(paise); got != want {
-			t.Errorf("rupees(%d) = %s, want %s", paise, got, want)
+		if got := india.Rupees(paise); got != want {
+			t.Errorf("india.Rupees(%d) = %s, want %s", paise, got, want)
 		}
 	}
 }

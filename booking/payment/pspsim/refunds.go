@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"tatkal/booking/db"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -43,7 +44,7 @@ func (r *refund) view() pspapi.Refund {
 	return out
 }
 
-func (s *Server) refundWhere(ctx context.Context, q querier, cond string, args ...any) (*refund, error) {
+func (s *Server) refundWhere(ctx context.Context, q db.Querier, cond string, args ...any) (*refund, error) {
 	rows, err := q.Query(ctx, s.q("SELECT "+refundCols+" FROM {s}.refunds WHERE "+cond), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read refund: %w", err)

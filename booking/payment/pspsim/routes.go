@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"tatkal/booking/db"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -154,7 +155,7 @@ func (s *Server) seedRoutes(ctx context.Context, routes []pspapi.RouteConfig) er
 
 // route reads one route's current settings; ok is false when the gateway
 // does not carry the method.
-func (s *Server) route(ctx context.Context, q querier, gw, method string) (pspapi.RouteConfig, bool, error) {
+func (s *Server) route(ctx context.Context, q db.Querier, gw, method string) (pspapi.RouteConfig, bool, error) {
 	var rc pspapi.RouteConfig
 	err := q.QueryRow(ctx, s.q(`SELECT config FROM {s}.routes WHERE gateway = $1 AND method = $2`), gw, method).Scan(&rc)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -167,7 +168,7 @@ func (s *Server) route(ctx context.Context, q querier, gw, method string) (pspap
 }
 
 // allRoutes reads every route, keyed gateway/method.
-func (s *Server) allRoutes(ctx context.Context, q querier) (map[string]pspapi.RouteConfig, error) {
+func (s *Server) allRoutes(ctx context.Context, q db.Querier) (map[string]pspapi.RouteConfig, error) {
 	rows, err := q.Query(ctx, s.q(`SELECT config FROM {s}.routes ORDER BY gateway, method`))
 	if err != nil {
 		return nil, fmt.Errorf("read routes: %w", err)

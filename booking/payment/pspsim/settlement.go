@@ -7,15 +7,13 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"tatkal/booking/india"
+
 	"github.com/jackc/pgx/v5"
 )
-
-// ist is the zone settlement days are counted in.
-func ist() *time.Location { return time.FixedZone("IST", 19800) }
 
 // nextBusinessDay is T+1, skipping Sunday (banks settle on Saturdays).
 func nextBusinessDay(day time.Time) time.Time {
@@ -28,7 +26,7 @@ func nextBusinessDay(day time.Time) time.Time {
 
 // addBusinessDays is t plus n days in IST, each skipping Sunday.
 func addBusinessDays(t time.Time, n int) time.Time {
-	t = t.In(ist())
+	t = t.In(india.IST)
 	for range n {
 		t = nextBusinessDay(t)
 	}
@@ -115,7 +113,7 @@ func (s *Server) handleSettlement(w http.ResponseWriter, r *http.Request) error 
 	if !ok {
 		return notFound("settlement files are named YYYY-MM-DD.csv, not %q", file)
 	}
-	day, err := time.ParseInLocation(time.DateOnly, date, ist())
+	day, err := time.ParseInLocation(time.DateOnly, date, india.IST)
 	if err != nil {
 		return invalid("settlement date %q is not YYYY-MM-DD", date)
 	}
@@ -204,13 +202,4 @@ func sortLines(lines []settlementLine) {
 		}
 		return strings.Compare(a.key(), b.key())
 	})
-}
-
-// decimalRupees writes paise as signed rupees with two decimals: -1234 → "-12.34".
-func decimalRupees(paise int64) string {
-	sign := ""
-	if paise < 0 {
-		sign, paise = "-", -paise
-	}
-	return sign + strconv.FormatInt(paise/100, 10) + "." + fmt.Sprintf("%02d", paise%100)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/india"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -14,7 +15,7 @@ import (
 // bank's payout follows the faulty file, less any short payment.
 func TestSettlementFaults(t *testing.T) {
 	t.Parallel()
-	base := time.Date(2025, 6, 4, 12, 0, 0, 0, ist()) // a Wednesday
+	base := time.Date(2025, 6, 4, 12, 0, 0, 0, india.IST) // a Wednesday
 	start := time.Now()
 	b := setup(t, opts{now: func() time.Time { return base.Add(time.Since(start)) }})
 	var refs []string
@@ -47,7 +48,7 @@ func TestSettlementFaults(t *testing.T) {
 		t.Fatalf("the duplicated line appears %d times", strings.Count(first, refs[0]))
 	}
 	var net int64
-	lns, err := b.srv.settlementFile(t.Context(), "swiftpay", time.Date(2025, 6, 4, 0, 0, 0, 0, ist()))
+	lns, err := b.srv.settlementFile(t.Context(), "swiftpay", time.Date(2025, 6, 4, 0, 0, 0, 0, india.IST))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestSettlementFaults(t *testing.T) {
 		net += l.net()
 	}
 	stmt := string(b.must(t, "GET", "/bank/v1/statements/2025-06-05.csv", adminToken, "", nil).body)
-	if !strings.Contains(stmt, "SETTLEMENT-SWP20250604,HDFCN") || !strings.HasSuffix(strings.TrimSpace(stmt), ","+decimalRupees(net-300)) {
+	if !strings.Contains(stmt, "SETTLEMENT-SWP20250604,HDFCN") || !strings.HasSuffix(strings.TrimSpace(stmt), ","+india.Decimal(net-300)) {
 		t.Fatalf("statement (net %d, short 300):\n%s", net, stmt)
 	}
 	b.must(t, "PUT", path, adminToken, "", SettlementFaults{})

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/india"
 	"tatkal/booking/payment/pspapi"
 )
 
 func TestSettlementFile(t *testing.T) {
 	t.Parallel()
 	// The simulator's clock runs from Saturday noon IST, so T+1 skips Sunday.
-	base := time.Date(2025, 6, 7, 12, 0, 0, 0, ist())
+	base := time.Date(2025, 6, 7, 12, 0, 0, 0, india.IST)
 	start := time.Now()
 	clock := func() time.Time { return base.Add(time.Since(start)) }
 	b := setup(t, opts{now: clock})
@@ -43,7 +44,7 @@ func TestSettlementFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse CSV: %v\n%s", err, r.body)
 	}
-	if !slices.Equal(rows[0], SwiftpayColumns) {
+	if !slices.Equal(rows[0], pspapi.SwiftpayColumns) {
 		t.Fatalf("header = %v", rows[0])
 	}
 	// swiftpay writes signed rupees with two decimals and DD/MM/YYYY dates.
@@ -57,7 +58,7 @@ func TestSettlementFile(t *testing.T) {
 		if row[11] != "09/06/2025" || row[12] != "SWP20250607" {
 			t.Errorf("settlement date, payout = %s, %s; want 09/06/2025 (Saturday's T+1 skips Sunday), SWP20250607", row[11], row[12])
 		}
-		if et, err := time.ParseInLocation("02/01/2006 15:04:05", row[10], ist()); err != nil || et.Format(time.DateOnly) != "2025-06-07" {
+		if et, err := time.ParseInLocation("02/01/2006 15:04:05", row[10], india.IST); err != nil || et.Format(time.DateOnly) != "2025-06-07" {
 			t.Errorf("txn date = %q", row[10])
 		}
 	}
@@ -81,7 +82,7 @@ func TestSettlementFile(t *testing.T) {
 	// bharatpg's file has its own payment, in its own format: paise, YYYYMMDD, SALE.
 	r = b.must(t, "GET", "/gw/bharatpg/v1/settlements/2025-06-07.csv", apiKey("bharatpg"), "", nil)
 	rows, err = csv.NewReader(strings.NewReader(string(r.body))).ReadAll()
-	if err != nil || len(rows) != 2 || !slices.Equal(rows[0], BharatpgColumns) || r.header.Get(HeaderSettlementFormat) != FormatBharatpg {
+	if err != nil || len(rows) != 2 || !slices.Equal(rows[0], pspapi.BharatpgColumns) || r.header.Get(HeaderSettlementFormat) != FormatBharatpg {
 		t.Fatalf("bharatpg file (%v):\n%s", err, r.body)
 	}
 	if g := rows[1]; g[0] != "20250609" || g[1] != "BPGUTR20250607" || g[2] != "SALE" || g[3] != other.PSPRef || g[4] != "pay-s-other" ||
@@ -102,7 +103,7 @@ func TestSettlementFile(t *testing.T) {
 	b.must(t, "GET", "/bank/v1/statements/2025-06-09.csv", apiKey("swiftpay"), "", nil).wantError(t, 401, pspapi.CodeUnauthorized)
 
 	r = b.must(t, "GET", "/gw/swiftpay/v1/settlements/2025-06-06.csv", apiKey("swiftpay"), "", nil)
-	if strings.TrimSpace(string(r.body)) != strings.Join(SwiftpayColumns, ",") {
+	if strings.TrimSpace(string(r.body)) != strings.Join(pspapi.SwiftpayColumns, ",") {
 		t.Fatalf("empty day:\n%s", r.body)
 	}
 	b.must(t, "GET", "/gw/swiftpay/v1/settlements/2025-13-01.csv", apiKey("swiftpay"), "", nil).wantError(t, 400, pspapi.CodeInvalid)
@@ -117,7 +118,7 @@ func TestNextBusinessDay(t *testing.T) {
 		"2025-06-08": "2025-06-09", // Sunday → Monday
 		"2025-12-31": "2026-01-01",
 	} {
-		d, _ := time.ParseInLocation(time.DateOnly, in, ist())
+		d, _ := time.ParseInLocation(time.DateOnly, in, india.IST)
 		if got := nextBusinessDay(d).Format(time.DateOnly); got != want {
 			t.Errorf("nextBusinessDay(%s) = %s, want %s", in, got, want)
 		}

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"tatkal/booking/db"
 )
 
 // ddl creates the simulator's own storage; every statement is idempotent.
@@ -107,13 +108,6 @@ CREATE INDEX IF NOT EXISTS webhooks_due ON {s}.webhooks (next_attempt_at) WHERE 
 CREATE INDEX IF NOT EXISTS webhooks_payment ON {s}.webhooks (psp_ref);
 `
 
-// querier is what both the pool and a transaction offer.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 // q puts the schema into a query.
@@ -122,7 +116,7 @@ func (s *Server) q(sql string) string { return strings.ReplaceAll(sql, "{s}", s.
 // migrate creates the schema; a lock keeps two servers starting together
 // from racing on CREATE SCHEMA.
 func (s *Server) migrate(ctx context.Context) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 7461239))", s.cfg.Schema); err != nil {
 			return err
 		}
@@ -138,17 +132,7 @@ func (s *Server) migrate(ctx context.Context) error {
 // transact runs fn in a transaction, retrying serialization failures and
 // deadlocks a few times.
 func (s *Server) transact(ctx context.Context, fn func(pgx.Tx) error) error {
-	var err error
-	for attempt := range 4 {
-		err = pgx.BeginFunc(ctx, s.pool, fn)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") {
-			time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
-			continue
-		}
-		return err
-	}
-	return err
+	return db.Transact(ctx, s.pool, fn)
 }
 
 // payment is a row of payments.
@@ -192,7 +176,7 @@ var errNoRow = pgx.ErrNoRows
 
 // paymentWhere returns the one payment matching cond (with args), or
 // errNoRow. suffix may add FOR UPDATE.
-func (s *Server) paymentWhere(ctx context.Context, q querier, cond, suffix string, args ...any) (*payment, error) {
+func (s *Server) paymentWhere(ctx context.Context, q db.Querier, cond, suffix string, args ...any) (*payment, error) {
 	rows, err := q.Query(ctx, s.q("SELECT "+paymentCols+" FROM {s}.payments WHERE "+cond+" "+suffix), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read payment: %w", err)
@@ -207,15 +191,15 @@ func (s *Server) paymentWhere(ctx context.Context, q querier, cond, suffix strin
 	return p, nil
 }
 
-func (s *Server) paymentByRef(ctx context.Context, q querier, gw, pspRef string) (*payment, error) {
+func (s *Server) paymentByRef(ctx context.Context, q db.Querier, gw, pspRef string) (*payment, error) {
 	return s.paymentWhere(ctx, q, "gateway = $1 AND psp_ref = $2", "", gw, pspRef)
 }
 
-func (s *Server) paymentByMerchantRef(ctx context.Context, q querier, gw, merchantRef string) (*payment, error) {
+func (s *Server) paymentByMerchantRef(ctx context.Context, q db.Querier, gw, merchantRef string) (*payment, error) {
 	return s.paymentWhere(ctx, q, "gateway = $1 AND merchant_ref = $2", "", gw, merchantRef)
 }
 
-func (s *Server) paymentByIdemKey(ctx context.Context, q querier, gw, key string) (*payment, error) {
+func (s *Server) paymentByIdemKey(ctx context.Context, q db.Querier, gw, key string) (*payment, error) {
 	return s.paymentWhere(ctx, q, "gateway = $1 AND idempotency_key = $2", "", gw, key)
 }
 
@@ -226,7 +210,7 @@ func (s *Server) lockPayment(ctx context.Context, tx pgx.Tx, gw, pspRef string) 
 
 // insertPayment stores a new payment; false means a payment with the same
 // Idempotency-Key or merchant_ref exists already.
-func (s *Server) insertPayment(ctx context.Context, q querier, p *payment) (bool, error) {
+func (s *Server) insertPayment(ctx context.Context, q db.Querier, p *payment) (bool, error) {
 	tag, err := q.Exec(ctx, s.q(`INSERT INTO {s}.payments (`+paymentCols+`) VALUES
 		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)
 		ON CONFLICT DO NOTHING`),
@@ -245,7 +229,7 @@ func (s *Server) insertPayment(ctx context.Context, q querier, p *payment) (bool
 var errStale = errors.New("payment changed concurrently")
 
 // savePayment writes p's lifecycle fields if the row still has status from.
-func (s *Server) savePayment(ctx context.Context, q querier, p *payment, from string) error {
+func (s *Server) savePayment(ctx context.Context, q db.Querier, p *payment, from string) error {
 	tag, err := q.Exec(ctx, s.q(`UPDATE {s}.payments SET status = $3, failure_reason = $4, bank_ref = $5,
 		resolve_at = $6, resolve_status = $7, resolve_reason = $8, due_at = $9, fee_bps = $10,
 		captured_at = $11, failed_at = $12, updated_at = $13

@@ -1,0 +1,115 @@
+// Package reply writes every JSON answer of /v1, the passenger API and
+// /v1/admin alike: one problem document format (RFC 9457 with our stable
+// code and reason), one status per code, and one high-demand answer.
+package reply
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"tatkal/booking"
+	"tatkal/booking/payment"
+)
+
+// Problem is an RFC 9457 problem document: Code is booking's error class,
+// Reason refines it (for example "LIVE_HOLD_EXISTS").
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Code     string `json:"code"`
+	Reason   string `json:"reason,omitempty"`
+	Detail   string `json:"detail"`
+	Instance string `json:"instance,omitempty"`
+}
+
+// Status is the HTTP status of an error code.
+func Status(code booking.Code) int {
+	switch code {
+	case booking.EINVALID:
+		return http.StatusBadRequest
+	case booking.EUNAUTH:
+		return http.StatusUnauthorized
+	case booking.EFORBIDDEN:
+		return http.StatusForbidden
+	case booking.ENOTFOUND:
+		return http.StatusNotFound
+	case booking.ECONFLICT:
+		return http.StatusConflict
+	case booking.ELIMIT:
+		return http.StatusTooManyRequests
+	case booking.EUNAVAIL, booking.EOVERLOADED:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// HighDemandRetryAfter is the Retry-After, in seconds, of every
+// high-demand answer: overload, rate limits and suspected bots get the
+// same one, so nobody can tell them apart from outside.
+const HighDemandRetryAfter = 2
+
+// highDemandBody is the high-demand answer, encoded once: the shed path
+// writes it without any work.
+var highDemandBody = encode(problemOf(booking.HighDemand()))
+
+func problemOf(err error) Problem {
+	code := booking.ErrorCode(err)
+	status := Status(code)
+	if booking.ErrorReason(err) == payment.ReasonKeyReused {
+		// An idempotency key sent again with another request (as Stripe answers it).
+		status = http.StatusUnprocessableEntity
+	}
+	return Problem{
+		Type:   "https://tatkal.example/problems/" + string(code),
+		Title:  http.StatusText(status),
+		Status: status,
+		Code:   string(code),
+		Reason: booking.ErrorReason(err),
+		Detail: booking.ErrorMessage(err),
+	}
+}
+
+func encode(p Problem) []byte {
+	var b bytes.Buffer
+	json.NewEncoder(&b).Encode(p) //nolint:errcheck // a Problem always encodes
+	return b.Bytes()
+}
+
+// Error answers err as a problem document; internal errors are logged
+// (with the request) and shown only as "Internal error.". A 503 carries
+// Retry-After (1 s unless the caller set one); the high-demand answer is
+// always the same bytes with the same headers.
+func Error(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	if booking.IsHighDemand(err) {
+		h.Set("Retry-After", strconv.Itoa(HighDemandRetryAfter))
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write(highDemandBody) //nolint:errcheck
+		return
+	}
+	p := problemOf(err)
+	if p.Code == string(booking.EINTERNAL) {
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if p.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(p.Status)
+	w.Write(encode(p)) //nolint:errcheck
+}
+
+// JSON answers v as JSON with status.
+func JSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck
+}

@@ -1,0 +1,398 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"tatkal/booking/admission"
+	"tatkal/booking/bench"
+	"tatkal/booking/db"
+	"tatkal/booking/httpx"
+	"tatkal/booking/inventory"
+	"tatkal/booking/notify/msgsim"
+	"tatkal/booking/payment/pspsim"
+	"tatkal/booking/prs/prssim"
+	"tatkal/booking/redisx"
+	"tatkal/booking/secrets"
+	"tatkal/booking/seed"
+	"tatkal/console"
+)
+
+// The bodies of the binary's commands; main.go parses their flags. Each
+// connects to nothing before its flags and secrets are checked.
+
+// openDB opens a pool of size connections, naming PostgreSQL and how to
+// start it when it cannot be reached.
+func openDB(ctx context.Context, cfg Config, size int32) (*pgxpool.Pool, error) {
+	pool, err := db.Open(ctx, cfg.DatabaseURL, size)
+	if err != nil {
+		return nil, fmt.Errorf("%w\nIs PostgreSQL running? Start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", err)
+	}
+	return pool, nil
+}
+
+// openRedis connects to Redis, naming it and how to start it when it
+// cannot be reached.
+func openRedis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
+	rdb, err := redisx.Open(cfg.RedisURL, cfg.RedisClusterAddrs, 200)
+	if err != nil {
+		return nil, err
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close() //nolint:errcheck
+		return nil, fmt.Errorf("reach Redis at %s: %w\nIs Redis running? Start it with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no", redisx.Addr(rdb), err)
+	}
+	return rdb, nil
+}
+
+// OpenCurrent opens a small pool on a schema that must be current (for
+// commands that write data, e.g. tatkal seed).
+func OpenCurrent(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pool, err := openDB(ctx, cfg, 8)
+	if err != nil {
+		return nil, err
+	}
+	if pending, err := db.Pending(ctx, pool); err != nil || len(pending) > 0 {
+		pool.Close()
+		return nil, fmt.Errorf("the schema is not current (run: tatkal migrate)")
+	}
+	return pool, nil
+}
+
+// Serve runs the process (tatkal serve and tatkal worker) until ctx ends.
+func Serve(ctx context.Context, cfg Config, opts Options, out io.Writer) error {
+	if err := cfg.RequireSecrets(NeedGateways | NeedPRSKey | NeedSessionKey | NeedMsgKey); err != nil {
+		return err
+	}
+	a, err := New(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if opts.Serve {
+		fmt.Fprintf(out, "tatkal serving on %s (workers: %t)\n", a.URL(), opts.Work)
+	} else {
+		fmt.Fprintln(out, "tatkal worker running")
+	}
+	err = a.Run(ctx)
+	fmt.Fprintln(out, "shutting down")
+	return err
+}
+
+// Migrate applies tatkal's and River's migrations.
+func Migrate(ctx context.Context, cfg Config, out io.Writer) error {
+	pool, err := openDB(ctx, cfg, 4)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := db.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "migrations are current")
+	return nil
+}
+
+// Check verifies the seat invariants of one shard (0: every shard).
+func Check(ctx context.Context, cfg Config, shard int64, out io.Writer) error {
+	pool, err := openDB(ctx, cfg, 4)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rdb, err := openRedis(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close() //nolint:errcheck
+	store := inventory.New(rdb, cfg.RedisPrefix)
+	ids := []int64{shard}
+	if shard == 0 {
+		rows, err := pool.Query(ctx, `SELECT id FROM inventory_shards ORDER BY id`)
+		if err != nil {
+			return fmt.Errorf("list shards: %w", err)
+		}
+		if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return fmt.Errorf("list shards: %w", err)
+		}
+	}
+	bad := 0
+	for _, id := range ids {
+		rep, err := inventory.Check(ctx, pool, store, id, cfg.HoldWindow)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(out, rep.String())
+		if !rep.OK() {
+			bad++
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d shard(s) violate an invariant", bad, len(ids))
+	}
+	fmt.Fprintf(out, "all %d shard(s) hold their invariants\n", len(ids))
+	return nil
+}
+
+// VerifyWindow recomputes a waiting-room window's order from its seed.
+func VerifyWindow(ctx context.Context, cfg Config, id int64, out io.Writer) error {
+	pool, err := openDB(ctx, cfg, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rep, err := admission.VerifyWindow(ctx, pool, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, rep.String())
+	if !rep.OK() {
+		return fmt.Errorf("window %d: not verified", id)
+	}
+	return nil
+}
+
+// sessionKey returns the stored session key, generating it on first run:
+// for tatkal dev only; everywhere else the key comes from the environment
+// and never sits in a table.
+func sessionKey(ctx context.Context, pool *pgxpool.Pool) ([]byte, error) {
+	b := make([]byte, 32)
+	rand.Read(b) //nolint:errcheck
+	var v string
+	err := pool.QueryRow(ctx, `WITH ins AS (
+		INSERT INTO settings (key, value) VALUES ('session_key', $1) ON CONFLICT (key) DO NOTHING RETURNING value)
+		SELECT value FROM ins UNION ALL SELECT value FROM settings WHERE key = 'session_key' LIMIT 1`, hex.EncodeToString(b)).Scan(&v)
+	if err != nil {
+		return nil, fmt.Errorf("session key: %w", err)
+	}
+	return hex.DecodeString(v)
+}
+
+// devPassword is the demo passengers' password (tatkal dev only).
+const devPassword = "tatkal-demo"
+
+// prepareDev migrates, keeps the session key in the database and seeds the
+// demo, for tatkal dev.
+func prepareDev(ctx context.Context, cfg *Config, realTimes bool) (seed.DemoResult, error) {
+	pool, err := openDB(ctx, *cfg, 4)
+	if err != nil {
+		return seed.DemoResult{}, err
+	}
+	defer pool.Close()
+	if err := db.Migrate(ctx, pool); err != nil {
+		return seed.DemoResult{}, err
+	}
+	if len(cfg.SessionKey) == 0 {
+		if cfg.SessionKey, err = sessionKey(ctx, pool); err != nil {
+			return seed.DemoResult{}, err
+		}
+	}
+	opts := seed.DemoOptions{}
+	if !realTimes {
+		open := -time.Minute
+		opts.OpensIn = &open
+	}
+	res, err := seed.Demo(ctx, pool, opts)
+	if err != nil {
+		return res, err
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM users WHERE login LIKE 'demo%'`).Scan(&n); err != nil {
+		return res, fmt.Errorf("count demo users: %w", err)
+	}
+	if _, err := console.SeedDemoUsers(ctx, pool); err != nil {
+		return res, err
+	}
+	if n == 0 {
+		if _, err := seed.Users(ctx, pool, seed.UsersSpec{Count: 5, Prefix: "demo", Password: devPassword, WalletRupees: 5000}); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// Dev creates the database, migrates, seeds the demo and runs everything
+// here, simulators and the back office included, with fresh secrets, until
+// ctx ends.
+func Dev(ctx context.Context, cfg Config, realTimes bool, office BackOffice, lab func(*App) LabCloser, out io.Writer) error {
+	cfg = cfg.WithDevSecrets()
+	if cfg.DBPool == 0 {
+		cfg.DBPool = 20 // app, workers and both simulators share it; idle, a handful are open
+	}
+	res, err := prepareDev(ctx, &cfg, realTimes)
+	if err != nil {
+		return err
+	}
+	cfg.PublicURL = "" // the app's own listener
+	a, err := New(ctx, cfg, Options{Work: true, Serve: true, Simulators: true, BackOffice: office, Lab: lab})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	seed.PrintDemo(out, res)
+	fmt.Fprintf(out, `
+tatkal is running.
+  API        %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
+  health     %[1]s/healthz  %[1]s/readyz   metrics %[7]s
+  gateways   %[4]s (simulated; faults: PUT %[4]s/admin/routes/{gw}/{method}, token %[6]s)
+  core       %[5]s (simulated reservation system; faults: PUT %[5]s/admin/faults)
+  messages   %[8]s (simulated SMS and e-mail gateway; faults: PUT %[8]s/admin/faults)
+  logins     demo00001 .. demo00005, password %[2]s (wallets hold ₹5,000)
+  console    %[1]s/console  ops1, finance1, fraud1, admin1, admin2 (one per role; two admins approve each other), password console-demo
+
+Book a seat with curl:
+  TOKEN=$(curl -s %[1]s/v1/auth/login -H 'Content-Type: application/json' \
+    -d '{"login":"demo00001","password":"%[2]s"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
+  curl -s %[1]s/v1/bookings/hold -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -H "Idempotency-Key: try-$(date +%%s)" -d '{"train_no":"12951","journey_date":"%[3]s","class":"3A",
+    "from":"MMCT","to":"NDLS","passengers":[{"name":"Asha Rao","age":34,"gender":"F","id_type":"PAN","id_ref":"ABCDE1234F"}]}'
+  # then pay from the wallet with the hold_id it printed:
+  curl -s %[1]s/v1/payments/initiate -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"hold_id":"<hold_id>","method":"WALLET","idempotency_key":"pay-'$(date +%%s)'"}'
+
+Ctrl-C stops it.
+`, a.URL(), devPassword, res.JourneyDate.Format(time.DateOnly), a.PSPURL(), a.PRSURL(), cfg.SimAdminToken, a.MetricsURL(), a.MsgURL())
+	err = a.Run(ctx)
+	fmt.Fprintln(out, "shutting down")
+	return err
+}
+
+// Bench runs the process (server and committer, no workers) and measures
+// it; the bench runs its own simulators, so secrets are fresh as in dev.
+func Bench(ctx context.Context, cfg Config, opts bench.Options, out io.Writer) error {
+	cfg = cfg.WithDevSecrets()
+	cfg.MetricsAddr = "off"
+	if len(cfg.SessionKey) == 0 {
+		cfg.SessionKey, _ = hex.DecodeString(secrets.Random())
+	}
+	if err := Migrate(ctx, cfg, io.Discard); err != nil {
+		return err
+	}
+	a, err := New(ctx, cfg, Options{Serve: true})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	var g errgroup.Group
+	g.Go(func() error { return a.Run(runCtx) })
+	opts.BaseURL, opts.Pool, opts.Redis, opts.Service = a.URL(), a.Pool, a.Redis, a.Booking
+	opts.Payments, opts.Gateways = a.Payments, a.Config.Gateways()
+	opts.SessionKey = a.Config.SessionKey
+	opts.Log = slog.Default()
+	rep, err := bench.Run(ctx, opts)
+	stop()
+	if rerr := g.Wait(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, rep.String())
+	return nil
+}
+
+// simulate serves one simulator on addr until ctx ends, with run (if any)
+// driving its simulated world beside it.
+func simulate(ctx context.Context, name, addr string, srv *server, run func(context.Context) error, describe func(url string)) error {
+	ln, err := listenURL(addr)
+	if err != nil {
+		return fmt.Errorf("%s simulator: %w", name, err)
+	}
+	srv.ln = ln
+	describe(srv.url())
+	g, gctx := errgroup.WithContext(ctx)
+	if run != nil {
+		g.Go(func() error { return run(gctx) })
+	}
+	g.Go(func() error { return srv.serve(gctx) })
+	return g.Wait()
+}
+
+// PSP runs the payment gateway simulator on addr until ctx ends.
+func PSP(ctx context.Context, cfg Config, addr string, out io.Writer) error {
+	if err := cfg.RequireSecrets(NeedGateways); err != nil {
+		return err
+	}
+	pool, err := openDB(ctx, cfg, cfg.Pool(20))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	sim, err := pspsim.New(ctx, pspsim.Config{Pool: pool, AdminToken: cfg.SimAdminToken, Gateways: cfg.SimGateways(), PublicURL: addr})
+	if err != nil {
+		return err
+	}
+	defer sim.Close()
+	return simulate(ctx, "psp", addr, &server{name: "psp", srv: httpx.NewServer(sim.Handler())}, sim.Run, func(url string) {
+		fmt.Fprintf(out, "payment gateway simulator on %s (%s)\n", url, simAdminState(cfg))
+	})
+}
+
+// PRS runs the reservation core simulator on addr until ctx ends.
+func PRS(ctx context.Context, cfg Config, addr string, out io.Writer) error {
+	if err := cfg.RequireSecrets(NeedPRSKey); err != nil {
+		return err
+	}
+	pool, err := openDB(ctx, cfg, cfg.Pool(20))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	sim, err := prssim.NewServer(ctx, prssim.ServerConfig{Pool: pool, APIKey: cfg.PRSKey, AdminToken: cfg.SimAdminToken})
+	if err != nil {
+		return err
+	}
+	return simulate(ctx, "prs", addr, &server{name: "prs", srv: httpx.NewServer(sim.Handler())}, nil, func(url string) {
+		fmt.Fprintf(out, "reservation core simulator on %s (%s)\n", url, simAdminState(cfg))
+	})
+}
+
+// Msg runs the messaging gateway simulator on addr until ctx ends.
+func Msg(ctx context.Context, cfg Config, addr string, out io.Writer) error {
+	if err := cfg.RequireSecrets(NeedMsgKey); err != nil {
+		return err
+	}
+	pool, err := openDB(ctx, cfg, cfg.Pool(20))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	sim, err := msgsim.New(ctx, msgsim.Config{Pool: pool, APIKey: cfg.MsgKey, AdminToken: cfg.SimAdminToken})
+	if err != nil {
+		return err
+	}
+	return simulate(ctx, "msg", addr, &server{name: "msg", srv: httpx.NewServer(sim.Handler())}, nil, func(url string) {
+		fmt.Fprintf(out, "messaging gateway simulator on %s (%s)\n", url, simAdminState(cfg))
+	})
+}
+
+// simAdminState says whether a simulator's fault API is on, never the token.
+func simAdminState(cfg Config) string {
+	if cfg.SimAdminToken == "" {
+		return "admin API off: set " + EnvSimAdminToken + " to change faults"
+	}
+	return "admin API on, token from " + EnvSimAdminToken
+}
+
+// listenURL listens on a URL's host:port.
+func listenURL(addr string) (net.Listener, error) {
+	addr = strings.TrimPrefix(strings.TrimPrefix(addr, "http://"), "https://")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}

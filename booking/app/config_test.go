@@ -1,0 +1,57 @@
+package app
+
+import (
+	"strings"
+	"testing"
+)
+
+// tatkal dev makes fresh secrets at each start and hands the same ones to
+// its simulators: two starts share none.
+func TestDevSecretsAreFreshEachStart(t *testing.T) {
+	t.Parallel()
+	var base Config
+	a, b := base.WithDevSecrets(), base.WithDevSecrets()
+	if err := a.RequireSecrets(NeedGateways | NeedPRSKey); err != nil {
+		t.Fatalf("dev secrets refused: %v", err)
+	}
+	if a.PRSKey == b.PRSKey || a.SimAdminToken == b.SimAdminToken || a.WebhookSecrets.String() == b.WebhookSecrets.String() ||
+		a.PSPAPIKeys.String() == b.PSPAPIKeys.String() {
+		t.Fatal("two dev starts share a secret")
+	}
+	sim, merchant := a.SimGateways(), a.Gateways()
+	if len(sim) != 2 || len(merchant) != 2 {
+		t.Fatalf("gateways: %d simulated, %d known", len(sim), len(merchant))
+	}
+	for i := range sim {
+		if sim[i].ID != merchant[i].ID || sim[i].APIKeys[0] != merchant[i].APIKey || string(sim[i].WebhookSecret) != string(merchant[i].WebhookSecrets[0]) {
+			t.Fatalf("gateway %s: the simulator and the merchant hold different secrets", sim[i].ID)
+		}
+	}
+}
+
+// During a rotation both sides hold two secrets: we accept callbacks
+// signed with either and call with the newest key; the simulator signs with
+// the newest secret and accepts either key.
+func TestRotationListsReachBothSides(t *testing.T) {
+	newS, oldS, newK, oldK, bpS, bpK := strings.Repeat("1", 32), strings.Repeat("2", 32), strings.Repeat("3", 32), strings.Repeat("4", 32),
+		strings.Repeat("5", 32), strings.Repeat("6", 32)
+	t.Setenv("TATKAL_WEBHOOK_SECRETS", "swiftpay="+newS+",bharatpg="+bpS+",swiftpay="+oldS)
+	t.Setenv("TATKAL_PSP_API_KEYS", "swiftpay="+newK+",swiftpay="+oldK+",bharatpg="+bpK)
+	cfg, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.RequireSecrets(NeedGateways); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range cfg.Gateways() {
+		if g.ID == "swiftpay" && (g.APIKey != newK || len(g.WebhookSecrets) != 2 || string(g.WebhookSecrets[0]) != newS || string(g.WebhookSecrets[1]) != oldS) {
+			t.Errorf("merchant side of swiftpay: %+v", g)
+		}
+	}
+	for _, g := range cfg.SimGateways() {
+		if g.ID == "swiftpay" && (string(g.WebhookSecret) != newS || len(g.APIKeys) != 2 || g.APIKeys[0] != newK || g.APIKeys[1] != oldK) {
+			t.Errorf("simulator side of swiftpay: %+v", g)
+		}
+	}
+}

@@ -1,0 +1,401 @@
+// Package msgsim simulates the messaging gateway (`tatkal msg`): SMS and
+// e-mail taken over the protocol of booking/notify, kept in a PostgreSQL
+// schema of its own, delivered after a while (the receipt turns DELIVERED,
+// or UNDELIVERED for some), with the latency and failures set on its admin
+// API. A message is taken once per idempotency key; every request is
+// logged, so a test can count what the gateway was asked and what it sent.
+package msgsim
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tatkal/booking/db"
+	"tatkal/booking/notify"
+)
+
+// Config configures the simulator.
+type Config struct {
+	Pool       *pgxpool.Pool
+	APIKey     string // required: callers of /v1
+	AdminToken string // callers of /admin; off when empty
+	Log        *slog.Logger
+	Seed       int64          // the fault dice; 0: from the clock
+	Faults     *notify.Faults // initial faults; nil: realistic defaults
+}
+
+// DefaultFaults are an ordinary day: 20-80 ms to answer, receipts after
+// half a second, nothing failing.
+var DefaultFaults = notify.Faults{LatencyMs: 20, JitterMs: 60, DeliverAfterMs: 500}
+
+// Server is the messaging gateway simulator.
+type Server struct {
+	pool  *pgxpool.Pool
+	key   []byte
+	admin []byte
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	faults notify.Faults
+	rng    *mrand.Rand
+}
+
+// maxBody bounds a request: a message with a PDF in base64.
+const maxBody = 4 << 20
+
+// New creates the simulator's schema if needed.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Pool == nil || cfg.APIKey == "" {
+		return nil, errors.New("msgsim: Config.Pool and Config.APIKey are required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = time.Now().UnixNano()
+	}
+	f := DefaultFaults
+	if cfg.Faults != nil {
+		f = *cfg.Faults
+	}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("msgsim: %w", err)
+	}
+	s := &Server{pool: cfg.Pool, key: []byte(cfg.APIKey), admin: []byte(cfg.AdminToken), log: cfg.Log.With("component", "msg"),
+		faults: f, rng: mrand.New(mrand.NewPCG(uint64(cfg.Seed), 0x6d7367))}
+	if err := s.migrate(ctx); err != nil {
+		return nil, fmt.Errorf("msgsim: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Server) migrate(ctx context.Context) error {
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('tatkal.msg.schema'))`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `
+CREATE SCHEMA IF NOT EXISTS msg;
+CREATE TABLE IF NOT EXISTS msg.messages (
+    id              text PRIMARY KEY,
+    idempotency_key text NOT NULL UNIQUE,
+    digest          text NOT NULL,
+    channel         text NOT NULL,
+    recipient       text NOT NULL,
+    subject         text NOT NULL,
+    body            text NOT NULL,
+    client_ref      text NOT NULL,
+    attachment_name text NOT NULL DEFAULT '',
+    attachment      bytea,
+    outcome         text NOT NULL CHECK (outcome IN ('DELIVERED', 'UNDELIVERED')),
+    accepted_at     timestamptz NOT NULL DEFAULT now(),
+    final_at        timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_client_ref ON msg.messages (client_ref);
+-- Every call to POST /v1/messages, whatever became of it.
+CREATE TABLE IF NOT EXISTS msg.requests (
+    id              bigserial PRIMARY KEY,
+    idempotency_key text NOT NULL,
+    client_ref      text NOT NULL,
+    outcome         text NOT NULL,
+    at              timestamptz NOT NULL DEFAULT now()
+);`)
+		return err
+	})
+}
+
+// Faults returns the current faults.
+func (s *Server) Faults() notify.Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// SetFaults replaces the faults.
+func (s *Server) SetFaults(f notify.Faults) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = f
+	return nil
+}
+
+// Handler serves the protocol of booking/notify.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, notify.ErrorBody{Code: "NO_SUCH_ENDPOINT", Message: "no such endpoint"})
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Route("/admin", func(r chi.Router) {
+		r.Use(auth(s.admin))
+		r.Get("/faults", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Faults()) })
+		r.Put("/faults", s.putFaults)
+	})
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(auth(s.key))
+		r.Post("/messages", s.send)
+		r.Get("/messages/{id}", s.status)
+	})
+	return r
+}
+
+func auth(want []byte) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if len(want) == 0 || !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="msg"`)
+				writeJSON(w, http.StatusUnauthorized, notify.ErrorBody{Code: "UNAUTHORIZED", Message: "missing or wrong bearer token"})
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
+	var f notify.Faults
+	if err := decode(r, &f); err != nil {
+		writeJSON(w, http.StatusBadRequest, notify.ErrorBody{Code: "BAD_REQUEST", Message: err.Error()})
+		return
+	}
+	if err := s.SetFaults(f); err != nil {
+		writeJSON(w, http.StatusBadRequest, notify.ErrorBody{Code: "BAD_REQUEST", Message: err.Error()})
+		return
+	}
+	s.log.Info("msg faults set", "faults", f)
+	writeJSON(w, http.StatusOK, f)
+}
+
+// plan rolls the dice for one request.
+type plan struct {
+	delay         time.Duration
+	fail, lost    bool
+	undeliverable bool
+	replyDelay    time.Duration
+	deliverAfter  time.Duration
+}
+
+func (s *Server) plan() plan {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.faults
+	p := plan{delay: time.Duration(f.LatencyMs) * time.Millisecond, replyDelay: time.Duration(f.ReplyDelayMs) * time.Millisecond,
+		deliverAfter: time.Duration(f.DeliverAfterMs) * time.Millisecond}
+	if f.JitterMs > 0 {
+		p.delay += time.Duration(s.rng.IntN(f.JitterMs+1)) * time.Millisecond
+	}
+	roll := s.rng.Float64()
+	p.fail = roll < f.FailRate
+	p.lost = !p.fail && roll < f.FailRate+f.LostReplyRate
+	p.undeliverable = s.rng.Float64() < f.UndeliverableRate
+	return p
+}
+
+// send takes a message once per idempotency key.
+func (s *Server) send(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	key := r.Header.Get("Idempotency-Key")
+	var m notify.Message
+	if err := decode(r, &m); err != nil {
+		writeJSON(w, http.StatusBadRequest, notify.ErrorBody{Code: "BAD_REQUEST", Message: err.Error()})
+		return
+	}
+	if key == "" || len(key) > 100 {
+		writeJSON(w, http.StatusBadRequest, notify.ErrorBody{Code: "BAD_REQUEST", Message: "Idempotency-Key: want 1-100 characters"})
+		return
+	}
+	if err := m.Validate(); err != nil {
+		writeJSON(w, http.StatusBadRequest, notify.ErrorBody{Code: "BAD_REQUEST", Message: err.Error()})
+		return
+	}
+	p := s.plan()
+	if !sleep(ctx, p.delay) {
+		s.logRequest(key, m.ClientRef, "CLIENT_GONE")
+		return
+	}
+	if p.fail {
+		s.logRequest(key, m.ClientRef, "FAILED")
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, notify.ErrorBody{Code: "UNAVAILABLE", Message: "the gateway is busy; retry"})
+		return
+	}
+	rec, status, err := s.take(ctx, key, m, p)
+	switch {
+	case errors.Is(err, errKeyReused):
+		s.logRequest(key, m.ClientRef, "KEY_CONFLICT")
+		writeJSON(w, http.StatusConflict, notify.ErrorBody{Code: "IDEMPOTENCY_CONFLICT", Message: "this Idempotency-Key was used for another message"})
+		return
+	case err != nil:
+		s.logRequest(key, m.ClientRef, "ERROR")
+		s.log.Error("msg: take message", "err", err)
+		writeJSON(w, http.StatusInternalServerError, notify.ErrorBody{Code: "INTERNAL", Message: "internal error"})
+		return
+	}
+	outcome := "TAKEN"
+	if rec.Duplicate {
+		outcome = "DUPLICATE"
+	}
+	if p.lost {
+		s.logRequest(key, m.ClientRef, outcome+"_REPLY_LOST")
+		writeJSON(w, http.StatusBadGateway, notify.ErrorBody{Code: "UPSTREAM", Message: "upstream carrier did not answer"})
+		return
+	}
+	s.logRequest(key, m.ClientRef, outcome)
+	if !sleep(ctx, p.replyDelay) {
+		return // the caller left: the message is taken all the same
+	}
+	writeJSON(w, status, rec)
+}
+
+var errKeyReused = errors.New("idempotency key reused for another message")
+
+// take stores m under key, or finds what key stored before.
+func (s *Server) take(ctx context.Context, key string, m notify.Message, p plan) (notify.Receipt, int, error) {
+	sum := sha256.New()
+	json.NewEncoder(sum).Encode(m) //nolint:errcheck
+	digest := hex.EncodeToString(sum.Sum(nil))
+	var attName string
+	var att []byte
+	if len(m.Attachments) > 0 {
+		attName, att = m.Attachments[0].Name, m.Attachments[0].Data
+	}
+	outcome := notify.Delivered
+	if p.undeliverable {
+		outcome = notify.Undelivered
+	}
+	id := "msg_" + rand.Text()[:20]
+	// A message is taken even if its caller leaves mid-request.
+	ctx = context.WithoutCancel(ctx)
+	var inserted bool
+	err := s.pool.QueryRow(ctx, `INSERT INTO msg.messages (id, idempotency_key, digest, channel, recipient, subject, body, client_ref,
+		attachment_name, attachment, outcome, final_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + $12::interval)
+		ON CONFLICT (idempotency_key) DO NOTHING RETURNING true`,
+		id, key, digest, m.Channel, m.To, m.Subject, m.Body, m.ClientRef, attName, att, outcome, p.deliverAfter.String()).Scan(&inserted)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return notify.Receipt{}, 0, err
+	}
+	var prior string
+	if err := s.pool.QueryRow(ctx, `SELECT id, digest FROM msg.messages WHERE idempotency_key = $1`, key).Scan(&id, &prior); err != nil {
+		return notify.Receipt{}, 0, err
+	}
+	if prior != digest {
+		return notify.Receipt{}, 0, errKeyReused
+	}
+	rec, err := s.receipt(ctx, id)
+	if err != nil {
+		return rec, 0, err
+	}
+	if !inserted {
+		rec.Duplicate = true
+		return rec, http.StatusOK, nil
+	}
+	return rec, http.StatusAccepted, nil
+}
+
+func (s *Server) receipt(ctx context.Context, id string) (notify.Receipt, error) {
+	r := notify.Receipt{ID: id}
+	var outcome string
+	var final time.Time
+	err := s.pool.QueryRow(ctx, `SELECT outcome, accepted_at, final_at FROM msg.messages WHERE id = $1`, id).Scan(&outcome, &r.AcceptedAt, &final)
+	if err != nil {
+		return r, err
+	}
+	r.Status = notify.Accepted
+	if !time.Now().Before(final) {
+		r.Status = outcome
+		if outcome == notify.Delivered {
+			r.DeliveredAt = &final
+		} else {
+			r.Error = "the recipient's handset or mailbox did not take it"
+		}
+	}
+	return r, nil
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	p := s.plan()
+	if !sleep(r.Context(), p.delay) {
+		return
+	}
+	if p.fail {
+		writeJSON(w, http.StatusServiceUnavailable, notify.ErrorBody{Code: "UNAVAILABLE", Message: "the gateway is busy; retry"})
+		return
+	}
+	rec, err := s.receipt(r.Context(), chi.URLParam(r, "id"))
+	if errors.Is(err, pgx.ErrNoRows) {
+		writeJSON(w, http.StatusNotFound, notify.ErrorBody{Code: "NO_SUCH_MESSAGE", Message: "no such message"})
+		return
+	}
+	if err != nil {
+		s.log.Error("msg: receipt", "err", err)
+		writeJSON(w, http.StatusInternalServerError, notify.ErrorBody{Code: "INTERNAL", Message: "internal error"})
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// logRequest records one call; it outlives the caller's request.
+func (s *Server) logRequest(key, ref, outcome string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO msg.requests (idempotency_key, client_ref, outcome) VALUES ($1, $2, $3)`,
+		key, ref, outcome); err != nil {
+		s.log.Warn("msg: log request", "err", err)
+	}
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("malformed JSON body: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("malformed JSON body: trailing data after the object")
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client may be gone
+}
+
+// sleep waits d or until ctx ends, reporting whether the full wait passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,110 @@
+package booking_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+	"tatkal/booking/teststack"
+)
+
+// Two confirmed berths are cancelled at once on a sold-out shard with three
+// waitlisted tickets: the first two in waitlist order are confirmed onto
+// the freed berths, once each (two promotion jobs, plus promotions run
+// again by hand as a retried or duplicated job would), the third stays
+// waitlisted, the passengers are told once, the core holds the confirmed
+// PNRs, and the seat invariants hold in Redis and PostgreSQL.
+func TestWaitlistPromotion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{Work: true})
+	shardID, date := s.DemoShard(t, 2, 5)
+	users := s.Users(t, "pr", 5)
+	book := func(i int, want string) uuid.UUID {
+		h, err := s.Service.Hold(ctx, teststack.Caller(users[i]), holdReq(users[i], fmt.Sprintf("promote-%04d", i), date, "MMCT", "NDLS",
+			pax(fmt.Sprintf("Passenger %c", 'A'+i), 30+i, "F")))
+		if err != nil || h.Status != want {
+			t.Fatalf("hold %d: %+v %v, want %s", i, h, err, want)
+		}
+		if _, err := s.Service.Confirm(ctx, h.HoldID); err != nil {
+			t.Fatal(err)
+		}
+		return h.HoldID
+	}
+	seats := []uuid.UUID{book(0, "HELD"), book(1, "HELD")}
+	waiting := []uuid.UUID{book(2, "WAITLIST_OFFERED"), book(3, "WAITLIST_OFFERED"), book(4, "WAITLIST_OFFERED")}
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			_, errs[i] = s.Service.CancelBooking(ctx, users[i], seats[i], nil)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		teststack.Must(t, err, "cancel")
+	}
+	// A retried or doubled job: promotes nothing more.
+	wg.Go(func() { s.Service.Promote(ctx, shardID) }) //nolint:errcheck
+	wg.Go(func() { s.Service.Promote(ctx, shardID) }) //nolint:errcheck
+	wg.Wait()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var open, unsynced int
+		teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM river_job WHERE kind = 'tqwl_promote' AND state <> 'completed'),
+			(SELECT count(*) FROM bookings WHERE status = 'CONFIRMED' AND prs_state <> 'SYNCED')`).Scan(&open, &unsynced), "jobs")
+		if open == 0 && unsynced == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d promotion jobs open, %d confirmed bookings not at the core", open, unsynced)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	want := []string{booking.BookingConfirmed, booking.BookingConfirmed, booking.BookingWaitlisted}
+	berths := map[string]bool{}
+	for i, id := range waiting {
+		v, err := s.Service.Status(ctx, users[2+i], id)
+		teststack.Must(t, err, "status")
+		if v.BookingStat != want[i] {
+			t.Fatalf("TQWL/%d is %s, want %s", i+1, v.BookingStat, want[i])
+		}
+		if v.BookingStat == booking.BookingConfirmed {
+			if len(v.Berths) != 1 || v.Berths[0].Coach == "" {
+				t.Fatalf("promoted TQWL/%d has berths %+v", i+1, v.Berths)
+			}
+			berths[fmt.Sprintf("%s/%d", v.Berths[0].Coach, v.Berths[0].BerthNo)] = true
+		}
+	}
+	if len(berths) != 2 {
+		t.Fatalf("promoted onto %v, want two distinct berths", berths)
+	}
+	var told, jobs int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM notifications WHERE kind = 'PROMOTED'),
+		(SELECT count(*) FROM river_job WHERE kind = 'tqwl_promote')`).Scan(&told, &jobs), "count")
+	if told != 4 || jobs != 2 {
+		t.Fatalf("%d promotion messages (want 2 passengers by SMS and e-mail), %d promotion jobs (want one per cancellation)", told, jobs)
+	}
+	var promoted int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM bookings WHERE promoted_at IS NOT NULL`).Scan(&promoted), "promoted")
+	if promoted != 2 {
+		t.Fatalf("%d bookings promoted, want 2", promoted)
+	}
+	var coreConfirmed int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM prs.passengers WHERE active`).Scan(&coreConfirmed), "core")
+	if coreConfirmed != 2 {
+		t.Fatalf("the core seats %d passengers, want the 2 promoted", coreConfirmed)
+	}
+	s.CheckInvariants(t, shardID)
+	av, err := s.Service.Store().Available(ctx, shardID, 0, 7)
+	if err != nil || av.Free != 0 {
+		t.Fatalf("%d berths free after the promotion (%v), want 0", av.Free, err)
+	}
+}

@@ -1,0 +1,118 @@
+// Package redisx opens Redis the one way the whole process does: a single
+// node, or a Redis Cluster when the address lists several nodes, behind
+// go-redis's UniversalClient, and walks keys on every master of a cluster.
+package redisx
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Open connects to url: "redis://host:port/db" is one node; several
+// addresses separated by commas ("redis://h1:7001,redis://h2:7002" or
+// "h1:7001,h2:7002") are the seed nodes of a Redis Cluster. clusterAddrs,
+// when set (REDIS_CLUSTER_ADDRS), selects cluster mode over url.
+func Open(url, clusterAddrs string, poolSize int) (redis.UniversalClient, error) {
+	seeds := clusterAddrs
+	if seeds == "" && strings.Contains(url, ",") {
+		seeds = url
+	}
+	if seeds == "" {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("parse REDIS_URL: %w", err)
+		}
+		opt.PoolSize = poolSize
+		return redis.NewClient(opt), nil
+	}
+	var addrs []string
+	var base *redis.Options
+	for _, s := range strings.Split(seeds, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !strings.Contains(s, "://") {
+			s = "redis://" + s
+		}
+		opt, err := redis.ParseURL(s)
+		if err != nil {
+			return nil, fmt.Errorf("parse Redis Cluster address %q: %w", s, err)
+		}
+		if opt.DB != 0 {
+			return nil, fmt.Errorf("redis cluster address %q names database %d: a cluster has only database 0", s, opt.DB)
+		}
+		if base == nil {
+			base = opt
+		}
+		addrs = append(addrs, opt.Addr)
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("no Redis Cluster addresses in %q", seeds)
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: base.Username, Password: base.Password,
+		TLSConfig: base.TLSConfig, PoolSize: poolSize}), nil
+}
+
+// Addr names where rdb points, for error messages.
+func Addr(rdb redis.UniversalClient) string {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return "cluster " + strings.Join(c.Options().Addrs, ",")
+	}
+	return "redis"
+}
+
+// ScanKeys returns every key matching pattern, from every master of a
+// cluster (SCAN walks one node only).
+func ScanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	scan := func(ctx context.Context, c *redis.Client) ([]string, error) {
+		var keys []string
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		return keys, iter.Err()
+	}
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		var all []string
+		err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			keys, err := scan(ctx, node)
+			mu.Lock()
+			all = append(all, keys...)
+			mu.Unlock()
+			return err
+		})
+		return all, err
+	case *redis.Client:
+		return scan(ctx, c)
+	}
+	return nil, fmt.Errorf("scan keys: unsupported Redis client %T", rdb)
+}
+
+// DeleteKeys deletes keys, which in a cluster may live in different
+// slots: one DEL per key, pipelined.
+func DeleteKeys(ctx context.Context, rdb redis.UniversalClient, keys []string) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range keys[:n] {
+				p.Del(ctx, k)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("delete keys: %w", err)
+		}
+		keys = keys[n:]
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package rehearse
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"tatkal/booking/app"
+)
+
+// Command is the body of tatkal rehearse: run, write the JSON and
+// Markdown reports as out/rehearsal-<time>.{json,md}, print the Markdown,
+// and fail when a run broke a promise (oversold, unresolved payment,
+// money off, invariant broken).
+func Command(ctx context.Context, cfg app.Config, o Options, dir string, out io.Writer) error {
+	if err := o.Check(); err != nil {
+		return err
+	}
+	o.Progress = out
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	rep, err := Run(ctx, cfg, o, log)
+	if err != nil {
+		return err
+	}
+	name := filepath.Join(dir, "rehearsal-"+rep.StartedAt.Format("20060102-150405"))
+	js, _ := json.MarshalIndent(rep, "", "  ")
+	md := rep.Markdown()
+	if err := os.WriteFile(name+".json", js, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(name+".md", []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n%s\nReports: %s.json, %s.md\n", md, name, name)
+	if !rep.OK() {
+		return fmt.Errorf("a run broke a promise: see the report")
+	}
+	return nil
+}

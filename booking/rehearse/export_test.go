@@ -1,0 +1,4 @@
+package rehearse
+
+// Profiles exposes the seeded travellers to the tests.
+var Profiles = profiles

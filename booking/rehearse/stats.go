@@ -1,0 +1,81 @@
+package rehearse
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// second is one second of a run, from the opening.
+type second struct {
+	T          int   `json:"t"`
+	Backend    int64 `json:"backend"`  // hold and payment calls sent
+	Rejected   int64 `json:"rejected"` // of them, refused retryably
+	Holds      int64 `json:"holds"`
+	Booked     int64 `json:"booked"`
+	Admitted   int64 `json:"admitted"`
+	QueueDepth int64 `json:"queue_depth"` // sampled
+}
+
+// stats are one run's counters.
+type stats struct {
+	opens           time.Time
+	edge            atomic.Int64
+	backend         atomic.Int64
+	rejected        atomic.Int64
+	backendRejected atomic.Int64
+	transport       atomic.Int64
+	finished        atomic.Int64 // travellers with a terminal answer
+	mu              sync.Mutex
+	latencies       []time.Duration
+	seconds         []second
+	errors          map[string]int
+}
+
+func newStats(opens time.Time, d time.Duration) *stats {
+	return &stats{opens: opens, seconds: make([]second, 0, int(d.Seconds())+1), errors: map[string]int{}}
+}
+
+func (s *stats) latency(d time.Duration) {
+	s.mu.Lock()
+	s.latencies = append(s.latencies, d)
+	s.mu.Unlock()
+}
+
+func (s *stats) noteError(why string) {
+	s.mu.Lock()
+	s.errors[why]++
+	s.mu.Unlock()
+}
+
+// perSecond changes the second at (ignoring what falls before the
+// opening).
+func (s *stats) perSecond(at time.Time, f func(*second)) {
+	i := int(at.Sub(s.opens) / time.Second)
+	if i < 0 || i > 24*3600 {
+		return
+	}
+	s.mu.Lock()
+	for len(s.seconds) <= i {
+		s.seconds = append(s.seconds, second{T: len(s.seconds)})
+	}
+	f(&s.seconds[i])
+	s.mu.Unlock()
+}
+
+func (s *stats) snapshot() []second {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.seconds)
+}
+
+// quantile of ds (sorted here), in seconds.
+func quantile(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return round3(ds[min(int(q*float64(len(ds))), len(ds)-1)].Seconds())
+}

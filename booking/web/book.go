@@ -1,0 +1,366 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+	"tatkal/booking/admission"
+	"tatkal/booking/bookingstate"
+	"tatkal/booking/payment"
+	"tatkal/booking/payment/pspapi"
+	"tatkal/views"
+)
+
+const istClock = "15:04 IST, Mon 2 Jan"
+
+// search finds trains; the bands come from the cached availability.
+func (p *Pages) search(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page := views.SearchPage{From: strings.ToUpper(q.Get("from")), To: strings.ToUpper(q.Get("to")), Date: q.Get("date")}
+	if page.Date == "" {
+		page.Date = p.cfg.Now().In(booking.IST).AddDate(0, 0, 1).Format(time.DateOnly)
+	}
+	f := views.SiteFrame{Active: "search"}
+	status := http.StatusOK
+	if page.From != "" || page.To != "" {
+		date, err := time.ParseInLocation(time.DateOnly, page.Date, booking.IST)
+		var found []booking.Journey
+		if err != nil {
+			err = booking.Errorf(booking.EINVALID, "BAD_DATE", "Choose a journey date.")
+		} else {
+			found, err = p.cfg.Booking.Search(r.Context(), page.From, page.To, date)
+		}
+		switch {
+		case err == nil:
+			page.Searched = true
+			for _, j := range found {
+				page.Results = append(page.Results, journeyRow(j))
+			}
+		case booking.ErrorCode(err) == booking.EINVALID:
+			f.Error, status = booking.ErrorMessage(err), http.StatusBadRequest
+		default:
+			p.fail(w, r, "Search", err)
+			return
+		}
+	}
+	p.render(w, r, status, "Search", f, views.SiteSearch(f, page))
+}
+
+func journeyRow(j booking.Journey) views.JourneyRow {
+	row := views.JourneyRow{Train: j.Train, TrainName: j.TrainName, Class: j.Class, Fare: booking.Rupees(j.Fare.TotalPaise),
+		Opens: j.OpensAt.In(booking.IST).Format(istClock), Band: j.Band, BandNote: j.BandErr}
+	if !j.Departs.IsZero() {
+		row.Departs = j.Departs.In(booking.IST).Format("15:04, Mon 2 Jan")
+	}
+	if !j.Arrives.IsZero() {
+		row.Arrives = j.Arrives.In(booking.IST).Format("15:04, Mon 2 Jan")
+	}
+	if j.Band == booking.BandFew || j.Band == booking.BandAvailable {
+		row.BandNote = "(about " + strconv.Itoa(j.ApproxCount) + ")"
+	}
+	if j.Band == booking.BandWaitlist {
+		row.BandNote = "(" + strconv.Itoa(j.ApproxCount) + " TQWL places)"
+	}
+	row.Href = "/book?" + journeyQuery(j.Train, j.Date.Format(time.DateOnly), j.Class, j.From, j.To)
+	return row
+}
+
+func journeyQuery(train, date, class, from, to string) string {
+	return "train=" + url.QueryEscape(train) + "&date=" + url.QueryEscape(date) + "&class=" + url.QueryEscape(class) +
+		"&from=" + url.QueryEscape(from) + "&to=" + url.QueryEscape(to)
+}
+
+type journeyForm struct {
+	train, class, from, to string
+	date                   time.Time
+}
+
+func parseJourney(get func(string) string) (journeyForm, error) {
+	j := journeyForm{train: get("train"), class: get("class"), from: get("from"), to: get("to")}
+	d, err := time.ParseInLocation(time.DateOnly, get("date"), booking.IST)
+	if err != nil || j.train == "" || j.class == "" || j.from == "" || j.to == "" {
+		return j, booking.Errorf(booking.EINVALID, "BAD_JOURNEY", "Choose a train from the search results.")
+	}
+	j.date = d
+	return j, nil
+}
+
+// window is one journey's booking page: the countdown before the window,
+// the hold form once it is open.
+func (p *Pages) window(w http.ResponseWriter, r *http.Request) {
+	p.renderWindow(w, r, http.StatusOK, views.SiteFrame{}, nil)
+}
+
+func (p *Pages) renderWindow(w http.ResponseWriter, r *http.Request, status int, f views.SiteFrame, selected map[int64]bool) {
+	p.renderWindowWith(w, r, status, f, selected, r.PostFormValue("admission"), r.PostFormValue("otp_mode") == "1")
+}
+
+// renderWindowWith renders the window page; with an admission token (the
+// waiting room let the passenger in) the hold form carries it and the
+// booking-time challenge: the proof of work, or with otp the code sent by
+// SMS that stands in for it.
+func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status int, f views.SiteFrame, selected map[int64]bool, admissionToken string, otp bool) {
+	get := r.URL.Query().Get
+	if r.Method == http.MethodPost {
+		get = r.PostFormValue
+	}
+	j, err := parseJourney(get)
+	if err != nil {
+		p.fail(w, r, "Book", err)
+		return
+	}
+	sh, err := p.cfg.Booking.Catalog().Find(r.Context(), j.train, j.date, j.class, "TQ")
+	if err != nil {
+		p.fail(w, r, "Book", err)
+		return
+	}
+	f_, t_ := stopIndex(sh, j.from), stopIndex(sh, j.to)
+	if f_ < 0 || t_ <= f_ {
+		p.fail(w, r, "Book", booking.Errorf(booking.EINVALID, "BAD_JOURNEY", "Train %s does not run from %s to %s.", j.train, j.from, j.to))
+		return
+	}
+	saved, err := p.cfg.Booking.SavedPassengers(r.Context(), sessionOf(r).UserID)
+	if err != nil {
+		p.fail(w, r, "Book", err)
+		return
+	}
+	now := p.cfg.Now()
+	fare := booking.ComputeFare(sh.Fare, sh.Superfast, sh.Stops[t_].Km-sh.Stops[f_].Km, 1)
+	page := views.WindowPage{Train: sh.Train, TrainName: sh.TrainName, Class: sh.Class, From: j.from, To: j.to, Date: j.date.Format(time.DateOnly),
+		Mode: sh.Mode, OpensAtISO: sh.OpensAt.Format(time.RFC3339), OpensAt: sh.OpensAt.In(booking.IST).Format(istClock), ClosesAt: sh.ClosesAt.In(booking.IST).Format(istClock),
+		ServerTimeISO: now.Format(time.RFC3339Nano), Open: !now.Before(sh.OpensAt) && now.Before(sh.ClosesAt), Closed: !now.Before(sh.ClosesAt),
+		Fare: booking.Rupees(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected,
+		Key: newAttemptKey(), Admission: admissionToken, OTP: otp && admissionToken != "", PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
+	if a, err := p.cfg.Booking.Availability(r.Context(), sh.Train, sh.Date, sh.Class, sh.Quota, j.from, j.to); err == nil {
+		page.Band = a.Band
+	}
+	if page.Selected == nil { // the first passengers ticked, the way most families book
+		page.Selected = map[int64]bool{}
+		if len(saved) > 0 {
+			page.Selected[saved[0].ID] = true
+		}
+	}
+	f.Active = "search"
+	p.render(w, r, status, "Book "+sh.Train, f, views.SiteWindow(views.SiteFrame{CSRF: p.csrfToken(r)}, page))
+}
+
+func stopIndex(sh *booking.Shard, code string) int {
+	for i, s := range sh.Stops {
+		if s.Code == code {
+			return i
+		}
+	}
+	return -1
+}
+
+// hold takes seats for the ticked passengers (booking.Service.Hold, as
+// POST /v1/bookings/hold does), then shows the hold with its countdown.
+func (p *Pages) hold(w http.ResponseWriter, r *http.Request) {
+	selected, ids := tickedPassengers(r)
+	j, err := parseJourney(r.PostFormValue)
+	if err != nil {
+		p.fail(w, r, "Book", err)
+		return
+	}
+	s := sessionOf(r)
+	again := func(err error) {
+		if c := booking.ErrorCode(err); c == booking.EINTERNAL || c == booking.EOVERLOADED {
+			p.fail(w, r, "Book", err)
+			return
+		}
+		p.renderWindow(w, r, http.StatusConflict, views.SiteFrame{Error: booking.ErrorMessage(err)}, selected)
+	}
+	pax, err := p.cfg.Booking.PassengersForHold(r.Context(), s.UserID, j.class, ids)
+	if err != nil {
+		again(err)
+		return
+	}
+	key := r.PostFormValue("key")
+	if len(key) < 8 || len(key) > 128 {
+		again(booking.Errorf(booking.EINVALID, "BAD_KEY", "This form is stale; reload the page."))
+		return
+	}
+	if err := p.checkAdmission(r, key); err != nil {
+		if admission.IsHighDemand(err) {
+			p.busy(w, r)
+			return
+		}
+		again(err)
+		return
+	}
+	res, err := p.cfg.Booking.Hold(r.Context(), s.caller(), booking.HoldRequest{UserID: s.UserID, IdempotencyKey: key, Train: j.train, Date: j.date,
+		Class: j.class, Quota: "TQ", From: j.from, To: j.to, Passengers: pax, SessionToken: s.token, DeviceToken: p.deviceBinding(r),
+		AdmissionToken: r.PostFormValue("admission")})
+	if err != nil {
+		again(err)
+		return
+	}
+	if res.Status == "SOLD_OUT" {
+		again(booking.Errorf(booking.ECONFLICT, "SOLD_OUT", "No seats are left for this journey and the Tatkal waitlist is full. Nothing was charged."))
+		return
+	}
+	http.Redirect(w, r, "/bookings/"+res.HoldID.String(), http.StatusSeeOther)
+}
+
+// tickedPassengers are the saved passengers ticked on the hold form.
+func tickedPassengers(r *http.Request) (map[int64]bool, []int64) {
+	r.ParseForm() //nolint:errcheck // an unparsable form has no fields, refused later
+	selected := map[int64]bool{}
+	var ids []int64
+	for _, v := range r.PostForm["pax"] {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err == nil && !selected[id] {
+			selected[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return selected, ids
+}
+
+func holdIDOf(r *http.Request) (uuid.UUID, error) {
+	id, err := uuid.Parse(chi.URLParam(r, "hold_id"))
+	if err != nil {
+		return uuid.UUID{}, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_HOLD", "There is no such booking.")
+	}
+	return id, nil
+}
+
+// loadBooking is the caller's hold in words (bookingstate, as the API's
+// status) and the page model for it.
+func (p *Pages) loadBooking(r *http.Request) (views.BookingPage, booking.HoldView, bookingstate.Words, error) {
+	id, err := holdIDOf(r)
+	if err != nil {
+		return views.BookingPage{}, booking.HoldView{}, bookingstate.Words{}, err
+	}
+	v, err := p.cfg.Booking.Status(r.Context(), sessionOf(r).UserID, id)
+	if err != nil {
+		return views.BookingPage{}, v, bookingstate.Words{}, err
+	}
+	pays, err := p.cfg.Payments.ForHold(r.Context(), v.ID)
+	if err != nil {
+		return views.BookingPage{}, v, bookingstate.Words{}, err
+	}
+	words := bookingstate.Describe(v, pays, p.cfg.Now())
+	page := views.BookingPage{HoldID: v.ID.String(), State: words.State, Message: words.Message, PNR: v.PNR, Train: v.Train, Class: v.Class,
+		From: v.From, To: v.To, Date: v.Date.Format("Mon 2 Jan 2006"), Total: booking.Rupees(v.Fare.TotalPaise), WaitlistNo: v.WaitlistNo,
+		Ticket: words.State == bookingstate.Confirmed || words.State == bookingstate.Confirming || words.State == bookingstate.Waitlisted}
+	if sh, err := p.cfg.Booking.Catalog().ByID(r.Context(), v.ShardID); err == nil {
+		page.TrainName = sh.TrainName
+		page.Departs = sh.DepartsAt.In(booking.IST).Format("15:04, Mon 2 Jan") + " (from " + sh.Stops[0].Code + ")"
+	}
+	for i, x := range v.Passengers {
+		row := views.PassengerRow{Name: x.Name, Age: strconv.Itoa(x.Age), Gender: x.Gender, Berth: "—"}
+		if i < len(v.Berths) && v.BookingStat == booking.BookingConfirmed {
+			b := v.Berths[i]
+			row.Berth = b.Coach + " / " + strconv.Itoa(b.BerthNo) + " " + b.Type
+		} else if v.WaitlistNo > 0 {
+			row.Berth = "TQWL/" + strconv.Itoa(v.WaitlistNo)
+		}
+		page.Passengers = append(page.Passengers, row)
+	}
+	for _, l := range v.Fare.Breakup {
+		page.Fare = append(page.Fare, views.FareLineRow{Item: l.Item, Amount: booking.Rupees(l.Paise)})
+	}
+	if words.HoldExpiresAt != nil {
+		page.HoldExpiresISO = words.HoldExpiresAt.Format(time.RFC3339)
+		page.HoldExpires = words.HoldExpiresAt.In(booking.IST).Format("15:04:05 IST")
+	}
+	if words.NextCheckMs > 0 && words.State != bookingstate.Held {
+		page.Refresh = max(1, words.NextCheckMs/1000)
+	}
+	page.Cancellable = v.BookingStat == booking.BookingConfirmed || v.BookingStat == booking.BookingWaitlisted
+	return page, v, words, nil
+}
+
+// booking shows a hold or booking: countdown and pay form while held,
+// waiting for the bank with the refund-by time, the ticket once confirmed.
+func (p *Pages) booking(w http.ResponseWriter, r *http.Request) {
+	p.renderBooking(w, r, http.StatusOK, views.SiteFrame{Notice: notices[r.URL.Query().Get("notice")]})
+}
+
+func (p *Pages) renderBooking(w http.ResponseWriter, r *http.Request, status int, f views.SiteFrame) {
+	page, _, words, err := p.loadBooking(r)
+	if err != nil {
+		p.fail(w, r, "Booking", err)
+		return
+	}
+	if words.State == bookingstate.Held {
+		uid := sessionOf(r).UserID
+		pref, err := p.cfg.Payments.PreferenceOf(r.Context(), uid)
+		if err != nil {
+			p.fail(w, r, "Booking", err)
+			return
+		}
+		page.Pay, page.Banks, page.PayKey = views.PayChoice{Method: pref.Method, VPA: pref.VPA, Bank: pref.Bank}, payment.Banks(), "webpay-"+uuid.NewString()
+		if bal, _, err := p.cfg.Payments.Wallet(r.Context(), uid, 0); err == nil {
+			page.WalletBalance = booking.Rupees(bal)
+		}
+	}
+	f.Active = "bookings"
+	p.render(w, r, status, "Booking", f, views.SiteBooking(views.SiteFrame{CSRF: p.csrfToken(r)}, page))
+}
+
+// pay starts the payment (payment.Service.Initiate, as the API does): the
+// wallet answers at once; a gateway's customer page (UPI collect, card,
+// net banking) is where the browser goes next.
+func (p *Pages) pay(w http.ResponseWriter, r *http.Request) {
+	id, err := holdIDOf(r)
+	if err != nil {
+		p.fail(w, r, "Pay", err)
+		return
+	}
+	s := sessionOf(r)
+	method, vpa, bank := r.PostFormValue("method"), strings.TrimSpace(r.PostFormValue("vpa")), r.PostFormValue("bank")
+	v, err := p.cfg.Payments.Initiate(r.Context(), s.caller(), payment.InitiateRequest{HoldID: id, Method: method, VPA: vpa, Bank: bank,
+		IdempotencyKey: r.PostFormValue("key"), Guard: p.cfg.Admission.InstrumentGuard(method, vpa, s.UserID)})
+	if err != nil {
+		if c := booking.ErrorCode(err); c == booking.EINTERNAL || c == booking.EOVERLOADED || c == booking.ENOTFOUND {
+			p.fail(w, r, "Pay", err)
+			return
+		}
+		p.renderBooking(w, r, http.StatusConflict, views.SiteFrame{Error: booking.ErrorMessage(err)})
+		return
+	}
+	if v.NextAction != nil && v.NextAction.URL != "" {
+		p.toGateway(w, r, v, "/bookings/"+id.String())
+		return
+	}
+	http.Redirect(w, r, "/bookings/"+id.String(), http.StatusSeeOther)
+}
+
+// release gives the seats back at once (an explicit abandon, seeds/000 section 6.3).
+func (p *Pages) release(w http.ResponseWriter, r *http.Request) {
+	id, err := holdIDOf(r)
+	if err == nil {
+		_, err = p.cfg.Booking.Cancel(r.Context(), sessionOf(r).UserID, id)
+	}
+	if err != nil {
+		if booking.ErrorCode(err) == booking.ECONFLICT {
+			p.renderBooking(w, r, http.StatusConflict, views.SiteFrame{Error: booking.ErrorMessage(err)})
+			return
+		}
+		p.fail(w, r, "Release", err)
+		return
+	}
+	http.Redirect(w, r, "/bookings/"+id.String()+"?notice=released", http.StatusSeeOther)
+}
+
+// toGateway shows the way to the gateway's page: a link, since the site's
+// CSP lets forms post only here (form-action 'self' also binds redirects).
+func (p *Pages) toGateway(w http.ResponseWriter, r *http.Request, v payment.View, back string) {
+	by := v.Deadline.In(booking.IST).Format("15:04:05 IST")
+	g := views.GatewayPage{URL: v.NextAction.URL, Back: back, Title: "Approve the payment",
+		Message: "Open your bank's page to approve ₹" + booking.Rupees(v.AmountPaise) + " before " + by + ".", Button: "Continue to the bank"}
+	if v.NextAction.Type == pspapi.NextActionCollect {
+		g.Title, g.Button = "Approve in your UPI app", "Open the UPI request"
+		g.Message = "A collect request for ₹" + booking.Rupees(v.AmountPaise) + " was sent to " + v.NextAction.VPA + ". Approve it before " + by + "."
+	}
+	p.render(w, r, http.StatusOK, g.Title, views.SiteFrame{Active: "bookings"}, views.SiteGateway(g))
+}

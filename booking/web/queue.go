@@ -1,0 +1,164 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+	"tatkal/booking/admission"
+	"tatkal/booking/httpx"
+	"tatkal/views"
+)
+
+// PreQueue is how long before the window the waiting room opens
+// (seeds/000 section 4.4).
+const PreQueue = 15 * time.Minute
+
+func (p *Pages) admCaller(r *http.Request) admission.Caller {
+	s := sessionOf(r)
+	return admission.Caller{UserID: s.UserID, Verified: s.Verified, Agent: s.Agent, CreatedAt: s.CreatedAt, SessionToken: s.token,
+		DeviceToken: p.deviceBinding(r), IP: httpx.ClientIP(r)}
+}
+
+// queueEnter joins the waiting room of a queue-mode journey (admission
+// Enter, as POST /v1/queue/enter), then shows the passenger's place.
+func (p *Pages) queueEnter(w http.ResponseWriter, r *http.Request) {
+	j, err := parseJourney(r.PostFormValue)
+	if err == nil && p.cfg.Admission == nil {
+		err = booking.Errorf(booking.EUNAVAIL, "NO_WAITING_ROOM", "The waiting room is not running on this server.")
+	}
+	if err != nil {
+		p.fail(w, r, "Waiting room", err)
+		return
+	}
+	if _, err := p.cfg.Admission.Enter(r.Context(), p.admCaller(r), admission.Intent{TrainNo: j.train, JourneyDate: j.date, Class: j.class, Quota: "TQ"}); err != nil {
+		p.queueFail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/queue?"+journeyQuery(j.train, j.date.Format(time.DateOnly), j.class, j.from, j.to), http.StatusSeeOther)
+}
+
+// queueFail answers a waiting-room refusal: the uniform high-demand page
+// for what looks like overload (and suspected bots, on purpose), the
+// reason for the rest.
+func (p *Pages) queueFail(w http.ResponseWriter, r *http.Request, err error) {
+	if admission.IsHighDemand(err) {
+		p.busy(w, r)
+		return
+	}
+	p.fail(w, r, "Waiting room", err)
+}
+
+// queue is the waiting room: place, wait and odds, reloaded at the pace
+// the server asks (poll_after_ms), never faster; once admitted, the hold
+// form with the booking-time challenge.
+func (p *Pages) queue(w http.ResponseWriter, r *http.Request) {
+	j, err := parseJourney(r.URL.Query().Get)
+	if err == nil && p.cfg.Admission == nil {
+		err = booking.Errorf(booking.EUNAVAIL, "NO_WAITING_ROOM", "The waiting room is not running on this server.")
+	}
+	if err != nil {
+		p.fail(w, r, "Waiting room", err)
+		return
+	}
+	sh, err := p.cfg.Booking.Catalog().Find(r.Context(), j.train, j.date, j.class, "TQ")
+	if err != nil {
+		p.fail(w, r, "Waiting room", err)
+		return
+	}
+	v, err := p.cfg.Admission.Status(r.Context(), p.admCaller(r), p.cfg.Admission.Ticket(sh.ID, sessionOf(r).UserID))
+	if err != nil {
+		p.queueFail(w, r, err)
+		return
+	}
+	if v.Status == "ADMITTED" && v.AdmissionToken != nil {
+		p.renderWindowWith(w, r, http.StatusOK, views.SiteFrame{}, nil, *v.AdmissionToken, false)
+		return
+	}
+	page := views.QueuePage{Status: v.Status, Message: v.Message, Odds: v.Odds, Refresh: max(1, (v.PollAfterMs+999)/1000),
+		FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness", Train: sh.Train, TrainName: sh.TrainName, Class: sh.Class}
+	if v.PositionHint != nil {
+		page.Position = strconv.FormatInt(*v.PositionHint, 10)
+	}
+	if v.EstimatedWaitS != nil {
+		page.Wait = (time.Duration(*v.EstimatedWaitS) * time.Second).String()
+	}
+	if !v.RandomiseUntil.IsZero() {
+		page.RandomiseUntil = v.RandomiseUntil.In(booking.IST).Format("15:04:05 IST")
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(page.Refresh))
+	p.render(w, r, http.StatusOK, "Waiting room", views.SiteFrame{Active: "search"}, views.SiteQueue(page))
+}
+
+// challenge issues the booking-time proof of work for one hold attempt
+// (admission Challenge, as POST /v1/challenge) to site.js's worker. It is
+// a JSON answer to a same-origin fetch carrying the form's CSRF token.
+func (p *Pages) challenge(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if p.cfg.Admission == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":"no waiting room"}`)) //nolint:errcheck
+		return
+	}
+	v, err := p.cfg.Admission.Challenge(r.Context(), p.admCaller(r), r.PostFormValue("attempt"))
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(map[string]string{"error": booking.ErrorMessage(err)}) //nolint:errcheck
+		return
+	}
+	json.NewEncoder(w).Encode(v) //nolint:errcheck
+}
+
+// challengeOTP is the booking-time challenge's accessible alternative, for
+// a passenger whose browser cannot run the proof of work (no JavaScript,
+// no Web Worker, too slow): a one-time code sent to the account's phone and
+// email (admission RequestChallengeOTP, rate-limited like identity codes).
+// The window page comes back asking for the code, the passengers ticked
+// kept; the hold then uses the code up instead of a solved puzzle.
+func (p *Pages) challengeOTP(w http.ResponseWriter, r *http.Request) {
+	selected, _ := tickedPassengers(r)
+	adm := r.PostFormValue("admission")
+	if adm == "" || p.cfg.Admission == nil {
+		p.fail(w, r, "Book", booking.Errorf(booking.EINVALID, "NOT_ADMITTED", "A booking check is asked for only once the waiting room lets you in."))
+		return
+	}
+	sent, err := p.cfg.Admission.RequestChallengeOTP(r.Context(), sessionOf(r).UserID)
+	if err != nil {
+		if booking.ErrorCode(err) == booking.EINTERNAL {
+			p.fail(w, r, "Book", err)
+			return
+		}
+		// Too soon or too many: the message says when; the puzzle stays.
+		p.renderWindowWith(w, r, http.StatusTooManyRequests, views.SiteFrame{Error: booking.ErrorMessage(err)}, selected, adm, false)
+		return
+	}
+	notice := views.T(r.Context(), "pow.otp.sent")
+	if len(sent.Channels) == 0 {
+		notice = ""
+	}
+	p.renderWindowWith(w, r, http.StatusOK, views.SiteFrame{Notice: notice}, selected, adm, true)
+}
+
+// checkAdmission checks a hold's solved challenge when it comes through
+// the waiting room (an admission token), as the API's hold does: the
+// proof of work, or the code sent by SMS in its place (challengeOTP).
+func (p *Pages) checkAdmission(r *http.Request, key string) error {
+	if r.PostFormValue("admission") == "" || p.cfg.Admission == nil {
+		return nil
+	}
+	if r.PostFormValue("otp_mode") == "1" {
+		return p.cfg.Admission.UseOTP(r.Context(), sessionOf(r).UserID, strings.TrimSpace(r.PostFormValue("otp")))
+	}
+	if r.PostFormValue("challenge") == "" || r.PostFormValue("nonce") == "" {
+		return booking.Errorf(booking.EINVALID, "CHALLENGE_REQUIRED", "Wait for the booking check to finish (the bar above the button), then hold.")
+	}
+	return p.cfg.Admission.CheckChallenge(r.Context(), p.admCaller(r), r.PostFormValue("challenge"), r.PostFormValue("nonce"), key)
+}
+
+func newAttemptKey() string { return "web-" + uuid.NewString() }

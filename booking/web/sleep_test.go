@@ -1,0 +1,5 @@
+package web_test
+
+import "time"
+
+func sleep() { time.Sleep(100 * time.Millisecond) }

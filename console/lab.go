@@ -1,0 +1,143 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"tatkal/console/levers"
+	"tatkal/views"
+)
+
+// Lab runs rehearsals for the Lab page; booking/rehearse implements it
+// (the console cannot import it: a rehearsal builds a whole process).
+type Lab interface {
+	// Start starts a rehearsal on a scratch stack of its own, recorded as
+	// by's; one at a time.
+	Start(ctx context.Context, by string, req views.LabRequest) (int64, error)
+	// Run is one rehearsal, running or finished.
+	Run(ctx context.Context, id int64) (views.LabRun, bool, error)
+	// Runs are the latest rehearsals, newest first.
+	Runs(ctx context.Context, limit int) ([]views.LabRun, error)
+	// Running says whether a rehearsal is running in this process.
+	Running() bool
+	// Faults names the faults a rehearsal can pull.
+	Faults() []string
+}
+
+// SetLab gives the console its rehearsal lab (nil: the page says there
+// is none in this process).
+func (c *Console) SetLab(l Lab) { c.lab = l }
+
+func (c *Console) labPage(w http.ResponseWriter, r *http.Request) {
+	c.renderLab(w, r, views.LabPage{}, http.StatusOK)
+}
+
+func (c *Console) renderLab(w http.ResponseWriter, r *http.Request, p views.LabPage, status int) {
+	u, _ := userFrom(r.Context())
+	if c.lab == nil {
+		p.Error = "This process runs no rehearsal lab."
+	} else {
+		runs, err := c.lab.Runs(r.Context(), 20)
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+		p.Runs, p.Faults, p.Running = runs, c.lab.Faults(), c.lab.Running()
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	c.render(w, r, "Lab", views.ConsoleLab(p, u.CSRF))
+}
+
+// labStart starts a rehearsal from the form. Audited as the operator's.
+func (c *Console) labStart(w http.ResponseWriter, r *http.Request) {
+	u, _ := userFrom(r.Context())
+	if c.lab == nil {
+		c.renderLab(w, r, views.LabPage{}, http.StatusNotFound)
+		return
+	}
+	num := func(name string, def float64) float64 {
+		v, err := strconv.ParseFloat(strings.TrimSpace(r.PostFormValue(name)), 64)
+		if err != nil {
+			return def
+		}
+		return v
+	}
+	req := views.LabRequest{Travellers: int(num("travellers", 300)), Berths: int(num("berths", 40)), Aggressive: num("aggressive", 0.1),
+		DurationS: int(num("duration", 30)), Mode: r.PostFormValue("mode"), Seed: uint64(num("seed", 42)), Fault: r.PostFormValue("fault")}
+	id, err := c.lab.Start(r.Context(), u.Login, req)
+	if err != nil {
+		c.renderLab(w, r, views.LabPage{Error: userError(err)}, http.StatusUnprocessableEntity)
+		return
+	}
+	if err := levers.Audit(r.Context(), c.pool, u.Login, "rehearsal.start", fmt.Sprint(id), map[string]any{"travellers": req.Travellers,
+		"berths": req.Berths, "mode": req.Mode, "seconds": req.DurationS, "fault": req.Fault, "seed": req.Seed}); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/console/lab/%d", id), http.StatusSeeOther)
+}
+
+// labRun shows one rehearsal: while it runs the page reloads itself every
+// two seconds with the live chart; when it ends, the table.
+func (c *Console) labRun(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || c.lab == nil {
+		http.NotFound(w, r)
+		return
+	}
+	run, ok, err := c.lab.Run(r.Context(), id)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	if run.State == "RUNNING" {
+		w.Header().Set("Refresh", "2")
+	}
+	c.render(w, r, fmt.Sprintf("Rehearsal %d", id), views.ConsoleLabRun(run, labCharts(run.Points)))
+}
+
+// labCharts draws seeds/001's chart (backend requests per second, direct
+// against queue-controlled) and the queue's depth.
+func labCharts(points []views.LabPoint) []views.LabChart {
+	const width, height = 640, 160
+	chart := func(title string, val func(views.LabPoint) int64, modes ...string) views.LabChart {
+		c := views.LabChart{Title: title, Width: width, Height: height}
+		last := 1
+		for _, p := range points {
+			c.Max = max(c.Max, val(p))
+			last = max(last, p.T)
+		}
+		scale := float64(max(c.Max, 1))
+		for _, m := range modes {
+			l := views.LabLine{Label: m, Class: m}
+			var pts []string
+			for _, p := range points {
+				if p.Mode != m {
+					continue
+				}
+				x := float64(p.T) * float64(width-10) / float64(last)
+				y := float64(height-5) - float64(val(p))*float64(height-10)/scale
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x+5, y))
+			}
+			l.Points, l.N = strings.Join(pts, " "), len(pts)
+			c.Lines = append(c.Lines, l)
+		}
+		return c
+	}
+	return []views.LabChart{
+		chart("Backend (hold + payment) requests per second", func(p views.LabPoint) int64 { return p.Backend }, "direct", "queue"),
+		chart("Retryable refusals per second", func(p views.LabPoint) int64 { return p.Rejected }, "direct", "queue"),
+		chart("Bookings per second", func(p views.LabPoint) int64 { return p.Booked }, "direct", "queue"),
+		chart("Queue depth", func(p views.LabPoint) int64 { return p.QueueDepth }, "queue"),
+	}
+}

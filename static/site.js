@@ -1,0 +1,201 @@
+// The passenger site's enhancements; every page works without them.
+// Countdowns follow the server's clock: the offset comes from
+// POST /v1/session/prepare (server_time_offset_ms), asked ahead and kept
+// for the tab (sync).
+(function () {
+  "use strict";
+  var offsetMs = 0;
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function fmt(ms) {
+    if (ms < 0) ms = 0;
+    var s = Math.floor(ms / 1000), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+    s = s % 60;
+    return (h > 0 ? h + ":" + pad(m) : m) + ":" + pad(s);
+  }
+  function tick() {
+    var now = Date.now() + offsetMs;
+    document.querySelectorAll("[data-countdown]").forEach(function (el) {
+      var left = Date.parse(el.getAttribute("data-countdown")) - now;
+      var clock = el.querySelector(".clock");
+      if (clock) clock.textContent = fmt(left);
+      el.classList.toggle("low", left < 30000);
+      var unlock = el.getAttribute("data-unlock");
+      if (unlock && left <= 0) {
+        var b = document.getElementById(unlock);
+        // A small random jitter, so clocks aligned to the millisecond do not
+        // all fire at once (seeds/000 section 4.2); fair in expectation.
+        if (b && b.disabled && !b.dataset.jitter) {
+          b.dataset.jitter = "1";
+          setTimeout(function () { b.disabled = false; }, Math.random() * 200);
+        }
+      }
+    });
+  }
+  // The server's clock is learnt ahead of the window (seeds/000 section
+  // 4.2): any page asks POST /v1/session/prepare when this tab has no
+  // offset younger than ten minutes, and keeps it for the tab's later
+  // pages, so the pages of the critical minute (the window opening, the
+  // hold and its countdown) make no clock call of their own.
+  var OFFSET_KEY = "tk_offset", OFFSET_TTL = 10 * 60 * 1000;
+  function storedOffset() {
+    try {
+      var v = JSON.parse(sessionStorage.getItem(OFFSET_KEY) || "null");
+      if (v && typeof v.ms === "number" && Date.now() - v.at < OFFSET_TTL) return v.ms;
+    } catch (e) {}
+    return null;
+  }
+  function showOffset() {
+    var note = document.querySelector("[data-offset]");
+    if (note) note.textContent = (Math.round(offsetMs / 100) / 10) + " s";
+  }
+  var syncing = false;
+  function sync() {
+    var known = storedOffset();
+    if (known !== null) { offsetMs = known; showOffset(); return; }
+    if (syncing) return;
+    syncing = true;
+    var sent = Date.now();
+    fetch("/v1/session/prepare", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ client_time: new Date(sent).toISOString() }) })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (j) {
+        syncing = false;
+        if (!j || j.server_time_offset_ms == null) return;
+        // Half the round trip is the request's own travel time.
+        offsetMs = j.server_time_offset_ms - (Date.now() - sent) / 2;
+        try { sessionStorage.setItem(OFFSET_KEY, JSON.stringify({ ms: offsetMs, at: Date.now() })); } catch (e) {}
+        showOffset();
+      })
+      .catch(function () { syncing = false; });
+  }
+  // A proof of work solved off the page's thread (pow-worker.js) with a
+  // progress bar; done(nonce) when found, false when no Worker can run.
+  function work(box, challenge, bits, done) {
+    var bar = box.querySelector("progress");
+    if (!window.Worker) return false;
+    var w;
+    try { w = new Worker(box.getAttribute("data-worker")); } catch (e) { return false; }
+    w.onmessage = function (e) {
+      if (e.data.progress != null) { if (bar) bar.value = e.data.progress; return; }
+      if (bar) bar.value = 100;
+      w.terminate();
+      done(e.data.nonce);
+    };
+    w.postMessage({ challenge: challenge, bits: bits });
+    return true;
+  }
+  function unlock(box) {
+    box.setAttribute("data-solved", "1");
+    var b = document.getElementById(box.getAttribute("data-unlock"));
+    if (b) b.disabled = false;
+  }
+  // The booking-time challenge (waiting-room holds): fetched for this
+  // attempt, then solved; the hold button unlocks. A browser without
+  // Workers is pointed at the code-by-SMS alternative.
+  function solve() {
+    var box = document.querySelector("[data-challenge]");
+    if (!box || box.getAttribute("data-started")) return;
+    box.setAttribute("data-started", "1");
+    var form = box.closest("form"), status = box.querySelector("[data-pow-status]");
+    if (!window.Worker) { noWorker(box); return; }
+    var body = new URLSearchParams({ attempt: box.getAttribute("data-challenge"), csrf: form.querySelector("[name=csrf]").value });
+    status.textContent = box.getAttribute("data-checking") || "…";
+    fetch("/book/challenge", { method: "POST", body: body })
+      .then(function (r) { return r.json(); })
+      .then(function (c) {
+        if (!c.challenge) { status.textContent = c.error || box.getAttribute("data-failed"); return; }
+        var ok = work(box, c.challenge, c.difficulty_bits, function (nonce) {
+          form.querySelector("[data-challenge-token]").value = c.challenge;
+          form.querySelector("[data-challenge-nonce]").value = nonce;
+          status.textContent = box.getAttribute("data-done");
+          unlock(box);
+        });
+        if (!ok) noWorker(box);
+      })
+      .catch(function () { status.textContent = box.getAttribute("data-failed"); });
+  }
+  function noWorker(box) {
+    box.querySelector("[data-pow-status]").textContent = box.getAttribute("data-noworker");
+    var alt = document.querySelector("[data-otp-alt]");
+    if (alt) alt.className = "primary big";
+  }
+  // The sign-in challenge, past an account's lock: the server put the
+  // puzzle in the page; the sign-in button unlocks once it is solved.
+  function solveLogin() {
+    var box = document.querySelector("[data-login-challenge]");
+    if (!box || box.getAttribute("data-started")) return;
+    box.setAttribute("data-started", "1");
+    var status = box.querySelector("[data-pow-status]"), b = document.getElementById(box.getAttribute("data-unlock"));
+    if (b) b.disabled = true;
+    var ok = work(box, box.getAttribute("data-login-challenge"), parseInt(box.getAttribute("data-bits"), 10), function (nonce) {
+      box.querySelector("[data-challenge-nonce]").value = nonce;
+      status.textContent = box.getAttribute("data-done");
+      unlock(box);
+    });
+    if (!ok) {
+      status.textContent = box.getAttribute("data-noworker");
+      if (b) b.disabled = false; // past the wait, a plain sign-in works again
+    }
+  }
+  // Pages waiting on someone else (the waiting room, the bank, the core)
+  // carry data-refresh: the seconds the server asks us to wait. The page is
+  // fetched again at that pace and its main part swapped in place, so a
+  // screen reader is not thrown back to the top as a reload would; what
+  // changed is read out through a polite live region. Without JavaScript
+  // the "Refresh now" link does the same by hand.
+  var live, refreshTimer;
+  function announce(text) {
+    if (!live) {
+      live = document.createElement("p");
+      live.className = "sr";
+      live.setAttribute("role", "status");
+      live.setAttribute("data-testid", "live");
+      document.body.appendChild(live);
+    }
+    live.textContent = text;
+  }
+  function headline(root) {
+    var h = root.querySelector("h1");
+    return h ? h.textContent.trim() : "";
+  }
+  function refresh() {
+    clearTimeout(refreshTimer);
+    var el = document.querySelector("[data-refresh]");
+    var secs = el ? parseInt(el.getAttribute("data-refresh"), 10) : 0;
+    if (!(secs > 0)) return;
+    refreshTimer = setTimeout(function () {
+      fetch(location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (r) {
+          var after = parseInt(r.headers.get("Retry-After") || "", 10);
+          return r.text().then(function (t) { return { ok: r.ok, html: t, after: after }; });
+        })
+        .then(function (x) {
+          var doc = new DOMParser().parseFromString(x.html, "text/html");
+          var next = doc.querySelector("main"), cur = document.querySelector("main");
+          if (!x.ok || !next || !cur) {
+            // Busy or gone: try again later at the pace asked, never faster.
+            if (el) el.setAttribute("data-refresh", String(x.after > 0 ? x.after : secs * 2));
+            refresh();
+            return;
+          }
+          var before = headline(cur), focused = document.activeElement && document.activeElement.id;
+          cur.innerHTML = next.innerHTML;
+          document.title = doc.title;
+          if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+          var now = headline(cur);
+          if (now && now !== before) announce(now);
+          init();
+        })
+        .catch(function () { if (el) el.setAttribute("data-refresh", String(secs * 2)); refresh(); });
+    }, secs * 1000);
+  }
+  function init() {
+    solve();
+    solveLogin();
+    sync();
+    tick();
+    refresh();
+  }
+  init();
+  setInterval(tick, 250);
+})();

@@ -1,0 +1,199 @@
+package views
+
+import (
+	"net/url"
+	"strconv"
+
+	"tatkal/booking/india"
+)
+
+// INR formats paise as Indian rupees with Indian digit grouping and two
+// decimals (₹1,23,456.78), as a finance clerk reads amounts.
+func INR(paise int64) string { return india.Rupees(paise) }
+
+// FinanceRunsPage lists the newest run of each gateway and day.
+type FinanceRunsPage struct {
+	From, To, Gateway string
+	Gateways          []string
+	Runs              []FinanceRunRow
+	Ageing            []AgeRow
+	Error             string
+	Today             string
+}
+
+// FinanceRunRow is one run in the list and the head of the run page.
+type FinanceRunRow struct {
+	ID                                            int64
+	Date, Gateway, RunBy, FinishedAt, AsOf        string
+	Runs                                          int
+	OurItems, Lines, Matched, Exceptions          int
+	New, Cleared, Unresolved                      int
+	MatchRate                                     string
+	MatchedAmt, UnmatchedAmt, Fees, Tax, Net, Pay string
+	UnresolvedAmount                              string
+}
+
+// AgeRow is one ageing bucket: the funnel's money panel and the finance home.
+type AgeRow struct {
+	Bucket, Amount string
+	Count          int
+	Escalated      int
+}
+
+// FinanceRunPage is one run: its figures, files, history and exceptions by kind.
+type FinanceRunPage struct {
+	Run     FinanceRunRow
+	Files   []FinanceFile
+	History []FinanceRunRow
+	ByKind  []KindCount
+	CSRF    string
+}
+
+// KindCount is how many unresolved exceptions of a kind a day has.
+type KindCount struct {
+	Kind, Owner, Path, Amount string
+	Count                     int
+	Link                      string
+}
+
+// FinanceFile is an ingested file's lineage.
+type FinanceFile struct {
+	ID                                       int64
+	Source, Gateway, Format, Date, Name, SHA string
+	Rows                                     int
+	Bytes                                    int64
+	IngestedAt, IngestedBy                   string
+	SupersededBy                             string // "" while current
+	SupersededAt                             string
+	Replayed                                 bool
+}
+
+// FinanceExceptionsPage lists exceptions with filters and paging.
+type FinanceExceptionsPage struct {
+	Filter      ExceptionFilter
+	Kinds       []string
+	Owners      []string
+	Buckets     []string
+	States      []string
+	Gateways    []string
+	Rows        []ExceptionRow
+	Total       int
+	TotalAmount string
+	From, To    int // 1-based rows shown
+	Prev, Next  string
+	Error       string
+}
+
+// ExceptionFilter is the filter form's values, as typed.
+type ExceptionFilter struct {
+	Kind, Age, Owner, Assignee, State, Gateway, Date, Min, Max string
+	Offset                                                     int
+}
+
+// Query is the filter as a query string, at offset.
+func (f ExceptionFilter) Query(offset int) string {
+	v := url.Values{}
+	for k, s := range map[string]string{"kind": f.Kind, "age": f.Age, "owner": f.Owner, "assignee": f.Assignee, "state": f.State,
+		"gateway": f.Gateway, "date": f.Date, "min": f.Min, "max": f.Max} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if offset > 0 {
+		v.Set("offset", strconv.Itoa(offset))
+	}
+	return v.Encode()
+}
+
+// ExceptionRow is one exception in a list.
+type ExceptionRow struct {
+	ID, Kind, Ref, Gateway, Date, Owner, Path, State, Assignee string
+	Amount, Diff, Age, Bucket, Due, Resolution                 string
+	Overdue, Escalated, NeedsApproval                          bool
+}
+
+// FinanceExceptionPage is one exception with its legs, history and actions.
+type FinanceExceptionPage struct {
+	E          ExceptionRow
+	Meaning    string
+	PaymentID  string
+	PNR        string
+	PSPRef     string
+	PayoutID   string
+	WriteOffBy string
+	ApprovedBy string
+	ResolvedBy string
+	Open       bool
+	Legs       ExceptionLegs
+	History    []ExceptionHistoryRow
+	Evidence   string
+	Me         string
+	People     []string
+	Codes      []string
+	Error      string
+	CSRF       string
+}
+
+// ExceptionLegs are the records side by side.
+type ExceptionLegs struct {
+	Ours       []KV
+	Settlement []LegLine
+	Bank       []LegLine
+	Core       []LegLine
+}
+
+// KV is one labelled value.
+type KV struct{ K, V string }
+
+// LegLine is an outside record with its raw line.
+type LegLine struct {
+	FileID, LineNo                  string
+	Kind, Day, Ref                  string
+	Amount, Fee, Tax, Net, PayoutID string
+	Current                         bool
+	Raw                             string
+}
+
+// ExceptionHistoryRow is one event of an exception.
+type ExceptionHistoryRow struct {
+	At, Actor, Action, From, To, Note string
+}
+
+// FinanceFilesPage is the upload form and the lineage of recent files.
+type FinanceFilesPage struct {
+	Source, Gateway, Date string
+	Gateways              []string
+	Files                 []FinanceFile
+	Result                *FinanceFile
+	Error                 string
+	CSRF                  string
+}
+
+// FinanceBooksPage is a day's books, and optionally one term's payments.
+type FinanceBooksPage struct {
+	Date, Gateway string
+	Gateways      []string
+	Terms         []BookTerm
+	Difference    string
+	Balanced      bool
+	Term          string
+	Lines         []BookLineRow
+	Prev, Next    string
+	Error         string
+}
+
+// BookTerm is one term of the books.
+type BookTerm struct {
+	Term, Label, Amount, Link string
+	Count                     int
+}
+
+// BookLineRow is one payment behind a term.
+type BookLineRow struct {
+	PaymentID, Login, Method, State, Amount, Part, At, PNR, Booking, Refunded, RefundState string
+}
+
+// AgeLink lists the unresolved exceptions of an age bucket.
+func AgeLink(bucket string) string {
+	return "/console/finance/exceptions?" + url.Values{"state": {"UNRESOLVED"}, "age": {bucket}}.Encode()
+}

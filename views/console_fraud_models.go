@@ -1,0 +1,90 @@
+package views
+
+// FraudPage is the analysts' queue: flagged clusters by score, open
+// appeals, decisions awaiting a second analyst, and the metrics.
+type FraudPage struct {
+	Error     string
+	Clusters  []FraudQueueRow
+	Approvals []FraudApprovalRow
+	Appeals   []FraudAppealRow
+	Metrics   FraudMetrics
+}
+
+type FraudQueueRow struct {
+	ID, Window, Score, Members, ClaimedBy, ClaimedUntil string
+	Mine                                                bool
+}
+
+type FraudApprovalRow struct {
+	DecisionID, ClusterID, Outcome, Reason, Analyst, DecidedAt string
+}
+
+type FraudAppealRow struct {
+	ID, Login, DecisionID, Outcome, Statement, Filed string
+}
+
+type FraudMetrics struct {
+	Windows            []FraudWindowRow
+	Outcomes           []FraudCountRow
+	MedianToDecision   string
+	TenuredBefore      string // success rate of long-tenured accounts before the first enforcement
+	TenuredAfter       string
+	FirstEnforcementAt string
+	// Labelled false positives: clusters cleared as FALSE_POSITIVE or
+	// FAMILY_OR_OFFICE of all decided, and appeals upheld of all answered.
+	ClearedFalse  string
+	AppealsUpheld string
+}
+
+type FraudWindowRow struct{ Window, Signals, Clusters, Flagged string }
+
+type FraudCountRow struct{ Label, Count string }
+
+// FraudClusterPage is one cluster: its graph, members, bookings, evidence
+// and history, and the decision forms.
+type FraudClusterPage struct {
+	Error, Notice                  string
+	ID, Window, Score, Status, Why string
+	ClaimedBy, ClaimedUntil        string
+	ClaimedByMe, Open              bool
+	Graph                          FraudGraph
+	Members                        []FraudMemberRow
+	Bookings                       []FraudBookingRow
+	Evidence                       []FraudEvidenceRow
+	History                        []FraudHistoryRow
+	Decision                       *FraudDecisionView
+	Outcomes, Reasons              []string
+}
+
+type FraudGraph struct {
+	Width, Height int
+	Nodes         []FraudNode
+	Edges         []FraudEdge
+}
+
+type FraudNode struct {
+	X, Y  int
+	Label string
+	Title string
+}
+
+type FraudEdge struct {
+	X1, Y1, X2, Y2 int
+	Width          string
+	Title          string
+}
+
+type FraudMemberRow struct{ UserID, Login, Age, Verified, Devices, Holds, Bookings string }
+
+type FraudBookingRow struct{ PNR, Login, Journey, Status, Fare, BookedAt string }
+
+type FraudEvidenceRow struct{ A, B, Kind, Weight, Detail string }
+
+type FraudHistoryRow struct{ At, Actor, Action, Detail string }
+
+type FraudDecisionView struct {
+	ID, Outcome, Reason, Note, Analyst, DecidedAt string
+	NeedsApproval, Approved                       bool
+	ApprovedBy, EnforcedAt                        string
+	CanApprove                                    bool
+}

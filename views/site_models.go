@@ -1,0 +1,188 @@
+package views
+
+import "strconv"
+
+// SiteFrame is what every passenger page's frame needs: who is signed in,
+// the form token, the language switch's return path and a notice.
+type SiteFrame struct {
+	Login    string // "" when signed out
+	Verified bool
+	CSRF     string
+	Path     string // this page, for the language switch to come back to
+	Active   string // the navigation entry of this page
+	Notice   string
+	Error    string
+}
+
+// SignInPage is the sign-in form.
+type SignInPage struct {
+	Login string
+	Next  string
+	// Challenge, when set, is the proof of work that opens the account's
+	// lock for one sign-in (auth.Guard.Challenge), of Bits leading zero
+	// bits, solved by Worker in the page; RetrySecs is the lock's wait.
+	Challenge string
+	Bits      int
+	Worker    string
+	RetrySecs int
+}
+
+// VerifyPage is identity verification by one-time code.
+type VerifyPage struct {
+	Sent     bool
+	Verified bool
+	Next     string
+}
+
+// SavedPassengerRow is one saved passenger.
+type SavedPassengerRow struct {
+	ID                      int64
+	Name, Gender, BerthPref string
+	Age                     int
+	IDType, IDRef           string
+	Validated               bool
+}
+
+// PassengerForm is the add-a-passenger form's values (kept on an error).
+type PassengerForm struct {
+	Name, Age, Gender, BerthPref, IDType, IDRef string
+}
+
+// PassengersPage is the master list, the add form and the payment choice.
+type PassengersPage struct {
+	Passengers []SavedPassengerRow
+	Form       PassengerForm
+	IDTypes    []string
+	Pref       PayChoice
+	Banks      []string
+	Verified   bool
+	DeviceOK   bool
+}
+
+// PayChoice is a payment method with its details.
+type PayChoice struct {
+	Method, VPA, Bank string
+}
+
+// SearchPage is the search form and its results.
+type SearchPage struct {
+	From, To, Date string
+	Searched       bool
+	Results        []JourneyRow
+}
+
+// JourneyRow is one train and class in the results.
+type JourneyRow struct {
+	Train, TrainName, Class string
+	Departs, Arrives        string
+	Opens                   string // IST
+	Fare                    string
+	Band                    string // AVAILABLE FEW WL SOLD_OUT, or ""
+	BandNote                string
+	Href                    string
+}
+
+// WindowPage is the booking page of one journey: the countdown to the
+// window, then the hold form.
+type WindowPage struct {
+	Train, TrainName, Class, From, To, Date string
+	Mode                                    string
+	OpensAtISO, OpensAt, ClosesAt           string
+	ServerTimeISO                           string
+	Open, Closed                            bool
+	Fare                                    string
+	Band                                    string
+	Passengers                              []SavedPassengerRow
+	Selected                                map[int64]bool
+	Key                                     string // the attempt's idempotency key
+	// Admission is the waiting room's token once admitted (queue mode):
+	// the form then carries it and the booking-time challenge.
+	Admission string
+	// PreQueue: the waiting room is open (from 15 minutes before the window).
+	PreQueue     bool
+	FairnessHref string
+	// OTP: the passenger chose the code by SMS instead of the proof of
+	// work (a browser that cannot run the worker); the form asks for it.
+	OTP bool
+}
+
+// FareLineRow is one line of a fare breakup.
+type FareLineRow struct{ Item, Amount string }
+
+// PassengerRow is a passenger on a booking with their berth.
+type PassengerRow struct {
+	Name, Age, Gender, Berth string
+}
+
+// BookingPage is a hold or booking: its state in words, the countdown
+// while held, the pay form, the ticket once confirmed.
+type BookingPage struct {
+	HoldID                      string
+	State, Message              string
+	PNR                         string
+	Train, TrainName, Class     string
+	From, To, Date, Departs     string
+	Passengers                  []PassengerRow
+	Fare                        []FareLineRow
+	Total                       string
+	HoldExpiresISO, HoldExpires string
+	Pay                         PayChoice
+	PayKey                      string // the payment attempt's idempotency key
+	Banks                       []string
+	WalletBalance               string
+	Refresh                     int // seconds; 0: final
+	Ticket                      bool
+	Cancellable                 bool
+	WaitlistNo                  int
+}
+
+// TicketPage is the e-ticket.
+type TicketPage struct {
+	BookingPage
+	QRDataURI string
+	Rules     []string
+	Booked    string
+}
+
+// HistoryRow is one entry of the booking history.
+type HistoryRow struct {
+	Href, Train, Journey, Date, State, PNR string
+}
+
+// CancelPage shows what a cancellation would do, before it is done.
+type CancelPage struct {
+	HoldID, PNR, What, Refund, Message string
+	RefundPaise                        int64
+	Allowed                            bool
+}
+
+// WalletRow is one ledger entry.
+type WalletRow struct {
+	At, Kind, Ref, Amount, Balance string
+}
+
+// WalletPage is the wallet: balance, ledger and top-up.
+type WalletPage struct {
+	Balance string
+	Entries []WalletRow
+	Banks   []string
+	Pref    PayChoice
+	Key     string
+}
+
+func int64String(n int64) string { return strconv.FormatInt(n, 10) }
+
+// GatewayPage sends the passenger to a gateway's page.
+type GatewayPage struct {
+	Title, Message, Button, URL, Back string
+}
+
+// QueuePage is the waiting room.
+type QueuePage struct {
+	Train, TrainName, Class string
+	Status, Message, Odds   string
+	Position, Wait          string
+	RandomiseUntil          string
+	Refresh                 int // seconds, the server's pace
+	FairnessHref            string
+}

@@ -123,56 +123,63 @@ type Clusterer struct {
 	Config Config
 }
 
-// edgesSQL computes a window's edges set-wise: every kind as (kind, key,
-// account) rows; accounts on one key become all pairs (or a star around the
+// edgesSQL computes a window's edges set-wise, in two steps.
+//
+// Anchors first: every kind keyed on a shared value as (kind, key, account)
+// rows; accounts on one key become all pairs (or a star around the
 // smallest account when more than CliqueMax share it, which bounds the
 // work for a key everyone shares); sequential logins link neighbours in
-// numeric order; holds within BurstMS link by a range join on the held_at
-// index. Pairs are summed per kind, then per pair, and kept above the threshold.
+// numeric order. Only the anchor kinds ($8) are paired this way.
+//
+// Then the weak kinds (a shared /24 early, the same solve time, holds
+// within BurstMS: together below EdgeThreshold, see anchorKinds) are looked
+// up only for the candidate pairs an anchor already links: by account on
+// the grouped keys, and for bursts by the (window, user) index. In a rush
+// thousands of honest accounts share a /24 or a millisecond, and pairing
+// them all first was nearly all of the query's time (about 100k candidate
+// pairs for 11k signals, of which 1k become edges). The edges are the same:
+// a pair without an anchor kind cannot reach the threshold.
+//
+// Pairs are summed per kind, then per pair, and kept above the threshold.
+// Keys compare bytewise (COLLATE "C"): they are identifiers, and the
+// database's collation made the sorts several times slower.
 const edgesSQL = `
-WITH sig AS (
-	SELECT * FROM fraud_signals WHERE window_opens_at = $1
+WITH sig AS MATERIALIZED (
+	SELECT hold_id, user_id, device_id, instrument_fp, ip_net24, since_open_ms, solve_ms
+	FROM fraud_signals WHERE window_opens_at = $1
 ), keyed AS (
-	SELECT 'device' AS kind, device_id AS k, user_id FROM sig WHERE device_id <> ''
-	UNION SELECT 'instrument', instrument_fp, user_id FROM sig WHERE instrument_fp <> ''
-	UNION SELECT 'passenger_id', p.id_hash, s.user_id FROM sig s JOIN fraud_signal_passengers p USING (hold_id) WHERE p.id_hash <> ''
-	UNION SELECT 'passenger_name', p.name_norm || '|' || p.age, s.user_id FROM sig s JOIN fraud_signal_passengers p USING (hold_id)
-	UNION SELECT 'net24_early', ip_net24::text, user_id FROM sig WHERE ip_net24 IS NOT NULL AND since_open_ms BETWEEN 0 AND $2
-	UNION SELECT 'same_solve', solve_ms::text, user_id FROM sig WHERE solve_ms IS NOT NULL
-), grouped AS (
-	SELECT kind, k, user_id,
-	       count(*) OVER (PARTITION BY kind, k) AS n,
-	       min(user_id) OVER (PARTITION BY kind, k) AS hub
-	FROM keyed
-), logins AS (
-	-- the mailbox without +tags and dots, split into a stem and a trailing number
-	SELECT DISTINCT u.id AS user_id,
-	       (regexp_match(replace(split_part(split_part(lower(u.login), '@', 1), '+', 1), '.', ''), '^(.*?)([0-9]+)$')) AS m,
-	       replace(split_part(lower(u.login), '+', 1), '.', '') || CASE WHEN position('@' IN u.login) > 0 THEN '@' || split_part(lower(u.login), '@', 2) ELSE '' END AS mailbox
-	FROM users u WHERE u.id IN (SELECT user_id FROM sig)
+	SELECT 'device' AS kind, device_id COLLATE "C" AS k, user_id FROM sig WHERE device_id <> ''
+	UNION SELECT 'instrument', instrument_fp COLLATE "C", user_id FROM sig WHERE instrument_fp <> ''
+	UNION SELECT 'passenger_id', p.id_hash COLLATE "C", s.user_id FROM sig s JOIN fraud_signal_passengers p USING (hold_id) WHERE p.id_hash <> ''
+	UNION SELECT 'passenger_name', (p.name_norm || '|' || p.age) COLLATE "C", s.user_id FROM sig s JOIN fraud_signal_passengers p USING (hold_id)
+	UNION SELECT 'net24_early', ip_net24::text COLLATE "C", user_id FROM sig WHERE ip_net24 IS NOT NULL AND since_open_ms BETWEEN 0 AND $2
+	UNION SELECT 'same_solve', solve_ms::text COLLATE "C", user_id FROM sig WHERE solve_ms IS NOT NULL
+), grouped AS MATERIALIZED (
+	-- keys held by one account link nobody
+	SELECT * FROM (
+		SELECT kind, k, user_id, count(*) OVER w AS n, min(user_id) OVER w AS hub
+		FROM keyed WINDOW w AS (PARTITION BY kind, k)
+	) g WHERE n > 1
+), logins AS MATERIALIZED (
+	-- the mailbox without +tags and dots; its local part split into a stem
+	-- and a trailing number
+	SELECT user_id, local, rtrim(local, '0123456789') AS stem, mailbox FROM (
+		SELECT u.id AS user_id,
+		       replace(split_part(split_part(lower(u.login), '@', 1), '+', 1), '.', '') AS local,
+		       replace(split_part(lower(u.login), '+', 1), '.', '') || CASE WHEN position('@' IN u.login) > 0 THEN '@' || split_part(lower(u.login), '@', 2) ELSE '' END AS mailbox
+		FROM users u WHERE u.id IN (SELECT user_id FROM sig)
+	) l
 ), seq AS (
-	SELECT user_id, m[1] AS stem, m[2]::numeric AS num,
-	       lead(user_id) OVER w AS next_user, lead(m[2]::numeric) OVER w AS next_num
-	FROM logins WHERE m IS NOT NULL AND m[1] <> '' AND length(m[2]) <= 12
-	WINDOW w AS (PARTITION BY m[1] ORDER BY m[2]::numeric, user_id)
-), bursts AS (
-	-- per hold, an index range scan for the next holds within BurstMS
-	-- (LATERAL makes the planner use the held_at index), at most 32 of them
-	-- so a dense rush stays linear
-	SELECT DISTINCT LEAST(a.user_id, b.user_id) AS ua, GREATEST(a.user_id, b.user_id) AS ub
-	FROM fraud_signals a
-	JOIN LATERAL (
-		SELECT x.user_id FROM fraud_signals x
-		WHERE x.window_opens_at = $1 AND x.held_at >= a.held_at AND x.held_at <= a.held_at + $3::float8 * interval '1 millisecond'
-		ORDER BY x.held_at LIMIT 32
-	) b ON b.user_id <> a.user_id
-	WHERE a.window_opens_at = $1
-), pairs AS (
+	SELECT user_id, num, lead(user_id) OVER w AS next_user, lead(num) OVER w AS next_num
+	FROM (SELECT user_id, stem, substr(local, length(stem) + 1)::numeric AS num FROM logins
+	      WHERE stem <> '' AND length(local) > length(stem) AND length(local) - length(stem) <= 12) l
+	WINDOW w AS (PARTITION BY stem ORDER BY num, user_id)
+), anchors AS (
 	SELECT a.kind, a.user_id AS ua, b.user_id AS ub, a.n
 	FROM grouped a JOIN grouped b ON a.kind = b.kind AND a.k = b.k AND a.user_id < b.user_id
-	WHERE a.n <= $4
+	WHERE a.n <= $4 AND a.kind = ANY($8)
 	UNION ALL
-	SELECT kind, hub, user_id, n FROM grouped WHERE n > $4 AND user_id <> hub
+	SELECT kind, hub, user_id, n FROM grouped WHERE n > $4 AND user_id <> hub AND kind = ANY($8)
 	UNION ALL
 	SELECT 'login_seq', LEAST(user_id, next_user), GREATEST(user_id, next_user), 2
 	FROM seq WHERE next_user IS NOT NULL AND next_num - num <= 3
@@ -180,7 +187,34 @@ WITH sig AS (
 	SELECT 'login_seq', LEAST(a.user_id, b.user_id), GREATEST(a.user_id, b.user_id), 2
 	FROM logins a JOIN logins b ON a.mailbox = b.mailbox AND a.user_id < b.user_id
 	UNION ALL
-	SELECT 'hold_burst', ua, ub, 2 FROM bursts
+	-- bursts as an anchor (only when a low threshold makes them one): per
+	-- hold, an index range scan for the next holds within BurstMS, at most
+	-- 32 of them so a dense rush stays linear
+	SELECT DISTINCT 'hold_burst', LEAST(a.user_id, b.user_id), GREATEST(a.user_id, b.user_id), 2
+	FROM fraud_signals a
+	JOIN LATERAL (
+		SELECT x.user_id FROM fraud_signals x
+		WHERE x.window_opens_at = $1 AND x.held_at >= a.held_at AND x.held_at <= a.held_at + $3::float8 * interval '1 millisecond'
+		ORDER BY x.held_at LIMIT 32
+	) b ON b.user_id <> a.user_id
+	WHERE a.window_opens_at = $1 AND 'hold_burst' = ANY($8)
+), cand AS MATERIALIZED (
+	SELECT DISTINCT ua, ub FROM anchors
+), pairs AS (
+	SELECT * FROM anchors
+	UNION ALL
+	-- a weak key both accounts hold: a pair when few hold it, the hub's
+	-- spoke when many do (the hub is the smallest account, so only ua)
+	SELECT a.kind, c.ua, c.ub, a.n
+	FROM cand c JOIN grouped a ON a.user_id = c.ua
+	JOIN grouped b ON b.user_id = c.ub AND b.kind = a.kind AND b.k = a.k
+	WHERE a.kind <> ALL($8) AND (a.n <= $4 OR a.hub = c.ua)
+	UNION ALL
+	SELECT 'hold_burst', c.ua, c.ub, 2 FROM cand c
+	WHERE 'hold_burst' <> ALL($8) AND EXISTS (
+		SELECT 1 FROM fraud_signals a JOIN fraud_signals b ON b.window_opens_at = $1 AND b.user_id = c.ub
+		WHERE a.window_opens_at = $1 AND a.user_id = c.ua
+		  AND b.held_at BETWEEN a.held_at - $3::float8 * interval '1 millisecond' AND a.held_at + $3::float8 * interval '1 millisecond')
 ), per_kind AS (
 	SELECT p.kind, p.ua, p.ub, count(*)::int AS shared, max(p.n)::int AS grp, w.weight
 	FROM pairs p JOIN unnest($5::text[], $6::float8[]) AS w(kind, weight) ON w.kind = p.kind
@@ -193,6 +227,37 @@ WITH sig AS (
 INSERT INTO fraud_edges (window_opens_at, user_a, user_b, weight, evidence)
 SELECT $1, ua, ub, weight, evidence FROM edges
 `
+
+// weakKinds are the kinds edgesSQL can look up for candidate pairs only;
+// the others are always paired in full.
+var weakKinds = []string{KindNet24Early, KindSameSolve, KindHoldBurst, KindPassengerName, KindDevice, KindInstrument, KindPassengerID}
+
+// anchorKinds returns the kinds whose pairs are candidates: all but the
+// lightest weak kinds whose weights together stay below EdgeThreshold. A
+// pair with none of the anchor kinds then sums below the threshold, so it
+// is never an edge and need not be paired. Sequential logins are always
+// anchors (they are not keyed).
+func (cfg Config) anchorKinds() []string {
+	weak := slices.Clone(weakKinds)
+	sort.SliceStable(weak, func(i, j int) bool { return cfg.Weights[weak[i]] < cfg.Weights[weak[j]] })
+	sum, skip := 0.0, map[string]bool{}
+	for _, k := range weak {
+		w := max(cfg.Weights[k], 0)
+		if sum+w >= cfg.EdgeThreshold {
+			break
+		}
+		sum += w
+		skip[k] = true
+	}
+	var out []string
+	for k := range cfg.Weights {
+		if !skip[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Run clusters one window: it replaces the window's edges with ones
 // computed from its signals, joins in earlier windows' edges that touch this
@@ -217,7 +282,7 @@ func (c Clusterer) Run(ctx context.Context, q Querier, window time.Time) (Result
 	for i, k := range kinds {
 		weights[i] = cfg.Weights[k]
 	}
-	tag, err := q.Exec(ctx, edgesSQL, window, cfg.EarlyMS, cfg.BurstMS, cfg.CliqueMax, kinds, weights, cfg.EdgeThreshold)
+	tag, err := q.Exec(ctx, edgesSQL, window, cfg.EarlyMS, cfg.BurstMS, cfg.CliqueMax, kinds, weights, cfg.EdgeThreshold, cfg.anchorKinds())
 	if err != nil {
 		return res, fmt.Errorf("fraud cluster %s: edges: %w", window, err)
 	}
@@ -406,25 +471,53 @@ func saveClusters(ctx context.Context, q Querier, window time.Time, clusters []C
 	for _, k := range kept {
 		keptSet[k] = true
 	}
+	// New clusters in three statements, not two per cluster: their ids
+	// first, then the rows and the members set-wise.
+	var todo []int
 	for i := range clusters {
-		cl := &clusters[i]
-		if keptSet[memberKey(cl.Members)] {
-			continue
+		if !keptSet[memberKey(clusters[i].Members)] {
+			todo = append(todo, i)
 		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	rows, err = q.Query(ctx, `SELECT nextval(pg_get_serial_sequence('fraud_clusters', 'id')) FROM generate_series(1, $1)`, len(todo))
+	if err != nil {
+		return fmt.Errorf("fraud cluster %s: cluster ids: %w", window, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("fraud cluster %s: cluster ids: %w", window, err)
+	}
+	scores := make([]float64, len(todo))
+	flagged := make([]bool, len(todo))
+	sizes := make([]int, len(todo))
+	evidence := make([]string, len(todo))
+	var memberCluster, memberUser []int64
+	for j, i := range todo {
+		cl := &clusters[i]
+		cl.ID = ids[j]
 		ev, err := json.Marshal(cl.Evidence)
 		if err != nil {
 			return fmt.Errorf("fraud cluster %s: evidence: %w", window, err)
 		}
-		if err := q.QueryRow(ctx, `
-			INSERT INTO fraud_clusters (window_opens_at, score, flagged, members, evidence)
-			VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-			window, cl.Score, cl.Flagged, len(cl.Members), ev).Scan(&cl.ID); err != nil {
-			return fmt.Errorf("fraud cluster %s: insert cluster: %w", window, err)
+		scores[j], flagged[j], sizes[j], evidence[j] = cl.Score, cl.Flagged, len(cl.Members), string(ev)
+		for _, m := range cl.Members {
+			memberCluster = append(memberCluster, cl.ID)
+			memberUser = append(memberUser, m)
 		}
-		if _, err := q.Exec(ctx, `INSERT INTO fraud_cluster_members (cluster_id, user_id) SELECT $1, unnest($2::bigint[])`,
-			cl.ID, cl.Members); err != nil {
-			return fmt.Errorf("fraud cluster %s: insert members: %w", window, err)
-		}
+	}
+	if _, err := q.Exec(ctx, `
+		INSERT INTO fraud_clusters (id, window_opens_at, score, flagged, members, evidence)
+		SELECT id, $1, score, flagged, members, evidence::jsonb
+		FROM unnest($2::bigint[], $3::float8[], $4::bool[], $5::int[], $6::text[]) AS t(id, score, flagged, members, evidence)`,
+		window, ids, scores, flagged, sizes, evidence); err != nil {
+		return fmt.Errorf("fraud cluster %s: insert clusters: %w", window, err)
+	}
+	if _, err := q.Exec(ctx, `INSERT INTO fraud_cluster_members (cluster_id, user_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])`,
+		memberCluster, memberUser); err != nil {
+		return fmt.Errorf("fraud cluster %s: insert members: %w", window, err)
 	}
 	return nil
 }

@@ -3,6 +3,9 @@ package fraud
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -406,4 +409,76 @@ func TestEdgeKinds(t *testing.T) {
 	for k, kinds := range got {
 		t.Errorf("unexpected edge %v: %v", k, kinds)
 	}
+}
+
+// TestAnchoredEdgesMatchAllPairs checks the edge query's shortcut: looking
+// up the weak kinds only for pairs an anchor kind links gives exactly the
+// edges, weights and evidence of pairing every kind in full.
+func TestAnchoredEdgesMatchAllPairs(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	if got, want := cfg.anchorKinds(), []string{KindDevice, KindInstrument, KindLoginSeq, KindPassengerID, KindPassengerName}; !slices.Equal(got, want) {
+		t.Fatalf("anchor kinds %v, want %v", got, want)
+	}
+	b := setup(t)
+	ctx := context.Background()
+	g, err := Generate(ctx, b.env.Pool, b.rec, Population{Rings: 6, RingSize: 8, Families: 60, Honest: 1500, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := slices.Sorted(maps.Keys(cfg.Weights))
+	weights := make([]float64, len(kinds))
+	for i, k := range kinds {
+		weights[i] = cfg.Weights[k]
+	}
+	edges := func(sql string, args ...any) map[[2]int64]string {
+		t.Helper()
+		tx, err := b.env.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := tx.Query(ctx, `SELECT user_a, user_b, round(weight::numeric, 4)::text || ' ' || evidence::text FROM fraud_edges WHERE window_opens_at = $1`, g.OpensAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[[2]int64]string{}
+		for rows.Next() {
+			var a, c int64
+			var ev string
+			if err := rows.Scan(&a, &c, &ev); err != nil {
+				t.Fatal(err)
+			}
+			out[[2]int64{a, c}] = ev
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	anchored := edges(edgesSQL, g.OpensAt, cfg.EarlyMS, cfg.BurstMS, cfg.CliqueMax, kinds, weights, cfg.EdgeThreshold, cfg.anchorKinds())
+	all := edges(edgesSQLAllPairs, g.OpensAt, cfg.EarlyMS, cfg.BurstMS, cfg.CliqueMax, kinds, weights, cfg.EdgeThreshold)
+	if len(all) < 50 {
+		t.Fatalf("only %d edges: the population links too little to compare", len(all))
+	}
+	weakSeen := false
+	for k, ev := range all {
+		if anchored[k] != ev {
+			t.Errorf("edge %v: anchored %q, all pairs %q", k, anchored[k], ev)
+		}
+		weakSeen = weakSeen || strings.Contains(ev, KindHoldBurst) || strings.Contains(ev, KindNet24Early)
+	}
+	for k, ev := range anchored {
+		if _, ok := all[k]; !ok {
+			t.Errorf("edge %v only in the anchored query: %s", k, ev)
+		}
+	}
+	if !weakSeen {
+		t.Error("no edge carries a weak kind: the comparison does not exercise the lookup")
+	}
+	t.Logf("%d edges agree", len(all))
 }

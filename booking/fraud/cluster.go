@@ -43,6 +43,10 @@ type Config struct {
 	CliqueMax     int           // a key shared by more accounts links them as a star, not all pairs
 	Lookback      time.Duration // how far back earlier windows' edges are joined in
 	MaxEvidence   int           // edges kept in a cluster's evidence
+	// KinShare: a cluster whose passengers carry one surname at least this
+	// often books for relatives, a household (a joint family on the home
+	// devices and UPI address), not a ring booking for customers. 0: off.
+	KinShare float64
 }
 
 // DefaultConfig returns the calibrated thresholds.
@@ -60,6 +64,7 @@ func DefaultConfig() Config {
 		CliqueMax:     20,
 		Lookback:      30 * 24 * time.Hour,
 		MaxEvidence:   200,
+		KinShare:      0.6,
 	}
 }
 
@@ -97,6 +102,10 @@ type ClusterEvidence struct {
 	Edges []Edge         `json:"edges"` // strongest first, at most MaxEvidence
 	// EdgesTotal counts every edge, including those cut from Edges.
 	EdgesTotal int `json:"edges_total"`
+	// Surname is the commonest surname among the window's passengers of the
+	// members, and KinShare the share of passengers who carry it.
+	Surname  string  `json:"surname,omitempty"`
+	KinShare float64 `json:"kin_share,omitempty"`
 }
 
 // Result summarises one clustering run.
@@ -293,6 +302,9 @@ func (c Clusterer) Run(ctx context.Context, q Querier, window time.Time) (Result
 		return res, err
 	}
 	res.Clusters = components(window, edges, cfg)
+	if err := kinship(ctx, q, window, res.Clusters, cfg); err != nil {
+		return res, err
+	}
 	if err := saveClusters(ctx, q, window, res.Clusters); err != nil {
 		return res, err
 	}
@@ -405,6 +417,72 @@ func components(window time.Time, edges []Edge, cfg Config) []Cluster {
 	return out
 }
 
+// kinship reads the surnames of the passengers the flagged clusters'
+// members booked in the window and unflags a cluster whose passengers
+// mostly share one: relatives, as a joint family books them. A ring books
+// for customers, strangers to each other.
+func kinship(ctx context.Context, q Querier, window time.Time, clusters []Cluster, cfg Config) error {
+	if cfg.KinShare <= 0 {
+		return nil
+	}
+	var users []int64
+	for _, cl := range clusters {
+		if cl.Flagged {
+			users = append(users, cl.Members...)
+		}
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, `
+		SELECT s.user_id, split_part(p.name_norm, ' ', -1) FROM fraud_signals s JOIN fraud_signal_passengers p USING (hold_id)
+		WHERE s.window_opens_at = $1 AND s.user_id = ANY($2) AND p.name_norm <> ''`, window, users)
+	if err != nil {
+		return fmt.Errorf("fraud cluster %s: surnames: %w", window, err)
+	}
+	surnames := map[int64][]string{}
+	for rows.Next() {
+		var u int64
+		var sn string
+		if err := rows.Scan(&u, &sn); err != nil {
+			rows.Close()
+			return fmt.Errorf("fraud cluster %s: surnames: %w", window, err)
+		}
+		surnames[u] = append(surnames[u], sn)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("fraud cluster %s: surnames: %w", window, err)
+	}
+	for i := range clusters {
+		cl := &clusters[i]
+		if !cl.Flagged {
+			continue
+		}
+		count, total := map[string]int{}, 0
+		for _, m := range cl.Members {
+			for _, sn := range surnames[m] {
+				count[sn]++
+				total++
+			}
+		}
+		if total == 0 {
+			continue
+		}
+		for sn, n := range count {
+			if n > count[cl.Evidence.Surname] || (n == count[cl.Evidence.Surname] && sn < cl.Evidence.Surname) {
+				cl.Evidence.Surname = sn
+			}
+		}
+		cl.Evidence.KinShare = float64(count[cl.Evidence.Surname]) / float64(total)
+		if cl.Evidence.KinShare >= cfg.KinShare {
+			cl.Flagged = false
+			cl.Evidence.Why = why(cl, cfg)
+		}
+	}
+	return nil
+}
+
 // memberKey spells sorted members as PostgreSQL prints a bigint[].
 func memberKey(members []int64) string {
 	var b strings.Builder
@@ -438,6 +516,9 @@ func why(cl *Cluster, cfg Config) []string {
 	switch {
 	case cl.Flagged:
 		out = append(out, fmt.Sprintf("flagged: %d accounts, score %.2f (at least %d accounts and %.2f)", len(cl.Members), cl.Score, cfg.MinMembers, cfg.MinScore))
+	case cfg.KinShare > 0 && cl.Evidence.KinShare >= cfg.KinShare && len(cl.Members) >= cfg.MinMembers && cl.Score >= cfg.MinScore:
+		out = append(out, fmt.Sprintf("not flagged: %.0f%% of the passengers are named %s (at least %.0f%%): a household booking for relatives",
+			100*cl.Evidence.KinShare, cl.Evidence.Surname, 100*cfg.KinShare))
 	case len(cl.Members) < cfg.MinMembers:
 		out = append(out, fmt.Sprintf("not flagged: %d accounts, the size of a family or office", len(cl.Members)))
 	default:

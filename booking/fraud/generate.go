@@ -170,22 +170,45 @@ func Generate(ctx context.Context, q Querier, rec Recorder, p Population) (Gener
 		}
 	}
 	for f := range p.Families {
+		// Most households are two or three accounts on one device; one in
+		// six is a joint family of four or five, as large as a small ring,
+		// on the home device and a phone or two. Half pay with the
+		// household's UPI address; up to two of them (the live limit's
+		// number) also book the same grandparent, and in a joint family
+		// both grandparents.
 		surname := surnames[r.IntN(len(surnames))]
-		device := fmt.Sprintf("famdev-%s-%d", tag, f)
+		size := 2 + r.IntN(2)
+		if r.IntN(6) == 0 {
+			size = 4 + r.IntN(2)
+		}
+		devices := []string{fmt.Sprintf("famdev-%s-%d", tag, f)}
+		if size >= 4 {
+			devices = append(devices, fmt.Sprintf("famdev-%s-%d-phone", tag, f))
+		}
 		home := ispIP()
 		payer := fmt.Sprintf("fam%d.%s@upi", f, tag)
-		elder := Passenger{Name: name(surname), Age: 60 + r.IntN(25), IDType: "AADHAAR", IDRef: ident()}
-		for range 2 + r.IntN(2) {
+		elders := []Passenger{{Name: name(surname), Age: 60 + r.IntN(25), IDType: "AADHAAR", IDRef: ident()}}
+		if size >= 4 {
+			elders = append(elders, Passenger{Name: name(surname), Age: 60 + r.IntN(25), IDType: "AADHAAR", IDRef: ident()})
+		}
+		forElders := 0
+		for range size {
 			u := genUser{ring: -1, family: f, login: honestLogin(), created: opens.Add(-time.Duration(30+r.IntN(3000)) * 24 * time.Hour), verified: r.IntN(3) > 0}
 			s := &u.sig
-			s.DeviceID, s.IP, s.HeldAt, s.SolveMS, s.Attested = device, home, honestHold(), 1500+r.IntN(7000), true
+			s.DeviceID, s.IP, s.HeldAt, s.SolveMS, s.Attested = devices[r.IntN(len(devices))], home, honestHold(), 1500+r.IntN(7000), true
 			s.Instrument = fmt.Sprintf("own-%s-f%d-%d@upi", tag, f, len(users))
 			if r.Float64() < 0.5 {
 				s.Instrument = payer
 			}
-			s.Passengers = append(s.Passengers, Passenger{Name: name(surname), Age: 18 + r.IntN(50), IDType: "AADHAAR", IDRef: ident()})
-			if r.Float64() < 0.3 { // two relatives both booking for grandmother
-				s.Passengers = append(s.Passengers, elder)
+			// a relative, but one in four married in or is a friend: another surname
+			kin := surname
+			if r.IntN(4) == 0 {
+				kin = ""
+			}
+			s.Passengers = append(s.Passengers, Passenger{Name: name(kin), Age: 18 + r.IntN(50), IDType: "AADHAAR", IDRef: ident()})
+			if forElders < 2 && r.Float64() < 0.3+0.2*float64(size-3) { // relatives booking for the grandparents
+				s.Passengers = append(s.Passengers, elders...)
+				forElders++
 			}
 			users = append(users, u)
 		}

@@ -79,8 +79,23 @@ func SeedAbuse(ctx context.Context, open func(context.Context) (*pgxpool.Pool, e
 			}
 		}
 	}
-	fmt.Fprintf(out, "clustered in %s: %d signals, %d edges, %d clusters (%d flagged); ring accounts flagged %d/%d, honest or family flagged %d/%d\n",
-		time.Since(start).Round(time.Millisecond), res.Signals, res.Edges, len(res.Clusters), res.Flagged(), found, len(g.Ring),
-		innocents, len(g.Family)+len(g.Honest))
+	famFlagged := 0
+	for _, c := range res.Clusters {
+		if c.Flagged {
+			for _, m := range c.Members {
+				if _, fam := g.Family[m]; fam {
+					famFlagged++
+				}
+			}
+		}
+	}
+	precision := "n/a (nothing flagged)"
+	if found+innocents > 0 {
+		precision = fmt.Sprintf("%d/%d = %.3f", found, found+innocents, float64(found)/float64(found+innocents))
+	}
+	fmt.Fprintf(out, "clustered in %s: %d signals, %d edges, %d clusters (%d flagged)\n",
+		time.Since(start).Round(time.Millisecond), res.Signals, res.Edges, len(res.Clusters), res.Flagged())
+	fmt.Fprintf(out, "ring recall %d/%d; honest or family accounts flagged %d/%d (family %d/%d); precision of flagged accounts %s\n",
+		found, len(g.Ring), innocents, len(g.Family)+len(g.Honest), famFlagged, len(g.Family), precision)
 	return nil
 }

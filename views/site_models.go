@@ -32,6 +32,7 @@ type VerifyPage struct {
 	Sent     bool
 	Verified bool
 	Next     string
+	Phone    string // the mobile number given, kept in the form
 }
 
 // SavedPassengerRow is one saved passenger.

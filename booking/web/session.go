@@ -285,22 +285,43 @@ func (p *Pages) verifyPage(w http.ResponseWriter, r *http.Request) {
 		views.VerifyPage{Verified: sessionOf(r).Verified, Next: safeNext(r.URL.Query().Get("next"))}))
 }
 
-// verifySend sends a one-time code through the notifications outbox.
+// verifySend sends a one-time code by SMS to the mobile number the form
+// names (through the notifications outbox); the right code makes the
+// number the account's identity, which the per-person Tatkal cap counts
+// across accounts. The number is required here: an identity without one
+// would escape that cap.
 func (p *Pages) verifySend(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostFormValue("next"))
+	phone := strings.TrimSpace(r.PostFormValue("phone"))
+	if len(phone) > 20 {
+		phone = phone[:20]
+	}
 	f := views.SiteFrame{Active: "passengers"}
-	if p.cfg.Admission == nil {
+	page := views.VerifyPage{Next: next, Phone: phone}
+	status := http.StatusOK
+	switch {
+	case p.cfg.Admission == nil:
 		f.Error = "Identity verification is not available on this server."
-	} else if sent, err := p.cfg.Admission.RequestOTP(r.Context(), sessionOf(r).UserID); err != nil {
-		if booking.ErrorCode(err) == booking.EINTERNAL {
+	case phone == "":
+		f.Error, status = "Give a 10-digit Indian mobile number.", http.StatusBadRequest
+	default:
+		sent, err := p.cfg.Admission.RequestOTPTo(r.Context(), sessionOf(r).UserID, phone)
+		switch booking.ErrorCode(err) {
+		case "":
+			f.Notice = fmt.Sprintf("A code was sent by %s to %s. It works for %d minutes.", strings.Join(sent.Channels, " and "), phone, sent.ExpiresInS/60)
+			page.Sent = true
+		case booking.EINTERNAL:
 			p.fail(w, r, "Verify", err)
 			return
+		case booking.ELIMIT: // too soon or too many: the code already sent still works
+			f.Error, page.Sent = booking.ErrorMessage(err), true
+		case booking.EINVALID:
+			f.Error, status = booking.ErrorMessage(err), http.StatusBadRequest
+		default:
+			f.Error = booking.ErrorMessage(err)
 		}
-		f.Error = booking.ErrorMessage(err)
-	} else {
-		f.Notice = fmt.Sprintf("A code was sent by %s. It works for %d minutes.", strings.Join(sent.Channels, " and "), sent.ExpiresInS/60)
 	}
-	p.render(w, r, http.StatusOK, "Verify", f, views.SiteVerify(views.SiteFrame{CSRF: p.csrfToken(r)}, views.VerifyPage{Sent: true, Next: next}))
+	p.render(w, r, status, "Verify", f, views.SiteVerify(views.SiteFrame{CSRF: p.csrfToken(r)}, page))
 }
 
 // verify checks the code; the session is signed again as verified (same

@@ -231,8 +231,16 @@ func cmdBench(ctx context.Context, cfg app.Config, args []string, out io.Writer)
 	fs.IntVar(&opts.WalletUsers, "wallet-users", 0, "wallet-funded users the wallet phase may spend, one per confirmation (default: concurrency + 2,000 per second of duration)")
 	fs.IntVar(&opts.Callbacks, "callbacks", 0, "payments prepared for the callback phase (default: concurrency + 3x the wallet confirmations per second for the duration)")
 	fs.StringVar(&opts.ProfileDir, "cpuprofile-dir", "", "write a CPU profile of each phase here (<phase>.pprof)")
+	fs.IntVar(&opts.SpreadShards, "spread-shards", 0, "add a phase cycling holds over this many shards at once (default 12 with --redis-cluster, else off)")
+	cluster := fs.String("redis-cluster", "", "run on this Redis Cluster (host:port,...) instead of REDIS_URL, and spread shards over its masters")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *cluster != "" {
+		cfg.RedisClusterAddrs = *cluster
+		if opts.SpreadShards == 0 {
+			opts.SpreadShards = 12
+		}
 	}
 	return app.Bench(ctx, cfg, opts, out)
 }

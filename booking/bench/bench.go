@@ -34,6 +34,7 @@ import (
 	"tatkal/booking/auth"
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
+	"tatkal/booking/redisx"
 	"tatkal/booking/seed"
 )
 
@@ -84,6 +85,10 @@ type Options struct {
 	// Duration, above what this path reaches on a small machine; a phase
 	// that runs out stops early and says so.
 	FreshUsers int
+	// SpreadShards, when above zero, adds the spread phase: the hold and
+	// cancel cycle over this many shards at once (with a Redis Cluster,
+	// spread over its masters).
+	SpreadShards int
 	// ProfileDir, when set, receives a CPU profile of each phase
 	// (<phase>.pprof) for `go tool pprof`.
 	ProfileDir string
@@ -166,6 +171,10 @@ type runEnv struct {
 	walletRate                float64 // confirmations per second, sizes the callback preparation
 	callbacks                 *callbackRun
 	footprintBeforeDuplicates footprint
+
+	// The spread phase's shards, and each master's share of it.
+	spread  []*booking.Shard
+	masters []MasterShare
 }
 
 // maxCallbacks is the most payments the callback phase may prepare.
@@ -182,7 +191,7 @@ func (env *runEnv) shards() []*booking.Shard {
 	if env.walletShard != nil {
 		out = append(out, env.walletShard, env.callbackShard)
 	}
-	return out
+	return append(out, env.spread...)
 }
 
 // Run seeds two fresh shards (the hot shard and the rush shard) and their
@@ -241,6 +250,9 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		{name: "http", out: &rep.HTTP, run: httpHolds},
 		{name: "rush", out: &rep.Rush, run: httpRush},
 	}
+	if opts.SpreadShards > 0 {
+		phases = append(phases, phase{name: "spread", out: &rep.Spread, run: spreadCycle, prep: prepareSpread})
+	}
 	if rep.Payments {
 		phases = append(phases,
 			phase{name: "wallet", out: &rep.Wallet, run: walletConfirmations},
@@ -281,11 +293,13 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			}
 		}
 	}
+	rep.SpreadShards, rep.Masters, rep.Redis = len(env.spread), env.masters, redisx.Addr(opts.Redis)
 	if cb := env.callbacks; cb != nil {
 		rep.CallbacksPrepared, rep.CallbackPrep, rep.CallbacksDrained = len(cb.hooks), cb.took, cb.drained
 		rep.CallbackPrepFailures = cb.failed
 	}
 
+	rep.ShardsMade = len(env.shards())
 	for _, sh := range env.shards() {
 		c, err := inventory.Check(ctx, opts.Pool, opts.Service.Store(), sh.ID, opts.Service.Rules().HoldWindow)
 		if err != nil {
@@ -304,7 +318,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 }
 
 // keyPrefixes name each hold-writing phase's idempotency keys (see idemKey).
-var keyPrefixes = map[string]string{"cycle": "c", "service": "s", "http": "h", "rush": "r", "wallet": "w"}
+var keyPrefixes = map[string]string{"cycle": "c", "service": "s", "http": "h", "rush": "r", "wallet": "w", "spread": "m"}
 
 // batches reads how a phase's holds were grouped into transactions.
 func batches(ctx context.Context, env *runEnv, phase string, ph *Phase) error {

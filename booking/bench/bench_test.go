@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"tatkal/booking/bench"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
 
@@ -115,4 +118,57 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
+}
+
+// TestBenchSpreadsShardsOverClusterMasters runs the hold phases and the
+// spread phase on the single node and on the Redis Cluster: on the cluster
+// the spread shards must land on more than one master and every master's
+// decisions must add up to the phase's, and every shard's invariants must
+// hold either way.
+func TestBenchSpreadsShardsOverClusterMasters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL and Redis")
+	}
+	testenv.EachRedis(t, func(t *testing.T, redisURL string) {
+		st := teststack.New(t, teststack.Options{RedisURL: redisURL})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		opts := bench.DefaultOptions()
+		opts.Duration, opts.Concurrency, opts.Berths, opts.SpreadShards = 200*time.Millisecond, 12, 32, 12
+		opts.Pool, opts.Redis, opts.Service = st.Pool, st.Redis, st.Service
+		opts.SessionKey = []byte(strings.Repeat("b", 32))
+		rep, err := bench.Run(ctx, opts)
+		if err != nil {
+			t.Fatalf("bench: %v", err)
+		}
+		out := rep.String()
+		t.Log("\n" + out)
+		if rep.Spread.Durable == 0 || len(rep.Spread.Errors) > 0 || rep.Spread.SoldOut > 0 {
+			t.Errorf("spread: %d decisions, %d held, %d sold out, errors %v", rep.Spread.Ops, rep.Spread.Durable, rep.Spread.SoldOut, rep.Spread.Errors)
+		}
+		var shards int
+		var ops int64
+		for _, m := range rep.Masters {
+			shards, ops = shards+m.Shards, ops+m.Ops
+		}
+		if shards != 12 || ops != rep.Spread.Ops {
+			t.Errorf("masters %+v: %d shards and %d decisions, want 12 and %d", rep.Masters, shards, ops, rep.Spread.Ops)
+		}
+		_, cluster := st.Redis.(*redis.ClusterClient)
+		if cluster && len(rep.Masters) < 2 {
+			t.Errorf("on a cluster of three masters the 12 shards all landed on %+v", rep.Masters)
+		}
+		if !cluster && len(rep.Masters) != 1 {
+			t.Errorf("one node, masters %+v", rep.Masters)
+		}
+		if !rep.OK() || len(rep.Checks) != 2+12 {
+			t.Errorf("invariants after the bench: %d checks of %d shards", len(rep.Checks), rep.ShardsMade)
+			for _, c := range rep.Checks {
+				t.Errorf("%s", c.String())
+			}
+		}
+		if !strings.Contains(out, "spread  hold + cancel over 12 shards") || !strings.Contains(out, "master ") {
+			t.Errorf("report lacks the spread phase")
+		}
+	})
 }

@@ -43,6 +43,14 @@ type Report struct {
 	CallbackPrep                   time.Duration // how long making them took (not measured as a phase)
 	CallbacksDrained               int           // prepared payments the phase did not reach, sent after it
 	CallbackPrepFailures           map[string]int64
+	// The spread phase (run when SpreadShards > 0): the cycle over many
+	// shards, and how the shards and their decisions fell on the masters.
+	Spread       Phase
+	SpreadShards int
+	Masters      []MasterShare
+	Redis        string // where the run's Redis was: one server or a cluster
+	// ShardsMade is how many shards the run made, each checked at the end.
+	ShardsMade int
 	// Checks are the invariant checks of every shard after the run; none
 	// when the run stopped before them.
 	Checks []inventory.Report
@@ -59,10 +67,10 @@ func (r Report) OK() bool {
 			return false
 		}
 	}
-	if r.Payments {
-		return len(r.Checks) == 4 && r.PayCheck != nil && r.PayCheck.OK()
+	if r.Payments && (r.PayCheck == nil || !r.PayCheck.OK()) {
+		return false
 	}
-	return len(r.Checks) == 2
+	return r.ShardsMade > 0 && len(r.Checks) == r.ShardsMade
 }
 
 type row struct {
@@ -165,6 +173,12 @@ func (r Report) String() string {
 	} else {
 		rows = append(rows, row{"wallet, callbacks  not measured (no payment service)", "", "", "", "", ""})
 	}
+	if r.SpreadShards > 0 {
+		rows = append(rows,
+			row{fmt.Sprintf("spread  hold + cancel over %d shards, holds", r.SpreadShards), rate(r.Spread.DurableRate(), "/s"),
+				"B " + rate(b2, "/s"), ratio(r.Spread.DurableRate(), b2), ms(r.Spread.P50), ms(r.Spread.P99)},
+			row{"spread  the cancel after each hold", "", "", "", ms(r.Spread.CancelP50), ms(r.Spread.CancelP99)})
+	}
 	head := row{"figure", "value", "ceiling", "ratio", "p50", "p99"}
 	w := [6]int{}
 	for _, x := range append([]row{head}, rows...) {
@@ -227,12 +241,19 @@ func (r Report) String() string {
 			r.CallbacksPrepared, r.CallbackPrep.Round(time.Millisecond), r.CallbackShardID, r.CallbackBerths, r.Callbacks.Durable, r.CallbacksDrained)
 		fmt.Fprintf(&b, "        duplicates %d acknowledged\n", r.Duplicates.Ops)
 	}
+	if r.SpreadShards > 0 {
+		fmt.Fprintf(&b, "        spread %d decisions (%d HELD) over %d shards on Redis %s:\n", r.Spread.Ops, r.Spread.Durable, r.SpreadShards, r.Redis)
+		for _, m := range r.Masters {
+			fmt.Fprintf(&b, "          master %-22s %3d shards  %s decisions (%.0f%%)\n", m.Addr, m.Shards, thousands(m.Ops),
+				100*float64(m.Ops)/float64(max(r.Spread.Ops, 1)))
+		}
+	}
 	fmt.Fprintf(&b, "group commit (holds per PostgreSQL transaction, %d writers):\n", r.Writers)
 	for _, p := range []struct {
 		name string
 		ph   Phase
-	}{{"cycle", r.Cycle}, {"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}, {"wallet", r.Wallet}} {
-		if p.name == "wallet" && !r.Payments {
+	}{{"cycle", r.Cycle}, {"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}, {"wallet", r.Wallet}, {"spread", r.Spread}} {
+		if (p.name == "wallet" && !r.Payments) || (p.name == "spread" && r.SpreadShards == 0) {
 			continue
 		}
 		fmt.Fprintf(&b, "  %-8s %s holds in %s transactions: mean %.1f, p50 %d, max %d; %s commits/s\n", p.name,
@@ -356,6 +377,9 @@ func (r Report) named(short bool) []namedPhase {
 		{"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}}
 	if r.Payments {
 		out = append(out, namedPhase{"wallet", r.Wallet}, namedPhase{"callbacks", r.Callbacks}, namedPhase{"duplicates", r.Duplicates})
+	}
+	if r.SpreadShards > 0 {
+		out = append(out, namedPhase{"spread", r.Spread})
 	}
 	if !short {
 		for i := range out {

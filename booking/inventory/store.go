@@ -89,6 +89,11 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 // Redis returns the client, for health checks.
 func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 
+// MetaKey is the key of a shard's meta hash. Every key of a shard shares its
+// hash tag, so this key names the Redis Cluster slot (and master) of all of
+// them.
+func (s *Store) MetaKey(shardID int64) string { return s.key(shardID, "meta") }
+
 func (s *Store) key(shardID int64, name string) string {
 	return s.prefix + ":{s" + strconv.FormatInt(shardID, 10) + "}:" + name
 }

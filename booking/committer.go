@@ -83,6 +83,7 @@ type Committer struct {
 	in       chan *pendingHold
 	maxBatch int
 	log      *slog.Logger
+	pause    PauseFunc // the service's (pause.go)
 }
 
 // NewCommitter returns a committer; call Run to start its writers. rec,
@@ -283,6 +284,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		}
 		c.recordSignals(ctx, tx, batch, inserted)
 		bodyDone = true
+		c.pause.At(ctx, "commit.before-commit")
 		return nil
 	})
 	unknown := false

@@ -139,13 +139,15 @@ func NewService(cfg ServiceConfig) *Service {
 		cfg.Catalog = NewCatalog(cfg.Pool, 5*time.Second)
 	}
 	background, stop := context.WithCancel(context.Background())
+	committer := NewCommitter(cfg.Pool, cfg.Jobs, cfg.Rules, cfg.Fraud, cfg.Log)
+	committer.pause = cfg.Pause
 	return &Service{
 		background: background,
 		stop:       stop,
 		pool:       cfg.Pool,
 		store:      cfg.Store,
 		catalog:    cfg.Catalog,
-		committer:  NewCommitter(cfg.Pool, cfg.Jobs, cfg.Rules, cfg.Fraud, cfg.Log),
+		committer:  committer,
 		jobs:       cfg.Jobs,
 		rules:      cfg.Rules,
 		log:        cfg.Log,

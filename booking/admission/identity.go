@@ -67,6 +67,23 @@ func (s *Service) RequestChallengeOTP(ctx context.Context, userID int64) (OTPSen
 		"Your Tatkal booking check code is %s. It expires in %d minutes. Never share it: railway staff will never ask for it.")
 }
 
+// RequestVerification is what a passenger asks for to verify their
+// account: the mobile number is required, unless the account already has
+// a verified one (a code to it again), so every verified account carries
+// the phone identity the per-person cap counts.
+func (s *Service) RequestVerification(ctx context.Context, userID int64, phone string) (OTPSent, error) {
+	if phone == "" {
+		var has bool
+		if err := s.pool.QueryRow(ctx, `SELECT phone_hash IS NOT NULL FROM users WHERE id = $1`, userID).Scan(&has); err != nil {
+			return OTPSent{}, fmt.Errorf("read the account's phone: %w", err)
+		}
+		if !has {
+			return OTPSent{}, booking.Errorf(booking.EINVALID, "PHONE_REQUIRED", "Give your 10-digit mobile number: the code is sent to it, and it verifies the account.")
+		}
+	}
+	return s.RequestOTPTo(ctx, userID, phone)
+}
+
 func (s *Service) requestCode(ctx context.Context, userID int64, phone, subject, bodyFormat string) (OTPSent, error) {
 	now := s.now()
 	var sent OTPSent

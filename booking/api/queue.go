@@ -161,7 +161,7 @@ func (a *API) otpRequest(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sent, err := a.adm.RequestOTPTo(r.Context(), callerFrom(r.Context()).UserID, req.Phone)
+	sent, err := a.adm.RequestVerification(r.Context(), callerFrom(r.Context()).UserID, req.Phone)
 	if err != nil {
 		reply.Error(w, r, a.log, err)
 		return

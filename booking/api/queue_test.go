@@ -28,7 +28,7 @@ func queueStack(t *testing.T) (*teststack.Stack, *admission.Service, string) {
 	t.Helper()
 	s := teststack.New(t, teststack.Options{})
 	adm, err := admission.New(admission.Config{Pool: s.Pool, Redis: s.Redis, Prefix: s.KeyPrefix, Store: s.Store,
-		Catalog: s.Service.Catalog(), Funnel: s.Funnel, Secret: []byte(strings.Repeat("q", 32)),
+		Catalog: s.Service.Catalog(), Funnel: s.Funnel, Secret: []byte(strings.Repeat("q", 32)), IdentityKey: []byte(teststack.FraudKey),
 		// Stands in for the platform's integrity verdict service.
 		VerifyPlatform: func(_ context.Context, _ int64, _, evidence string) (bool, error) {
 			return evidence == "genuine-platform-evidence", nil
@@ -132,7 +132,11 @@ func TestOTPAndChallengeOverHTTP(t *testing.T) {
 	uid := s.Users(t, "otp", 1)[0]
 	unverified := s.Signer.Sign(auth.Session{UserID: uid, CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)})
 	c := &client{base: base, token: unverified, http: http.DefaultClient}
-	if r := c.do(t, "POST", "/v1/auth/otp/request", nil, ""); r.status != 200 {
+	// Verification needs the mobile number the code goes to.
+	if r := c.do(t, "POST", "/v1/auth/otp/request", nil, ""); r.status != 400 || r.body["reason"] != "PHONE_REQUIRED" {
+		t.Fatalf("otp request without a phone: %d %s, want 400 PHONE_REQUIRED", r.status, r.raw)
+	}
+	if r := c.do(t, "POST", "/v1/auth/otp/request", nil, `{"phone":"9876501234"}`); r.status != 200 {
 		t.Fatalf("otp request: %d %s", r.status, r.raw)
 	}
 	var body string

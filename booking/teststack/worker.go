@@ -16,6 +16,10 @@ import (
 // WorkerEnv names the environment a worker process reads (see RunWorker).
 const WorkerEnv = "TATKAL_TEST_WORKER"
 
+// SweepIntervalEnv sets a worker process's sweep interval (default: an
+// hour, so the sweeper stays out of the tests' way).
+const SweepIntervalEnv = "TATKAL_TEST_SWEEP_INTERVAL"
+
 // WorkerEnviron is the environment that makes a test binary run as a
 // worker of this stack (see RunWorkerFromEnv): the variables tatkal worker
 // reads.
@@ -62,9 +66,15 @@ func RunWorkerFromEnv() error {
 	if err != nil {
 		return err
 	}
+	// The sweeper stays out of the tests' way unless a test asks for it.
 	cfg.SweepInterval = time.Hour
+	if v := os.Getenv(SweepIntervalEnv); v != "" {
+		if cfg.SweepInterval, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("%s: %w", SweepIntervalEnv, err)
+		}
+	}
 	a, err := app.New(ctx, cfg, app.Options{Work: true,
-		Log:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Log:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Jobs: app.JobTuning{Workers: 4, RescueStuckJobsAfter: 3 * time.Second, JobTimeout: 2 * time.Second}})
 	if err != nil {
 		return err

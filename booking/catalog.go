@@ -185,6 +185,25 @@ func (c *Catalog) ByID(ctx context.Context, id int64) (*Shard, error) {
 	return s, nil
 }
 
+// ByIDTx is ByID for a caller holding a transaction: a cache miss is read
+// on q (the transaction's own connection), never on the pool. Asking the
+// pool from inside a transaction deadlocks once every connection is held
+// by such a transaction (a rush of confirmations when the cache entry
+// lapses) until their contexts run out.
+func (c *Catalog) ByIDTx(ctx context.Context, q db.Querier, id int64) (*Shard, error) {
+	now := time.Now()
+	if s, _, ok := c.byID.get(id, now); ok {
+		return s, nil
+	}
+	s, err := LoadShard(ctx, q, id)
+	if err != nil {
+		return nil, err
+	}
+	c.byID.put(id, s, now)
+	c.byKey.put(s.Key(), s, now)
+	return s, nil
+}
+
 // Cached reports how many entries the catalog holds (found and missing).
 func (c *Catalog) Cached() int { return c.byKey.len() + c.byID.len() + c.missing.len() }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"tatkal/booking/seed"
 	"tatkal/booking/testenv"
 )
@@ -113,5 +115,52 @@ func TestBoundedCacheEvictsOldestAndExpired(t *testing.T) {
 	}
 	if c.len() != 2 {
 		t.Fatalf("expired entry kept: len %d", c.len())
+	}
+}
+
+// TestCatalogByIDTxNeedsNoSecondConnection: a transaction that misses the
+// catalog's cache reads the shard on its own connection. With every pool
+// connection held by such transactions (a rush of confirmations when the
+// cache entry lapses), asking the pool instead waits until the contexts
+// run out: the rehearsal saw every payment of a window time out that way.
+func TestCatalogByIDTxNeedsNoSecondConnection(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	open := -time.Hour
+	if _, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+		t.Fatal(err)
+	}
+	date := time.Now().In(IST).AddDate(0, 0, 9)
+	date = time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, IST)
+	id, err := seed.Shard(ctx, env.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "2A", Berths: 4, OpensAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold every connection of the pool in a transaction.
+	var txs []pgx.Tx
+	for range int(env.Pool.Config().MaxConns) {
+		tx, err := env.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		txs = append(txs, tx)
+	}
+	c := NewCatalog(env.Pool, time.Minute)
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := c.ByID(short, id); err == nil {
+		t.Fatal("ByID found a free connection in a pool whose every connection is held: the test proves nothing")
+	}
+	c = NewCatalog(env.Pool, time.Minute)
+	short2, cancel2 := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel2()
+	s, err := c.ByIDTx(short2, txs[0], id)
+	if err != nil || s.ID != id || s.Class != "2A" {
+		t.Fatalf("ByIDTx inside a transaction, pool exhausted: %+v %v", s, err)
+	}
+	if s2, err := c.ByID(short2, id); err != nil || s2 != s {
+		t.Fatalf("ByIDTx did not fill the cache: %v", err)
 	}
 }

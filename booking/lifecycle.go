@@ -141,7 +141,7 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 	if err := inventory.LockShardShared(ctx, tx, res.ShardID); err != nil {
 		return res, err
 	}
-	shard, err := s.catalog.ByID(ctx, res.ShardID)
+	shard, err := s.catalog.ByIDTx(ctx, tx, res.ShardID)
 	if err != nil {
 		return res, err
 	}

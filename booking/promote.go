@@ -103,7 +103,7 @@ func (s *Service) promoteTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]Pr
 	if chart != "OPEN" {
 		return nil, nil // charting settles the waitlist
 	}
-	shard, err := s.catalog.ByID(ctx, shardID)
+	shard, err := s.catalog.ByIDTx(ctx, tx, shardID)
 	if err != nil {
 		return nil, err
 	}

@@ -162,6 +162,7 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Ops, Admin)).Get("/lab", c.labPage)
 			r.With(c.roles(Ops, Admin)).Post("/lab", c.labStart)
 			r.With(c.roles(Ops, Admin)).Get("/lab/{id}", c.labRun)
+			r.With(c.roles(Ops, Admin)).Get("/windows", c.windowsPage)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/rebuild", c.shardRebuild)
 			r.With(c.roles(Ops, Finance, Admin)).Get("/payments", c.paymentsPage)
 			r.With(c.roles(Ops, Finance, Admin)).Post("/payments/{id}/inquire", c.paymentInquire)

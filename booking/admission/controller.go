@@ -36,6 +36,11 @@ type ControllerConfig struct {
 	MaxErrorRate  float64       // hold refusals above this share halve the rate (0.3)
 	MinPaySuccess float64       // payment success below this slows admission (0.5)
 	Grace         time.Duration // wait this long after the randomisation window before sealing (500ms)
+	// SoldOutEvidence: this many admitted holds answered SOLD_OUT within
+	// the signal window, at least nine in ten of the holds that found an
+	// answer, end the queue with a sold-out answer although berths are
+	// left on some legs (10): parties cannot fit the fragments.
+	SoldOutEvidence int64
 }
 
 func (c *ControllerConfig) defaults() {
@@ -71,6 +76,9 @@ func (c *ControllerConfig) defaults() {
 	if c.Grace <= 0 {
 		c.Grace = 500 * time.Millisecond
 	}
+	if c.SoldOutEvidence <= 0 {
+		c.SoldOutEvidence = 10
+	}
 }
 
 // Controller admits waiting entrants. Any number run (one per worker
@@ -96,6 +104,14 @@ type shardState struct {
 	last        time.Time
 	sigAt       time.Time
 	released    int // what the queue was last told: 0 not yet, 1 open, 2 sold out
+	// exhausted: admitted travellers' holds keep finding no seats, though
+	// berths are free on some legs (fragments no party fits). The queue is
+	// told sold out and nobody more is admitted until berth-legs come back
+	// (a hold lapsed, was declined or cancelled): then it reopens and needs
+	// fresh evidence (seconds from evidenceFrom on) to end again.
+	exhausted     bool
+	exhaustedFree int // berth-legs free when it was declared (or the lowest since); -1 not yet read
+	evidenceFrom  time.Time
 }
 
 // NewController returns a controller over s.
@@ -243,8 +259,19 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 		room = -1
 	} else if err != nil {
 		s.log.Warn("admission: outstanding offers unknown", "shard", id, "err", err)
-	} else if places, ok := c.places(ctx, shard); ok {
+	} else if places, free, ok := c.places(ctx, shard); ok {
 		room = int64(max(places-off.outstanding+off.allowance(places, s.cfg.Allowance), 0))
+		if st.exhausted {
+			switch {
+			case st.exhaustedFree < 0 || free < st.exhaustedFree:
+				st.exhaustedFree = free
+			case free > st.exhaustedFree:
+				st.exhausted, st.evidenceFrom = false, time.Now()
+			}
+		}
+		if st.exhausted {
+			room, places = 0, 0
+		}
 		c.releaseQueue(ctx, shard, st, places, off, now)
 	}
 	res, err := s.admit.Run(ctx, s.rdb, s.queueKeys(id), fence, int64(n), now.UnixMilli(), room, w.keysExpireAt()).Slice()
@@ -275,21 +302,22 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 }
 
 // places reads the places left now: the most berths free on any leg, then
-// the Tatkal waitlist places.
-func (c *Controller) places(ctx context.Context, shard *booking.Shard) (int, bool) {
+// the Tatkal waitlist places; and the berth-legs free in all.
+func (c *Controller) places(ctx context.Context, shard *booking.Shard) (places, free int, ok bool) {
 	s := c.s
 	best, wl := 0, 0
 	for l := 0; l < shard.Legs; l++ {
 		a, err := s.cfg.Store.Available(ctx, shard.ID, l, l+1)
 		if err != nil {
-			return 0, false
+			return 0, 0, false
 		}
 		best, wl = max(best, a.Free), a.WaitlistLeft
+		free += a.Free
 	}
 	if !s.cfg.Rules.Waitlist {
 		wl = 0
 	}
-	return best + wl, true
+	return best + wl, free, true
 }
 
 // offerCount sums up the offers made in the last OfferTTL + TokenTTL.
@@ -382,7 +410,11 @@ func (c *Controller) releaseQueue(ctx context.Context, shard *booking.Shard, st 
 	switch {
 	case places == 0 && st.released != 2:
 		alts, _ := json.Marshal(c.alternatives(ctx, shard, now))
-		if s.rdb.HSet(ctx, m, "soldout", "1", "alts", string(alts)).Err() == nil {
+		why := "1" // every place taken
+		if st.exhausted {
+			why = "2" // fragments left that the admitted parties could not use
+		}
+		if s.rdb.HSet(ctx, m, "soldout", why, "alts", string(alts)).Err() == nil {
 			st.released = 2
 		}
 	case places > 0 && st.released != 1:
@@ -400,7 +432,7 @@ func (c *Controller) signals(ctx context.Context, shard *booking.Shard, st *shar
 	m := s.qkey(shard.ID, "m")
 	// Adaptive rate: multiplicative decrease on distress, gentle increase otherwise.
 	from, to := time.Now().Add(-5*time.Second), time.Now().Add(-time.Second)
-	var attempts, refused, paid, failed int64
+	var attempts, refused, paid, failed, found, soldOut int64
 	var p95 time.Duration
 	var n int64
 	if s.cfg.Funnel == nil {
@@ -411,10 +443,30 @@ func (c *Controller) signals(ctx context.Context, shard *booking.Shard, st *shar
 			refused += sec.Counts[funnel.HoldRefused]
 			paid += sec.Counts[funnel.PaySucceeded]
 			failed += sec.Counts[funnel.PayFailed]
+			if !sec.At.Before(st.evidenceFrom.Truncate(time.Second)) {
+				found += sec.Counts[funnel.Held] + sec.Counts[funnel.Waitlisted]
+				soldOut += sec.Counts[funnel.SoldOut]
+			}
 		}
+	}
+	// Holds of admitted travellers that keep finding no seats: what is
+	// left are fragments the parties in the queue cannot use. Admitting
+	// more would only cost each of them a hold call and a refusal.
+	if !st.exhausted && soldOut >= c.cfg.SoldOutEvidence && 10*soldOut >= 9*(soldOut+found) {
+		st.exhausted, st.exhaustedFree = true, -1
+		s.log.Info("admission: holds of admitted travellers find no seats; the queue ends sold out", "shard", shard.ID, "sold_out", soldOut, "held", found)
 	}
 	if s.cfg.Funnel != nil {
 		p95, n, _ = s.cfg.Funnel.Quantile(ctx, funnel.HoldAttempt, from, to, 0.95)
+		// Holds the API turned away at the door (its in-flight bound) are
+		// counted on no shard; they are refusals an admitted traveller pays
+		// for with a retry, so they count against every queue's rate.
+		if secs, err := s.cfg.Funnel.Read(ctx, 0, from, to); err == nil {
+			for _, sec := range secs {
+				attempts += sec.Counts[funnel.Shed]
+				refused += sec.Counts[funnel.Shed]
+			}
+		}
 	}
 	switch {
 	case n >= 20 && p95 > c.cfg.HoldP95Target:

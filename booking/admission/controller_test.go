@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking/admission/token"
+	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 	"tatkal/booking/testenv"
 )
@@ -219,5 +221,98 @@ func testAdmittedTokenAndSoldOutRelease(t *testing.T, redisURL string) {
 	}
 	if adm, _ := b.admitted(t, shard.ID); adm > 2 {
 		t.Fatalf("admitted %d on a 2-seat shard", adm)
+	}
+}
+
+// TestFragmentsEndInSoldOut: berths are left only on the first leg, and
+// the admitted travellers' holds come back SOLD_OUT: the queue ends with a
+// sold-out answer for those still waiting (nobody more is admitted to
+// spend a hold call on a refusal); when berth-legs come back (a hold is
+// released) it reopens.
+func TestFragmentsEndInSoldOut(t *testing.T) {
+	t.Parallel()
+	var rec *funnel.Recorder
+	b := setup(t, func(c *Config) {
+		rec = funnel.New(c.Redis, c.Prefix, nil)
+		c.Funnel = rec
+	})
+	ctx := context.Background()
+	shard := b.shard(t, "3A", 3, time.Now().Add(-time.Minute), "queue")
+	if shard.Total != 3 || shard.Legs < 2 {
+		t.Skipf("seeded %d berths on %d legs, want 3 on 2 or more", shard.Total, shard.Legs)
+	}
+	hold := func(uid int64, from int) string {
+		id := uuid.NewString()
+		res, err := b.env.Store.Hold(ctx, inventory.HoldRequest{ShardID: shard.ID, HoldID: id, UserID: uid, IdemKey: "frag-" + strconv.FormatInt(uid, 10),
+			From: from, To: shard.Legs, ExpiresAt: time.Now().Add(3 * time.Minute), DailyCap: 2, Prefs: []byte("-"), IDOK: true, IdemTTL: time.Hour, MaxPassengers: 4})
+		if err != nil || res.Outcome != inventory.Held {
+			t.Fatalf("hold of %d: %+v %v", uid, res, err)
+		}
+		return id
+	}
+	hold(900, 0)
+	second := hold(901, 0)
+	frag := hold(902, 1) // one berth left, on the first leg only
+	b.fill(t, shard.ID, 1, 40)
+	ctl := b.svc.NewController(ControllerConfig{BaseRate: 50, MaxRate: 50, Tick: 200 * time.Millisecond})
+	step := func() {
+		t.Helper()
+		if st := ctl.shards[shard.ID]; st != nil {
+			st.sigAt = time.Time{}
+		}
+		if err := ctl.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if adm, _ := b.admitted(t, shard.ID); adm != 1 {
+		t.Fatalf("admitted %d with one berth left on one leg, want 1", adm)
+	}
+	v, err := b.svc.Status(ctx, b.caller(6), b.svc.Ticket(shard.ID, 6))
+	if err != nil || v.Status != Waiting {
+		t.Fatalf("before any hold was refused: %+v %v", v, err)
+	}
+	// Admitted travellers' holds find no seats (as the hold path counts
+	// them; each status is asked by another waiter, as a poll's answer is
+	// cached until its next poll): nine of them are not yet evidence, ten are.
+	sec := strconv.FormatInt(time.Now().Add(-2*time.Second).Unix(), 10)
+	key := b.svc.cfg.Prefix + ":funnel:" + strconv.FormatInt(shard.ID, 10) + ":" + sec
+	if err := b.env.Redis.HIncrBy(ctx, key, funnel.SoldOut, 9).Err(); err != nil {
+		t.Fatal(err)
+	}
+	step()
+	if v, err := b.svc.Status(ctx, b.caller(7), b.svc.Ticket(shard.ID, 7)); err != nil || v.Status != Waiting {
+		t.Fatalf("after 9 sold-out holds: %+v %v", v, err)
+	}
+	b.env.Redis.HIncrBy(ctx, key, funnel.SoldOut, 1) //nolint:errcheck
+	step()
+	v, err = b.svc.Status(ctx, b.caller(8), b.svc.Ticket(shard.ID, 8))
+	if err != nil || v.Status != SoldOut || !strings.Contains(v.Message, "parts of the route") {
+		t.Fatalf("after 10 sold-out holds of 10: %+v %v", v, err)
+	}
+	for range 3 {
+		step()
+	}
+	if adm, _ := b.admitted(t, shard.ID); adm != 1 {
+		t.Fatalf("admitted %d after the queue ended sold out, want 1", adm)
+	}
+	// Two holds are released: two berths free end to end (one of them
+	// promised to the outstanding offer), the queue reopens.
+	for uid, id := range map[int64]string{901: second, 902: frag} {
+		if _, err := b.env.Store.Release(ctx, shard.ID, id, inventory.ReleaseUndo, uid, "frag-"+strconv.FormatInt(uid, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Admission moves at the rate over the time between steps: step until
+	// it has had a second's worth.
+	for i := 0; i < 10; i++ {
+		step()
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v, err := b.svc.Status(ctx, b.caller(9), b.svc.Ticket(shard.ID, 9)); err != nil || v.Status == SoldOut {
+		t.Fatalf("after berths came back: %+v %v", v, err)
+	}
+	if adm, _ := b.admitted(t, shard.ID); adm < 2 {
+		t.Fatalf("admitted %d after berths came back, want more than 1", adm)
 	}
 }

@@ -273,11 +273,16 @@ func (s *Service) view(ctx context.Context, shardID int64, w *Window, c Caller, 
 	case soldout:
 		v.Status = SoldOut
 		v.Message = "Sold out: every seat and waitlist place on this train and class is taken. Your place in this queue is released; try one of the alternatives."
+		why := "every seat and waitlist place taken; queue released"
+		if str(3) == "2" {
+			v.Message = "Sold out: the few berths left on this train and class are free only on parts of the route, and the travellers let in before you could not book them. Your place in this queue is released; try one of the alternatives."
+			why = "only fragments of the route left, which admitted travellers could not book; queue released"
+		}
 		if alts != "" {
 			json.Unmarshal([]byte(alts), &v.Alternatives) //nolint:errcheck
 		}
 		v.PollAfterMs, v.RetryAfterS = 30000, 30
-		s.refused(ctx, c.UserID, shardID, RefusedSoldOut, "every seat and waitlist place taken; queue released")
+		s.refused(ctx, c.UserID, shardID, RefusedSoldOut, why)
 	case !sealed && now.Before(w.RandomiseUntil.Add(time.Second)) && atof(str(9)) < LateBase:
 		v.Status = Waiting
 		v.Message = fmt.Sprintf("You are in. Everyone who joins by %s IST gets a place drawn at random, so there is no need to hurry or refresh; your place is shown once the draw is done.",

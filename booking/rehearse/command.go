@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"tatkal/booking/app"
 )
@@ -21,6 +22,12 @@ func Command(ctx context.Context, cfg app.Config, o Options, dir string, out io.
 		return err
 	}
 	o.Progress = out
+	started := time.Now().UTC()
+	o.OnRun = func(rep *Report) {
+		// What is measured so far, in case the run is stopped.
+		js, _ := json.MarshalIndent(rep, "", "  ")
+		os.WriteFile(filepath.Join(dir, "rehearsal-"+started.Format("20060102-150405")+".partial.json"), js, 0o644) //nolint:errcheck
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	rep, err := Run(ctx, cfg, o, log)
 	if err != nil {

@@ -108,6 +108,9 @@ type Options struct {
 	// OnTick, when set, gets every second's figures of a running mode (the
 	// console's live chart).
 	OnTick func(Tick) `json:"-"`
+	// OnRun, when set, gets the report so far after every finished run (a
+	// long --seeds run keeps what it measured if it is stopped).
+	OnRun func(*Report) `json:"-"`
 }
 
 // Defaults are the command's defaults: seeds/001's rush.

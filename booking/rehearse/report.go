@@ -35,32 +35,36 @@ type Followed struct {
 // RunReport is one mode of one seed: seeds/001's comparison table's
 // column, and what the model cannot show.
 type RunReport struct {
-	Mode                string             `json:"mode"`
-	Seed                uint64             `json:"seed"`
-	ShardID             int64              `json:"shard_id"`
-	Status              string             `json:"status"`
-	ElapsedS            float64            `json:"elapsed_s"`
-	Booked              int                `json:"booked"`
-	BookingsPerMin      float64            `json:"bookings_per_min"`
-	BackendPerBooking   float64            `json:"backend_per_booking"`
-	BackendRequests     int64              `json:"backend_requests"`
-	EdgeRequests        int64              `json:"edge_requests"`
-	RetryableRejections int64              `json:"retryable_rejections"`
-	TransportErrors     int64              `json:"transport_errors"`
-	P95BackendS         float64            `json:"p95_backend_s"`
-	P95TerminalS        float64            `json:"p95_terminal_s"`
-	OrdinarySuccess     float64            `json:"ordinary_success"`
-	AggressiveSuccess   float64            `json:"aggressive_success"`
-	SuccessRatio        float64            `json:"aggressive_over_ordinary"`
-	StillWaiting        int                `json:"still_waiting"`
-	Declined            int                `json:"declined"`
-	Expired             int                `json:"expired"`
-	SoldOut             int                `json:"sold_out"`
-	RefundDue           int                `json:"refund_due"`
-	Errors              int                `json:"errors"`
-	ErrorKinds          map[string]int     `json:"error_kinds,omitempty"`
-	AdmissionViolations *int               `json:"admission_violations"` // nil: not applicable (direct)
-	OversoldBerthLegs   int                `json:"oversold_berth_legs"`
+	Mode                string         `json:"mode"`
+	Seed                uint64         `json:"seed"`
+	ShardID             int64          `json:"shard_id"`
+	Status              string         `json:"status"`
+	ElapsedS            float64        `json:"elapsed_s"`
+	Booked              int            `json:"booked"`
+	BookingsPerMin      float64        `json:"bookings_per_min"`
+	BackendPerBooking   float64        `json:"backend_per_booking"`
+	BackendRequests     int64          `json:"backend_requests"`
+	EdgeRequests        int64          `json:"edge_requests"`
+	RetryableRejections int64          `json:"retryable_rejections"`
+	TransportErrors     int64          `json:"transport_errors"`
+	P95BackendS         float64        `json:"p95_backend_s"`
+	P95TerminalS        float64        `json:"p95_terminal_s"`
+	OrdinarySuccess     float64        `json:"ordinary_success"`
+	AggressiveSuccess   float64        `json:"aggressive_success"`
+	SuccessRatio        float64        `json:"aggressive_over_ordinary"`
+	StillWaiting        int            `json:"still_waiting"`
+	Declined            int            `json:"declined"`
+	Expired             int            `json:"expired"`
+	SoldOut             int            `json:"sold_out"`
+	RefundDue           int            `json:"refund_due"`
+	Errors              int            `json:"errors"`
+	ErrorKinds          map[string]int `json:"error_kinds,omitempty"`
+	AdmissionViolations *int           `json:"admission_violations"` // nil: not applicable (direct)
+	OversoldBerthLegs   int            `json:"oversold_berth_legs"`
+	// BerthLegsUnsold of BerthLegs (berths × legs) were free after the
+	// drain: what a sold-out answer left behind (fragments no party fit).
+	BerthLegsUnsold     int                `json:"berth_legs_unsold"`
+	BerthLegs           int                `json:"berth_legs"`
 	InvariantViolations []string           `json:"invariant_violations"`
 	UnresolvedPayments  int                `json:"unresolved_payments"`
 	DrainS              float64            `json:"drain_s"`

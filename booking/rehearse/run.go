@@ -96,6 +96,9 @@ func Run(ctx context.Context, cfg app.Config, o Options, log *slog.Logger) (*Rep
 				return rep, fmt.Errorf("%s, seed %d: %w", mode, sd, err)
 			}
 			rep.Runs = append(rep.Runs, rr)
+			if o.OnRun != nil {
+				o.OnRun(rep)
+			}
 		}
 	}
 	rep.FinishedAt = time.Now().UTC()
@@ -387,6 +390,10 @@ func (mr *modeRun) check(ctx context.Context, rr *RunReport) error {
 		return fmt.Errorf("check the shard: %w", err)
 	}
 	rr.InvariantViolations = inv.Violations
+	for _, l := range inv.Legs {
+		rr.BerthLegsUnsold += l.RedisFree
+		rr.BerthLegs += l.Total
+	}
 	// Money: what came in for the shard's holds is what the tickets cost
 	// plus what was (or is being) refunded.
 	m := &rr.Money

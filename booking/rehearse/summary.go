@@ -47,6 +47,31 @@ var figures = []struct {
 	{"peak_backend_per_s", func(r RunReport) float64 { return float64(r.PeakBackendPerS) }},
 	{"oversold_berth_legs", func(r RunReport) float64 { return float64(r.OversoldBerthLegs) }},
 	{"unresolved_payments", func(r RunReport) float64 { return float64(r.UnresolvedPayments) }},
+	{"declined", func(r RunReport) float64 { return float64(r.Declined) }},
+	{"expired", func(r RunReport) float64 { return float64(r.Expired) }},
+	{"sold_out", func(r RunReport) float64 { return float64(r.SoldOut) }},
+	{"refund_due", func(r RunReport) float64 { return float64(r.RefundDue) }},
+	{"errors", func(r RunReport) float64 { return float64(r.Errors) }},
+	{"transport_errors", func(r RunReport) float64 { return float64(r.TransportErrors) }},
+	{"backend_requests", func(r RunReport) float64 { return float64(r.BackendRequests) }},
+	{"admission_violations", func(r RunReport) float64 {
+		if r.AdmissionViolations == nil {
+			return 0
+		}
+		return float64(*r.AdmissionViolations)
+	}},
+	{"invariant_violations", func(r RunReport) float64 { return float64(len(r.InvariantViolations)) }},
+	{"money_difference_paise", func(r RunReport) float64 { return float64(r.Money.DifferencePaise) }},
+	{"berth_legs_unsold", func(r RunReport) float64 { return float64(r.BerthLegsUnsold) }},
+	{"spearman_rho", func(r RunReport) float64 {
+		if r.Fairness == nil || r.Fairness.SpearmanRho == nil {
+			return 0
+		}
+		return *r.Fairness.SpearmanRho
+	}},
+	{"cpu_rehearse_s", func(r RunReport) float64 { return r.CPU["rehearse (app, workers, simulators, travellers)"] }},
+	{"cpu_postgresql_s", func(r RunReport) float64 { return r.CPU["postgresql (every backend on the machine)"] }},
+	{"cpu_redis_s", func(r RunReport) float64 { return r.CPU["redis-server"] }},
 }
 
 func (r *Report) summarise() {
@@ -150,6 +175,7 @@ func Rows(rr RunReport) [][2]string {
 		{"Declined / expired / sold out / refund due", fmt.Sprintf("%d / %d / %d / %d", rr.Declined, rr.Expired, rr.SoldOut, rr.RefundDue)},
 		{"Observed admission invariant violations", adm},
 		{"Oversold berth-legs", fmt.Sprint(rr.OversoldBerthLegs)},
+		{"Berth-legs left unsold after the drain", fmt.Sprintf("%d of %d", rr.BerthLegsUnsold, rr.BerthLegs)},
 		{"Seat invariant violations (tatkal check)", fmt.Sprint(len(rr.InvariantViolations))},
 		{"Payments unresolved after drain", fmt.Sprintf("%d (drained in %.0fs)", rr.UnresolvedPayments, rr.DrainS)},
 		{"Money in and out", money},

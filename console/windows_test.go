@@ -1,0 +1,48 @@
+package console_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"tatkal/booking/teststack"
+)
+
+// The console shows each window's stored fairness figures (issue 15):
+// success by client type, account age and arrival second, rho and the
+// verify result; a window whose draw does not verify is shown red.
+func TestWindowsPageShowsFairnessFigures(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	shard, _ := s.DemoShard(t, 2, 0)
+	ctx := context.Background()
+	figures := `{"window_id":` + itoa(shard) + `,"computed_at":"2026-12-01T04:40:00Z","entrants":1200,"with_arrival":1100,
+		"spearman_rho":-0.012,"verified":false,"verify_note":"cohort hash differs",
+		"by_client":[{"group":"ordinary","entrants":1000,"booked":300,"rate":0.3},{"group":"aggressive","entrants":200,"booked":58,"rate":0.29}],
+		"by_account_age":[{"group":"3+ years","entrants":600,"booked":180,"rate":0.3}],
+		"by_arrival_second":[{"group":"+0","entrants":700,"booked":211,"rate":0.3014}],"method":"synthetic"}`
+	if _, err := s.Pool.Exec(ctx, `INSERT INTO admission_windows (shard_id, seed, seed_sha256, prequeue_opens_at, opens_at, randomise_until, sealed_at)
+		VALUES ($1, decode(repeat('ab', 32), 'hex'), 'x', now() - interval '20 min', now() - interval '15 min', now() - interval '14 min', now() - interval '14 min')`, shard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, `INSERT INTO window_fairness (shard_id, entrants, spearman_rho, verified, figures) VALUES ($1, 1200, -0.012, false, $2)`,
+		shard, figures); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, s.Server.URL)
+	b.login("ops1")
+	_, body, _ := b.get("/console/windows")
+	i := strings.Index(body, `data-testid="window-`+itoa(shard)+`"`)
+	if i < 0 {
+		t.Fatalf("no figures for window %d:\n%.3000s", shard, body)
+	}
+	art := body[i:]
+	art = art[:strings.Index(art, "</article>")]
+	for _, want := range []string{"-0.012", "|ρ| &lt; 0.05", "draw does NOT verify", "cohort hash differs", "aggressive", "29.0 %", "3+ years", "30.1 %", "1200 entrants"} {
+		if !strings.Contains(art, want) {
+			t.Errorf("window %d lacks %q:\n%s", shard, want, art)
+		}
+	}
+	if !strings.Contains(body, `href="/console/windows"`) {
+		t.Error("the menu has no Window fairness entry")
+	}
+}

@@ -3,9 +3,6 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,19 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
-
-// chromium finds Debian's chromium (.ci/run installs it when absent).
-func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("headless browser test skipped: no chromium on PATH (install it with: apt-get install -y chromium; .ci/run does)")
-	return ""
-}
 
 // TestBrowserOpsAndApproval drives the console in headless Chromium: ops
 // signs in and watches the funnel change live while a rush runs, proposes
@@ -35,53 +22,13 @@ func chromium(t *testing.T) string {
 // admin approves it, the audit log shows it, and a hold that was refused
 // before now succeeds. Screenshots go to $TATKAL_SCREENSHOTS when set.
 func TestBrowserOpsAndApproval(t *testing.T) {
-	exe := chromium(t)
+	testenv.Chromium(t)
 	s := setup(t, teststack.Options{})
 	shard, date := s.DemoShard(t, 6, 0)
 	users := s.Users(t, "br", 9)
-	shots := os.Getenv("TATKAL_SCREENSHOTS")
-	dir := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.WindowSize(1440, 1000),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	ctx, cancelT := context.WithTimeout(ctx, 45*time.Second)
-	defer cancelT()
+	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1440, Height: 1000, Timeout: 45 * time.Second})
 	base := s.Server.URL
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(v)
-	}
-	submit := func(what, sel string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	shot := func(name string) {
-		if shots == "" {
-			return
-		}
-		buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err == nil {
-			os.MkdirAll(shots, 0o755)                                   //nolint:errcheck
-			os.WriteFile(filepath.Join(shots, name+".png"), buf, 0o644) //nolint:errcheck
-		}
-	}
+	do, text, submit, shot := b.Do, b.Text, b.Submit, b.Shot
 	login := func(who string) {
 		t.Helper()
 		do("open login", chromedp.Navigate(base+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=login]`)),
@@ -233,18 +180,11 @@ func anyHold(t *testing.T, s *teststack.Stack, shard int64) (int64, uuid.UUID) {
 // TestBrowserFunnelFallsBackToPolling: with no websocket at all, the page
 // says it is polling and still shows a rush from /console/funnel.json.
 func TestBrowserFunnelFallsBackToPolling(t *testing.T) {
-	exe := chromium(t)
+	testenv.Chromium(t)
 	s := setup(t, teststack.Options{})
 	shard, date := s.DemoShard(t, 3, 0)
 	users := s.Users(t, "poll", 4)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")), chromedp.Flag("disable-quic", true))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	ctx, cancelT := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelT()
+	ctx := testenv.NewBrowser(t, testenv.BrowserOptions{Timeout: 30 * time.Second}).Ctx
 	// Every page of this browser has no WebSocket.
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatal(err)

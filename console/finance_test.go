@@ -107,6 +107,7 @@ func exceptionState(t *testing.T, s *teststack.Stack, id string) (state, assigne
 // second person, upload a corrected file that supersedes the first, rerun,
 // download the workbook and read the API.
 func TestFinanceBackOffice(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	financeFixture(t, s)
 	b := newBrowser(t, s.Server.URL)
@@ -313,6 +314,7 @@ func TestFinanceBackOffice(t *testing.T) {
 // when the request's length says so, and by the file's own size when the
 // form's slack let the request through.
 func TestFinanceUploadTooLarge(t *testing.T) {
+	t.Parallel()
 	const limit = 4 << 10
 	s := setup(t, teststack.Options{ReconMaxFileBytes: limit})
 	b := newBrowser(t, s.Server.URL)

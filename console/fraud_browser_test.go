@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
@@ -22,6 +19,7 @@ import (
 	"tatkal/booking/fraud/review"
 	"tatkal/booking/payment"
 	"tatkal/booking/seed"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 	"tatkal/console"
 )
@@ -79,7 +77,7 @@ func fraudRing(t *testing.T, s *teststack.Stack) (cluster int64, members []int64
 // the delay); then the cluster page shows the bookings cancelled and the
 // enforcement in its history. Screenshots go to $TATKAL_SCREENSHOTS when set.
 func TestBrowserFraudAnalysts(t *testing.T) {
-	exe := chromium(t)
+	testenv.Chromium(t)
 	s := setup(t, teststack.Options{})
 	if _, err := console.SeedUsers(context.Background(), s.Pool, []console.DemoUser{{Login: "fraud2", Password: password, Role: console.Fraud}},
 		auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}); err != nil {
@@ -103,57 +101,11 @@ func TestBrowserFraudAnalysts(t *testing.T) {
 		t.Fatalf("%d confirmed ring bookings, want 4", len(pnrs))
 	}
 
-	shots := os.Getenv("TATKAL_SCREENSHOTS")
-	dir := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.WindowSize(1440, 1000),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelT()
+	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1440, Height: 1000, Timeout: 90 * time.Second})
+	ctx := b.Ctx
 	base := s.Server.URL
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(v)
-	}
-	count := func(sel string) int {
-		t.Helper()
-		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+"`"+sel+"`"+`).length`))
-		if err != nil {
-			t.Fatalf("count %s: %v", sel, err)
-		}
-		return n
-	}
-	submit := func(what, sel string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	shot := func(name string) {
-		if shots == "" {
-			return
-		}
-		buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err == nil {
-			os.MkdirAll(shots, 0o755)                                            //nolint:errcheck
-			os.WriteFile(filepath.Join(shots, "fraud-"+name+".png"), buf, 0o644) //nolint:errcheck
-		}
-	}
+	do, text, count, submit := b.Do, b.Text, b.Count, b.Submit
+	shot := func(name string) { b.Shot("fraud-" + name) }
 	login := func(who string) {
 		t.Helper()
 		do("open login", chromedp.Navigate(base+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=login]`)),

@@ -33,6 +33,7 @@ func propose(name, scope, value string) levers.Proposal {
 // confirmation, a missing reason and a role that may not change levers are
 // all refused and change nothing.
 func TestLeverBounds(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	ops := actor(t, s, "ops1")
 	shard, _ := s.DemoShard(t, 20, 5)
@@ -227,6 +228,7 @@ func TestWindowExtensionNeedsSecondAdmin(t *testing.T) {
 // with METHOD_UNAVAILABLE; the waitlist switch stops TQWL offers; the hold
 // window lever sets how long a UPI payment keeps the seats.
 func TestKillSwitchAndHoldWindowTakeEffect(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	ops := actor(t, s, "ops1")
 	shard, date := s.DemoShard(t, 1, 5)
@@ -269,6 +271,7 @@ func TestKillSwitchAndHoldWindowTakeEffect(t *testing.T) {
 // TestLeverForms drives the console forms: preview shows the effect and
 // the word to type, a wrong word is refused, the right one applies.
 func TestLeverForms(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	b := newBrowser(t, s.Server.URL)
 	b.login("ops1")
@@ -307,6 +310,7 @@ func paymentReq(hold, method string) payment.InitiateRequest {
 // in admin2's console by admin2's token, nor by a token admin1 created
 // for admin2 when admin1 proposed; another admin's token or session can.
 func TestAdminAPI(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	ctx := context.Background()
 	b1 := newBrowser(t, s.Server.URL)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,6 +16,7 @@ import (
 
 	"tatkal/booking/admission/token"
 	"tatkal/booking/auth"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
 
@@ -99,30 +98,11 @@ func TestConsoleLoginChallenge(t *testing.T) {
 // In a real browser: the locked owner signs in, the page's script solves
 // the challenge, and the second submit enters the console.
 func TestBrowserLoginChallenge(t *testing.T) {
-	exe := chromium(t)
+	testenv.Chromium(t)
 	s := setup(t, teststack.Options{})
 	lockFromElsewhere(t, s, "admin1", 2)
-	dir := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.WindowSize(1000, 800),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelT()
-	shot := func(name string) {
-		dir := os.Getenv("TATKAL_SCREENSHOTS")
-		if dir == "" {
-			return
-		}
-		if buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
-			os.MkdirAll(dir, 0o755)                                   //nolint:errcheck
-			os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644) //nolint:errcheck
-		}
-	}
+	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1000, Height: 800, Timeout: 60 * time.Second})
+	ctx, shot := b.Ctx, b.Shot
 	fill := func() {
 		if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`[data-testid=login-name]`), "admin1"),
 			chromedp.SetValue(chromedp.CSS(`[data-testid=login-password]`), password)); err != nil {

@@ -15,6 +15,7 @@ import (
 // A shard is switched to the waiting room before its window opens; after
 // opening, the switch is refused.
 func TestShardModeSwitchBeforeTheWindow(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	ops := actor(t, s, "ops1")
 	ctx := context.Background()

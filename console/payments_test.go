@@ -16,6 +16,7 @@ import (
 // Payments in review are listed for ops, finance and admin; finance may
 // credit a refused refund to the wallet, once, audited; ops may only look.
 func TestPaymentReviewsAreListedAndResolved(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	ctx := context.Background()
 	users := s.Users(t, "rvw", 1)

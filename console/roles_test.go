@@ -15,6 +15,7 @@ import (
 // else is 401; a wrong role gets 403; an allowed role gets through (its
 // answer may still be a validation error or a redirect, never 401/403).
 func TestRoutesByRole(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	all := []string{"ops", "finance", "fraud", "admin"}
 	routes := []struct {
@@ -117,6 +118,7 @@ func TestRoutesByRole(t *testing.T) {
 // No or unknown token: 401; a wrong role: 403; an allowed role gets
 // through (404 or 400 for the empty calls here, never 401/403).
 func TestAdminAPIByRole(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	b := newBrowser(t, s.Server.URL)
 	b.login("admin1")
@@ -164,6 +166,7 @@ func TestAdminAPIByRole(t *testing.T) {
 // changes nothing; a cross-site POST is refused; a signed-out or expired
 // session goes back to the login page.
 func TestCSRFAndSessions(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	b := newBrowser(t, s.Server.URL)
 	b.login("ops1")

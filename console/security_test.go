@@ -21,6 +21,7 @@ import (
 // "test-admin", like dev's "dev-admin") is no identity on /v1/admin: every
 // call with it is 401 and changes nothing.
 func TestSharedAdminTokenRefused(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	for _, tok := range []string{"test-admin", "dev-admin"} {
 		for _, call := range []struct{ method, path, body string }{
@@ -50,6 +51,7 @@ func TestSharedAdminTokenRefused(t *testing.T) {
 // characters and invalid UTF-8 leaves no audit row above the caps; the
 // audit writer truncates and cleans whatever any caller gives it.
 func TestAuditBounded(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	ctx := context.Background()
 	huge := strings.Repeat("x", 200<<10)
@@ -110,6 +112,7 @@ func TestAuditBounded(t *testing.T) {
 
 // TestNoticeFromURLIgnored: ?notice= puts no text on any console page.
 func TestNoticeFromURLIgnored(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	b := newBrowser(t, s.Server.URL)
 	b.login("admin1")
@@ -131,6 +134,7 @@ var olderRE = regexp.MustCompile(`href="([^"]+)" data-testid="audit-older"`)
 // TestAuditPaging: the audit view shows 100 rows a page, newest first,
 // and pages back with the filter kept, every row once.
 func TestAuditPaging(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	ctx := context.Background()
 	if _, err := s.Pool.Exec(ctx, `INSERT INTO audit_log (actor, action, subject)
@@ -190,6 +194,7 @@ func TestAuditPaging(t *testing.T) {
 // the console, it stops working at once. Creation and revocation are
 // audited without the token.
 func TestAPITokenLifecycle(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	ctx := context.Background()
 	b := newBrowser(t, s.Server.URL)
@@ -309,6 +314,7 @@ func TestAPITokenLifecycle(t *testing.T) {
 // they are: an actor with no user id, a disabled user, or a role claimed
 // above the user's own is refused, changing nothing.
 func TestLeverActorIsAPerson(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	ctx := context.Background()
 	svc := s.Console.Levers()

@@ -12,6 +12,7 @@ import (
 // whether Redis is still at the old epoch or lost: the shard refuses holds
 // until a rebuild loads (issue 9, problem 5).
 func TestShardsPageShowsAFailedRebuild(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	shard, _ := s.DemoShard(t, 2, 0)
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 // TestTraceShowsQueueRefusals: a refusal in the waiting room (here an
 // early poll) shows in the traveller's trace with its reason.
 func TestTraceShowsQueueRefusals(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	ctx := context.Background()
 	open := -time.Minute

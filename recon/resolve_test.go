@@ -2,7 +2,6 @@ package recon
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -18,121 +17,53 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/auth"
 	"tatkal/booking/payment"
-	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
-	"tatkal/booking/prs"
-	"tatkal/booking/prs/prssim"
 	"tatkal/booking/seed"
 	"tatkal/booking/testenv"
-	"tatkal/jobs"
 )
 
-// live is the booking stack's money path on a fresh database: the gateway
-// and core simulators as HTTP servers, and app processes (booking and
-// payment services with their River workers, recon's resolution worker
-// among them) that can be started and stopped. Built here rather than
-// with teststack, which wires the console and so imports this package.
-type live struct {
-	*testenv.Env
-	PSP      *httptest.Server
-	Gateways []payment.GatewayConfig
-	core     *httptest.Server
-	coreKey  string
-	log      *slog.Logger
-	routes   []pspapi.RouteConfig
-}
+// The resolution tests run on the app's own graph: booking/teststack,
+// which imports this package (through booking/app and the console), so
+// the tests themselves (TestAutomaticResolutions, ...) are in package
+// recon_test (resolve_stack_test.go) and hand their bodies here a way to
+// start app processes.
 
-// proc is one app process: its services and River client.
-type proc struct {
+// Proc is one app process of a live stack, as booking/app builds it.
+type Proc struct {
+	Env      *testenv.Env
 	Service  *booking.Service
 	Payments *payment.Service
-	River    *river.Client[pgx.Tx]
 	Recon    *Service
+	River    *river.Client[pgx.Tx]
+	PSPURL   string // the gateways' simulator, shared by every process
+	Gateways []payment.GatewayConfig
 }
 
-func newLive(t *testing.T, routes []pspapi.RouteConfig) *live {
-	t.Helper()
-	env := testenv.New(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	gateways := pspsim.NewGateways()
-	psp, err := pspsim.New(ctx, pspsim.Config{Pool: env.Pool, AdminToken: pspAdmin, Gateways: gateways, Log: log, Routes: routes, Seed: 1})
-	if err != nil {
-		t.Fatalf("psp simulator: %v", err)
-	}
-	pts := httptest.NewServer(psp.Handler())
-	done := make(chan struct{})
-	go func() { defer close(done); psp.Run(ctx) }() //nolint:errcheck
-	core, err := prssim.NewServer(ctx, prssim.ServerConfig{Pool: env.Pool, APIKey: prsKey, AdminToken: prsAdmin, Log: log})
-	if err != nil {
-		t.Fatalf("core simulator: %v", err)
-	}
-	cts := httptest.NewServer(core.Handler())
-	t.Cleanup(func() { pts.Close(); cts.Close(); cancel(); <-done })
-	l := &live{Env: env, PSP: pts, core: cts, coreKey: prsKey, log: log, routes: routes}
-	for _, g := range gateways {
-		l.Gateways = append(l.Gateways, payment.GatewayConfig{ID: g.ID, BaseURL: pts.URL, APIKey: g.APIKeys[0], WebhookSecrets: [][]byte{g.WebhookSecret}})
-	}
-	return l
+// ProcOptions say how a process runs: Resolver works recon's resolution
+// jobs, Pause is its pause hook (booking.PauseFunc, recon's points among
+// them), RescueAfter how soon its River retries a job left running by a
+// dead process (zero: River's default).
+type ProcOptions struct {
+	Resolver    bool
+	Pause       booking.PauseFunc
+	RescueAfter time.Duration
 }
 
-// start runs an app process whose recon service pauses where pause says
-// (resolver: it works recon's resolution jobs too); stop it with its River
-// client (the process's death, for its jobs).
-func (l *live) start(t *testing.T, resolver bool, pause booking.PauseFunc, rescueAfter time.Duration) *proc {
-	t.Helper()
-	p := &proc{}
-	svcs := &jobs.Services{}
-	client, err := jobs.NewClient(l.Pool, svcs, jobs.Config{Work: true, Logger: l.log, Workers: 4, RescueStuckJobsAfter: rescueAfter, JobTimeout: rescueAfter,
-		More: func(ws *river.Workers) []*river.PeriodicJob {
-			if resolver {
-				river.AddWorker(ws, &resolveJob{p: p})
-			}
-			return nil
-		}})
-	if err != nil {
-		t.Fatalf("river: %v", err)
-	}
-	p.River = client
-	p.Service = booking.NewService(booking.ServiceConfig{Pool: l.Pool, Store: l.Store, Jobs: client, Rules: booking.DefaultRules(), Log: l.log,
-		Catalog: booking.NewCatalog(l.Pool, time.Minute), Core: prs.NewClient(l.core.URL, l.coreKey, &http.Client{Timeout: 5 * time.Second})})
-	p.Payments = payment.New(payment.Config{Pool: l.Pool, Redis: l.Redis, Prefix: l.KeyPrefix, Booking: p.Service, Jobs: client, Gateways: l.Gateways,
-		CallbackURL: "http://127.0.0.1:1/v1/internal/payments/callback", ReturnURL: "http://127.0.0.1:1/payments/return", Log: l.log})
-	svcs.Booking, svcs.Payments = p.Service, p.Payments
-	p.Recon = New(Config{Pool: l.Pool, Jobs: client, Log: l.log, Pause: pause})
-	if err := client.Start(context.Background()); err != nil {
-		t.Fatalf("start river: %v", err)
-	}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		client.Stop(sctx) //nolint:errcheck
-	})
-	return p
-}
-
-// resolveJob is the back office's resolution worker, bound to one process.
-type resolveJob struct {
-	river.WorkerDefaults[ResolveArgs]
-	p *proc
-}
-
-func (w *resolveJob) Work(ctx context.Context, job *river.Job[ResolveArgs]) error {
-	return (&ResolveWorker{Recon: w.p.Recon, Payments: w.p.Payments, Bookings: w.p.Service}).Work(ctx, job)
-}
+// StartProc starts an app process with River workers on the test's
+// database; the first one runs the simulators, the others use them.
+type StartProc func(*testing.T, ProcOptions) *Proc
 
 // demoShard seeds one open shard of train 12951 3A, loaded in Redis.
-func (l *live) demoShard(t *testing.T, p *proc, berths int) (int64, time.Time) {
+func (p *Proc) demoShard(t *testing.T, berths int) (int64, time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	open := -time.Minute
-	if _, err := seed.Demo(ctx, l.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+	if _, err := seed.Demo(ctx, p.Env.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
 		t.Fatalf("seed demo: %v", err)
 	}
 	date := time.Now().In(booking.IST).AddDate(0, 0, 5)
 	date = time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, booking.IST)
 	waitlist := 0
-	id, err := seed.Shard(ctx, l.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: berths,
+	id, err := seed.Shard(ctx, p.Env.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: berths,
 		OpensAt: time.Now().Add(-time.Minute), WaitlistCap: &waitlist})
 	if err != nil {
 		t.Fatalf("seed shard: %v", err)
@@ -143,72 +74,62 @@ func (l *live) demoShard(t *testing.T, p *proc, berths int) (int64, time.Time) {
 	return id, date
 }
 
-func (l *live) user(t *testing.T, prefix string) int64 {
+func (p *Proc) user(t *testing.T, prefix string) int64 {
 	t.Helper()
 	hash, err := auth.HashPassword("pw-"+prefix, auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := seed.Users(context.Background(), l.Pool, seed.UsersSpec{Count: 1, Prefix: prefix, PasswordHash: hash})
+	ids, err := seed.Users(context.Background(), p.Env.Pool, seed.UsersSpec{Count: 1, Prefix: prefix, PasswordHash: hash})
 	if err != nil {
 		t.Fatalf("seed users: %v", err)
 	}
 	return ids[0]
 }
 
-func liveRoutes() []pspapi.RouteConfig {
-	var routes []pspapi.RouteConfig
-	for _, gw := range pspsim.GatewayIDs {
-		for _, m := range []string{pspapi.UPI, pspapi.Card, pspapi.NetBanking} {
-			our := m
-			if m == pspapi.NetBanking {
-				our = "NB"
-			}
-			routes = append(routes, pspapi.RouteConfig{Gateway: gw, Method: m, AutoApproveMs: 5, ExpireAfterMs: 60000,
-				FeeBps: DefaultContracts()[gw][our]})
-		}
-	}
-	return routes
-}
-
-// liveWorld is a world over a live stack, its fixtures today's.
-func liveWorld(t *testing.T, l *live, p *proc, prefix string) *world {
+// liveWorld is a world over a live stack, its fixtures today's, its
+// recon service the process's.
+func liveWorld(t *testing.T, p *Proc, prefix string) *world {
 	t.Helper()
-	shard, journey := l.demoShard(t, p, 20)
+	shard, journey := p.demoShard(t, 20)
 	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(hooks.Close)
 	now := time.Now().In(booking.IST)
 	keys := map[string]string{}
-	for _, g := range l.Gateways {
+	for _, g := range p.Gateways {
 		keys[g.ID] = g.APIKey
 	}
-	w := &world{t: t, ctx: context.Background(), env: l.Env, pspURL: l.PSP.URL, http: &http.Client{Timeout: 20 * time.Second}, hookURL: hooks.URL,
-		day: time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, booking.IST), userID: l.user(t, prefix),
-		shard: shardInfo{ID: shard, Journey: journey}, src: Sources{PSPURL: l.PSP.URL, GatewayKeys: keys}}
+	w := &world{t: t, ctx: context.Background(), env: p.Env, svc: p.Recon, pspURL: p.PSPURL, http: &http.Client{Timeout: 20 * time.Second}, hookURL: hooks.URL,
+		day: time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, booking.IST), userID: p.user(t, prefix),
+		shard: shardInfo{ID: shard, Journey: journey}, src: Sources{PSPURL: p.PSPURL, GatewayKeys: keys}}
 	// Our fixtures start just after midnight IST, so they are today's.
 	w.start = time.Minute
 	return w
 }
 
-// Automatic resolutions go through the live payment path, once: a
+// AutomaticResolutions is TestAutomaticResolutions: automatic
+// resolutions go through the live payment path, once: a
 // payment the gateway captured but we never heard of (its hold long gone)
 // ends refunded by the late-success path; a second charge on a booked
 // hold is refunded. Each resolution is first killed mid-job, then run four
 // times at once (as retried or resumed jobs would), and each payment still
 // gets one refund, at the gateway too; the day then reconciles clean.
-func TestAutomaticResolutions(t *testing.T) {
-	t.Parallel()
-	l := newLive(t, liveRoutes())
-	st := l.start(t, false, nil, 0)
+//
+// The test's recon service enqueues its resolutions with an insert-only
+// client, so no process works them: the test runs them itself, and its
+// pause hook holds one at recon's first pause point once armed.
+func AutomaticResolutions(t *testing.T, start StartProc) {
+	st := start(t, ProcOptions{})
 	ctx := context.Background()
-	insertOnly, err := river.NewClient(riverpgxv5.New(l.Pool), &river.Config{})
+	pool := st.Env.Pool
+	insertOnly, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := liveWorld(t, l, st, "rz")
+	w := liveWorld(t, st, "rz")
 	var armed atomic.Bool
 	reached := make(chan string, 1)
-	w.svc = New(Config{Pool: l.Pool, Jobs: insertOnly, Pause: func(ctx context.Context, point string) {
+	w.svc = New(Config{Pool: pool, Jobs: insertOnly, Pause: func(ctx context.Context, point string) {
 		if armed.CompareAndSwap(true, false) {
 			reached <- point
 			<-ctx.Done()
@@ -224,7 +145,7 @@ func TestAutomaticResolutions(t *testing.T) {
 	second := w.make(spec{gateway: gw, method: "CARD", amount: 165000, ours: "SUCCESS", captured: true, sameHold: kept, at: time.Minute})[0]
 	// The lost payment's hold lapsed two hours ago: past the late grace, so
 	// the late-success path refunds rather than retakes.
-	w.must2(l.Pool.Exec(ctx, `UPDATE holds SET updated_at = now() - interval '2 hours' WHERE id = $1`, lost.Hold))
+	w.must2(pool.Exec(ctx, `UPDATE holds SET updated_at = now() - interval '2 hours' WHERE id = $1`, lost.Hold))
 
 	_, err = w.svc.FetchSettlement(ctx, w.src, gw, w.day, "job:test")
 	w.must(err)
@@ -319,23 +240,21 @@ func TestAutomaticResolutions(t *testing.T) {
 	}
 }
 
-// TestResolutionWorkerKilled: an automatic resolution runs as a River job
+// ResolutionWorkerKilled is TestResolutionWorkerKilled: an automatic resolution runs as a River job
 // in an app process that is stopped mid-job, after the money moved and
 // before the exception closed (the pause hook holds it there); a second
 // process picks the job up. The resolution happens exactly once: one
 // refund here and at the gateway, one RESOLVED in the history. Afterwards
 // every payment of the day is a ticket or a refund, and the day's books
 // balance to the paisa with nothing pending.
-func TestResolutionWorkerKilled(t *testing.T) {
-	t.Parallel()
-	l := newLive(t, liveRoutes())
+func ResolutionWorkerKilled(t *testing.T, start StartProc) {
 	ctx := context.Background()
 	reached := make(chan string, 1)
 	// Process A works the resolution and dies at its pause point: the job
 	// never returns, so A's River never records it (as a killed process
 	// would not), and the rest of the resolution never runs there.
 	release := make(chan struct{})
-	a := l.start(t, true, func(ctx context.Context, point string) {
+	a := start(t, ProcOptions{Resolver: true, Pause: func(ctx context.Context, point string) {
 		if point == "recon.resolve.after-effect" {
 			select {
 			case reached <- point:
@@ -344,10 +263,10 @@ func TestResolutionWorkerKilled(t *testing.T) {
 			<-release
 			panic("process A is dead")
 		}
-	}, 0)
+	}})
 	t.Cleanup(func() { close(release) })
-	w := liveWorld(t, l, a, "wk")
-	w.svc = New(Config{Pool: l.Pool, Jobs: a.River, Log: l.log})
+	w := liveWorld(t, a, "wk")
+	pool := a.Env.Pool
 
 	const gw = "swiftpay"
 	m := w.make(
@@ -356,7 +275,7 @@ func TestResolutionWorkerKilled(t *testing.T) {
 		spec{gateway: gw, method: "UPI", amount: 98000, ours: "SUCCESS", captured: true, booked: true},
 	)
 	lost := m[0]
-	w.must2(l.Pool.Exec(ctx, `UPDATE holds SET updated_at = now() - interval '2 hours' WHERE id = $1`, lost.Hold))
+	w.must2(pool.Exec(ctx, `UPDATE holds SET updated_at = now() - interval '2 hours' WHERE id = $1`, lost.Hold))
 	_, err := w.svc.FetchSettlement(ctx, w.src, gw, w.day, "job:test")
 	w.must(err)
 	if _, err := w.svc.Run(ctx, RunRequest{Gateway: gw, Date: w.day, By: "finance1"}); err != nil {
@@ -385,7 +304,7 @@ func TestResolutionWorkerKilled(t *testing.T) {
 	}
 
 	// Process B rescues the job A left running and finishes it.
-	l.start(t, true, nil, 5*time.Second)
+	start(t, ProcOptions{Resolver: true, RescueAfter: 5 * time.Second})
 	deadline := time.Now().Add(90 * time.Second) // River's rescuer looks every 30 s
 	for {
 		got, err := w.svc.Exception(ctx, e.ID)
@@ -408,7 +327,7 @@ func TestResolutionWorkerKilled(t *testing.T) {
 	for {
 		var jobState string
 		var attempts int
-		w.must(l.Pool.QueryRow(ctx, `SELECT state, attempt FROM river_job WHERE kind = 'recon_resolve'`).Scan(&jobState, &attempts))
+		w.must(pool.QueryRow(ctx, `SELECT state, attempt FROM river_job WHERE kind = 'recon_resolve'`).Scan(&jobState, &attempts))
 		if jobState == "completed" {
 			if attempts != 2 {
 				t.Fatalf("the resolution job completed on attempt %d, want the second (A's was killed)", attempts)

@@ -54,8 +54,9 @@ import (
 type Options struct {
 	Work  bool // run the River workers and the waiting room's controller
 	Serve bool // serve the web pages and /v1 on cfg.Addr, /metrics on cfg.MetricsAddr
-	// Simulators runs the gateways and the reservation core in this process
-	// on cfg.PSPURL and cfg.PRSURL (tatkal dev, tests).
+	// Simulators runs the gateways, the reservation core and the messaging
+	// gateway in this process, each on a free loopback port (cfg.PSPURL,
+	// PRSURL and MsgURL are set to them; tatkal dev, rehearse, tests).
 	Simulators bool
 	Log        *slog.Logger // nil: slog.Default()
 	// BackOffice adds reconciliation's and fraud review's jobs
@@ -247,15 +248,19 @@ func (a *App) listen() error {
 		return s, nil
 	}
 	if a.Options.Simulators {
-		psp, err := add("psp", a.Config.PSPURL, "")
+		// In-process simulators listen on free loopback ports, chosen here
+		// so that no caller picks (and races for) one; the process's own
+		// clients are pointed at them.
+		const free = "127.0.0.1:0"
+		psp, err := add("psp", free, "")
 		if err != nil {
 			return err
 		}
-		core, err := add("prs", a.Config.PRSURL, "")
+		core, err := add("prs", free, "")
 		if err != nil {
 			return err
 		}
-		msg, err := add("msg", a.Config.MsgURL, "")
+		msg, err := add("msg", free, "")
 		if err != nil {
 			return err
 		}
@@ -370,7 +375,7 @@ func (a *App) build() error {
 	a.Notify = notify.New(notify.Config{Pool: a.Pool, Client: notify.NewClient(cfg.MsgURL, cfg.MsgKey, nil), Jobs: client,
 		Booking: a.Booking, Log: log, Pause: opts.Pause, ReceiptPoll: opts.ReceiptPoll, RetryBase: opts.MsgRetryBase})
 	svcs.Booking, svcs.Payments, svcs.Notify, svcs.Admission = a.Booking, a.Payments, a.Notify, a.Admission
-	a.Recon = recon.New(recon.Config{Pool: a.Pool, Jobs: client, Log: log, MaxFileBytes: cfg.ReconMaxFileBytes})
+	a.Recon = recon.New(recon.Config{Pool: a.Pool, Jobs: client, Log: log, MaxFileBytes: cfg.ReconMaxFileBytes, Pause: opts.Pause})
 	if opts.BackOffice != nil {
 		opts.BackOffice.Use(a)
 	}

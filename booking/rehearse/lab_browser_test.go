@@ -2,20 +2,17 @@ package rehearse_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"tatkal/booking/app"
 	"tatkal/booking/auth"
 	"tatkal/booking/rehearse"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 	"tatkal/console"
 )
@@ -27,72 +24,16 @@ import (
 // the list and the start is in the audit log. Screenshots go to
 // $TATKAL_SCREENSHOTS when set.
 func TestBrowserLab(t *testing.T) {
-	exe := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		t.Skip("headless browser test skipped: no chromium on PATH")
-	}
+	testenv.Chromium(t)
 	s := teststack.New(t, teststack.Options{Lab: func(a *app.App) app.LabCloser { return rehearse.NewLab(a) }})
 	const password = "console-test"
 	if _, err := console.SeedUsers(context.Background(), s.Pool, []console.DemoUser{{Login: "ops1", Password: password, Role: console.Ops}},
 		auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.WindowSize(1280, 1400),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	ctx, cancelT := context.WithTimeout(ctx, 150*time.Second)
-	defer cancelT()
+	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1280, Height: 1400, Timeout: 150 * time.Second})
 	base := s.Server.URL
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(v)
-	}
-	attr := func(sel, name string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector(`+strconv.Quote(sel)+`)||{getAttribute:()=>""}).getAttribute(`+strconv.Quote(name)+`)||""`))
-		if err != nil {
-			t.Fatalf("attribute %s of %s: %v", name, sel, err)
-		}
-		return v
-	}
-	submit := func(what, sel string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	shot := func(name string) {
-		dir := os.Getenv("TATKAL_SCREENSHOTS")
-		if dir == "" {
-			return
-		}
-		if buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
-			os.MkdirAll(dir, 0o755)                                   //nolint:errcheck
-			os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644) //nolint:errcheck
-		}
-	}
+	do, text, attr, submit, shot := b.Do, b.Text, b.Attr, b.Submit, b.Shot
 	do("open login", chromedp.Navigate(base+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=login]`)),
 		chromedp.SetValue(chromedp.CSS(`[data-testid=login-name]`), "ops1"), chromedp.SetValue(chromedp.CSS(`[data-testid=login-password]`), password))
 	submit("sign in", `[data-testid=login-submit]`)

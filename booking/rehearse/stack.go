@@ -71,7 +71,6 @@ func startOwn(ctx context.Context, cfg app.Config, log *slog.Logger) (*target, e
 	cfg.DatabaseURL = withDatabase(cfg.DatabaseURL, name)
 	cfg.RedisPrefix = "rh" + randHex(5)
 	cfg.Addr, cfg.MetricsAddr, cfg.PublicURL = "127.0.0.1:0", "off", ""
-	cfg.PSPURL, cfg.PRSURL, cfg.MsgURL = "http://127.0.0.1:0", "http://127.0.0.1:0", "http://127.0.0.1:0"
 	if cfg.DBPool == 0 {
 		cfg.DBPool = 30
 	}

@@ -87,7 +87,8 @@ type Options struct {
 	Routes []pspapi.RouteConfig
 	// SweepGrace: how long past expiry the sweeper waits (zero: the default).
 	SweepGrace time.Duration
-	// RescueStuckJobsAfter: how soon a job left running by a dead worker is retried.
+	// RescueStuckJobsAfter: how soon a job left running by a dead worker is
+	// retried; a job's run is bounded by it too (River refuses a longer one).
 	RescueStuckJobsAfter time.Duration
 	// Pause is called at named points of the booking and payment paths
 	// (booking.PauseFunc), for tests that force an interleaving.
@@ -110,6 +111,11 @@ type Options struct {
 	// RedisURL: the Redis (a node, or a cluster's nodes) of this stack;
 	// empty: the tests' single node.
 	RedisURL string
+	// SimulatorsOf: a stack whose simulators this one uses, with their
+	// secrets, as a second process of one deployment does (nil: its own).
+	SimulatorsOf *Stack
+	// BackOffice adds back-office jobs to the process (app.Options.BackOffice).
+	BackOffice app.BackOffice
 }
 
 // New builds and starts a stack on a fresh database.
@@ -121,11 +127,12 @@ func New(t testing.TB, opts Options) *Stack {
 	return Start(t, testenv.NewOn(t, opts.RedisURL, testenv.PoolSize()), opts)
 }
 
-// config is the process configuration of a stack on env: port 0
-// everywhere, fresh secrets as tatkal dev makes them.
+// config is the process configuration of a stack on env: port 0 for the
+// app and /metrics (the app puts its simulators on free ports itself),
+// fresh secrets as tatkal dev makes them.
 func config(env *testenv.Env) app.Config {
 	cfg := app.Config{DatabaseURL: env.DatabaseURL, RedisURL: env.RedisURL, RedisPrefix: env.KeyPrefix, Addr: "127.0.0.1:0",
-		MetricsAddr: "127.0.0.1:0", PSPURL: "http://127.0.0.1:0", PRSURL: "http://127.0.0.1:0", MsgURL: "http://127.0.0.1:0", SessionKey: SessionKey,
+		MetricsAddr: "127.0.0.1:0", SessionKey: SessionKey,
 		HoldWindow: booking.DefaultRules().HoldWindow, CommitWriters: 1}
 	cfg.FraudKey = FraudKey
 	return cfg.WithDevSecrets()
@@ -147,11 +154,16 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	}
 	cfg.MaxHoldsInFlight, cfg.SweepInterval = opts.MaxHoldsInFlight, opts.SweepInterval
 	cfg.ReconMaxFileBytes = opts.ReconMaxFileBytes
-	a, err := app.New(context.Background(), cfg, app.Options{Work: opts.Work, Serve: true, Simulators: true, Log: log,
-		Pool: env.Pool, Redis: env.Redis,
+	if p := opts.SimulatorsOf; p != nil {
+		pc := p.App.Config
+		cfg.PSPURL, cfg.PRSURL, cfg.MsgURL = pc.PSPURL, pc.PRSURL, pc.MsgURL
+		cfg.PSPAPIKeys, cfg.WebhookSecrets, cfg.PRSKey, cfg.MsgKey, cfg.SimAdminToken = pc.PSPAPIKeys, pc.WebhookSecrets, pc.PRSKey, pc.MsgKey, pc.SimAdminToken
+	}
+	a, err := app.New(context.Background(), cfg, app.Options{Work: opts.Work, Serve: true, Simulators: opts.SimulatorsOf == nil, Log: log,
+		Pool: env.Pool, Redis: env.Redis, BackOffice: opts.BackOffice,
 		Rules: &rules, Pause: opts.Pause, SweepGrace: opts.SweepGrace, CatalogTTL: time.Minute, FunnelInterval: 200 * time.Millisecond,
 		NoController: true, // tests admit by stepping a controller themselves
-		Jobs:         app.JobTuning{Workers: 10, RescueStuckJobsAfter: opts.RescueStuckJobsAfter},
+		Jobs:         app.JobTuning{Workers: 10, RescueStuckJobsAfter: opts.RescueStuckJobsAfter, JobTimeout: opts.RescueStuckJobsAfter},
 		Payment: app.PaymentTuning{HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
 			LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, NotCreatedAfter: opts.NotCreatedAfter},
 		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: opts.ChallengeBits, RiskyExtraBits: opts.RiskyExtraBits, Lab: opts.Lab})
@@ -175,8 +187,8 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		t.Fatalf("start the stack: %v", err)
 	}
 	return &Stack{Env: env, App: a, Admission: a.Admission, Funnel: a.Funnel, Levers: a.Levers, Console: a.Console, Service: a.Booking,
-		Payments: a.Payments, River: a.River, Server: &Endpoint{a.URL()}, Signer: a.Signer, PSP: &Endpoint{a.PSPURL()},
-		Core: &Endpoint{a.PRSURL()}, Msg: &Endpoint{a.MsgURL()}, MsgKey: a.Config.MsgKey, Metrics: &Endpoint{a.MetricsURL()[:len(a.MetricsURL())-len("/metrics")]},
+		Payments: a.Payments, River: a.River, Server: &Endpoint{a.URL()}, Signer: a.Signer, PSP: &Endpoint{a.Config.PSPURL},
+		Core: &Endpoint{a.Config.PRSURL}, Msg: &Endpoint{a.Config.MsgURL}, MsgKey: a.Config.MsgKey, Metrics: &Endpoint{a.MetricsURL()[:len(a.MetricsURL())-len("/metrics")]},
 		Gateways: a.Config.Gateways(), CoreKey: a.Config.PRSKey, simToken: a.Config.SimAdminToken}
 }
 

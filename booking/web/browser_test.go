@@ -21,19 +21,9 @@ import (
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/seed"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
-
-// chromium finds Debian's chromium (.ci/run installs it when absent).
-func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("headless browser test skipped: no chromium on PATH (install it with: apt-get install -y chromium; .ci/run does)")
-	return ""
-}
 
 // shotsDir is where screenshots go: $TATKAL_SCREENSHOTS, else /tmp/shots/site.
 func shotsDir() string {
@@ -54,16 +44,7 @@ type phone struct {
 func (p *phone) mark(what string) { p.t.Logf("%5.1fs %s", time.Since(p.start).Seconds(), what) }
 
 func newPhone(t *testing.T) *phone {
-	exe := chromium(t)
-	dir := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.WindowSize(390, 844),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelA)
-	ctx, cancelB := chromedp.NewContext(actx)
-	t.Cleanup(cancelB)
+	ctx := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 390, Height: 844}).Ctx
 	// The first Run starts the browser for the context's life; steps then
 	// run with their own short timeouts (a timeout here would stop it).
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844)); err != nil {
@@ -88,11 +69,7 @@ func (p *phone) stalled(what string, err error) {
 	loc, _ := chromedp.Run(ctx, chromedp.Location())
 	txt, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
 	name := "stall-" + strings.NewReplacer(" ", "-", "/", "-").Replace(p.t.Name()+"-"+what)
-	if buf, e := chromedp.Run(ctx, chromedp.FullScreenshot(100)); e == nil {
-		d := shotsDir()
-		os.MkdirAll(d, 0o755)                                   //nolint:errcheck
-		os.WriteFile(filepath.Join(d, name+".png"), buf, 0o644) //nolint:errcheck
-	}
+	testenv.SaveShot(ctx, shotsDir(), name)
 	p.t.Fatalf("%s: %v\nat %s (screenshot %s.png)\n%.2000s", what, err, loc, name, txt)
 }
 
@@ -128,14 +105,7 @@ func (p *phone) submit(what, sel string) {
 	p.mark(what)
 }
 
-func (p *phone) shot(name string) {
-	buf, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
-	if err == nil {
-		d := shotsDir()
-		os.MkdirAll(d, 0o755)                                   //nolint:errcheck
-		os.WriteFile(filepath.Join(d, name+".png"), buf, 0o644) //nolint:errcheck
-	}
-}
+func (p *phone) shot(name string) { testenv.SaveShot(p.ctx, shotsDir(), name) }
 
 // coreGate holds every booking's sync to the reservation core at
 // coresync.before-send until the test opens it, so the phone sees

@@ -1,7 +1,8 @@
 // Package backoffice wires the back office's River jobs: reconciliation
 // (resolve, daily fetch, escalation) and fraud clustering. It sits apart
-// from jobs so that the booking stack's test harness, which imports jobs,
-// never imports recon, whose own tests run on that harness.
+// from jobs and is handed to booking/app by main.go, so that only the
+// processes that should work the back office's jobs (and no test stack
+// unless it asks) register them.
 package backoffice
 
 import (

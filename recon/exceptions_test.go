@@ -143,3 +143,57 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal("age buckets")
 	}
 }
+
+// An automatic money move above the configured limit waits for a second
+// finance person: the run enqueues no job for it, only for the one under
+// the limit; an approval enqueues it once, and a second approval is refused.
+func TestApprovalLimit(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := w.ctx
+	w.svc = New(Config{Pool: w.env.Pool, Jobs: w.river, ApprovalLimitPaise: 1500_00})
+	const gw = "swiftpay"
+	m := w.make(
+		spec{gateway: gw, method: "UPI", amount: 140000, ours: "UNKNOWN", captured: true}, // paid, not booked: ₹1,400
+		spec{gateway: gw, method: "UPI", amount: 160000, ours: "UNKNOWN", captured: true}, // paid, not booked: ₹1,600
+	)
+	w.ingestDay(gw)
+	w.run(gw)
+	jobs := func(id uuid.UUID) int {
+		return w.count(`SELECT count(*) FROM river_job WHERE kind = 'recon_resolve' AND args->>'exception_id' = $1`, id.String())
+	}
+	byPayment := map[uuid.UUID]Exception{}
+	for _, e := range w.exceptions(gw) {
+		if e.Kind == PaidNotBooked && e.PaymentID != nil {
+			byPayment[*e.PaymentID] = e
+		}
+	}
+	under, over := byPayment[m[0].ID], byPayment[m[1].ID]
+	if under.ID == uuid.Nil || over.ID == uuid.Nil {
+		t.Fatalf("paid-not-booked exceptions: %+v", byPayment)
+	}
+	if under.NeedsApproval || jobs(under.ID) != 1 {
+		t.Fatalf("under the limit: needs approval %v, %d jobs; want none and one", under.NeedsApproval, jobs(under.ID))
+	}
+	if !over.NeedsApproval || jobs(over.ID) != 0 {
+		t.Fatalf("over the limit: needs approval %v, %d jobs; want it and none", over.NeedsApproval, jobs(over.ID))
+	}
+	// A rerun enqueues nothing more.
+	w.run(gw)
+	if jobs(under.ID) != 1 || jobs(over.ID) != 0 {
+		t.Fatalf("after a rerun: %d and %d jobs", jobs(under.ID), jobs(over.ID))
+	}
+	var be *booking.Error
+	if err := w.svc.ApproveAutomatic(ctx, under.ID, "finance2", w.river); !errors.As(err, &be) || be.Reason != "NO_APPROVAL_NEEDED" {
+		t.Fatalf("approving one under the limit: %v", err)
+	}
+	w.must(w.svc.ApproveAutomatic(ctx, over.ID, "finance2", w.river))
+	if err := w.svc.ApproveAutomatic(ctx, over.ID, "finance3", w.river); !errors.As(err, &be) || be.Reason != "ALREADY_APPROVED" {
+		t.Fatalf("a second approval: %v", err)
+	}
+	got, err := w.svc.Exception(ctx, over.ID)
+	w.must(err)
+	if got.ApprovedBy != "finance2" || jobs(over.ID) != 1 {
+		t.Fatalf("approved: by %q, %d jobs; want finance2 and one", got.ApprovedBy, jobs(over.ID))
+	}
+}

@@ -197,3 +197,77 @@ func TestApprovalLimit(t *testing.T) {
 		t.Fatalf("approved: by %q, %d jobs; want finance2 and one", got.ApprovedBy, jobs(over.ID))
 	}
 }
+
+// Escalation tells finance once per escalation: each active finance user
+// gets one console message when exceptions pass their SLA (not the
+// disabled one, not ops); a rerun of the job sends nothing new; a later
+// exception passing its SLA is a new escalation and a new message.
+func TestEscalationMessagesFinance(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const gw = "swiftpay"
+	m := w.make(clean(gw, "UPI", 100000), clean(gw, "CARD", 200000))
+	w.settlementFaults(gw, pspsim.SettlementFaults{Drop: pspsim.FaultPick{Refs: []string{m[0].PSPRef, m[1].PSPRef}}})
+	w.ingestDay(gw)
+	w.run(gw)
+	ctx, svc := w.ctx, w.svc
+	var users []int64
+	for _, u := range []struct {
+		login, role string
+		disabled    bool
+	}{{"lead1", "finance", false}, {"lead2", "finance", false}, {"gone", "finance", true}, {"ops1", "ops", false}} {
+		var id int64
+		w.must(w.env.Pool.QueryRow(ctx, `INSERT INTO console_users (login, name, role, password_hash, disabled) VALUES ($1, $1, $2, 'x', $3) RETURNING id`,
+			u.login, u.role, u.disabled).Scan(&id))
+		users = append(users, id)
+	}
+	ex := w.exceptions(gw)
+	if len(ex) != 2 {
+		t.Fatalf("exceptions %+v", ex)
+	}
+	// The second is due much later: only the first passes its SLA now.
+	w.must2(w.env.Pool.Exec(ctx, `UPDATE reconciliation_exceptions SET due_at = due_at + interval '30 days' WHERE id = $1`, ex[1].ID))
+	svc.cfg.Now = func() time.Time { return time.Now().Add(25 * time.Hour) }
+	messages := func() int { return w.count(`SELECT count(*) FROM console_messages`) }
+	if n, err := svc.Escalate(ctx); err != nil || n != 1 {
+		t.Fatalf("escalated %d, %v", n, err)
+	}
+	if got := messages(); got != 2 {
+		t.Fatalf("%d messages after the first escalation, want one per active finance user", got)
+	}
+	for i, want := range []int{1, 1, 0, 0} {
+		msgs, err := svc.Messages(ctx, users[i], 10)
+		w.must(err)
+		if len(msgs) != want {
+			t.Fatalf("user %d: %+v", i, msgs)
+		}
+		if want == 1 && (msgs[0].Kind != MessageEscalated || msgs[0].Link != OverdueLink ||
+			!strings.Contains(msgs[0].Body, "1 reconciliation exception(s)") || !strings.Contains(msgs[0].Body, MissingInSettlement)) {
+			t.Fatalf("message %+v", msgs[0])
+		}
+	}
+	o, ok, err := svc.Overdue(ctx)
+	w.must(err)
+	if !ok || o.Count != 1 || o.Oldest.ID != ex[0].ID {
+		t.Fatalf("overdue %+v %v", o, ok)
+	}
+	// Reruns of the job send nothing new.
+	svc.cfg.Now = func() time.Time { return time.Now().Add(26 * time.Hour) }
+	for range 2 {
+		w.must((&EscalateWorker{Recon: svc}).Work(ctx, nil))
+	}
+	if got := messages(); got != 2 {
+		t.Fatalf("%d messages after reruns", got)
+	}
+	// The second passing its SLA later is a new escalation: one more message each.
+	svc.cfg.Now = func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
+	if n, err := svc.Escalate(ctx); err != nil || n != 1 {
+		t.Fatalf("escalated %d, %v", n, err)
+	}
+	if n, _ := svc.Escalate(ctx); n != 0 || messages() != 4 {
+		t.Fatalf("second escalation: %d messages, rerun escalated %d", messages(), n)
+	}
+	if o, _, _ := svc.Overdue(ctx); o.Count != 2 || o.Paise != 300000 {
+		t.Fatalf("overdue %+v", o)
+	}
+}

@@ -334,7 +334,8 @@ func cmdVerifyWindow(ctx context.Context, cfg app.Config, args []string, out io.
 
 // cmdRecon is reconciliation from the command line: ingest, run, export.
 func cmdRecon(ctx context.Context, cfg app.Config, args []string, stdout io.Writer) error {
-	return usageOf(recon.Command(ctx, cfg.DatabaseURL, cfg.ReconMaxFileBytes, args, stdout), recon.ErrUsage)
+	return usageOf(recon.Command(ctx, cfg.DatabaseURL, recon.Limits{MaxFileBytes: cfg.ReconMaxFileBytes, ApprovalLimitPaise: cfg.ReconApprovalLimitPaise},
+		args, stdout), recon.ErrUsage)
 }
 
 // usageOf marks a package's usage errors as the command line's (exit 2).

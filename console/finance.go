@@ -221,9 +221,37 @@ func (c *Console) renderRuns(w http.ResponseWriter, r *http.Request, errMsg stri
 		return
 	}
 	p.Ageing, _ = ageRows(ageing)
+	if err := c.overdue(r, u, &p); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	c.render(w, r, "Reconciliation", views.ConsoleFinanceRuns(p, u.CSRF))
+}
+
+// overdue heads the finance home with the exceptions past their SLA and the
+// escalation job's messages to this user.
+func (c *Console) overdue(r *http.Request, u User, p *views.FinanceRunsPage) error {
+	ctx := r.Context()
+	o, ok, err := c.cfg.Recon.Overdue(ctx)
+	if err != nil {
+		return err
+	}
+	if ok {
+		now := time.Now()
+		p.Overdue = &views.OverdueSummary{Count: o.Count, Amount: views.INR(o.Paise), Link: recon.OverdueLink,
+			OldestID: o.Oldest.ID.String(), OldestKind: o.Oldest.Kind, OldestRef: o.Oldest.Ref,
+			OldestAge: age(o.Oldest.Age(now)), OldestDue: ist(o.Oldest.DueAt)}
+	}
+	msgs, err := c.cfg.Recon.Messages(ctx, u.ID, 5)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		p.Messages = append(p.Messages, views.FinanceMessage{At: ist(m.At), Body: m.Body, Link: m.Link})
+	}
+	return nil
 }
 
 // gateways are the gateways finance can pick: those configured and those seen.
@@ -420,6 +448,9 @@ func exceptionFilter(q url.Values) (views.ExceptionFilter, recon.Filter, error) 
 	v := views.ExceptionFilter{Kind: q.Get("kind"), Age: q.Get("age"), Owner: q.Get("owner"), Assignee: strings.TrimSpace(q.Get("assignee")),
 		State: q.Get("state"), Gateway: q.Get("gateway"), Date: q.Get("date"), Min: q.Get("min"), Max: q.Get("max")}
 	f := recon.Filter{Kind: v.Kind, Owner: v.Owner, Assignee: v.Assignee, State: v.State, Gateway: v.Gateway, Limit: 50}
+	if o := q.Get("overdue"); o != "" && o != "0" {
+		v.Overdue, f.Overdue = "1", true
+	}
 	if o := q.Get("offset"); o != "" {
 		n, err := strconv.Atoi(o)
 		if err != nil || n < 0 {

@@ -145,6 +145,34 @@ func TestFinanceBackOffice(t *testing.T) {
 		t.Fatalf("runs list:\n%.4000s", body)
 	}
 
+	// The finance home: nothing past its SLA yet; then the payout passes it
+	// and is escalated: the home counts it, names it as the oldest, links the
+	// filtered list and shows the escalation's message, once however often
+	// the job runs.
+	if code, body, _ := b.get("/console/"); code != http.StatusOK || !strings.Contains(body, `data-testid="overdue-none"`) ||
+		!strings.Contains(body, `data-testid="run-swiftpay-2025-06-04"`) {
+		t.Fatalf("finance home: %d\n%.3000s", code, body)
+	}
+	var late string
+	s.Pool.QueryRow(t.Context(), `UPDATE reconciliation_exceptions SET due_at = now() - interval '1 hour'
+		WHERE kind = 'PAYOUT_MISMATCH' RETURNING id`).Scan(&late) //nolint:errcheck
+	for i, want := range []int{1, 0} {
+		if n, err := s.App.Recon.Escalate(t.Context()); err != nil || n != want {
+			t.Fatalf("escalation %d: %d, %v", i, n, err)
+		}
+	}
+	overdueHref := `href="/console/finance/exceptions?overdue=1&amp;state=UNRESOLVED"`
+	_, body, _ = b.get("/console/")
+	if !strings.Contains(body, `data-testid="overdue-count">1<`) || !strings.Contains(body, overdueHref) ||
+		!strings.Contains(body, `href="/console/finance/exceptions/`+late+`">PAYOUT_MISMATCH`) ||
+		strings.Count(body, "passed their SLA (PAYOUT_MISMATCH)") != 1 {
+		t.Fatalf("finance home with one overdue (%s):\n%.5000s", late, body)
+	}
+	_, body, _ = b.get("/console/finance/exceptions?overdue=1&state=UNRESOLVED")
+	if ids := exceptionLinkRE.FindAllStringSubmatch(body, -1); len(ids) != 1 || ids[0][1] != late || !strings.Contains(body, "of 1 exceptions") {
+		t.Fatalf("overdue list: %v\n%.3000s", ids, body)
+	}
+
 	// Filters: kind and amount range; a bad amount is an error.
 	_, body, _ = b.get("/console/finance/exceptions?kind=ORPHAN_LINE&min=1,500&gateway=swiftpay&date=" + financeDay)
 	if n := strings.Count(body, `data-kind="ORPHAN_LINE"`); n != 2 || !strings.Contains(body, "of 2 exceptions") {

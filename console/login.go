@@ -130,8 +130,13 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/console/login?out=1", http.StatusSeeOther)
 }
 
-// home sends each role to its first section.
+// home sends each role to its first section; finance's home is its runs
+// page, headed by the exceptions past their SLA.
 func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 	u, _ := userFrom(r.Context())
+	if u.Role == Finance && c.cfg.Recon != nil {
+		c.financeRuns(w, r)
+		return
+	}
 	http.Redirect(w, r, firstPage(u.Role), http.StatusSeeOther)
 }

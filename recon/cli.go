@@ -42,12 +42,24 @@ var cliExamples = map[string]string{
 	"export": "tatkal recon export --gateway swiftpay --date 2026-12-01 --out recon.xlsx",
 }
 
+// Limits are the service's configured limits the command line shares
+// with the app.
+type Limits struct {
+	// MaxFileBytes is the largest file ingest takes (0: DefaultMaxFileBytes);
+	// a larger one is refused before the database is touched.
+	MaxFileBytes int64
+	// ApprovalLimitPaise: a run's automatic money moves above it wait for a
+	// second finance person (0: the default, Config's).
+	ApprovalLimitPaise int64
+}
+
 // Command runs "tatkal recon ARGS" against the database at databaseURL.
 // A mistake in the arguments wraps ErrUsage and changes nothing.
 //
-// maxFileBytes is the largest file ingest takes (0: DefaultMaxFileBytes);
-// a larger one is refused before the database is touched.
-func Command(ctx context.Context, databaseURL string, maxFileBytes int64, args []string, stdout io.Writer) error {
+// limits are the app's configured ones, so that the command line refuses
+// and approves as the console and the jobs do.
+func Command(ctx context.Context, databaseURL string, limits Limits, args []string, stdout io.Writer) error {
+	maxFileBytes := limits.MaxFileBytes
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stdout, cliUsage)
 		if len(args) == 0 {
@@ -128,7 +140,7 @@ func Command(ctx context.Context, databaseURL string, maxFileBytes int64, args [
 	if err != nil {
 		return fmt.Errorf("river: %w", err)
 	}
-	svc := New(Config{Pool: pool, Jobs: jobs, MaxFileBytes: maxFileBytes})
+	svc := New(Config{Pool: pool, Jobs: jobs, MaxFileBytes: maxFileBytes, ApprovalLimitPaise: limits.ApprovalLimitPaise})
 
 	switch args[0] {
 	case "ingest":

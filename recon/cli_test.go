@@ -31,7 +31,7 @@ func TestCommand(t *testing.T) {
 	var limit int64
 	cmd := func(args ...string) (string, error) {
 		var out bytes.Buffer
-		err := Command(ctx, env.DatabaseURL, limit, args, &out)
+		err := Command(ctx, env.DatabaseURL, Limits{MaxFileBytes: limit}, args, &out)
 		return out.String(), err
 	}
 	for _, bad := range [][]string{

@@ -120,6 +120,7 @@ type Filter struct {
 	MaxPaise     int64  // |amount| at most (0: no bound)
 	OlderThan    time.Duration
 	YoungerThan  time.Duration // detected less than this long ago (0: no bound)
+	Overdue      bool          // unresolved and past its SLA
 	Limit        int           // default 100, at most 1000
 	Offset       int
 }
@@ -196,6 +197,9 @@ func (s *Service) where(f Filter) (string, []any, error) {
 	}
 	if f.YoungerThan > 0 {
 		add("detected_at > $%d", now.Add(-f.YoungerThan))
+	}
+	if f.Overdue {
+		add("state IN ('OPEN', 'INVESTIGATING') AND due_at < $%d", now)
 	}
 	if len(where) == 0 {
 		return "", args, nil
@@ -453,19 +457,87 @@ func (s *Service) ApproveAutomatic(ctx context.Context, id uuid.UUID, approver s
 
 // Escalate marks the unresolved exceptions past their SLA as escalated (to
 // the finance lead and the console's home page) and returns how many were
-// newly escalated. Run by a periodic job.
+// newly escalated. Run by a periodic job. Console users have no phone or
+// e-mail: each active finance user gets one console message per
+// escalation (the exceptions newly past their SLA together), in the same
+// statement, so a rerun that escalates nothing new sends nothing.
 func (s *Service) Escalate(ctx context.Context) (int, error) {
 	var n int
+	now := s.cfg.Now()
 	err := s.pool.QueryRow(ctx, `WITH e AS (
 			UPDATE reconciliation_exceptions SET escalated_at = $1
-			WHERE state IN ('OPEN', 'INVESTIGATING') AND due_at < $1 AND escalated_at IS NULL RETURNING id, state)
+			WHERE state IN ('OPEN', 'INVESTIGATING') AND due_at < $1 AND escalated_at IS NULL
+			RETURNING id, state, kind, abs(amount_paise) AS paise)
 		, ev AS (INSERT INTO reconciliation_exception_events (exception_id, actor, action, from_state, to_state, note)
 			SELECT id, 'job:recon_escalate', 'ESCALATED', state, state, 'past its SLA: raised to the finance lead' FROM e)
-		SELECT count(*) FROM e`, s.cfg.Now()).Scan(&n)
+		, tot AS (SELECT count(*) AS n, coalesce(sum(paise), 0)::bigint AS paise,
+				string_agg(DISTINCT kind, ', ' ORDER BY kind) AS kinds FROM e)
+		, msg AS (INSERT INTO console_messages (user_id, kind, ref, body, link)
+			SELECT u.id, $2, $3, format('%s reconciliation exception(s) passed their SLA (%s), ₹%s at stake.',
+				tot.n, tot.kinds, to_char(tot.paise / 100.0, 'FM9999999999990.00')), $4
+			FROM console_users u, tot WHERE tot.n > 0 AND u.role = 'finance' AND NOT u.disabled
+			ON CONFLICT (user_id, kind, ref) DO NOTHING)
+		SELECT n FROM tot`, now, MessageEscalated, now.UTC().Format(time.RFC3339Nano), OverdueLink).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("escalate: %w", err)
 	}
 	return n, nil
+}
+
+// MessageEscalated is the kind of the console message Escalate sends.
+const MessageEscalated = "RECON_ESCALATED"
+
+// OverdueLink is the finance console's list of the overdue exceptions.
+const OverdueLink = "/console/finance/exceptions?overdue=1&state=UNRESOLVED"
+
+// Message is a console message to one console user.
+type Message struct {
+	Kind, Ref, Body, Link string
+	At                    time.Time
+}
+
+// Messages are a console user's newest messages, newest first.
+func (s *Service) Messages(ctx context.Context, userID int64, limit int) ([]Message, error) {
+	rows, err := s.pool.Query(ctx, `SELECT kind, ref, body, link, created_at FROM console_messages
+		WHERE user_id = $1 ORDER BY id DESC LIMIT $2`, userID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("console messages: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
+		var m Message
+		return m, r.Scan(&m.Kind, &m.Ref, &m.Body, &m.Link, &m.At)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("console messages: %w", err)
+	}
+	return out, nil
+}
+
+// Overdue sums the unresolved exceptions past their SLA and finds the
+// oldest of them (ok false when there is none).
+type Overdue struct {
+	Count  int
+	Paise  int64
+	Oldest Exception
+}
+
+// Overdue reads the unresolved exceptions past their SLA.
+func (s *Service) Overdue(ctx context.Context) (Overdue, bool, error) {
+	var o Overdue
+	f := Filter{State: "UNRESOLVED", Overdue: true, Limit: 1}
+	n, paise, err := s.CountExceptions(ctx, f)
+	if err != nil || n == 0 {
+		return o, false, err
+	}
+	rows, err := s.Exceptions(ctx, f)
+	if err != nil {
+		return o, false, err
+	}
+	o.Count, o.Paise = n, paise
+	if len(rows) > 0 {
+		o.Oldest = rows[0]
+	}
+	return o, true, nil
 }
 
 // EscalateArgs runs Escalate; a periodic job.

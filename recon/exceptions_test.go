@@ -143,3 +143,131 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal("age buckets")
 	}
 }
+
+// An automatic money move above the configured limit waits for a second
+// finance person: the run enqueues no job for it, only for the one under
+// the limit; an approval enqueues it once, and a second approval is refused.
+func TestApprovalLimit(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := w.ctx
+	w.svc = New(Config{Pool: w.env.Pool, Jobs: w.river, ApprovalLimitPaise: 1500_00})
+	const gw = "swiftpay"
+	m := w.make(
+		spec{gateway: gw, method: "UPI", amount: 140000, ours: "UNKNOWN", captured: true}, // paid, not booked: ₹1,400
+		spec{gateway: gw, method: "UPI", amount: 160000, ours: "UNKNOWN", captured: true}, // paid, not booked: ₹1,600
+	)
+	w.ingestDay(gw)
+	w.run(gw)
+	jobs := func(id uuid.UUID) int {
+		return w.count(`SELECT count(*) FROM river_job WHERE kind = 'recon_resolve' AND args->>'exception_id' = $1`, id.String())
+	}
+	byPayment := map[uuid.UUID]Exception{}
+	for _, e := range w.exceptions(gw) {
+		if e.Kind == PaidNotBooked && e.PaymentID != nil {
+			byPayment[*e.PaymentID] = e
+		}
+	}
+	under, over := byPayment[m[0].ID], byPayment[m[1].ID]
+	if under.ID == uuid.Nil || over.ID == uuid.Nil {
+		t.Fatalf("paid-not-booked exceptions: %+v", byPayment)
+	}
+	if under.NeedsApproval || jobs(under.ID) != 1 {
+		t.Fatalf("under the limit: needs approval %v, %d jobs; want none and one", under.NeedsApproval, jobs(under.ID))
+	}
+	if !over.NeedsApproval || jobs(over.ID) != 0 {
+		t.Fatalf("over the limit: needs approval %v, %d jobs; want it and none", over.NeedsApproval, jobs(over.ID))
+	}
+	// A rerun enqueues nothing more.
+	w.run(gw)
+	if jobs(under.ID) != 1 || jobs(over.ID) != 0 {
+		t.Fatalf("after a rerun: %d and %d jobs", jobs(under.ID), jobs(over.ID))
+	}
+	var be *booking.Error
+	if err := w.svc.ApproveAutomatic(ctx, under.ID, "finance2", w.river); !errors.As(err, &be) || be.Reason != "NO_APPROVAL_NEEDED" {
+		t.Fatalf("approving one under the limit: %v", err)
+	}
+	w.must(w.svc.ApproveAutomatic(ctx, over.ID, "finance2", w.river))
+	if err := w.svc.ApproveAutomatic(ctx, over.ID, "finance3", w.river); !errors.As(err, &be) || be.Reason != "ALREADY_APPROVED" {
+		t.Fatalf("a second approval: %v", err)
+	}
+	got, err := w.svc.Exception(ctx, over.ID)
+	w.must(err)
+	if got.ApprovedBy != "finance2" || jobs(over.ID) != 1 {
+		t.Fatalf("approved: by %q, %d jobs; want finance2 and one", got.ApprovedBy, jobs(over.ID))
+	}
+}
+
+// Escalation tells finance once per escalation: each active finance user
+// gets one console message when exceptions pass their SLA (not the
+// disabled one, not ops); a rerun of the job sends nothing new; a later
+// exception passing its SLA is a new escalation and a new message.
+func TestEscalationMessagesFinance(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const gw = "swiftpay"
+	m := w.make(clean(gw, "UPI", 100000), clean(gw, "CARD", 200000))
+	w.settlementFaults(gw, pspsim.SettlementFaults{Drop: pspsim.FaultPick{Refs: []string{m[0].PSPRef, m[1].PSPRef}}})
+	w.ingestDay(gw)
+	w.run(gw)
+	ctx, svc := w.ctx, w.svc
+	var users []int64
+	for _, u := range []struct {
+		login, role string
+		disabled    bool
+	}{{"lead1", "finance", false}, {"lead2", "finance", false}, {"gone", "finance", true}, {"ops1", "ops", false}} {
+		var id int64
+		w.must(w.env.Pool.QueryRow(ctx, `INSERT INTO console_users (login, name, role, password_hash, disabled) VALUES ($1, $1, $2, 'x', $3) RETURNING id`,
+			u.login, u.role, u.disabled).Scan(&id))
+		users = append(users, id)
+	}
+	ex := w.exceptions(gw)
+	if len(ex) != 2 {
+		t.Fatalf("exceptions %+v", ex)
+	}
+	// The second is due much later: only the first passes its SLA now.
+	w.must2(w.env.Pool.Exec(ctx, `UPDATE reconciliation_exceptions SET due_at = due_at + interval '30 days' WHERE id = $1`, ex[1].ID))
+	svc.cfg.Now = func() time.Time { return time.Now().Add(25 * time.Hour) }
+	messages := func() int { return w.count(`SELECT count(*) FROM console_messages`) }
+	if n, err := svc.Escalate(ctx); err != nil || n != 1 {
+		t.Fatalf("escalated %d, %v", n, err)
+	}
+	if got := messages(); got != 2 {
+		t.Fatalf("%d messages after the first escalation, want one per active finance user", got)
+	}
+	for i, want := range []int{1, 1, 0, 0} {
+		msgs, err := svc.Messages(ctx, users[i], 10)
+		w.must(err)
+		if len(msgs) != want {
+			t.Fatalf("user %d: %+v", i, msgs)
+		}
+		if want == 1 && (msgs[0].Kind != MessageEscalated || msgs[0].Link != OverdueLink ||
+			!strings.Contains(msgs[0].Body, "1 reconciliation exception(s)") || !strings.Contains(msgs[0].Body, MissingInSettlement)) {
+			t.Fatalf("message %+v", msgs[0])
+		}
+	}
+	o, ok, err := svc.Overdue(ctx)
+	w.must(err)
+	if !ok || o.Count != 1 || o.Oldest.ID != ex[0].ID {
+		t.Fatalf("overdue %+v %v", o, ok)
+	}
+	// Reruns of the job send nothing new.
+	svc.cfg.Now = func() time.Time { return time.Now().Add(26 * time.Hour) }
+	for range 2 {
+		w.must((&EscalateWorker{Recon: svc}).Work(ctx, nil))
+	}
+	if got := messages(); got != 2 {
+		t.Fatalf("%d messages after reruns", got)
+	}
+	// The second passing its SLA later is a new escalation: one more message each.
+	svc.cfg.Now = func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
+	if n, err := svc.Escalate(ctx); err != nil || n != 1 {
+		t.Fatalf("escalated %d, %v", n, err)
+	}
+	if n, _ := svc.Escalate(ctx); n != 0 || messages() != 4 {
+		t.Fatalf("second escalation: %d messages, rerun escalated %d", messages(), n)
+	}
+	if o, _, _ := svc.Overdue(ctx); o.Count != 2 || o.Paise != 300000 {
+		t.Fatalf("overdue %+v", o)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
@@ -81,8 +82,13 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (RunSummary, error) {
 	}
 	day := dateOnly(req.Date)
 	start := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, booking.IST)
+	conn, release, err := s.runConn(ctx)
+	if err != nil {
+		return RunSummary{}, fmt.Errorf("reconcile %s %s: %w", req.Gateway, day.Format(time.DateOnly), err)
+	}
+	defer release()
 	var runID int64
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.Transact(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('recon.run|' || $1 || '|' || $2, 0))`,
 			req.Gateway, day.Format(time.DateOnly)); err != nil {
 			return err
@@ -103,6 +109,35 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (RunSummary, error) {
 	s.log.InfoContext(ctx, "recon run", "id", runID, "gateway", req.Gateway, "date", day.Format(time.DateOnly),
 		"lines", sum.Lines, "matched", sum.Matched, "exceptions", sum.Exceptions, "new", sum.NewExceptions, "cleared", sum.Cleared)
 	return sum, nil
+}
+
+// runTempBuffers is the memory a run's connection keeps its temporary
+// tables in. PostgreSQL's default (8 MB) holds a sliver of a day of a
+// million payments: every page of the run's temporary tables went out to
+// a file and was read back, pass after pass.
+const runTempBuffers = "512MB"
+
+// runConn is the connection a run uses: one of the pool's, given a larger
+// temp_buffers when PostgreSQL still allows it (only before the session's
+// first temporary table). Such a connection is closed afterwards instead of
+// going back to the pool, so the local buffers it grew go with it and no
+// other work keeps them.
+func (s *Service) runConn(ctx context.Context) (*pgxpool.Conn, func(), error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connection: %w", err)
+	}
+	if _, err := conn.Exec(ctx, `SET temp_buffers = '`+runTempBuffers+`'`); err != nil {
+		// This session has used temporary tables already: the default stays.
+		s.log.DebugContext(ctx, "recon run keeps temp_buffers", "err", err)
+		return conn, conn.Release, nil
+	}
+	return conn, func() {
+		c := conn.Hijack()
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.Close(closeCtx) //nolint:errcheck // the backend ends either way
+	}, nil
 }
 
 // step is one set-based statement of a run, named for errors.
@@ -180,7 +215,11 @@ var matchSteps = []step{
 		       c.n, c.amount AS c_amount, c.amount_max AS c_amount_max, c.fee AS c_fee, c.tax AS c_tax, c.ext_ref AS c_ext_ref,
 		       c.file_day AS c_file_day, c.line_ids AS c_line_ids, c.event_at AS c_event_at, c.value_date AS c_value_date
 		FROM rc_pay p LEFT JOIN rc_cap c ON c.pay_id = p.id LEFT JOIN bookings b ON b.hold_id = p.hold_id`},
-	{"analyze", `ANALYZE rc_pay, rc_ref, rc_line, rc_pc`}, // rc_cap is read whole, once more, by a hash join
+	// Only the columns the rules join and filter on: statistics of the
+	// arrays, amounts and times cost more than the row counts they come with.
+	// rc_cap is read whole, once more, by a hash join.
+	{"analyze", `ANALYZE rc_pay (id, hold_id, state), rc_ref, rc_line (id, kind, ext_ref, pay_id, refund_id, file_day, payout_id),
+		rc_pc (id, hold_id, state, method, n, booked, refunded)`},
 	{"found", foundTable},
 
 	{PaidNotBooked, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
@@ -510,6 +549,7 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, runID int64, req RunReq
 	for _, k := range kinds {
 		kindNames, owners, slas = append(kindNames, k.Kind), append(owners, k.Owner), append(slas, int64(k.SLA/time.Second))
 	}
+	t0 := time.Now()
 	rows, err := tx.Query(ctx, `WITH re AS (
 			UPDATE reconciliation_exceptions e SET state = 'OPEN', resolution = '', resolved_at = NULL, resolved_by = '', last_run_id = $1
 			FROM rc_found f WHERE e.kind = f.kind AND e.ref = f.ref AND e.resolution = 'CLEARED_ON_RERUN'
@@ -524,6 +564,8 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, runID int64, req RunReq
 	if err != nil {
 		return fmt.Errorf("reopen: %w", err)
 	}
+	s.log.DebugContext(ctx, "recon step", "run", runID, "step", "reopen", "took", time.Since(t0))
+	t0 = time.Now()
 	rows, err = tx.Query(ctx, `WITH k AS (SELECT * FROM unnest($5::text[], $6::text[], $7::bigint[]) AS k(kind, owner, sla_s))
 		, up AS (
 			INSERT INTO reconciliation_exceptions (id, kind, ref, gateway, business_date, payment_id, hold_id, refund_id, pnr, psp_ref,
@@ -550,6 +592,8 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, runID int64, req RunReq
 	if err != nil {
 		return fmt.Errorf("open exceptions: %w", err)
 	}
+	s.log.DebugContext(ctx, "recon step", "run", runID, "step", "open exceptions", "took", time.Since(t0))
+	t0 = time.Now()
 	var cleared int
 	err = tx.QueryRow(ctx, `WITH c AS (
 			UPDATE reconciliation_exceptions e SET state = 'RESOLVED', resolution = 'CLEARED_ON_RERUN', resolved_at = $4,
@@ -564,6 +608,7 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, runID int64, req RunReq
 	if err != nil {
 		return fmt.Errorf("clear exceptions: %w", err)
 	}
+	s.log.DebugContext(ctx, "recon step", "run", runID, "step", "clear exceptions", "took", time.Since(t0))
 	if _, err := tx.Exec(ctx, `UPDATE recon_runs SET new_exceptions = $2, cleared = $3, finished_at = clock_timestamp() WHERE id = $1`,
 		runID, len(inserted), cleared); err != nil {
 		return fmt.Errorf("finish run: %w", err)

@@ -19,6 +19,21 @@ type FinanceRunsPage struct {
 	Ageing            []AgeRow
 	Error             string
 	Today             string
+	Overdue           *OverdueSummary // the unresolved exceptions past their SLA; nil if none
+	Messages          []FinanceMessage
+}
+
+// OverdueSummary heads the finance home: how many exceptions are past their
+// SLA, the amount at stake, the oldest, and the filtered list.
+type OverdueSummary struct {
+	Count                                                 int
+	Amount, Link                                          string
+	OldestID, OldestKind, OldestRef, OldestAge, OldestDue string
+}
+
+// FinanceMessage is one console message to the signed-in user.
+type FinanceMessage struct {
+	At, Body, Link string
 }
 
 // FinanceRunRow is one run in the list and the head of the run page.
@@ -87,6 +102,7 @@ type FinanceExceptionsPage struct {
 // ExceptionFilter is the filter form's values, as typed.
 type ExceptionFilter struct {
 	Kind, Age, Owner, Assignee, State, Gateway, Date, Min, Max string
+	Overdue                                                    string // "1": only those past their SLA
 	Offset                                                     int
 }
 
@@ -94,7 +110,7 @@ type ExceptionFilter struct {
 func (f ExceptionFilter) Query(offset int) string {
 	v := url.Values{}
 	for k, s := range map[string]string{"kind": f.Kind, "age": f.Age, "owner": f.Owner, "assignee": f.Assignee, "state": f.State,
-		"gateway": f.Gateway, "date": f.Date, "min": f.Min, "max": f.Max} {
+		"gateway": f.Gateway, "date": f.Date, "min": f.Min, "max": f.Max, "overdue": f.Overdue} {
 		if s != "" {
 			v.Set(k, s)
 		}

@@ -375,7 +375,8 @@ func (a *App) build() error {
 	a.Notify = notify.New(notify.Config{Pool: a.Pool, Client: notify.NewClient(cfg.MsgURL, cfg.MsgKey, nil), Jobs: client,
 		Booking: a.Booking, Log: log, Pause: opts.Pause, ReceiptPoll: opts.ReceiptPoll, RetryBase: opts.MsgRetryBase})
 	svcs.Booking, svcs.Payments, svcs.Notify, svcs.Admission = a.Booking, a.Payments, a.Notify, a.Admission
-	a.Recon = recon.New(recon.Config{Pool: a.Pool, Jobs: client, Log: log, MaxFileBytes: cfg.ReconMaxFileBytes, Pause: opts.Pause})
+	a.Recon = recon.New(recon.Config{Pool: a.Pool, Jobs: client, Log: log, MaxFileBytes: cfg.ReconMaxFileBytes,
+		ApprovalLimitPaise: cfg.ReconApprovalLimitPaise, Pause: opts.Pause})
 	if opts.BackOffice != nil {
 		opts.BackOffice.Use(a)
 	}

@@ -55,6 +55,10 @@ type Config struct {
 	// ReconMaxFileBytes is the largest reconciliation file taken by upload,
 	// the CLI or the daily fetch (TATKAL_RECON_MAX_FILE_MB; 0: recon's default).
 	ReconMaxFileBytes int64
+	// ReconApprovalLimitPaise: an automatic money-moving resolution above it
+	// waits for a second finance person (TATKAL_RECON_APPROVAL_RUPEES; 0:
+	// recon's default, ₹10,000).
+	ReconApprovalLimitPaise int64
 
 	// RedisClusterAddrs (REDIS_CLUSTER_ADDRS, host:port,...) selects a
 	// Redis Cluster; so does a REDIS_URL listing several nodes.
@@ -143,6 +147,13 @@ func FromEnv() (Config, error) {
 			return cfg, fmt.Errorf("TATKAL_RECON_MAX_FILE_MB %q: want 1-65536 (megabytes)", v)
 		}
 		cfg.ReconMaxFileBytes = int64(n) << 20
+	}
+	if v := os.Getenv("TATKAL_RECON_APPROVAL_RUPEES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > 10_000_000 {
+			return cfg, fmt.Errorf("TATKAL_RECON_APPROVAL_RUPEES %q: want whole rupees, 1-10000000", v)
+		}
+		cfg.ReconApprovalLimitPaise = n * 100
 	}
 	if v := os.Getenv("TATKAL_MAX_HOLDS_IN_FLIGHT"); v != "" {
 		n, err := strconv.Atoi(v)

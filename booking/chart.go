@@ -49,6 +49,9 @@ func (ChartSendArgs) InsertOpts() river.InsertOpts {
 // passenger's 30-minute deadline does not bind the chart).
 const chartCancelReason = "waitlisted at charting"
 
+// ChartCancelReason is the cancel reason of a ticket cancelled at charting.
+const ChartCancelReason = chartCancelReason
+
 // ChartScheduleArgs schedules the chart jobs of shards not charted yet
 // (periodic; each shard's job is unique, so repeating it is harmless).
 type ChartScheduleArgs struct{}

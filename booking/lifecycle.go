@@ -25,7 +25,7 @@ const holdViewSQL = `
 	SELECT h.id, h.user_id, h.shard_id, h.kind, h.state, h.state_reason, h.expires_at, h.created_at,
 	       h.passengers, h.berths, coalesce(h.waitlist_no, 0), h.fare_paise, h.fare_breakup,
 	       h.from_seq, h.to_seq, coalesce(b.pnr, ''), coalesce(b.status, ''), coalesce(b.prs_state, ''), coalesce(b.refund_due_paise, 0),
-	       sh.chart_state, coalesce(sh.charted_at, 'epoch'), sh.chart_core_state
+	       sh.chart_state, coalesce(sh.charted_at, 'epoch'), sh.chart_core_state, coalesce(b.cancel_reason, '')
 	FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id JOIN inventory_shards sh ON sh.id = h.shard_id
 	WHERE h.id = $1`
 
@@ -49,7 +49,7 @@ func (s *Service) view(ctx context.Context, q db.Querier, id uuid.UUID) (HoldVie
 	var from, to int
 	err := q.QueryRow(ctx, holdViewSQL, id).Scan(&v.ID, &v.UserID, &v.ShardID, &v.Kind, &v.State, &v.Reason,
 		&v.ExpiresAt, &v.CreatedAt, &pax, &berths, &v.WaitlistNo, &v.Fare.TotalPaise, &breakup, &from, &to,
-		&v.PNR, &v.BookingStat, &v.CoreState, &v.RefundDue, &v.ChartState, &v.ChartedAt, &v.ChartCore)
+		&v.PNR, &v.BookingStat, &v.CoreState, &v.RefundDue, &v.ChartState, &v.ChartedAt, &v.ChartCore, &v.CancelReason)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return HoldView{}, Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
 	}

@@ -129,4 +129,6 @@ type HoldView struct {
 	ChartState string
 	ChartedAt  time.Time
 	ChartCore  string
+	// CancelReason says why a cancelled booking was cancelled.
+	CancelReason string
 }

@@ -2,7 +2,10 @@ package booking
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,6 +13,7 @@ import (
 
 	"tatkal/booking/db"
 	"tatkal/booking/inventory"
+	"tatkal/booking/prs"
 )
 
 // ChartArgs prepares the chart of one shard, scheduled at its chart time
@@ -20,8 +24,33 @@ type ChartArgs struct {
 
 func (ChartArgs) Kind() string { return "chart_prepare" }
 func (ChartArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMoney, MaxAttempts: 100, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: QueueMoney, MaxAttempts: ChartMaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
+
+// ChartMaxAttempts bounds the retries of a chart job: River's backoff
+// spreads 20 attempts over more than a day, far past any departure. The
+// last failure, or any failure once the train has left, ends the job with
+// the shard FAILED and an alarm (ChartJob), never a silent retry loop.
+const ChartMaxAttempts = 20
+
+// ChartSendArgs sends a shard's prepared chart to the reservation core.
+// Inserted in the chart's own transaction; unique per shard.
+type ChartSendArgs struct {
+	ShardID int64 `json:"shard_id"`
+}
+
+func (ChartSendArgs) Kind() string { return "chart_send" }
+func (ChartSendArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMoney, MaxAttempts: ChartMaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// chartCancelReason is the cancel reason of a waitlisted ticket left at
+// charting; it is cancelled automatically whatever the hour (the
+// passenger's 30-minute deadline does not bind the chart).
+const chartCancelReason = "waitlisted at charting"
+
+// ChartCancelReason is the cancel reason of a ticket cancelled at charting.
+const ChartCancelReason = chartCancelReason
 
 // ChartScheduleArgs schedules the chart jobs of shards not charted yet
 // (periodic; each shard's job is unique, so repeating it is harmless).
@@ -75,6 +104,7 @@ type ChartReport struct {
 	Already   bool // charted before: nothing done
 	Promoted  []Promoted
 	Cancelled []string // PNRs of the waitlisted tickets cancelled with a refund
+	Chart     prs.Chart
 }
 
 // Chart prepares the chart of a shard: frozen (its window closed, no hold
@@ -96,7 +126,7 @@ func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error)
 		if err := tx.QueryRow(ctx, `SELECT chart_state FROM inventory_shards WHERE id = $1 FOR UPDATE`, shardID).Scan(&state); err != nil {
 			return err
 		}
-		if state == "CHARTED" {
+		if state == "CHARTED" || state == "FAILED" {
 			rep.Already = true
 			return nil
 		}
@@ -104,6 +134,7 @@ func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error)
 		if rep.Promoted, err = s.promoteTx(ctx, tx, shardID); err != nil {
 			return err
 		}
+		s.pause.At(ctx, "chart.after-promote")
 		// Frozen from here: no hold, no promotion.
 		if _, err := tx.Exec(ctx, `UPDATE inventory_shards SET chart_state = 'CHARTING',
 			window_closes_at = least(window_closes_at, now()) WHERE id = $1`, shardID); err != nil {
@@ -118,7 +149,7 @@ func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error)
 			if err != nil {
 				return err
 			}
-			done, err := s.cancelBookingTx(ctx, tx, v, "waitlisted at charting", nil)
+			done, err := s.cancelBookingTx(ctx, tx, v, chartCancelReason, nil)
 			if err != nil {
 				return fmt.Errorf("cancel %s at charting: %w", w.pnr, err)
 			}
@@ -130,9 +161,20 @@ func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error)
 				return err
 			}
 		}
-		ref := fmt.Sprintf("CH%d-%s", shardID, time.Now().UTC().Format("20060102T150405"))
-		_, err = tx.Exec(ctx, `UPDATE inventory_shards SET chart_state = 'CHARTED', charted_at = now(), chart_ref = $2
-			WHERE id = $1`, shardID, ref)
+		now := s.now().UTC()
+		ref := fmt.Sprintf("CH%d-%s", shardID, now.Format("20060102T150405"))
+		if rep.Chart, err = s.chartTx(ctx, tx, shardID, ref, now, rep.Cancelled); err != nil {
+			return err
+		}
+		body, err := json.Marshal(rep.Chart)
+		if err != nil {
+			return err
+		}
+		if _, err = tx.Exec(ctx, `UPDATE inventory_shards SET chart_state = 'CHARTED', charted_at = $3, chart_ref = $2,
+			chart_body = $4, chart_core_state = 'PENDING' WHERE id = $1`, shardID, ref, now, body); err != nil {
+			return err
+		}
+		_, err = s.jobs.InsertTx(ctx, tx, ChartSendArgs{ShardID: shardID}, nil)
 		return err
 	})
 	if err != nil {
@@ -149,4 +191,169 @@ func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error)
 	}
 	s.log.Info("chart prepared", "shard", shardID, "promoted", len(rep.Promoted), "cancelled", len(rep.Cancelled))
 	return rep, nil
+}
+
+// chartTx builds the prepared chart of a shard as it stands in tx (after
+// the promotions and cancellations of charting): every confirmed booking
+// with its final berths, and the waitlisted PNRs cancelled. Each
+// confirmed passenger is told the berth is final.
+func (s *Service) chartTx(ctx context.Context, tx pgx.Tx, shardID int64, ref string, at time.Time, cancelled []string) (prs.Chart, error) {
+	shard, err := s.catalog.ByID(ctx, shardID)
+	if err != nil {
+		return prs.Chart{}, err
+	}
+	c := prs.Chart{Ref: ref, Train: shard.Train, JourneyDate: shard.Date.Format(prs.DateLayout), Class: shard.Class,
+		Quota: shard.Quota, PreparedAt: at, Cancelled: cancelled}
+	rows, err := tx.Query(ctx, `SELECT b.pnr, b.user_id, b.from_seq, b.to_seq, p.seq, p.name, p.age, p.gender,
+			coalesce(p.coach, ''), coalesce(p.berth_no, 0), coalesce(p.berth_type, '')
+		FROM bookings b JOIN booking_passengers p ON p.booking_id = b.id
+		WHERE b.shard_id = $1 AND b.status = 'CONFIRMED' ORDER BY b.pnr, p.seq`, shardID)
+	if err != nil {
+		return prs.Chart{}, fmt.Errorf("chart of shard %d: %w", shardID, err)
+	}
+	var pnr string
+	var userID int64
+	var from, to int
+	var p prs.Passenger
+	users := map[string]int64{}
+	_, err = pgx.ForEachRow(rows, []any{&pnr, &userID, &from, &to, &p.Seq, &p.Name, &p.Age, &p.Gender, &p.Coach, &p.BerthNo, &p.BerthType},
+		func() error {
+			if n := len(c.Confirmed); n == 0 || c.Confirmed[n-1].PNR != pnr {
+				c.Confirmed = append(c.Confirmed, prs.ChartEntry{PNR: pnr, FromSeq: from, ToSeq: to})
+				users[pnr] = userID
+			}
+			e := &c.Confirmed[len(c.Confirmed)-1]
+			e.Passengers = append(e.Passengers, p)
+			return nil
+		})
+	if err != nil {
+		return prs.Chart{}, fmt.Errorf("chart of shard %d: %w", shardID, err)
+	}
+	for _, e := range c.Confirmed {
+		seats := make([]string, 0, len(e.Passengers))
+		for _, p := range e.Passengers {
+			seats = append(seats, fmt.Sprintf("%s %s/%d %s", p.Name, p.Coach, p.BerthNo, p.BerthType))
+		}
+		body := fmt.Sprintf("The chart of %s %s %s on %s is prepared. PNR %s is confirmed and final: %s.", shard.Train, shard.TrainName,
+			shard.Class, shard.Date.Format("2 Jan 2006"), e.PNR, strings.Join(seats, ", "))
+		if err := Notify(ctx, tx, users[e.PNR], "CHART", e.PNR, "Chart prepared: PNR "+e.PNR, body); err != nil {
+			return prs.Chart{}, err
+		}
+	}
+	return c.Request(), nil
+}
+
+// SendChart delivers a charted shard's prepared chart to the reservation
+// core: first every booking on it is synced (a promotion's sync may still
+// be queued), then the chart itself, the same bytes however often it is
+// sent. A shard charted and acknowledged already, or not charted, is left
+// alone. A retryable failure is returned for the job to retry.
+func (s *Service) SendChart(ctx context.Context, shardID int64) error {
+	if s.core == nil {
+		return errors.New("no reservation core configured")
+	}
+	var state string
+	var body []byte
+	err := s.pool.QueryRow(ctx, `SELECT chart_core_state, chart_body FROM inventory_shards WHERE id = $1`, shardID).Scan(&state, &body)
+	if err != nil {
+		return fmt.Errorf("send chart of shard %d: %w", shardID, err)
+	}
+	if state != "PENDING" {
+		return nil
+	}
+	var chart prs.Chart
+	if err := json.Unmarshal(body, &chart); err != nil {
+		return fmt.Errorf("send chart of shard %d: %w", shardID, err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id FROM bookings WHERE shard_id = $1 AND status = 'CONFIRMED' AND prs_state = 'PENDING'`, shardID)
+	if err != nil {
+		return fmt.Errorf("send chart of shard %d: %w", shardID, err)
+	}
+	pending, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("send chart of shard %d: %w", shardID, err)
+	}
+	for _, id := range pending {
+		if err := s.SyncToCore(ctx, id); err != nil {
+			return fmt.Errorf("send chart of shard %d: booking %d first: %w", shardID, id, err)
+		}
+	}
+	s.pause.At(ctx, "chart.before-send")
+	ack, err := s.core.SendChart(ctx, chart)
+	if err != nil {
+		return fmt.Errorf("send chart %s: %w", chart.Ref, err)
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE inventory_shards SET chart_core_state = 'SENT', chart_core_ref = $2, chart_sent_at = now(),
+		chart_error = '' WHERE id = $1 AND chart_core_state = 'PENDING'`, shardID, ack.CoreChartID); err != nil {
+		return fmt.Errorf("send chart %s: %w", chart.Ref, err)
+	}
+	s.log.Info("chart sent to the reservation core", "shard", shardID, "ref", chart.Ref, "core_chart_id", ack.CoreChartID,
+		"passengers", ack.Passengers, "cancelled", ack.Cancelled)
+	return nil
+}
+
+// ChartJob runs one attempt of a chart job (ChartArgs, or ChartSendArgs
+// when send) and decides what a failure means. It is retried while that
+// can help: not after the last attempt, not once the train has left (a
+// chart is for boarding), and never for the core's definitive refusal. A
+// job that gives up leaves the shard FAILED (the chart) or its core state
+// FAILED (the delivery) with the reason, raises an alarm (error log), and
+// ends cancelled in River, so the console shows it and nothing loops.
+func (s *Service) ChartJob(ctx context.Context, shardID int64, send bool, attempt, maxAttempts int) error {
+	var err error
+	if send {
+		err = s.SendChart(ctx, shardID)
+	} else {
+		_, err = s.Chart(ctx, shardID)
+	}
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	why := ""
+	switch {
+	case attempt >= maxAttempts:
+		why = fmt.Sprintf("gave up after %d attempts", attempt)
+	case send && coreRefused(err):
+		why = "the reservation core refused it"
+	default:
+		shard, serr := s.catalog.ByID(ctx, shardID)
+		if serr == nil && !s.now().Before(shard.DepartsAt) {
+			why = "the train has left"
+		}
+	}
+	if why == "" {
+		return err
+	}
+	if ferr := s.chartFailed(ctx, shardID, send, why+": "+err.Error()); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return river.JobCancel(fmt.Errorf("chart of shard %d: %s: %w", shardID, why, err))
+}
+
+// coreRefused reports a definitive answer of the core (a rejection, or a
+// request it calls wrong), which no retry changes; timeouts, outages and
+// our own database's errors are worth retrying.
+func coreRefused(err error) bool {
+	_, rejected := errors.AsType[*prs.RejectedError](err)
+	_, protocol := errors.AsType[*prs.ProtocolError](err)
+	return rejected || protocol
+}
+
+// chartFailed records a chart that will not happen by itself and raises
+// the alarm.
+func (s *Service) chartFailed(ctx context.Context, shardID int64, send bool, reason string) error {
+	q := `UPDATE inventory_shards SET chart_state = 'FAILED', chart_error = $2,
+		window_closes_at = least(window_closes_at, now()) WHERE id = $1 AND chart_state IN ('OPEN', 'CHARTING')`
+	if send {
+		q = `UPDATE inventory_shards SET chart_core_state = 'FAILED', chart_error = $2 WHERE id = $1 AND chart_core_state = 'PENDING'`
+	}
+	if _, err := s.pool.Exec(ctx, q, shardID, reason); err != nil {
+		return fmt.Errorf("record chart failure of shard %d: %w", shardID, err)
+	}
+	what := "chart preparation"
+	if send {
+		what = "chart delivery to the reservation core"
+	}
+	s.log.Error("ALARM: "+what+" failed; settle the shard by hand", "shard", shardID, "reason", reason)
+	return nil
 }

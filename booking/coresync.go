@@ -17,6 +17,7 @@ import (
 type CoreClient interface {
 	Sync(ctx context.Context, b prs.Booking) (prs.Ack, error)
 	Cancel(ctx context.Context, pnr string) error
+	SendChart(ctx context.Context, c prs.Chart) (prs.ChartAck, error)
 }
 
 // ResyncToCore sends a booking once more through the live sync, for

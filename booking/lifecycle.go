@@ -24,8 +24,9 @@ import (
 const holdViewSQL = `
 	SELECT h.id, h.user_id, h.shard_id, h.kind, h.state, h.state_reason, h.expires_at, h.created_at,
 	       h.passengers, h.berths, coalesce(h.waitlist_no, 0), h.fare_paise, h.fare_breakup,
-	       h.from_seq, h.to_seq, coalesce(b.pnr, ''), coalesce(b.status, ''), coalesce(b.prs_state, ''), coalesce(b.refund_due_paise, 0)
-	FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id
+	       h.from_seq, h.to_seq, coalesce(b.pnr, ''), coalesce(b.status, ''), coalesce(b.prs_state, ''), coalesce(b.refund_due_paise, 0),
+	       sh.chart_state, coalesce(sh.charted_at, 'epoch'), sh.chart_core_state, coalesce(b.cancel_reason, '')
+	FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id JOIN inventory_shards sh ON sh.id = h.shard_id
 	WHERE h.id = $1`
 
 // Status returns the hold as its owner may see it; another user's hold is
@@ -48,7 +49,7 @@ func (s *Service) view(ctx context.Context, q db.Querier, id uuid.UUID) (HoldVie
 	var from, to int
 	err := q.QueryRow(ctx, holdViewSQL, id).Scan(&v.ID, &v.UserID, &v.ShardID, &v.Kind, &v.State, &v.Reason,
 		&v.ExpiresAt, &v.CreatedAt, &pax, &berths, &v.WaitlistNo, &v.Fare.TotalPaise, &breakup, &from, &to,
-		&v.PNR, &v.BookingStat, &v.CoreState, &v.RefundDue)
+		&v.PNR, &v.BookingStat, &v.CoreState, &v.RefundDue, &v.ChartState, &v.ChartedAt, &v.ChartCore, &v.CancelReason)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return HoldView{}, Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
 	}
@@ -64,6 +65,9 @@ func (s *Service) view(ctx context.Context, q db.Querier, id uuid.UUID) (HoldVie
 	shard, err := s.catalog.ByID(ctx, v.ShardID)
 	if err != nil {
 		return HoldView{}, err
+	}
+	if v.ChartedAt.Unix() == 0 {
+		v.ChartedAt = time.Time{}
 	}
 	v.Train, v.Date, v.Class = shard.Train, shard.Date, shard.Class
 	v.From, v.To = shard.Stops[from].Code, shard.Stops[to].Code
@@ -365,10 +369,16 @@ func (s *Service) quote(ctx context.Context, v HoldView) (CancelQuote, error) {
 		return q, nil
 	}
 	q.Allowed = true
-	q.RefundPaise = max(0, v.Fare.TotalPaise-shard.Fare.Clerkage*int64(len(v.Passengers)))
+	q.RefundPaise = waitlistRefund(v, shard)
 	q.Message = fmt.Sprintf("Cancelling waitlisted ticket PNR %s refunds Rs %s (the fare less clerkage of Rs %s per passenger).",
 		v.PNR, Rupees(q.RefundPaise), Rupees(shard.Fare.Clerkage))
 	return q, nil
+}
+
+// waitlistRefund is what a waitlisted ticket's cancellation refunds: the
+// fare less clerkage per passenger.
+func waitlistRefund(v HoldView, shard *Shard) int64 {
+	return max(0, v.Fare.TotalPaise-shard.Fare.Clerkage*int64(len(v.Passengers)))
 }
 
 // CancelBooking cancels the ticket a hold became, under the Tatkal rules
@@ -449,6 +459,16 @@ func (s *Service) cancelBookingTx(ctx context.Context, tx pgx.Tx, v HoldView, re
 	q, err := s.quote(ctx, now)
 	if err != nil {
 		return done, err
+	}
+	if !q.Allowed && q.Reason == "TOO_LATE" && reason == chartCancelReason {
+		// Charting cancels the waitlist automatically, refunded less
+		// clerkage, however close to departure it runs: the passenger's
+		// 30-minute deadline is not the chart's.
+		shard, err := s.catalog.ByID(ctx, now.ShardID)
+		if err != nil {
+			return done, err
+		}
+		q.Allowed, q.RefundPaise = true, waitlistRefund(now, shard)
 	}
 	if !q.Allowed {
 		return done, Errorf(ECONFLICT, q.Reason, "%s", q.Message)

@@ -79,6 +79,7 @@ func (s *Service) Promote(ctx context.Context, shardID int64) ([]Promoted, error
 	if err != nil {
 		return nil, fmt.Errorf("promote waitlist of shard %d: %w", shardID, err)
 	}
+	s.pause.At(ctx, "promote.before-rebuild")
 	// Redis learns the new berths (and the freed ones no one took) from
 	// PostgreSQL; if this fails the job is retried, and the bumped epoch
 	// keeps the shard refusing holds until it succeeds.
@@ -125,6 +126,7 @@ func (s *Service) promoteTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]Pr
 			return nil, err
 		}
 		done = append(done, Promoted{BookingID: w.id, PNR: w.pnr, Berths: berths})
+		s.pause.At(ctx, "promote.between-bookings")
 	}
 	return done, nil
 }

@@ -108,3 +108,82 @@ func TestWaitlistPromotion(t *testing.T) {
 		t.Fatalf("%d berths free after the promotion (%v), want 0", av.Free, err)
 	}
 }
+
+// A promotion job killed between two steps (inside its transaction, after
+// confirming the first of two waitlisted tickets; after its commit, before
+// Redis learns the berths) and run again promotes each ticket exactly
+// once: two confirmed, one still waiting, one message each, the seat
+// invariants whole in Redis and PostgreSQL.
+func TestPromotionKilledBetweenStepsAndRerun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := &pauser{}
+	s := teststack.New(t, teststack.Options{Pause: p.pause})
+	shardID, date := s.DemoShard(t, 2, 5)
+	users := s.Users(t, "pk", 5)
+	book := func(i int, want string) uuid.UUID {
+		h, err := s.Service.Hold(ctx, teststack.Caller(users[i]), holdReq(users[i], fmt.Sprintf("promote-kill-%04d", i), date, "MMCT", "NDLS",
+			pax(fmt.Sprintf("Passenger %c", 'A'+i), 30+i, "F")))
+		if err != nil || h.Status != want {
+			t.Fatalf("hold %d: %+v %v, want %s", i, h, err, want)
+		}
+		if _, err := s.Service.Confirm(ctx, h.HoldID); err != nil {
+			t.Fatal(err)
+		}
+		return h.HoldID
+	}
+	seats := []uuid.UUID{book(0, "HELD"), book(1, "HELD")}
+	waiting := []uuid.UUID{book(2, "WAITLIST_OFFERED"), book(3, "WAITLIST_OFFERED"), book(4, "WAITLIST_OFFERED")}
+	for i, id := range seats {
+		_, err := s.Service.CancelBooking(ctx, users[i], id, nil) // no workers: the promotion waits for us
+		teststack.Must(t, err, "cancel")
+	}
+	kill := func(point string) {
+		t.Helper()
+		reached, _ := p.arm(point)
+		jobCtx, die := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { _, err := s.Service.Promote(jobCtx, shardID); done <- err }()
+		waitFor(t, reached, point)
+		die()
+		if err := <-done; err == nil {
+			t.Fatalf("a promotion killed at %s reported success", point)
+		}
+	}
+	kill("promote.between-bookings")
+	var promoted int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM bookings WHERE promoted_at IS NOT NULL`).Scan(&promoted), "promoted")
+	if promoted != 0 {
+		t.Fatalf("%d bookings promoted by a promotion killed inside its transaction, want 0", promoted)
+	}
+	kill("promote.before-rebuild")
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM bookings WHERE promoted_at IS NOT NULL`).Scan(&promoted), "promoted")
+	if promoted != 2 {
+		t.Fatalf("%d bookings promoted by a promotion killed after its commit, want 2", promoted)
+	}
+	// Redis has not learnt it: the shard refuses holds (stale epoch) until
+	// the rerun rebuilds it.
+	again, err := s.Service.Promote(ctx, shardID)
+	teststack.Must(t, err, "rerun")
+	if len(again) != 0 {
+		t.Fatalf("the rerun promoted %+v again", again)
+	}
+	want := []string{booking.BookingConfirmed, booking.BookingConfirmed, booking.BookingWaitlisted}
+	for i, id := range waiting {
+		v, err := s.Service.Status(ctx, users[2+i], id)
+		teststack.Must(t, err, "status")
+		if v.BookingStat != want[i] {
+			t.Fatalf("TQWL/%d is %s, want %s", i+1, v.BookingStat, want[i])
+		}
+	}
+	var told int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE kind = 'PROMOTED'`).Scan(&told), "told")
+	if told != 4 {
+		t.Fatalf("%d promotion messages, want 4 (two passengers, SMS and e-mail)", told)
+	}
+	s.CheckInvariants(t, shardID)
+	av, err := s.Service.Store().Available(ctx, shardID, 0, 7)
+	if err != nil || av.Free != 0 {
+		t.Fatalf("%d berths free after the promotion (%v), want 0", av.Free, err)
+	}
+}

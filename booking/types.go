@@ -124,4 +124,11 @@ type HoldView struct {
 	BookingStat string
 	CoreState   string // PENDING until the reservation core acknowledges, SYNCED, REJECTED
 	RefundDue   int64
+	// The shard's chart: OPEN, CHARTING, CHARTED or FAILED; when it was
+	// prepared; whether the core has it (PENDING, SENT, FAILED).
+	ChartState string
+	ChartedAt  time.Time
+	ChartCore  string
+	// CancelReason says why a cancelled booking was cancelled.
+	CancelReason string
 }

@@ -17,7 +17,8 @@ import (
 var pnrRE = regexp.MustCompile(`^[1-9][0-9]{9}$`)
 
 const lookupSQL = `SELECT h.id::text, u.login, s.train_number || ' ' || s.class || ' ' || s.journey_date::text, h.kind, h.state, h.state_reason,
-	h.created_at, h.expires_at, h.fare_paise, coalesce(b.pnr, ''), coalesce(b.status, '')
+	h.created_at, h.expires_at, h.fare_paise, coalesce(b.pnr, ''), coalesce(b.status, ''),
+	s.chart_state, s.charted_at, s.chart_core_state, s.chart_core_ref, s.chart_error
 	FROM holds h JOIN users u ON u.id = h.user_id JOIN inventory_shards s ON s.id = h.shard_id
 	LEFT JOIN bookings b ON b.hold_id = h.id `
 
@@ -53,12 +54,30 @@ func (c *Console) lookup(ctx context.Context, q string) ([]views.LookupRow, erro
 		var row views.LookupRow
 		var created, expires time.Time
 		var fare int64
+		var chart, core, coreRef, chartErr string
+		var charted *time.Time
 		if err := rows.Scan(&row.HoldID, &row.Login, &row.Shard, &row.Kind, &row.State, &row.Reason, &created, &expires, &fare,
-			&row.PNR, &row.BookingStatus); err != nil {
+			&row.PNR, &row.BookingStatus, &chart, &charted, &core, &coreRef, &chartErr); err != nil {
 			return nil, fmt.Errorf("lookup %q: %w", q, err)
 		}
+		row.Chart = chartWords(chart, charted, core, coreRef, chartErr)
 		row.Created, row.Expires, row.Fare = ist(created), ist(expires), booking.Rupees(fare)
 		out = append(out, row)
 	}
 	return out, rows.Err()
+}
+
+// chartWords is a shard's chart in one line for the lookup.
+func chartWords(state string, at *time.Time, core, coreRef, why string) string {
+	switch {
+	case state == "FAILED":
+		return "chart FAILED: " + why
+	case state != "CHARTED" || at == nil:
+		return strings.ToLower(state)
+	case core == "SENT":
+		return "charted " + ist(*at) + ", at the core " + coreRef
+	case core == "FAILED":
+		return "charted " + ist(*at) + ", NOT at the core: " + why
+	}
+	return "charted " + ist(*at) + ", sending to the core"
 }

@@ -75,6 +75,7 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 		river.AddWorker(workers, &promoteWorker{svc: svc})
 		river.AddWorker(workers, &chartWorker{svc: svc})
 		river.AddWorker(workers, &chartScheduleWorker{svc: svc})
+		river.AddWorker(workers, &chartSendWorker{svc: svc})
 		river.AddWorker(workers, &relayWorker{svc: svc})
 		river.AddWorker(workers, &sendWorker{svc: svc})
 		river.AddWorker(workers, &fairnessWorker{svc: svc})
@@ -248,8 +249,16 @@ type chartWorker struct {
 }
 
 func (w *chartWorker) Work(ctx context.Context, job *river.Job[booking.ChartArgs]) error {
-	_, err := w.svc.Booking.Chart(ctx, job.Args.ShardID)
-	return err
+	return w.svc.Booking.ChartJob(ctx, job.Args.ShardID, false, job.Attempt, job.MaxAttempts)
+}
+
+type chartSendWorker struct {
+	river.WorkerDefaults[booking.ChartSendArgs]
+	svc *Services
+}
+
+func (w *chartSendWorker) Work(ctx context.Context, job *river.Job[booking.ChartSendArgs]) error {
+	return w.svc.Booking.ChartJob(ctx, job.Args.ShardID, true, job.Attempt, job.MaxAttempts)
 }
 
 type chartScheduleWorker struct {

@@ -241,6 +241,9 @@ type LookupPage struct {
 // LookupRow is one hold with its booking, if any.
 type LookupRow struct {
 	HoldID, Login, Shard, Kind, State, Reason, Created, Expires, PNR, BookingStatus, Fare string
+	// Chart is the shard's chart in words: "open", "charted 12:30 IST,
+	// at the core CC00000001", "FAILED: reason".
+	Chart string
 }
 
 // TracePage answers "why did this person not get a ticket".

@@ -135,6 +135,9 @@ type BookingPage struct {
 	Ticket                      bool
 	Cancellable                 bool
 	WaitlistNo                  int
+	// Chart is what the prepared chart made of the booking, a catalogue
+	// key ("" before the chart); ChartAt when it was prepared (IST).
+	Chart, ChartAt string
 }
 
 // TicketPage is the e-ticket.

@@ -13,6 +13,11 @@
 //	POST /v1/bookings/{pnr}/cancel   cancel (idempotent), frees the berths; 404 unknown PNR
 //	GET  /v1/bookings/{pnr}          the stored booking with its state
 //	GET  /v1/exports/{date}          every booking of a journey date (YYYY-MM-DD); ?format=csv for CSV
+//	PUT  /v1/charts/{train}/{date}/{class}/{quota}
+//	                                 the prepared chart (Chart): 201, 200 with the same ChartAck on a replay,
+//	                                 409 another chart under the key, 422 REJECTED CHART_MISMATCH, 400 malformed
+//	GET  /v1/charts/{train}/{date}/{class}/{quota}
+//	                                 {"chart": Chart, "ack": ChartAck}; 404 when none was sent
 //
 // The admin API (Authorization: Bearer <admin token>) sets injected faults:
 //

@@ -275,7 +275,12 @@ func (p *Pages) loadBooking(r *http.Request) (views.BookingPage, booking.HoldVie
 	if words.NextCheckMs > 0 && words.State != bookingstate.Held {
 		page.Refresh = max(1, words.NextCheckMs/1000)
 	}
-	page.Cancellable = v.BookingStat == booking.BookingConfirmed || v.BookingStat == booking.BookingWaitlisted
+	// Not while CONFIRMING (the core is still recording the berths), nor
+	// once the chart is prepared.
+	page.Cancellable = (words.State == bookingstate.Confirmed || words.State == bookingstate.Waitlisted) && v.ChartState == "OPEN"
+	if v.ChartState == "CHARTED" {
+		page.Chart, page.ChartAt = chartWords(v)
+	}
 	return page, v, words, nil
 }
 
@@ -363,4 +368,17 @@ func (p *Pages) toGateway(w http.ResponseWriter, r *http.Request, v payment.View
 		g.Message = "A collect request for ₹" + booking.Rupees(v.AmountPaise) + " was sent to " + v.NextAction.VPA + ". Approve it before " + by + "."
 	}
 	p.render(w, r, http.StatusOK, g.Title, views.SiteFrame{Active: "bookings"}, views.SiteGateway(g))
+}
+
+// chartWords says in catalogue keys what the prepared chart made of a
+// booking, and when.
+func chartWords(v booking.HoldView) (key, at string) {
+	at = v.ChartedAt.In(booking.IST).Format("15:04, 2 Jan")
+	switch {
+	case v.BookingStat == booking.BookingConfirmed:
+		return "chart.final", at
+	case v.BookingStat == booking.BookingCancelled && v.CancelReason == booking.ChartCancelReason:
+		return "chart.cancelled", at
+	}
+	return "chart.done", at
 }

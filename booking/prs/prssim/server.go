@@ -98,6 +98,8 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/bookings/{pnr}/cancel", s.cancelBooking)
 		r.Get("/bookings/{pnr}", s.getBooking)
 		r.Get("/exports/{date}", s.export)
+		r.Put("/charts/{train}/{date}/{class}/{quota}", s.putChart)
+		r.Get("/charts/{train}/{date}/{class}/{quota}", s.getChart)
 	})
 	return r
 }
@@ -274,8 +276,11 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // decode reads exactly one JSON object with no unknown fields.
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+func decode(r *http.Request, v any) error { return decodeLimit(r, v, maxBody) }
+
+// decodeLimit is decode for a body of up to limit bytes.
+func decodeLimit(r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("malformed JSON body: %w", err)

@@ -95,7 +95,10 @@ CREATE TABLE IF NOT EXISTS {s}.passengers (
         train WITH =, journey_date WITH =, coach WITH =, berth_no WITH =,
         int4range(from_seq, to_seq) WITH &&) WHERE (active)
 );`))
-		return err
+		if err != nil {
+			return err
+		}
+		return s.migrateCharts(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("create prs schema %s: %w", s.schema, err)

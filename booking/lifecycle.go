@@ -611,6 +611,8 @@ func (s *Service) recordConfirmSignal(ctx context.Context, tx pgx.Tx, holdID uui
 	if s.fraud == nil {
 		return
 	}
+	// A savepoint in the caller's transaction, not a transaction of its
+	// own: db.Transact's retry belongs to the caller's.
 	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 		var heldAt time.Time
 		var vpa string

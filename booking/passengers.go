@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"tatkal/booking/db"
 )
 
 // MaxSavedPassengers bounds an account's master list.
@@ -33,7 +35,7 @@ func (s *Service) SavePassenger(ctx context.Context, userID int64, p Passenger) 
 		return SavedPassenger{}, err
 	}
 	sp := SavedPassenger{Passenger: ps[0], Validated: err == nil}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM passenger_master WHERE user_id = $1 AND removed_at IS NULL`, userID).Scan(&n); err != nil {
 			return err

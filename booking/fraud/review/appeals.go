@@ -11,6 +11,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/audit"
+	"tatkal/booking/db"
 )
 
 const maxStatement = 2000
@@ -41,7 +42,7 @@ func (s *Service) FileAppeal(ctx context.Context, userID int64, statement string
 		return Appeal{}, booking.Errorf(booking.EINVALID, "STATEMENT_TOO_LONG", "An appeal is at most %d bytes.", maxStatement)
 	}
 	a := Appeal{UserID: userID, Statement: statement, Status: "OPEN"}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `SELECT d.id, d.outcome FROM fraud_enforcements f JOIN fraud_decisions d ON d.id = f.decision_id
 			WHERE f.user_id = $1 AND f.action <> 'RESTORE' AND d.enforced_at IS NOT NULL
 			ORDER BY d.enforced_at DESC, d.id DESC LIMIT 1`, userID).Scan(&a.DecisionID, &a.Outcome)
@@ -100,7 +101,7 @@ func (s *Service) appeals(ctx context.Context, where string, args ...any) ([]App
 // to hide). A cancelled ticket is not given back: its berths were resold.
 func (s *Service) AnswerAppeal(ctx context.Context, analystID, appealID int64, uphold bool, note string) error {
 	note = audit.CleanText(note, maxNote)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		login, err := s.analyst(ctx, tx, analystID)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/audit"
+	"tatkal/booking/db"
 )
 
 // DefaultEnforceDelay is how long after a decision (or its approval) its
@@ -119,7 +120,7 @@ func (e *Enforcer) cancelBookings(ctx context.Context, decisionID, clusterID int
 	}
 	for _, t := range targets {
 		var done booking.CancelDone
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		err := db.Transact(ctx, pool, func(tx pgx.Tx) error {
 			tag, err := tx.Exec(ctx, `INSERT INTO fraud_enforcements (decision_id, user_id, hold_id, action)
 				VALUES ($1, $2, $3, 'CANCEL') ON CONFLICT DO NOTHING`, decisionID, t.user, t.hold)
 			if err != nil {
@@ -169,7 +170,7 @@ func (e *Enforcer) accounts(ctx context.Context, decisionID, clusterID int64, ou
 	if outcome == ExtraChallenge {
 		action, set = "EXTRA_CHALLENGE", `risk_score = greatest(risk_score, 1)`
 	}
-	return pgx.BeginFunc(ctx, e.Review.pool, func(tx pgx.Tx) error {
+	return db.Transact(ctx, e.Review.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
 			WITH todo AS (
 				INSERT INTO fraud_enforcements (decision_id, user_id, hold_id, action)

@@ -319,7 +319,7 @@ func SiteCancel(f SiteFrame, p CancelPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = csrfField(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = CSRF(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -475,7 +475,7 @@ func SiteWallet(f SiteFrame, p WalletPage) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = csrfField(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = CSRF(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

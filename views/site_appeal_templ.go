@@ -69,7 +69,7 @@ func SiteAppeal(f SiteFrame, p AppealPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = csrfField(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = CSRF(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -476,7 +476,7 @@ func SiteWindow(f SiteFrame, p WindowPage) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = csrfField(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = CSRF(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -530,7 +530,7 @@ func SiteWindow(f SiteFrame, p WindowPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = csrfField(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = CSRF(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1188,7 +1188,7 @@ func SiteBooking(f SiteFrame, p BookingPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = csrfField(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = CSRF(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1288,7 +1288,7 @@ func SiteBooking(f SiteFrame, p BookingPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = csrfField(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = CSRF(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -287,7 +287,7 @@ func SitePassengers(f SiteFrame, p PassengersPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = csrfField(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = CSRF(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -339,7 +339,7 @@ func SitePassengers(f SiteFrame, p PassengersPage) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = csrfField(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = CSRF(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -624,7 +624,7 @@ func SitePassengers(f SiteFrame, p PassengersPage) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = csrfField(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = CSRF(f.CSRF).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -81,7 +81,7 @@ func TestSeveralProcessesSurviveKillsAndWipes(t *testing.T) {
 	shardID, date := st.DemoShard(t, 40, 0)
 	hash, err := auth.HashPassword("chaos", auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1})
 	teststack.Must(t, err, "hash")
-	users, err := seed.Users(ctx, st.Pool, seed.UsersSpec{Count: 200, Prefix: "chaos_", PasswordHash: hash, WalletRupees: 20_000,
+	users, err := seed.Users(ctx, st.Pool, seed.UsersSpec{Count: 120, Prefix: "chaos_", PasswordHash: hash, WalletRupees: 20_000,
 		CreatedAt: time.Now().AddDate(0, 0, -30)})
 	teststack.Must(t, err, "seed users")
 

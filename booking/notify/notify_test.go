@@ -1,7 +1,6 @@
 package notify_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -23,8 +22,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(teststack.WorkerEnv) == "1" {
-		if err := teststack.RunWorkerFromEnv(); err != nil {
+	if ok, err := teststack.RunProcessFromEnv(); ok {
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -181,37 +180,6 @@ func TestOverlappingSendsOfOneMessage(t *testing.T) {
 	}
 }
 
-// startWorker runs this test binary as a worker process of the stack.
-func startWorker(t *testing.T, s *teststack.Stack) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = s.WorkerEnviron()
-	out, err := cmd.StdoutPipe()
-	teststack.Must(t, err, "worker stdout")
-	cmd.Stderr = os.Stderr
-	teststack.Must(t, cmd.Start(), "start worker")
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "worker ready") {
-				ready <- true
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill() //nolint:errcheck
-		t.Fatal("worker process did not start")
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill() //nolint:errcheck
-		cmd.Wait()         //nolint:errcheck
-	})
-	return cmd
-}
-
 // The worker is killed (SIGKILL) after the gateway took a message and
 // before its answer arrived; a new worker resumes the job with the same
 // key, and the gateway delivered the message once.
@@ -226,7 +194,7 @@ func TestWorkerKilledMidSendDeliversOnce(t *testing.T) {
 	// One message: keep the SMS only.
 	_, err := s.Pool.Exec(ctx, `DELETE FROM notifications WHERE channel = 'EMAIL'`)
 	teststack.Must(t, err, "keep one")
-	first := startWorker(t, s)
+	first := s.StartProcess(t, false)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var taken int
@@ -239,15 +207,14 @@ func TestWorkerKilledMidSendDeliversOnce(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	teststack.Must(t, first.Process.Kill(), "kill worker")
-	first.Wait() //nolint:errcheck
+	first.Kill()
 	var state string
 	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT state FROM notifications`).Scan(&state), "state")
 	if state != notify.StateQueued {
 		t.Fatalf("after the kill the row is %s; the crash left nothing to resume", state)
 	}
 	s.SetMsgFaults(t, notify.Faults{DeliverAfterMs: 100})
-	startWorker(t, s)
+	s.StartProcess(t, false)
 	waitFinal(t, s, 60*time.Second)
 	checkOnce(t, s, 1)
 	var requests, dups int

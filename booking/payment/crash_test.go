@@ -1,12 +1,9 @@
 package payment_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,49 +16,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(teststack.WorkerEnv) == "1" {
-		if err := teststack.RunWorkerFromEnv(); err != nil {
+	if ok, err := teststack.RunProcessFromEnv(); ok {
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		return
 	}
 	goleak.VerifyTestMain(m, testenv.LeakOptions()...)
-}
-
-// startWorker runs this test binary as a worker process of the stack.
-func startWorker(t *testing.T, s *teststack.Stack) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = s.WorkerEnviron()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "worker ready") {
-				ready <- true
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill() //nolint:errcheck
-		t.Fatal("worker process did not start")
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill() //nolint:errcheck
-		cmd.Wait()         //nolint:errcheck
-	})
-	return cmd
 }
 
 // The worker is killed (SIGKILL) in the middle of sending a booking to the
@@ -76,7 +38,7 @@ func TestWorkerKilledMidJobResumesOnce(t *testing.T) {
 	if _, err := w.pay(t, w.users[0], h.HoldID, payment.Wallet, "crash-pay-1"); err != nil {
 		t.Fatal(err)
 	}
-	first := startWorker(t, w.s)
+	first := w.s.StartProcess(t, false)
 	jobState := func() (string, int) {
 		var state string
 		var attempt int
@@ -91,10 +53,7 @@ func TestWorkerKilledMidJobResumesOnce(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(700 * time.Millisecond) // mid-call: the core takes 5 s to answer
-	if err := first.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	first.Wait() //nolint:errcheck
+	first.Kill()
 	if st, _ := jobState(); st != "running" {
 		t.Fatalf("after the kill the job is %s; the crash left nothing to resume", st)
 	}
@@ -105,7 +64,7 @@ func TestWorkerKilledMidJobResumesOnce(t *testing.T) {
 	}
 
 	w.s.SetCoreFaults(t, prs.Faults{})
-	startWorker(t, w.s)
+	w.s.StartProcess(t, false)
 	deadline = time.Now().Add(90 * time.Second)
 	for {
 		w.s.Pool.QueryRow(ctx, `SELECT prs_state FROM bookings`).Scan(&prsState) //nolint:errcheck

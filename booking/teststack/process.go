@@ -53,8 +53,15 @@ func runServeFromEnv() error {
 	if err != nil {
 		return err
 	}
-	a, err := app.New(ctx, cfg, app.Options{Serve: true, Pause: pause,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	return runUntilKilled(ctx, cfg, app.Options{Serve: true, Pause: pause}, func(a *app.App) string { return "serve ready " + a.URL() })
+}
+
+// runUntilKilled runs the process opts describe, logging warnings to
+// standard error, prints ready(app) on standard output once it is ready
+// (what StartProcess waits for), and returns when it stops.
+func runUntilKilled(ctx context.Context, cfg app.Config, opts app.Options, ready func(*app.App) string) error {
+	opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := app.New(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -66,7 +73,7 @@ func runServeFromEnv() error {
 	case err := <-done:
 		return err
 	}
-	fmt.Println("serve ready " + a.URL())
+	fmt.Println(ready(a))
 	return <-done
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
@@ -73,20 +72,7 @@ func RunWorkerFromEnv() error {
 			return fmt.Errorf("%s: %w", SweepIntervalEnv, err)
 		}
 	}
-	a, err := app.New(ctx, cfg, app.Options{Work: true,
-		Log:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Jobs: app.JobTuning{Workers: 4, RescueStuckJobsAfter: 3 * time.Second, JobTimeout: 2 * time.Second}})
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	select {
-	case <-a.Ready():
-	case err := <-done:
-		return err
-	}
-	fmt.Println("worker ready")
-	return <-done
+	return runUntilKilled(ctx, cfg, app.Options{Work: true,
+		Jobs: app.JobTuning{Workers: 4, RescueStuckJobsAfter: 3 * time.Second, JobTimeout: 2 * time.Second}},
+		func(*app.App) string { return "worker ready" })
 }

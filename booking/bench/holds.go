@@ -55,39 +55,45 @@ func reasonOf(err error) string {
 // back and the hot shard keeps free berths: it shows what recycling a
 // hold costs beside taking it.
 func serviceCycle(ctx context.Context, env *runEnv) (Phase, error) {
-	svc, sh := env.opts.Service, env.shard
 	t, elapsed := closedLoop(ctx, env.opts.Concurrency, env.opts.Duration, func(g int, t *tally, more func() bool) {
-		user := env.cycle[g]
-		caller := booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}
 		rng := rand.New(rand.NewPCG(uint64(g), 1))
 		for n := 0; more(); n++ {
-			from, to := journey(rng, len(env.stops))
-			start := time.Now()
-			res, err := svc.Hold(ctx, caller, booking.HoldRequest{UserID: user, IdempotencyKey: env.idemKey("c", g, n),
-				Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota, From: env.stops[from], To: env.stops[to],
-				Passengers: []booking.Passenger{passenger(g, user)}})
-			d := time.Since(start)
-			t.lat, t.holdTime = append(t.lat, d), t.holdTime+d
-			if err != nil {
-				t.fail("hold: " + reasonOf(err))
-				continue
-			}
-			t.ops++
-			if res.Status == "SOLD_OUT" {
-				t.soldOut++
-				continue
-			}
-			t.durable++
-			start = time.Now()
-			_, err = svc.Cancel(ctx, user, res.HoldID)
-			d = time.Since(start)
-			t.cancelLat, t.cancelTime = append(t.cancelLat, d), t.cancelTime+d
-			if err != nil {
-				t.fail("cancel: " + reasonOf(err))
-			}
+			env.holdThenCancel(ctx, t, rng, env.shard, "c", g, n)
 		}
 	})
 	return t.phase("cycle: Service.Hold, then Service.Cancel", elapsed), nil
+}
+
+// holdThenCancel is one turn of a cycle: client g's user holds on sh with
+// the phase's key prefix and, given a hold, cancels it at once. It reports
+// whether the hold was decided (a decision, not a failure).
+func (env *runEnv) holdThenCancel(ctx context.Context, t *tally, rng *rand.Rand, sh *booking.Shard, prefix string, g, n int) bool {
+	svc, user := env.opts.Service, env.cycle[g]
+	from, to := journey(rng, len(env.stops))
+	start := time.Now()
+	res, err := svc.Hold(ctx, booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}, booking.HoldRequest{
+		UserID: user, IdempotencyKey: env.idemKey(prefix, g, n), Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota,
+		From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g, user)}})
+	d := time.Since(start)
+	t.lat, t.holdTime = append(t.lat, d), t.holdTime+d
+	if err != nil {
+		t.fail("hold: " + reasonOf(err))
+		return false
+	}
+	t.ops++
+	if res.Status == "SOLD_OUT" {
+		t.soldOut++
+		return true
+	}
+	t.durable++
+	start = time.Now()
+	_, err = svc.Cancel(ctx, user, res.HoldID)
+	d = time.Since(start)
+	t.cancelLat, t.cancelTime = append(t.cancelLat, d), t.cancelTime+d
+	if err != nil {
+		t.fail("cancel: " + reasonOf(err))
+	}
+	return true
 }
 
 // holdOnly runs clients that each hold with a fresh user per durable

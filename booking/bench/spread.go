@@ -6,11 +6,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"tatkal/booking"
 	"tatkal/booking/redisx"
 )
 
@@ -42,38 +40,14 @@ func prepareSpread(ctx context.Context, env *runEnv) error {
 // its shards' scripts) and where the next limit is (PostgreSQL, the
 // committer, these two cores).
 func spreadCycle(ctx context.Context, env *runEnv) (Phase, error) {
-	svc, shards := env.opts.Service, env.spread
+	shards := env.spread
 	perShard := make([]atomic.Int64, len(shards))
 	t, elapsed := closedLoop(ctx, env.opts.Concurrency, env.opts.Duration, func(g int, t *tally, more func() bool) {
 		i := g % len(shards)
-		sh, user := shards[i], env.cycle[g]
-		caller := booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}
 		rng := rand.New(rand.NewPCG(uint64(g), 5))
 		for n := 0; more(); n++ {
-			from, to := journey(rng, len(env.stops))
-			start := time.Now()
-			res, err := svc.Hold(ctx, caller, booking.HoldRequest{UserID: user, IdempotencyKey: env.idemKey("m", g, n),
-				Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota, From: env.stops[from], To: env.stops[to],
-				Passengers: []booking.Passenger{passenger(g, user)}})
-			d := time.Since(start)
-			t.lat, t.holdTime = append(t.lat, d), t.holdTime+d
-			if err != nil {
-				t.fail("hold: " + reasonOf(err))
-				continue
-			}
-			t.ops++
-			perShard[i].Add(1)
-			if res.Status == "SOLD_OUT" {
-				t.soldOut++
-				continue
-			}
-			t.durable++
-			start = time.Now()
-			_, err = svc.Cancel(ctx, user, res.HoldID)
-			d = time.Since(start)
-			t.cancelLat, t.cancelTime = append(t.cancelLat, d), t.cancelTime+d
-			if err != nil {
-				t.fail("cancel: " + reasonOf(err))
+			if env.holdThenCancel(ctx, t, rng, shards[i], "m", g, n) {
+				perShard[i].Add(1)
 			}
 		}
 	})

@@ -12,16 +12,19 @@ import (
 // DemoUser is a seeded console login.
 type DemoUser struct {
 	Login, Password, Role string
+	FinanceLead           bool // escalations go to the finance leads
 }
 
 // DemoUsers are the console logins the dev command seeds: one per role,
-// and a second admin so dangerous changes can be approved.
+// a second admin so dangerous changes can be approved, and a second finance
+// person (approvals, write-offs) beside the finance lead.
 var DemoUsers = []DemoUser{
-	{"ops1", "console-demo", Ops},
-	{"finance1", "console-demo", Finance},
-	{"fraud1", "console-demo", Fraud},
-	{"admin1", "console-demo", Admin},
-	{"admin2", "console-demo", Admin},
+	{"ops1", "console-demo", Ops, false},
+	{"finance1", "console-demo", Finance, true},
+	{"finance2", "console-demo", Finance, false},
+	{"fraud1", "console-demo", Fraud, false},
+	{"admin1", "console-demo", Admin, false},
+	{"admin2", "console-demo", Admin, false},
 }
 
 // SeedDemoUsers creates the demo console users that do not exist yet.
@@ -36,8 +39,8 @@ func SeedUsers(ctx context.Context, pool *pgxpool.Pool, users []DemoUser, p auth
 		if err != nil {
 			return nil, err
 		}
-		if _, err := pool.Exec(ctx, `INSERT INTO console_users (login, name, role, password_hash) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (login) DO NOTHING`, u.Login, u.Login+" ("+u.Role+")", u.Role, hash); err != nil {
+		if _, err := pool.Exec(ctx, `INSERT INTO console_users (login, name, role, password_hash, finance_lead) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (login) DO NOTHING`, u.Login, u.Login+" ("+u.Role+")", u.Role, hash, u.FinanceLead); err != nil {
 			return nil, fmt.Errorf("seed console user %s: %w", u.Login, err)
 		}
 	}

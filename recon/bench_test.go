@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	"tatkal/booking"
 	"tatkal/booking/payment/pspapi"
@@ -128,15 +129,25 @@ func BenchmarkReconcileDay(b *testing.B) {
 			}
 		}
 		lines := n - n/20 // settlement lines; the core's export has n
-		tIngest := phase("ingest", ingest(settle, FileMeta{Source: SourceSettlement, Gateway: "swiftpay", BusinessDate: day, By: "bench"}))
-		tCopy := phase("copy", func() error { return copyCeiling(ctx, env, settle, len(pspapi.SwiftpayColumns)) })
-		tCore := phase("bank+core", func() error {
-			if err := ingest(bank, FileMeta{Source: SourceBank, BusinessDate: day.AddDate(0, 0, 1), By: "bench"})(); err != nil {
-				return err
-			}
-			return ingest(core, FileMeta{Source: SourceCore, BusinessDate: day.AddDate(0, 0, 1), By: "bench"})()
+		// The files go in side by side, as the daily fetch job ingests
+		// them; the ceiling copies the same two files side by side.
+		tFiles := phase("files", func() error {
+			var g errgroup.Group
+			g.Go(ingest(settle, FileMeta{Source: SourceSettlement, Gateway: "swiftpay", BusinessDate: day, By: "bench"}))
+			g.Go(func() error {
+				if err := ingest(bank, FileMeta{Source: SourceBank, BusinessDate: day.AddDate(0, 0, 1), By: "bench"})(); err != nil {
+					return err
+				}
+				return ingest(core, FileMeta{Source: SourceCore, BusinessDate: day.AddDate(0, 0, 1), By: "bench"})()
+			})
+			return g.Wait()
 		})
-		tCopyCore := phase("copy-core", func() error { return copyCeiling(ctx, env, core, len(prs.CSVHeader())) })
+		tCopy := phase("copy", func() error {
+			var g errgroup.Group
+			g.Go(func() error { return copyCeiling(ctx, env, settle, len(pspapi.SwiftpayColumns)) })
+			g.Go(func() error { return copyCeiling(ctx, env, core, len(prs.CSVHeader())) })
+			return g.Wait()
+		})
 		var sum RunSummary
 		tRun := phase("run", func() error {
 			var err error
@@ -145,25 +156,22 @@ func BenchmarkReconcileDay(b *testing.B) {
 		})
 		tXLSX := phase("xlsx", func() error { return svc.WriteXLSX(ctx, sum.ID, io.Discard) })
 		fmt.Fprintf(os.Stderr, "recon bench: run: %d our items, %d lines, %d matched, %d exceptions\n", sum.OurItems, sum.Lines, sum.Matched, sum.Exceptions)
-		b.ReportMetric(float64(lines)/tIngest.Seconds(), "ingest-lines/s")
-		b.ReportMetric(float64(lines)/tCopy.Seconds(), "copy-lines/s")
-		b.ReportMetric(float64(lines+n)/(tIngest+tCore).Seconds(), "ingest-all-lines/s")
-		b.ReportMetric(float64(lines+n)/(tCopy+tCopyCore).Seconds(), "copy-all-lines/s")
+		fileLines := float64(lines + n + 1)
+		b.ReportMetric(fileLines/tFiles.Seconds(), "ingest-lines/s")
+		b.ReportMetric(fileLines/tCopy.Seconds(), "copy-lines/s")
 		// The issue's "reconcile a day": its files ingested, then the run.
-		b.ReportMetric((tIngest + tCore + tRun).Seconds(), "day-s")
-		b.ReportMetric((cpu["ingest"] + cpu["bank+core"] + cpu["run"]).Seconds(), "day-cpu-s")
+		b.ReportMetric((tFiles + tRun).Seconds(), "day-s")
+		b.ReportMetric((cpu["files"] + cpu["run"]).Seconds(), "day-cpu-s")
 		b.ReportMetric(float64(n+lines)/tRun.Seconds(), "run-items/s")
 		b.ReportMetric(tRun.Seconds(), "run-s")
 		b.ReportMetric(tXLSX.Seconds(), "xlsx-s")
 		b.ReportMetric(float64(sum.Exceptions), "exceptions")
-		fmt.Fprintf(os.Stderr, "recon bench: %d payments: day %.1f s (ingest %.1f s + bank and core %.1f s + run %.1f s); "+
-			"ingest %.0f lines/s against COPY %.0f lines/s (all files %.0f against %.0f); workbook of %d exceptions %.1f s; load now %s\n",
-			n, (tIngest + tCore + tRun).Seconds(), tIngest.Seconds(), tCore.Seconds(), tRun.Seconds(),
-			float64(lines)/tIngest.Seconds(), float64(lines)/tCopy.Seconds(), float64(lines+n)/(tIngest+tCore).Seconds(),
-			float64(lines+n)/(tCopy+tCopyCore).Seconds(), sum.Exceptions, tXLSX.Seconds(), loadAvg())
-		fmt.Fprintf(os.Stderr, "recon bench: CPU (Go + PostgreSQL): day %.1f s (ingest %.1f s + bank and core %.1f s + run %.1f s); "+
-			"COPY %.1f s + %.1f s; workbook %.1f s\n", (cpu["ingest"] + cpu["bank+core"] + cpu["run"]).Seconds(), cpu["ingest"].Seconds(),
-			cpu["bank+core"].Seconds(), cpu["run"].Seconds(), cpu["copy"].Seconds(), cpu["copy-core"].Seconds(), cpu["xlsx"].Seconds())
+		fmt.Fprintf(os.Stderr, "recon bench: %d payments: day %.1f s (files %.1f s + run %.1f s); "+
+			"ingest %.0f lines/s against COPY %.0f lines/s; workbook of %d exceptions %.1f s; load now %s\n",
+			n, (tFiles + tRun).Seconds(), tFiles.Seconds(), tRun.Seconds(),
+			fileLines/tFiles.Seconds(), fileLines/tCopy.Seconds(), sum.Exceptions, tXLSX.Seconds(), loadAvg())
+		fmt.Fprintf(os.Stderr, "recon bench: CPU (Go + PostgreSQL): day %.1f s (files %.1f s + run %.1f s); COPY %.1f s; workbook %.1f s\n",
+			(cpu["files"] + cpu["run"]).Seconds(), cpu["files"].Seconds(), cpu["run"].Seconds(), cpu["copy"].Seconds(), cpu["xlsx"].Seconds())
 	}
 }
 
@@ -308,7 +316,8 @@ func copyCeiling(ctx context.Context, env *testenv.Env, path string, columns int
 		}
 		cols += fmt.Sprintf("c%d text", i)
 	}
-	if _, err := env.Pool.Exec(ctx, `DROP TABLE IF EXISTS bench_copy; CREATE TABLE bench_copy (`+cols+`)`); err != nil {
+	table := "bench_copy_" + strings.TrimSuffix(filepath.Base(path), ".csv")
+	if _, err := env.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+table+`; CREATE TABLE `+table+` (`+cols+`)`); err != nil {
 		return err
 	}
 	f, err := os.Open(path)
@@ -321,7 +330,7 @@ func copyCeiling(ctx context.Context, env *testenv.Env, path string, columns int
 		return err
 	}
 	defer conn.Release()
-	_, err = conn.Conn().PgConn().CopyFrom(ctx, bufio.NewReaderSize(f, 1<<20), `COPY bench_copy FROM STDIN (FORMAT csv, HEADER true)`)
+	_, err = conn.Conn().PgConn().CopyFrom(ctx, bufio.NewReaderSize(f, 1<<20), `COPY `+table+` FROM STDIN (FORMAT csv, HEADER true)`)
 	return err
 }
 

@@ -476,6 +476,7 @@ func (s *Service) Escalate(ctx context.Context) (int, error) {
 			SELECT u.id, $2, $3, format('%s reconciliation exception(s) passed their SLA (%s), ₹%s at stake.',
 				tot.n, tot.kinds, to_char(tot.paise / 100.0, 'FM9999999999990.00')), $4
 			FROM console_users u, tot WHERE tot.n > 0 AND u.role = 'finance' AND NOT u.disabled
+			  AND (u.finance_lead OR NOT EXISTS (SELECT 1 FROM console_users l WHERE l.role = 'finance' AND l.finance_lead AND NOT l.disabled))
 			ON CONFLICT (user_id, kind, ref) DO NOTHING)
 		SELECT n FROM tot`, now, MessageEscalated, now.UTC().Format(time.RFC3339Nano), OverdueLink).Scan(&n)
 	if err != nil {

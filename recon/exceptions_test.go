@@ -198,10 +198,11 @@ func TestApprovalLimit(t *testing.T) {
 	}
 }
 
-// Escalation tells finance once per escalation: each active finance user
-// gets one console message when exceptions pass their SLA (not the
-// disabled one, not ops); a rerun of the job sends nothing new; a later
-// exception passing its SLA is a new escalation and a new message.
+// Escalation tells the finance lead once per escalation: the active lead
+// gets one console message when exceptions pass their SLA (not the other
+// finance person, not the disabled lead, not ops); a rerun of the job sends
+// nothing new; a later exception passing its SLA is a new escalation and a
+// new message, and with no active lead left every finance person gets it.
 func TestEscalationMessagesFinance(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -213,12 +214,12 @@ func TestEscalationMessagesFinance(t *testing.T) {
 	ctx, svc := w.ctx, w.svc
 	var users []int64
 	for _, u := range []struct {
-		login, role string
-		disabled    bool
-	}{{"lead1", "finance", false}, {"lead2", "finance", false}, {"gone", "finance", true}, {"ops1", "ops", false}} {
+		login, role    string
+		lead, disabled bool
+	}{{"lead1", "finance", true, false}, {"clerk1", "finance", false, false}, {"gone", "finance", true, true}, {"ops1", "ops", false, false}} {
 		var id int64
-		w.must(w.env.Pool.QueryRow(ctx, `INSERT INTO console_users (login, name, role, password_hash, disabled) VALUES ($1, $1, $2, 'x', $3) RETURNING id`,
-			u.login, u.role, u.disabled).Scan(&id))
+		w.must(w.env.Pool.QueryRow(ctx, `INSERT INTO console_users (login, name, role, password_hash, finance_lead, disabled)
+			VALUES ($1, $1, $2, 'x', $3, $4) RETURNING id`, u.login, u.role, u.lead, u.disabled).Scan(&id))
 		users = append(users, id)
 	}
 	ex := w.exceptions(gw)
@@ -232,10 +233,10 @@ func TestEscalationMessagesFinance(t *testing.T) {
 	if n, err := svc.Escalate(ctx); err != nil || n != 1 {
 		t.Fatalf("escalated %d, %v", n, err)
 	}
-	if got := messages(); got != 2 {
-		t.Fatalf("%d messages after the first escalation, want one per active finance user", got)
+	if got := messages(); got != 1 {
+		t.Fatalf("%d messages after the first escalation, want one to the active finance lead", got)
 	}
-	for i, want := range []int{1, 1, 0, 0} {
+	for i, want := range []int{1, 0, 0, 0} {
 		msgs, err := svc.Messages(ctx, users[i], 10)
 		w.must(err)
 		if len(msgs) != want {
@@ -256,15 +257,20 @@ func TestEscalationMessagesFinance(t *testing.T) {
 	for range 2 {
 		w.must((&EscalateWorker{Recon: svc}).Work(ctx, nil))
 	}
-	if got := messages(); got != 2 {
+	if got := messages(); got != 1 {
 		t.Fatalf("%d messages after reruns", got)
 	}
-	// The second passing its SLA later is a new escalation: one more message each.
+	// The second passing its SLA later is a new escalation; the lead has
+	// left, so every active finance person (the clerk) is told.
+	w.must2(w.env.Pool.Exec(ctx, `UPDATE console_users SET disabled = true WHERE login = 'lead1'`))
 	svc.cfg.Now = func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
 	if n, err := svc.Escalate(ctx); err != nil || n != 1 {
 		t.Fatalf("escalated %d, %v", n, err)
 	}
-	if n, _ := svc.Escalate(ctx); n != 0 || messages() != 4 {
+	if msgs, _ := svc.Messages(ctx, users[1], 10); len(msgs) != 1 {
+		t.Fatalf("the finance clerk without a lead got %+v", msgs)
+	}
+	if n, _ := svc.Escalate(ctx); n != 0 || messages() != 2 {
 		t.Fatalf("second escalation: %d messages, rerun escalated %d", messages(), n)
 	}
 	if o, _, _ := svc.Overdue(ctx); o.Count != 2 || o.Paise != 300000 {

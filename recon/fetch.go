@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"golang.org/x/sync/errgroup"
 
 	"tatkal/booking"
 )
@@ -104,27 +105,41 @@ type FetchWorker struct {
 
 func (w *FetchWorker) Work(ctx context.Context, job *river.Job[FetchArgs]) error {
 	by := "job:recon_fetch"
-	if _, err := w.Recon.FetchSettlement(ctx, w.Sources, job.Args.Gateway, job.Args.Date, by); err != nil {
-		return err
-	}
-	// Only whole days: a statement of today is still growing, and its
-	// missing credit would look like a missing payout.
-	today := dateOnly(time.Now().In(booking.IST))
-	for i := 1; i <= 3; i++ {
-		if d := dateOnly(job.Args.Date).AddDate(0, 0, i); d.Before(today) {
-			if _, err := w.Recon.FetchBank(ctx, w.Sources, d, by); err != nil {
-				return err
-			}
-		}
-	}
 	journeys, err := w.Recon.journeyDates(ctx, job.Args.Gateway, job.Args.Date)
 	if err != nil {
 		return err
 	}
-	for _, j := range journeys {
-		if _, err := w.Recon.FetchCore(ctx, w.Sources, j, by); err != nil {
-			return err
+	// The files are independent (each its own transaction and lineage):
+	// fetched and ingested side by side, a day's million settlement lines
+	// and the core's million export lines take the time of one.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		_, err := w.Recon.FetchSettlement(gctx, w.Sources, job.Args.Gateway, job.Args.Date, by)
+		return err
+	})
+	g.Go(func() error {
+		// Only whole days: a statement of today is still growing, and its
+		// missing credit would look like a missing payout.
+		today := dateOnly(time.Now().In(booking.IST))
+		for i := 1; i <= 3; i++ {
+			if d := dateOnly(job.Args.Date).AddDate(0, 0, i); d.Before(today) {
+				if _, err := w.Recon.FetchBank(gctx, w.Sources, d, by); err != nil {
+					return err
+				}
+			}
 		}
+		return nil
+	})
+	g.Go(func() error {
+		for _, j := range journeys {
+			if _, err := w.Recon.FetchCore(gctx, w.Sources, j, by); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if _, err := w.Recon.Run(ctx, RunRequest{Gateway: job.Args.Gateway, Date: job.Args.Date, By: by}); err != nil {
 		return err

@@ -88,6 +88,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (RunSummary, error) {
 	}
 	defer release()
 	var runID int64
+	var attempts []int64 // a retried transaction's earlier runs left core-leg rows
 	err = db.Transact(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('recon.run|' || $1 || '|' || $2, 0))`,
 			req.Gateway, day.Format(time.DateOnly)); err != nil {
@@ -97,8 +98,14 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (RunSummary, error) {
 			req.Gateway, pgDate(day), req.AsOf, req.By).Scan(&runID); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
+		attempts = append(attempts, runID)
 		return s.match(ctx, tx, runID, req, day, start, now)
 	})
+	for _, id := range attempts {
+		if err != nil || id != runID {
+			s.dropCoreLeg(ctx, id)
+		}
+	}
 	if err != nil {
 		return RunSummary{}, fmt.Errorf("reconcile %s %s: %w", req.Gateway, day.Format(time.DateOnly), err)
 	}
@@ -197,16 +204,24 @@ var matchSteps = []step{
 		WHERE l.file_id IN (SELECT f.id FROM recon_files f WHERE f.source = 'SETTLEMENT' AND f.gateway = $1
 		                    AND f.business_date BETWEEN $2::date - 3 AND $2::date + 3 AND f.superseded_by IS NULL)
 		  AND l.current AND l.source = 'SETTLEMENT' AND l.gateway = $1`},
-	// One sort of the lines by payment and id feeds every figure: ordered
-	// aggregates per group (array_agg(id ORDER BY id) and the first line's
-	// dates) sorted each of a million groups apart.
+	// One hashed grouping of the lines by payment feeds every figure; only
+	// a payment with several capture lines (rare) gathers its line ids, in
+	// order. (A window over lines sorted by payment and id cost twice as
+	// much; ordered aggregates sorted each of a million groups apart.) The
+	// dates are the earliest of the payment's lines.
 	{"captures", `CREATE TEMP TABLE rc_cap ON COMMIT DROP AS
-		SELECT DISTINCT ON (pay_id) pay_id, count(*) OVER w AS n, min(amount) OVER w AS amount, max(amount) OVER w AS amount_max,
-		       min(fee) OVER w AS fee, min(tax) OVER w AS tax, min(ext_ref) OVER w AS ext_ref, min(file_day) OVER w AS file_day,
-		       array_agg(id) OVER w AS line_ids, event_at, value_date
-		FROM rc_line WHERE kind = 'CAPTURE' AND pay_id IS NOT NULL
-		WINDOW w AS (PARTITION BY pay_id ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-		ORDER BY pay_id, id`},
+		WITH g AS (SELECT pay_id, count(*) AS n, min(amount) AS amount, max(amount) AS amount_max, min(fee) AS fee, min(tax) AS tax,
+		                  min(ext_ref) AS ext_ref, min(file_day) AS file_day, min(id) AS first_id, min(event_at) AS event_at,
+		                  min(value_date) AS value_date
+		           FROM rc_line WHERE kind = 'CAPTURE' AND pay_id IS NOT NULL GROUP BY pay_id)
+		SELECT g.pay_id, g.n, g.amount, g.amount_max, g.fee, g.tax, g.ext_ref, g.file_day,
+		       coalesce(m.line_ids, ARRAY[g.first_id]) AS line_ids, g.event_at, g.value_date
+		FROM g LEFT JOIN (SELECT l.pay_id, array_agg(l.id ORDER BY l.id) AS line_ids FROM rc_line l
+		                  WHERE l.kind = 'CAPTURE' AND l.pay_id IN (SELECT pay_id FROM g WHERE n > 1) GROUP BY l.pay_id) m
+		       ON m.pay_id = g.pay_id`},
+	// Without statistics the planner guessed rc_cap's size and merged the
+	// two sorted, wide tables instead of hashing one.
+	{"analyze captures", `ANALYZE rc_pay (id, hold_id, state), rc_cap (pay_id)`},
 	// Our payments joined once to their captures, bookings and refunds:
 	// the rules below filter this one table instead of each joining again.
 	{"payments with captures", `CREATE TEMP TABLE rc_pc ON COMMIT DROP AS
@@ -218,7 +233,7 @@ var matchSteps = []step{
 	// Only the columns the rules join and filter on: statistics of the
 	// arrays, amounts and times cost more than the row counts they come with.
 	// rc_cap is read whole, once more, by a hash join.
-	{"analyze", `ANALYZE rc_pay (id, hold_id, state), rc_ref, rc_line (id, kind, ext_ref, pay_id, refund_id, file_day, payout_id),
+	{"analyze", `ANALYZE rc_ref, rc_line (id, kind, ext_ref, pay_id, refund_id, file_day, payout_id),
 		rc_pc (id, hold_id, state, method, n, booked, refunded)`},
 	{"found", foundTable},
 
@@ -352,34 +367,6 @@ var matchSteps = []step{
 		  AND NOT EXISTS (SELECT 1 FROM payments q JOIN wallet_entries w ON w.kind = 'DEBIT' AND w.ref = q.id::text
 		                  WHERE q.hold_id = b.hold_id)
 		ON CONFLICT DO NOTHING`},
-	// The core leg: the bookings this day's money paid for, against the
-	// core's export of their journey dates.
-	{"our bookings", `CREATE TEMP TABLE rc_book ON COMMIT DROP AS
-		SELECT b.id, b.pnr, b.hold_id, b.status, b.fare_paise AS fare, s.journey_date,
-		       (SELECT count(*) FROM booking_passengers bp WHERE bp.booking_id = b.id) AS pax
-		FROM bookings b JOIN inventory_shards s ON s.id = b.shard_id
-		WHERE b.hold_id IN (SELECT hold_id FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED'))`},
-	{"core lines", `CREATE TEMP TABLE rc_core ON COMMIT DROP AS
-		SELECT l.id, l.ext_ref AS pnr, l.amount_paise AS fare, l.status, l.passengers AS pax, l.business_date
-		FROM recon_lines l
-		WHERE l.file_id IN (SELECT f.id FROM recon_files f WHERE f.source = 'CORE' AND f.superseded_by IS NULL
-		                    AND f.business_date IN (SELECT journey_date FROM rc_book))
-		  AND l.current AND l.source = 'CORE'`},
-	{"analyze bookings", `ANALYZE rc_book, rc_core, rc_found`},
-	{CoreMissing, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, path, evidence)
-		SELECT 'CORE_MISSING', b.pnr, b.hold_id, b.pnr, b.fare, 'RESYNC', jsonb_build_object('booking_id', b.id, 'journey_date', b.journey_date)
-		FROM rc_book b
-		WHERE b.status <> 'CANCELLED' AND NOT EXISTS (SELECT 1 FROM rc_core c WHERE c.pnr = b.pnr)
-		  AND EXISTS (SELECT 1 FROM recon_files f WHERE f.source = 'CORE' AND f.business_date = b.journey_date AND f.superseded_by IS NULL)
-		ON CONFLICT DO NOTHING`},
-	{CoreMismatch, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, diff, path, evidence)
-		SELECT 'CORE_MISMATCH', b.pnr, b.hold_id, b.pnr, b.fare, c.fare - b.fare, 'RESYNC',
-		       jsonb_build_object('booking_id', b.id, 'ours', jsonb_build_object('fare', b.fare, 'passengers', b.pax, 'status', b.status),
-		           'core', jsonb_build_object('fare', c.fare, 'passengers', c.pax, 'status', c.status), 'lines', jsonb_build_array(c.id))
-		FROM rc_book b JOIN rc_core c ON c.pnr = b.pnr
-		WHERE c.fare <> b.fare OR c.pax <> b.pax OR (b.status = 'CANCELLED') <> (c.status = 'CANCELLED')
-		   OR (b.status <> 'CANCELLED' AND c.status <> b.status)
-		ON CONFLICT DO NOTHING`},
 	// A PNR in the core we never booked is found by the journey date's
 	// own run (coreSteps), not here: no gateway paid for it.
 
@@ -399,10 +386,57 @@ var matchSteps = []step{
 	{"payout matches", `INSERT INTO recon_matches (run_id, rule, our_ref, ext_ref, amount_paise, value_date)
 		SELECT $10, 'PAYOUT = SUM OF NET LINES', payout_id, coalesce(utr, ''), credit, value_date
 		FROM rc_po WHERE credit = net`},
+}
+
+// coreLegSteps compare the bookings a gateway's day paid for with the
+// core's export of their journey dates. They need nothing of the settlement
+// leg, so a run does them on a second connection at the same time (a run is
+// CPU-bound in one PostgreSQL backend; this puts the second core to work);
+// what they find is handed over through recon_run_found. The parameters are
+// matchSteps'.
+var coreLegSteps = []step{
+	{"found", foundTable},
+	{"our bookings", `CREATE TEMP TABLE rc_book ON COMMIT DROP AS
+		SELECT b.id, b.pnr, b.hold_id, b.status, b.fare_paise AS fare, s.journey_date,
+		       (SELECT count(*) FROM booking_passengers bp WHERE bp.booking_id = b.id) AS pax
+		FROM bookings b JOIN inventory_shards s ON s.id = b.shard_id
+		WHERE b.hold_id IN (SELECT p.hold_id FROM payments p WHERE p.psp = $11 AND p.initiated_at >= $3 AND p.initiated_at < $4
+		                   AND p.state IN ('SUCCESS', 'REFUNDED'))`},
+	{"core lines", `CREATE TEMP TABLE rc_core ON COMMIT DROP AS
+		SELECT l.id, l.ext_ref AS pnr, l.amount_paise AS fare, l.status, l.passengers AS pax, l.business_date
+		FROM recon_lines l
+		WHERE l.file_id IN (SELECT f.id FROM recon_files f WHERE f.source = 'CORE' AND f.superseded_by IS NULL
+		                    AND f.business_date IN (SELECT journey_date FROM rc_book))
+		  AND l.current AND l.source = 'CORE'`},
+	{"analyze bookings", `ANALYZE rc_book, rc_core`},
+	{CoreMissing, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, path, evidence)
+		SELECT 'CORE_MISSING', b.pnr, b.hold_id, b.pnr, b.fare, 'RESYNC', jsonb_build_object('booking_id', b.id, 'journey_date', b.journey_date)
+		FROM rc_book b
+		WHERE b.status <> 'CANCELLED' AND NOT EXISTS (SELECT 1 FROM rc_core c WHERE c.pnr = b.pnr)
+		  AND EXISTS (SELECT 1 FROM recon_files f WHERE f.source = 'CORE' AND f.business_date = b.journey_date AND f.superseded_by IS NULL)
+		ON CONFLICT DO NOTHING`},
+	{CoreMismatch, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, diff, path, evidence)
+		SELECT 'CORE_MISMATCH', b.pnr, b.hold_id, b.pnr, b.fare, c.fare - b.fare, 'RESYNC',
+		       jsonb_build_object('booking_id', b.id, 'ours', jsonb_build_object('fare', b.fare, 'passengers', b.pax, 'status', b.status),
+		           'core', jsonb_build_object('fare', c.fare, 'passengers', c.pax, 'status', c.status), 'lines', jsonb_build_array(c.id))
+		FROM rc_book b JOIN rc_core c ON c.pnr = b.pnr
+		WHERE c.fare <> b.fare OR c.pax <> b.pax OR (b.status = 'CANCELLED') <> (c.status = 'CANCELLED')
+		   OR (b.status <> 'CANCELLED' AND c.status <> b.status)
+		ON CONFLICT DO NOTHING`},
 	{"core matches", `INSERT INTO recon_matches (run_id, rule, our_ref, ext_ref, amount_paise, value_date)
 		SELECT $10, 'EXACT PNR', b.pnr, b.pnr, b.fare, b.journey_date
 		FROM rc_book b JOIN rc_core c ON c.pnr = b.pnr
 		WHERE NOT EXISTS (SELECT 1 FROM rc_found f WHERE f.kind LIKE 'CORE_%' AND f.pnr = b.pnr)`},
+	{"hand over", `INSERT INTO recon_run_found (run_id, kind, ref, hold_id, pnr, amount, diff, path, evidence)
+		SELECT $10, kind, ref, hold_id, pnr, amount, diff, path, evidence FROM rc_found`},
+}
+
+// finishSteps take the core leg's findings into the run's own and total
+// it; $12 is the core leg's journey dates.
+var finishSteps = []step{
+	{"core findings", `WITH h AS (DELETE FROM recon_run_found WHERE run_id = $10 RETURNING *)
+		INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, diff, path, evidence)
+		SELECT kind, ref, hold_id, pnr, amount, diff, path, evidence FROM h`},
 	{"run totals", `UPDATE recon_runs SET
 		our_items = (SELECT count(*) FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED') AND method <> 'WALLET')
 		          + (SELECT count(*) FROM rc_ref WHERE state = 'PROCESSED'),
@@ -415,7 +449,7 @@ var matchSteps = []step{
 		files = ARRAY(SELECT id FROM recon_files WHERE superseded_by IS NULL AND (
 		            (source = 'SETTLEMENT' AND gateway = $1 AND business_date BETWEEN $2::date - 3 AND $2::date + 3)
 		            OR (source = 'BANK' AND business_date IN (SELECT value_date FROM rc_po))
-		            OR (source = 'CORE' AND business_date IN (SELECT journey_date FROM rc_book))) ORDER BY id)
+		            OR (source = 'CORE' AND business_date = ANY($12::date[]))) ORDER BY id)
 		WHERE id = $10`},
 }
 
@@ -462,17 +496,44 @@ func (s *Service) match(ctx context.Context, tx pgx.Tx, runID int64, req RunRequ
 		bps[i] = int32(contract[m])
 	}
 	args := []any{req.Gateway, pgDate(day), start, start.AddDate(0, 0, 1), req.AsOf, start.AddDate(0, 0, 4), start.AddDate(0, 0, 3), methods, bps, runID, pspOf(req.Gateway)}
-	// A run is a few large statements: JIT compiling each costs more than
-	// it saves, and a day of a million payments wants its hashes in memory
-	// (with 64 MB, grouping and joining captures by payment sorted a
-	// million rows on disk instead).
-	if _, err := tx.Exec(ctx, `SET LOCAL jit = off; SET LOCAL work_mem = '256MB'`); err != nil {
+	if _, err := tx.Exec(ctx, runSettings); err != nil {
 		return fmt.Errorf("run settings: %w", err)
 	}
-	steps := matchSteps
 	if req.Gateway == Core {
-		steps = coreSteps
+		if err := s.runSteps(ctx, tx, runID, coreSteps, args); err != nil {
+			return err
+		}
+		return s.record(ctx, tx, runID, req, day, now)
 	}
+	legCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	leg := make(chan coreLegResult, 1)
+	go func() { leg <- s.coreLeg(legCtx, runID, args) }()
+	err := s.runSteps(ctx, tx, runID, matchSteps, args)
+	if err != nil {
+		cancel()
+	}
+	core := <-leg
+	if err == nil && core.err != nil {
+		err = fmt.Errorf("core leg: %w", core.err)
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.runSteps(ctx, tx, runID, finishSteps, append(args, core.journeyDates)); err != nil {
+		return err
+	}
+	return s.record(ctx, tx, runID, req, day, now)
+}
+
+// runSettings are a run's: a few large statements, for which compiling
+// each (JIT) costs more than it saves, and a day of a million payments
+// wants its hashes in memory (with 64 MB, grouping and joining captures by
+// payment sorted a million rows on disk instead).
+const runSettings = `SET LOCAL jit = off; SET LOCAL work_mem = '256MB'`
+
+// runSteps executes steps in order, each bound to the parameters it uses.
+func (s *Service) runSteps(ctx context.Context, tx pgx.Tx, runID int64, steps []step, args []any) error {
 	for _, st := range steps {
 		sql, used := bind(st.sql, args)
 		t0 := time.Now()
@@ -487,7 +548,48 @@ func (s *Service) match(ctx context.Context, tx pgx.Tx, runID int64, req RunRequ
 		}
 		s.log.DebugContext(ctx, "recon step", "run", runID, "step", st.name, "took", time.Since(t0))
 	}
-	return s.record(ctx, tx, runID, req, day, now)
+	return nil
+}
+
+// coreLegResult is what the core leg hands back besides its findings.
+type coreLegResult struct {
+	journeyDates []time.Time // of the bookings the day paid for: their core files are the run's too
+	err          error
+}
+
+// coreLeg runs coreLegSteps in a transaction of its own, on a second
+// connection, and commits its matches and findings under the run's id. If
+// the run then fails, dropCoreLeg removes them (the run's row never
+// commits, so nothing refers to them meanwhile).
+func (s *Service) coreLeg(ctx context.Context, runID int64, args []any) coreLegResult {
+	conn, release, err := s.runConn(ctx)
+	if err != nil {
+		return coreLegResult{err: err}
+	}
+	defer release()
+	var dates []time.Time
+	err = db.Transact(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, runSettings); err != nil {
+			return fmt.Errorf("run settings: %w", err)
+		}
+		if err := s.runSteps(ctx, tx, runID, coreLegSteps, args); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT journey_date), '{}') FROM rc_book`).Scan(&dates)
+	})
+	return coreLegResult{journeyDates: dates, err: err}
+}
+
+// dropCoreLeg removes what the core leg of a run that did not commit left.
+func (s *Service) dropCoreLeg(ctx context.Context, runID int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for _, q := range []string{`DELETE FROM recon_matches WHERE run_id = $1`, `DELETE FROM recon_run_found WHERE run_id = $1`} {
+		if _, err := s.pool.Exec(ctx, q, runID); err != nil {
+			s.log.ErrorContext(ctx, "recon run: left its core leg's rows", "run", runID, "err", err)
+			return
+		}
+	}
 }
 
 // explainStep runs a step under EXPLAIN (ANALYZE, BUFFERS) and logs its

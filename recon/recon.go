@@ -118,7 +118,8 @@ type Config struct {
 	MaxFileBytes int64
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Pause is a test hook between the steps of a resolution; nil in production.
+	// Pause is a test hook between the steps of a resolution or a run; nil
+	// in production.
 	Pause booking.PauseFunc
 }
 

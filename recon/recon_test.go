@@ -1,6 +1,7 @@
 package recon
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -389,5 +390,48 @@ func TestReviewedPaymentsGoToAPerson(t *testing.T) {
 	}
 	if n := w.count(`SELECT count(*) FROM refunds WHERE payment_id = $1`, paid[1].ID); n != 0 {
 		t.Fatal("the job on a payment in review refunded it")
+	}
+}
+
+// A run whose own transaction fails after its core leg committed (here:
+// stopped at the pause point between the two) leaves nothing: no run, no
+// matches, no handed-over findings; the rerun finds the core's faults once.
+func TestRunFailingAfterItsCoreLegLeavesNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const gw = "swiftpay"
+	m := w.make(cleanSet(gw, 6)...)
+	w.exportFaults(prs.ExportFaults{Drop: prs.ExportPick{PNRs: []string{m[0].PNR}}, ChangeFare: prs.ExportPick{PNRs: []string{m[1].PNR}, Paise: 500}})
+	w.ingestDay(gw)
+	runCtx, stop := context.WithCancel(w.ctx)
+	w.svc.cfg.Pause = func(_ context.Context, point string) {
+		if point == "recon.run.core-leg-committed" {
+			// The core leg's rows are committed by now, under the run's id.
+			if n := w.count(`SELECT count(*) FROM recon_run_found`); n != 2 {
+				t.Errorf("%d findings handed over, want the 2 core faults", n)
+			}
+			stop()
+		}
+	}
+	if _, err := w.svc.Run(runCtx, RunRequest{Gateway: gw, Date: w.day, AsOf: w.day.AddDate(0, 0, 4), By: "finance1"}); err == nil {
+		t.Fatal("a run stopped mid-way succeeded")
+	}
+	w.svc.cfg.Pause = nil
+	for _, q := range []string{`SELECT count(*) FROM recon_runs`, `SELECT count(*) FROM recon_matches`, `SELECT count(*) FROM recon_run_found`,
+		`SELECT count(*) FROM reconciliation_exceptions`} {
+		if n := w.count(q); n != 0 {
+			t.Fatalf("%s: %d after the failed run", q, n)
+		}
+	}
+	sum := w.run(gw)
+	got := map[string]int{}
+	for _, e := range w.exceptions(gw) {
+		got[e.Kind+" "+e.PNR]++
+	}
+	if len(got) != 2 || got[CoreMissing+" "+m[0].PNR] != 1 || got[CoreMismatch+" "+m[1].PNR] != 1 || sum.Exceptions != 2 {
+		t.Fatalf("rerun found %v (%+v)", got, sum)
+	}
+	if n := w.count(`SELECT count(*) FROM recon_run_found`); n != 0 {
+		t.Fatalf("%d findings left in the hand-over table", n)
 	}
 }

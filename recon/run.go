@@ -520,6 +520,7 @@ func (s *Service) match(ctx context.Context, tx pgx.Tx, runID int64, req RunRequ
 	if err != nil {
 		return err
 	}
+	s.cfg.Pause.At(ctx, "recon.run.core-leg-committed")
 	if err := s.runSteps(ctx, tx, runID, finishSteps, append(args, core.journeyDates)); err != nil {
 		return err
 	}

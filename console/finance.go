@@ -42,6 +42,7 @@ func (c *Console) financeRoutes(r chi.Router) {
 	fin.Get("/finance/files", c.financeFiles)
 	fin.Post("/finance/files", c.financeUpload)
 	fin.Get("/finance/books", c.financeBooks)
+	fin.Post("/finance/messages/read", c.financeMessagesRead)
 }
 
 // uploadPath is the console's upload of a reconciliation file.
@@ -249,9 +250,31 @@ func (c *Console) overdue(r *http.Request, u User, p *views.FinanceRunsPage) err
 		return err
 	}
 	for _, m := range msgs {
-		p.Messages = append(p.Messages, views.FinanceMessage{At: ist(m.At), Body: m.Body, Link: m.Link})
+		p.Messages = append(p.Messages, views.FinanceMessage{At: ist(m.At), Body: m.Body, Link: m.Link, Unread: !m.Read})
+		p.NewestMessage = max(p.NewestMessage, m.ID)
 	}
-	return nil
+	p.Unread, err = c.cfg.Recon.UnreadMessages(ctx, u.ID)
+	return err
+}
+
+// financeMessagesRead marks the user's messages read, up to the newest the
+// page showed.
+func (c *Console) financeMessagesRead(w http.ResponseWriter, r *http.Request) {
+	if c.noRecon(w, r) {
+		return
+	}
+	u, _ := userFrom(r.Context())
+	upTo, err := strconv.ParseInt(r.PostFormValue("up_to"), 10, 64)
+	if err != nil || upTo <= 0 {
+		c.renderRuns(w, r, "Say up to which message to mark read.", http.StatusBadRequest)
+		return
+	}
+	n, err := c.cfg.Recon.MarkMessagesRead(r.Context(), u.ID, upTo)
+	if err != nil {
+		c.renderRuns(w, r, userError(err), http.StatusInternalServerError)
+		return
+	}
+	c.redirectNotice(w, r, "/console/finance", fmt.Sprintf("%d message(s) marked read.", n))
 }
 
 // gateways are the gateways finance can pick: those configured and those seen.

@@ -168,6 +168,25 @@ func TestFinanceBackOffice(t *testing.T) {
 		strings.Count(body, "passed their SLA (PAYOUT_MISMATCH)") != 1 {
 		t.Fatalf("finance home with one overdue (%s):\n%.5000s", late, body)
 	}
+	// The message is new until the user marks it read; it stays listed.
+	if !strings.Contains(body, `data-testid="messages-unread">1<`) || strings.Count(body, `data-testid="message-unread"`) != 1 {
+		t.Fatalf("finance home before reading:\n%.5000s", body)
+	}
+	newest := regexp.MustCompile(`name="up_to" value="(\d+)"`).FindStringSubmatch(body)
+	if newest == nil {
+		t.Fatalf("no mark-read form:\n%.5000s", body)
+	}
+	if code, _, _ := b.post("/console/finance/messages/read", url.Values{"up_to": {"x"}}); code != http.StatusBadRequest {
+		t.Fatalf("mark read without a message: %d", code)
+	}
+	if code, _, _ := b.post("/console/finance/messages/read", url.Values{"up_to": {newest[1]}}); code != http.StatusSeeOther {
+		t.Fatalf("mark read: %d", code)
+	}
+	_, body, _ = b.get("/console/")
+	if !strings.Contains(body, `data-testid="messages-unread">0<`) || strings.Contains(body, `data-testid="message-unread"`) ||
+		strings.Contains(body, `data-testid="messages-read"`) || strings.Count(body, "passed their SLA (PAYOUT_MISMATCH)") != 1 {
+		t.Fatalf("finance home after reading:\n%.5000s", body)
+	}
 	_, body, _ = b.get("/console/finance/exceptions?overdue=1&state=UNRESOLVED")
 	if ids := exceptionLinkRE.FindAllStringSubmatch(body, -1); len(ids) != 1 || ids[0][1] != late || !strings.Contains(body, "of 1 exceptions") {
 		t.Fatalf("overdue list: %v\n%.3000s", ids, body)

@@ -56,6 +56,7 @@ func TestRoutesByRole(t *testing.T) {
 		{"POST", "/console/finance/files", []string{"finance", "admin"}},
 		{"GET", "/console/finance/books", []string{"finance", "admin"}},
 		{"GET", "/console/finance/books?term=pending", []string{"finance", "admin"}},
+		{"POST", "/console/finance/messages/read", []string{"finance", "admin"}},
 		{"GET", "/console/fraud", []string{"fraud", "admin"}},
 		{"GET", "/console/fraud/clusters/999", []string{"fraud", "admin"}},
 		{"GET", "/console/fraud/clusters/999/evidence.xlsx", []string{"fraud", "admin"}},

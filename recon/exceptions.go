@@ -493,25 +493,47 @@ const OverdueLink = "/console/finance/exceptions?overdue=1&state=UNRESOLVED"
 
 // Message is a console message to one console user.
 type Message struct {
+	ID                    int64
 	Kind, Ref, Body, Link string
 	At                    time.Time
+	Read                  bool
 }
 
 // Messages are a console user's newest messages, newest first.
 func (s *Service) Messages(ctx context.Context, userID int64, limit int) ([]Message, error) {
-	rows, err := s.pool.Query(ctx, `SELECT kind, ref, body, link, created_at FROM console_messages
+	rows, err := s.pool.Query(ctx, `SELECT id, kind, ref, body, link, created_at, read_at IS NOT NULL FROM console_messages
 		WHERE user_id = $1 ORDER BY id DESC LIMIT $2`, userID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("console messages: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
 		var m Message
-		return m, r.Scan(&m.Kind, &m.Ref, &m.Body, &m.Link, &m.At)
+		return m, r.Scan(&m.ID, &m.Kind, &m.Ref, &m.Body, &m.Link, &m.At, &m.Read)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("console messages: %w", err)
 	}
 	return out, nil
+}
+
+// UnreadMessages counts a console user's unread messages.
+func (s *Service) UnreadMessages(ctx context.Context, userID int64) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM console_messages WHERE user_id = $1 AND read_at IS NULL`, userID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("unread console messages: %w", err)
+	}
+	return n, nil
+}
+
+// MarkMessagesRead marks a console user's messages read, up to and
+// including upTo (the newest the user saw, so a message that arrived since
+// stays unread), and says how many it marked.
+func (s *Service) MarkMessagesRead(ctx context.Context, userID, upTo int64) (int, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE console_messages SET read_at = now() WHERE user_id = $1 AND id <= $2 AND read_at IS NULL`, userID, upTo)
+	if err != nil {
+		return 0, fmt.Errorf("mark console messages read: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // Overdue sums the unresolved exceptions past their SLA and finds the

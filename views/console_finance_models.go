@@ -21,6 +21,8 @@ type FinanceRunsPage struct {
 	Today             string
 	Overdue           *OverdueSummary // the unresolved exceptions past their SLA; nil if none
 	Messages          []FinanceMessage
+	Unread            int   // of all this user's messages, not only those shown
+	NewestMessage     int64 // marking read stops at it: one arriving since stays unread
 }
 
 // OverdueSummary heads the finance home: how many exceptions are past their
@@ -34,6 +36,7 @@ type OverdueSummary struct {
 // FinanceMessage is one console message to the signed-in user.
 type FinanceMessage struct {
 	At, Body, Link string
+	Unread         bool
 }
 
 // FinanceRunRow is one run in the list and the head of the run page.

@@ -62,6 +62,9 @@ func BenchmarkReconcileDay(b *testing.B) {
 	}
 	svc := New(Config{Pool: env.Pool, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))})
 	svc.explain = os.Getenv("TATKAL_RECON_BENCH_EXPLAIN") != ""
+	if os.Getenv("TATKAL_RECON_BENCH_STEPS") != "" {
+		svc.stepCPU = processCPU
+	}
 	day := day0
 	demo, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{JourneyDate: day.AddDate(0, 0, 1)})
 	if err != nil {
@@ -387,19 +390,10 @@ func (c *backendCPU) sample(seen map[int][2]time.Duration) {
 		if !ours {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
+		t := processCPU(pid)
+		if t < 0 {
 			continue
 		}
-		// Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-		i := strings.LastIndexByte(string(stat), ')')
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		t := time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 		v, ok := seen[pid]
 		if !ok {
 			v[0] = t
@@ -478,4 +472,22 @@ func (peakHeap) watch() func() int64 {
 		wg.Wait()
 		return int64(peak.Load() >> 20)
 	}
+}
+
+// processCPU is a process's user and system CPU time from /proc (-1 if it
+// cannot be read).
+func processCPU(pid int) time.Duration {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+	i := strings.LastIndexByte(string(stat), ')')
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }

@@ -133,6 +133,9 @@ type Service struct {
 	log  *slog.Logger
 	// explain logs each run step's plan (EXPLAIN ANALYZE); the benchmark sets it.
 	explain bool
+	// stepCPU reads a PostgreSQL backend's CPU time, to log each run step's
+	// (parallel workers not included); the benchmark sets it.
+	stepCPU func(pid int) time.Duration
 	// sheetRows is how many data rows a workbook sheet holds under its
 	// header (Excel's limit; a test makes it small).
 	sheetRows int

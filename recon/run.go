@@ -535,7 +535,17 @@ const runSettings = `SET LOCAL jit = off; SET LOCAL work_mem = '256MB'`
 
 // runSteps executes steps in order, each bound to the parameters it uses.
 func (s *Service) runSteps(ctx context.Context, tx pgx.Tx, runID int64, steps []step, args []any) error {
+	var pid int
+	if s.stepCPU != nil {
+		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			return err
+		}
+	}
 	for _, st := range steps {
+		var cpu0 time.Duration
+		if s.stepCPU != nil {
+			cpu0 = s.stepCPU(pid)
+		}
 		sql, used := bind(st.sql, args)
 		t0 := time.Now()
 		if s.explain && !strings.HasPrefix(sql, "ANALYZE") && !strings.HasSuffix(sql, "ON COMMIT DROP") {
@@ -546,6 +556,10 @@ func (s *Service) runSteps(ctx context.Context, tx pgx.Tx, runID int64, steps []
 		}
 		if _, err := tx.Exec(ctx, sql, used...); err != nil {
 			return fmt.Errorf("%s: %w", st.name, err)
+		}
+		if s.stepCPU != nil {
+			s.log.InfoContext(ctx, "recon step", "run", runID, "step", st.name, "took", time.Since(t0), "backend_cpu", s.stepCPU(pid)-cpu0)
+			continue
 		}
 		s.log.DebugContext(ctx, "recon step", "run", runID, "step", st.name, "took", time.Since(t0))
 	}

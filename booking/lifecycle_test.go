@@ -356,3 +356,44 @@ func TestSweeperConfirmsWhatRedisMissed(t *testing.T) {
 	}
 	s.CheckInvariants(t, shardID)
 }
+
+// A retry whose first attempt was lost between the HOLD script and its
+// commit (the serving process died there: a Redis record and an
+// idempotency key, no row) is answered with a fresh hold once the sweeper
+// has freed the orphan, instead of "still in progress" until the key lapses.
+// While the record is still in Redis the retry is told to wait.
+func TestRetryAfterALostAttemptHoldsAfresh(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{SweepGrace: time.Millisecond})
+	shardID, date := s.DemoShard(t, 2, 0)
+	users := s.Users(t, "la", 1)
+	lost := uuid.New()
+	expires := time.Now().Add(2 * time.Second)
+	if res, err := s.Store.Hold(ctx, inventory.HoldRequest{ShardID: shardID, HoldID: lost.String(), UserID: users[0], IdemKey: "lost-0001",
+		From: 0, To: 7, ExpiresAt: expires, DailyCap: 2, Prefs: []byte("-"), IDOK: true, IdemTTL: time.Hour, MaxPassengers: 4}); err != nil ||
+		res.Outcome != inventory.Held {
+		t.Fatalf("the lost attempt's hold: %+v %v", res, err)
+	}
+	req := holdReq(users[0], "lost-0001", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F"))
+	if _, err := s.Service.Hold(ctx, teststack.Caller(users[0]), req); booking.ErrorReason(err) != "IN_PROGRESS" {
+		t.Fatalf("retry while the record is live: %v, want IN_PROGRESS", err)
+	}
+	time.Sleep(time.Until(expires) + 100*time.Millisecond)
+	if rep, err := s.Service.Sweep(ctx); err != nil || rep.Orphans != 1 {
+		t.Fatalf("sweep: %+v %v, want the lost attempt freed", rep, err)
+	}
+	res, err := s.Service.Hold(ctx, teststack.Caller(users[0]), req)
+	if err != nil || res.Status != "HELD" || res.HoldID == lost || res.Replayed {
+		t.Fatalf("retry after the sweep: %+v %v, want a fresh hold", res, err)
+	}
+	again, err := s.Service.Hold(ctx, teststack.Caller(users[0]), req)
+	if err != nil || again.HoldID != res.HoldID || !again.Replayed {
+		t.Fatalf("the next retry: %+v %v, want the fresh hold replayed", again, err)
+	}
+	var rows int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE user_id = $1`, users[0]).Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("%d holds, %v", rows, err)
+	}
+	s.CheckInvariants(t, shardID)
+}

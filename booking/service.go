@@ -279,12 +279,26 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	}
 	expires := now.Add(s.rules.HoldWindow).Truncate(time.Millisecond)
 	reqHash := holdRequestHash(shard, from, to, req.Passengers)
-	res, err := s.store.Hold(ctx, inventory.HoldRequest{
-		ShardID: shard.ID, HoldID: holdID.String(), UserID: c.UserID, IdemKey: req.IdempotencyKey, RequestHash: reqHash,
-		From: from, To: to, ExpiresAt: expires, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
-		TokenKey: use.Key, TokenTTL: use.TTL,
-		AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
-	})
+	hold := func() (inventory.HoldResult, error) {
+		return s.store.Hold(ctx, inventory.HoldRequest{
+			ShardID: shard.ID, HoldID: holdID.String(), UserID: c.UserID, IdemKey: req.IdempotencyKey, RequestHash: reqHash,
+			From: from, To: to, ExpiresAt: expires, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
+			TokenKey: use.Key, TokenTTL: use.TTL,
+			AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
+		})
+	}
+	res, err := hold()
+	if err == nil && res.Replayed && res.Outcome != inventory.SoldOut {
+		// A key whose attempt was lost (never durable, its seats freed by
+		// the sweeper) is forgotten by replay: this request is then the
+		// fresh attempt the retry meant.
+		var out HoldResult
+		if out, err = s.replay(ctx, c.UserID, shard, res, req.IdempotencyKey, use.Key); !errors.Is(err, errAttemptLost) {
+			return out, shardID, err
+		}
+		s.log.Warn("hold: a retry's earlier attempt was lost before its commit; holding afresh", "shard", shard.Key(), "lost", res.HoldID)
+		res, err = hold()
+	}
 	if err != nil {
 		s.log.Error("hold script failed", "shard", shard.Key(), "err", err)
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SEATS_UNREACHABLE", "The seat service is not reachable right now. Nothing was held; please retry.")
@@ -307,7 +321,10 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return HoldResult{}, shardID, Errorf(EINVALID, string(res.Outcome), "The request breaks a booking rule (%s).", res.Outcome)
 	}
 	if res.Replayed {
-		out, err := s.replay(ctx, c.UserID, shard, res)
+		out, err := s.replay(ctx, c.UserID, shard, res, req.IdempotencyKey, use.Key)
+		if errors.Is(err, errAttemptLost) {
+			err = Errorf(EUNAVAIL, "IN_PROGRESS", "An earlier request with this Idempotency-Key is still being processed; retry shortly.")
+		}
 		return out, shardID, err
 	}
 	if res.Outcome == inventory.SoldOut {
@@ -428,10 +445,17 @@ func berthInfo(s *Shard, idx int) BerthInfo {
 	return BerthInfo{Coach: b.Coach, BerthNo: b.No, Type: b.Type}
 }
 
+// errAttemptLost is replay's answer for a key whose attempt will never be
+// durable and which it has forgotten.
+var errAttemptLost = errors.New("the earlier attempt was lost before its commit")
+
 // replay answers an idempotency key seen before. A HELD answer is repeated
 // only once its hold is durable, so a replay racing the first attempt
-// waits for that attempt's commit.
-func (s *Service) replay(ctx context.Context, userID int64, shard *Shard, res inventory.HoldResult) (HoldResult, error) {
+// waits for that attempt's commit. An attempt that never committed and
+// whose seat record is gone (its process died before the commit, and the
+// sweeper freed the orphan) will never commit: its key is forgotten and
+// the answer is errAttemptLost.
+func (s *Service) replay(ctx context.Context, userID int64, shard *Shard, res inventory.HoldResult, idemKey, tokenKey string) (HoldResult, error) {
 	if res.Outcome == inventory.SoldOut {
 		return HoldResult{Status: string(inventory.SoldOut), Replayed: true}, nil
 	}
@@ -445,8 +469,15 @@ func (s *Service) replay(ctx context.Context, userID int64, shard *Shard, res in
 		if ErrorCode(err) != ENOTFOUND {
 			return out, err
 		}
-		if time.Now().After(deadline) {
-			return HoldResult{}, Errorf(EUNAVAIL, "IN_PROGRESS", "An earlier request with this Idempotency-Key is still being processed; retry shortly.")
+		// A record still in Redis may yet commit: wait for it. One gone
+		// with no row never will (first look, and again at the deadline).
+		if first, late := wait == 2*time.Millisecond, time.Now().After(deadline); first || late {
+			if lost, err := s.store.Forget(ctx, shard.ID, userID, idemKey, res.HoldID, tokenKey); err == nil && lost == inventory.Forgotten {
+				return HoldResult{}, errAttemptLost
+			}
+			if late {
+				return HoldResult{}, Errorf(EUNAVAIL, "IN_PROGRESS", "An earlier request with this Idempotency-Key is still being processed; retry shortly.")
+			}
 		}
 		select {
 		case <-ctx.Done():

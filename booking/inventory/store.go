@@ -42,6 +42,8 @@ var (
 	availLua string
 	//go:embed lua/ready.lua
 	readyLua string
+	//go:embed lua/forget.lua
+	forgetLua string
 )
 
 // MaxLegs is the most legs a shard can track (a berth's legs fit the
@@ -67,6 +69,7 @@ type Store struct {
 	snapshot *redis.Script
 	avail    *redis.Script
 	ready    *redis.Script
+	forget   *redis.Script
 }
 
 // New returns a Store whose keys start with prefix (one per deployment, so
@@ -83,6 +86,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		snapshot: script(snapshotLua),
 		avail:    script(availLua),
 		ready:    script(readyLua),
+		forget:   script(forgetLua),
 	}
 }
 
@@ -388,6 +392,28 @@ func (s *Store) Release(ctx context.Context, shardID int64, holdID string, mode 
 		return "", fmt.Errorf("release hold %s: %w", holdID, ErrNotReady)
 	}
 	return res[0], nil
+}
+
+// Forgotten is Forget's answer when it erased the attempt's key.
+const Forgotten = "FORGOTTEN"
+
+// Forget erases the idempotency key of an attempt whose seat record is gone
+// (and, when tokenKey is set, the admission token's use-mark it left), if
+// the key still names holdID. It answers FORGOTTEN, LIVE (the record is
+// still there: nothing changed) or GONE (the key names another attempt).
+func (s *Store) Forget(ctx context.Context, shardID, userID int64, idemKey, holdID, tokenKey string) (string, error) {
+	keys := []string{s.key(shardID, "holds"), s.idemKey(shardID, userID, idemKey)}
+	if tokenKey != "" {
+		keys = append(keys, tokenKey)
+	}
+	res, err := s.forget.Run(ctx, s.rdb, keys, holdID).Text()
+	if err != nil {
+		return "", fmt.Errorf("forget attempt %s: %w", holdID, err)
+	}
+	if res == string(NotReady) {
+		return "", fmt.Errorf("forget attempt %s: %w", holdID, ErrNotReady)
+	}
+	return res, nil
 }
 
 // Confirm runs CONFIRM: CONFIRMED (also when it already was) or GONE.

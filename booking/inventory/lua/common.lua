@@ -58,3 +58,12 @@ end
 local function all_exist(keys)
   return #keys == 0 or redis.call('EXISTS', unpack(keys)) == #keys
 end
+
+-- The hold id an idempotency key's answer names (epoch|status|hold id|...),
+-- nil when the key is not set.
+local function idem_hold(key)
+  local prior = redis.call('GET', key)
+  if not prior then return nil end
+  local _, _, id = string.find(prior, '^[^|]*|[^|]*|([^|]*)')
+  return id
+end

@@ -14,11 +14,7 @@ local hold_id, mode = ARGV[1], ARGV[2]
 -- Undo forgets the attempt's idempotency key, if it still names this hold
 -- (gone or not: a retry must not be answered with a hold never made durable).
 local function forget()
-  local prior = redis.call('GET', KEYS[7])
-  if prior then
-    local _, _, id = string.find(prior, '^[^|]*|[^|]*|([^|]*)')
-    if id == hold_id then redis.call('DEL', KEYS[7]) end
-  end
+  if idem_hold(KEYS[7]) == hold_id then redis.call('DEL', KEYS[7]) end
 end
 
 local s = redis.call('HGET', KEYS[3], hold_id)

@@ -2,6 +2,8 @@ package booking
 
 import (
 	"container/list"
+	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -78,4 +80,61 @@ func (c *boundedCache[K, V]) clear() {
 	defer c.mu.Unlock()
 	c.order.Init()
 	c.items = map[K]*list.Element{}
+}
+
+// Flight lets one caller per key do a read while concurrent callers of
+// the same key wait for its answer instead of doing it again: however many
+// requests find a cache entry missing at once, one of them asks the
+// database. The zero value is ready.
+type Flight[K comparable, V any] struct {
+	mu    sync.Mutex
+	calls map[K]*flightCall[V]
+}
+
+var errReadPanicked = errors.New("the read this call waited for panicked")
+
+type flightCall[V any] struct {
+	done chan struct{}
+	val  V
+	err  error
+}
+
+// Busy reports whether a read of k is in flight: a caller holding a stale
+// answer goes on with it rather than wait.
+func (f *Flight[K, V]) Busy(k K) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.calls[k]
+	return ok
+}
+
+// Do runs read for k unless a read of k is in flight, in which case it
+// waits for that read's answer or for ctx, whichever comes first.
+func (f *Flight[K, V]) Do(ctx context.Context, k K, read func() (V, error)) (V, error) {
+	f.mu.Lock()
+	if c, ok := f.calls[k]; ok {
+		f.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.val, c.err
+		case <-ctx.Done():
+			var zero V
+			return zero, ctx.Err()
+		}
+	}
+	if f.calls == nil {
+		f.calls = map[K]*flightCall[V]{}
+	}
+	c := &flightCall[V]{done: make(chan struct{})}
+	f.calls[k] = c
+	f.mu.Unlock()
+	c.err = errReadPanicked // until read returns
+	defer func() {
+		f.mu.Lock()
+		delete(f.calls, k)
+		f.mu.Unlock()
+		close(c.done)
+	}()
+	c.val, c.err = read()
+	return c.val, c.err
 }

@@ -89,9 +89,14 @@ type Catalog struct {
 	pool *pgxpool.Pool
 	ttl  time.Duration
 
+	// byKey and byID keep entries catalogStale past ttl: a lapsed entry
+	// is reloaded by one caller while the others are answered with it
+	// (see cached).
 	byKey   *boundedCache[string, *Shard]
 	byID    *boundedCache[int64, *Shard]
 	missing *boundedCache[string, struct{}] // intents with no shard, apart so misses never evict hits
+	keyRead Flight[string, *Shard]
+	idRead  Flight[int64, *Shard]
 }
 
 // Catalog cache bounds: far more shards than a day's windows sell, and a
@@ -100,13 +105,19 @@ const (
 	catalogMaxShards  = 4096
 	catalogMaxMissing = 1024
 	catalogMissingTTL = 5 * time.Second
+	// catalogStale is how long past its ttl an entry still answers while
+	// one caller reloads it, or when the reload fails.
+	catalogStale = time.Minute
+	// catalogRefreshWait bounds the wait of the one caller reloading a
+	// lapsed entry for the pool: past it, it too goes on with the entry.
+	catalogRefreshWait = time.Second
 )
 
 // NewCatalog returns a catalog whose entries live for ttl.
 func NewCatalog(pool *pgxpool.Pool, ttl time.Duration) *Catalog {
 	return &Catalog{pool: pool, ttl: ttl,
-		byKey:   newBoundedCache[string, *Shard](catalogMaxShards, ttl),
-		byID:    newBoundedCache[int64, *Shard](catalogMaxShards, ttl),
+		byKey:   newBoundedCache[string, *Shard](catalogMaxShards, ttl+catalogStale),
+		byID:    newBoundedCache[int64, *Shard](catalogMaxShards, ttl+catalogStale),
 		missing: newBoundedCache[string, struct{}](catalogMaxMissing, min(ttl, catalogMissingTTL))}
 }
 
@@ -145,25 +156,60 @@ func (c *Catalog) Find(ctx context.Context, train string, date time.Time, class,
 		return nil, err
 	}
 	key := intentKey(train, date, class, quota)
-	now := time.Now()
-	if s, _, ok := c.byKey.get(key, now); ok {
+	return cached(ctx, c.byKey, &c.keyRead, c.ttl, key, func(ctx context.Context) (*Shard, error) {
+		now := time.Now()
+		if _, _, ok := c.missing.get(key, now); ok {
+			return nil, notFoundShard(train, date, class, quota)
+		}
+		var id int64
+		err := c.pool.QueryRow(ctx, `SELECT id FROM inventory_shards
+			WHERE train_number = $1 AND journey_date = $2 AND class = $3 AND quota = $4`,
+			train, date, class, quota).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			c.missing.put(key, struct{}{}, now)
+			return nil, notFoundShard(train, date, class, quota)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("find shard %s: %w", key, err)
+		}
+		s, err := c.ByID(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		c.byKey.put(key, s, now)
 		return s, nil
+	})
+}
+
+// cached answers k from cache, asking the pool at most once per key at a
+// time: a fresh entry as it is; a lapsed one (older than ttl) is reloaded
+// by one caller, bounded by catalogRefreshWait, while every other caller
+// is answered with it, and that caller too goes on with it if the reload
+// fails; a missing one is read once, concurrent callers waiting for that
+// read. Without this, every request that found an entry lapsed asked the
+// pool for it: in a rehearsal's rush, hundreds of queue-status polls a
+// second queued for connections behind the confirmations and timed out.
+func cached[K comparable](ctx context.Context, cache *boundedCache[K, *Shard], f *Flight[K, *Shard], ttl time.Duration, k K,
+	read func(context.Context) (*Shard, error)) (*Shard, error) {
+	now := time.Now()
+	old, stored, ok := cache.get(k, now)
+	if ok && now.Sub(stored) < ttl {
+		return old, nil
 	}
-	if _, _, ok := c.missing.get(key, now); ok {
-		return nil, notFoundShard(train, date, class, quota)
+	if ok && f.Busy(k) {
+		return old, nil
 	}
-	var id int64
-	err := c.pool.QueryRow(ctx, `SELECT id FROM inventory_shards
-		WHERE train_number = $1 AND journey_date = $2 AND class = $3 AND quota = $4`,
-		train, date, class, quota).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		c.missing.put(key, struct{}{}, now)
-		return nil, notFoundShard(train, date, class, quota)
+	rctx := ctx
+	if ok {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, catalogRefreshWait)
+		defer cancel()
 	}
-	if err != nil {
-		return nil, fmt.Errorf("find shard %s: %w", key, err)
+	s, err := f.Do(rctx, k, func() (*Shard, error) { return read(rctx) })
+	if err != nil && ok && ErrorCode(err) == EINTERNAL {
+		return old, nil // the database is slow or away: the entry is at most catalogStale old
 	}
-	return c.ByID(ctx, id)
+	return s, err
 }
 
 func notFoundShard(train string, date time.Time, class, quota string) error {
@@ -172,17 +218,16 @@ func notFoundShard(train string, date time.Time, class, quota string) error {
 
 // ByID returns a shard by id, or ENOTFOUND.
 func (c *Catalog) ByID(ctx context.Context, id int64) (*Shard, error) {
-	now := time.Now()
-	if s, _, ok := c.byID.get(id, now); ok {
+	return cached(ctx, c.byID, &c.idRead, c.ttl, id, func(ctx context.Context) (*Shard, error) {
+		now := time.Now()
+		s, err := LoadShard(ctx, c.pool, id)
+		if err != nil {
+			return nil, err
+		}
+		c.byID.put(id, s, now)
+		c.byKey.put(s.Key(), s, now)
 		return s, nil
-	}
-	s, err := LoadShard(ctx, c.pool, id)
-	if err != nil {
-		return nil, err
-	}
-	c.byID.put(id, s, now)
-	c.byKey.put(s.Key(), s, now)
-	return s, nil
+	})
 }
 
 // ByIDTx is ByID for a caller holding a transaction: a cache miss is read
@@ -192,7 +237,7 @@ func (c *Catalog) ByID(ctx context.Context, id int64) (*Shard, error) {
 // lapses) until their contexts run out.
 func (c *Catalog) ByIDTx(ctx context.Context, q db.Querier, id int64) (*Shard, error) {
 	now := time.Now()
-	if s, _, ok := c.byID.get(id, now); ok {
+	if s, stored, ok := c.byID.get(id, now); ok && now.Sub(stored) < c.ttl {
 		return s, nil
 	}
 	s, err := LoadShard(ctx, q, id)

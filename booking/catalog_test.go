@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,4 +165,95 @@ func TestCatalogByIDTxNeedsNoSecondConnection(t *testing.T) {
 	if s2, err := c.ByID(short2, id); err != nil || s2 != s {
 		t.Fatalf("ByIDTx did not fill the cache: %v", err)
 	}
+}
+
+// A lapsed entry is still read again: the caller that finds it lapsed
+// while nobody else is reading it waits for PostgreSQL and sees the change
+// (the others, meanwhile, are answered with the entry they had).
+func TestCatalogRereadsALapsedEntry(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	open := -time.Hour
+	if _, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+		t.Fatal(err)
+	}
+	date := time.Now().In(IST).AddDate(0, 0, 9)
+	date = time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, IST)
+	id, err := seed.Shard(ctx, env.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "2A", Berths: 4, OpensAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCatalog(env.Pool, 200*time.Millisecond)
+	s, err := c.Find(ctx, "12951", date, "2A", "TQ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closes := s.ClosesAt.Add(time.Hour)
+	if _, err := env.Pool.Exec(ctx, `UPDATE inventory_shards SET window_closes_at = $2 WHERE id = $1`, id, closes); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := c.ByID(ctx, id); s.ClosesAt.Equal(closes) {
+		t.Fatal("a fresh entry was read again")
+	}
+	time.Sleep(250 * time.Millisecond)
+	if s, err := c.ByID(ctx, id); err != nil || !s.ClosesAt.Equal(closes) {
+		t.Fatalf("after the entry lapsed: %v, closes %v, want %v", err, s.ClosesAt, closes)
+	}
+	if s, err := c.Find(ctx, "12951", date, "2A", "TQ"); err != nil || !s.ClosesAt.Equal(closes) {
+		t.Fatalf("by intent after the entry lapsed: %v", err)
+	}
+}
+
+func TestFlightReadsOnceForConcurrentCallers(t *testing.T) {
+	t.Parallel()
+	var f Flight[int, int]
+	var reads atomic.Int32
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	got := make(chan int, 20)
+	var started sync.WaitGroup
+	started.Add(20)
+	for range 20 {
+		wg.Go(func() {
+			started.Done()
+			v, err := f.Do(context.Background(), 1, func() (int, error) {
+				reads.Add(1)
+				<-release
+				return 7, nil
+			})
+			if err == nil {
+				got <- v
+			}
+		})
+	}
+	started.Wait()
+	time.Sleep(200 * time.Millisecond) // the others join the read in flight
+	close(release)
+	wg.Wait()
+	close(got)
+	n := 0
+	for v := range got {
+		if v != 7 {
+			t.Fatalf("got %d", v)
+		}
+		n++
+	}
+	if n != 20 || reads.Load() != 1 {
+		t.Fatalf("%d answers, %d reads", n, reads.Load())
+	}
+	if f.Busy(1) {
+		t.Fatal("still busy after the read")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	block := make(chan struct{})
+	go f.Do(context.Background(), 2, func() (int, error) { <-block; return 0, nil }) //nolint:errcheck
+	for !f.Busy(2) {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := f.Do(ctx, 2, func() (int, error) { return 0, nil }); err != context.Canceled {
+		t.Fatalf("a waiter whose context ended: %v", err)
+	}
+	close(block)
 }

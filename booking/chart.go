@@ -77,7 +77,7 @@ func (s *Service) ScheduleCharts(ctx context.Context) (int, error) {
 	}
 	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, id := range ids {
-			shard, err := s.catalog.ByID(ctx, id)
+			shard, err := s.catalog.ByIDTx(ctx, tx, id)
 			if err != nil {
 				return err
 			}
@@ -198,7 +198,7 @@ func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error)
 // with its final berths, and the waitlisted PNRs cancelled. Each
 // confirmed passenger is told the berth is final.
 func (s *Service) chartTx(ctx context.Context, tx pgx.Tx, shardID int64, ref string, at time.Time, cancelled []string) (prs.Chart, error) {
-	shard, err := s.catalog.ByID(ctx, shardID)
+	shard, err := s.catalog.ByIDTx(ctx, tx, shardID)
 	if err != nil {
 		return prs.Chart{}, err
 	}

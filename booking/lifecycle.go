@@ -42,6 +42,16 @@ func (s *Service) Status(ctx context.Context, userID int64, id uuid.UUID) (HoldV
 	return v, nil
 }
 
+// shardOn is the catalog's shard, read on q's connection when q is a
+// transaction (cancel, charting): asking the pool from inside one
+// deadlocks once every connection is held by such a transaction.
+func (s *Service) shardOn(ctx context.Context, q db.Querier, id int64) (*Shard, error) {
+	if _, inTx := q.(pgx.Tx); inTx {
+		return s.catalog.ByIDTx(ctx, q, id)
+	}
+	return s.catalog.ByID(ctx, id)
+}
+
 func (s *Service) view(ctx context.Context, q db.Querier, id uuid.UUID) (HoldView, error) {
 	var v HoldView
 	var pax, breakup []byte
@@ -62,7 +72,7 @@ func (s *Service) view(ctx context.Context, q db.Querier, id uuid.UUID) (HoldVie
 	if err := json.Unmarshal(breakup, &v.Fare.Breakup); err != nil {
 		return HoldView{}, fmt.Errorf("read hold %s fare: %w", id, err)
 	}
-	shard, err := s.catalog.ByID(ctx, v.ShardID)
+	shard, err := s.shardOn(ctx, q, v.ShardID)
 	if err != nil {
 		return HoldView{}, err
 	}
@@ -278,7 +288,7 @@ func (s *Service) Cancel(ctx context.Context, userID int64, id uuid.UUID) (HoldV
 			return err
 		}
 		if now.PNR != "" {
-			q, err := s.quote(ctx, now)
+			q, err := s.quote(ctx, tx, now)
 			if err != nil {
 				return err
 			}
@@ -333,13 +343,13 @@ func (s *Service) CancelPreview(ctx context.Context, userID int64, id uuid.UUID)
 	if err != nil {
 		return CancelQuote{}, err
 	}
-	return s.quote(ctx, v)
+	return s.quote(ctx, s.pool, v)
 }
 
 // quote applies the cancellation rules (DOMAIN.md) to a hold as it stands:
 // a confirmed Tatkal ticket refunds nothing; a waitlisted one the fare less
 // clerkage per passenger, until 30 minutes before departure.
-func (s *Service) quote(ctx context.Context, v HoldView) (CancelQuote, error) {
+func (s *Service) quote(ctx context.Context, on db.Querier, v HoldView) (CancelQuote, error) {
 	q := CancelQuote{HoldID: v.ID, PNR: v.PNR}
 	switch {
 	case v.PNR == "" && v.State == HoldHeld:
@@ -360,7 +370,7 @@ func (s *Service) quote(ctx context.Context, v HoldView) (CancelQuote, error) {
 		q.Message = fmt.Sprintf("Cancelling confirmed Tatkal ticket PNR %s refunds nothing (Tatkal rules); the berths go back on sale.", v.PNR)
 		return q, nil
 	}
-	shard, err := s.catalog.ByID(ctx, v.ShardID)
+	shard, err := s.shardOn(ctx, on, v.ShardID)
 	if err != nil {
 		return q, err
 	}
@@ -456,7 +466,7 @@ func (s *Service) cancelBookingTx(ctx context.Context, tx pgx.Tx, v HoldView, re
 	if now.BookingStat == BookingCancelled {
 		return done, nil
 	}
-	q, err := s.quote(ctx, now)
+	q, err := s.quote(ctx, tx, now)
 	if err != nil {
 		return done, err
 	}
@@ -464,7 +474,7 @@ func (s *Service) cancelBookingTx(ctx context.Context, tx pgx.Tx, v HoldView, re
 		// Charting cancels the waitlist automatically, refunded less
 		// clerkage, however close to departure it runs: the passenger's
 		// 30-minute deadline is not the chart's.
-		shard, err := s.catalog.ByID(ctx, now.ShardID)
+		shard, err := s.catalog.ByIDTx(ctx, tx, now.ShardID)
 		if err != nil {
 			return done, err
 		}

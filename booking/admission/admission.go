@@ -199,9 +199,10 @@ type Service struct {
 
 	enter, status, admit, lease, unlease, maxset *redis.Script
 
-	windows sync.Map // shard id -> *Window
-	polls   pollCache
-	gate    chan struct{}
+	windows    sync.Map // shard id -> *Window
+	windowRead booking.Flight[int64, *Window]
+	polls      pollCache
+	gate       chan struct{}
 
 	// EarlyPolls counts status polls that came before the time the server
 	// gave; they got the cached answer.

@@ -54,32 +54,57 @@ type Window struct {
 // Revealed reports whether the seed may be shown.
 func (w *Window) Revealed() bool { return w.RevealedAt != nil }
 
+// windowReload is how often a window not yet revealed is read again, so
+// a seal made by another process shows up everywhere.
+const windowReload = 2 * time.Second
+
+// windowRefreshWait bounds the wait of the one caller rereading a cached
+// window for the pool: past it, it goes on with the cached window.
+const windowRefreshWait = time.Second
+
 // WindowFor returns the shard's window, creating it (and committing to a
-// fresh random seed) the first time anyone asks. Cached per process.
+// fresh random seed) the first time anyone asks. Cached per process; until
+// it is revealed, one caller at a time rereads it every windowReload while
+// the others go on with the cached one (a queue-status poll never waits
+// for the pool when the window is known), and a failed reread keeps it.
 func (s *Service) WindowFor(ctx context.Context, shard *booking.Shard) (*Window, error) {
+	var old *Window
 	if v, ok := s.windows.Load(shard.ID); ok {
-		w := v.(*Window)
-		// Reload until revealed so the reveal shows up everywhere.
-		if w.Revealed() || time.Since(w.loaded) < 2*time.Second {
-			return w, nil
+		old = v.(*Window)
+		if old.Revealed() || time.Since(old.loaded) < windowReload || s.windowRead.Busy(shard.ID) {
+			return old, nil
 		}
 	}
-	seed := make([]byte, 32)
-	if _, err := rand.Read(seed); err != nil {
-		return nil, fmt.Errorf("window seed: %w", err)
+	rctx := ctx
+	if old != nil {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, windowRefreshWait)
+		defer cancel()
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO admission_windows (shard_id, seed, seed_sha256, prequeue_opens_at, opens_at, randomise_until)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (shard_id) DO NOTHING`,
-		shard.ID, seed, Commitment(seed), shard.OpensAt.Add(-s.cfg.Prequeue), shard.OpensAt, shard.OpensAt.Add(s.cfg.Randomise)); err != nil {
-		return nil, fmt.Errorf("create window of shard %d: %w", shard.ID, err)
+	w, err := s.windowRead.Do(rctx, shard.ID, func() (*Window, error) {
+		if old == nil { // the first read in this process: the window may not exist yet
+			seed := make([]byte, 32)
+			if _, err := rand.Read(seed); err != nil {
+				return nil, fmt.Errorf("window seed: %w", err)
+			}
+			if _, err := s.pool.Exec(rctx, `INSERT INTO admission_windows (shard_id, seed, seed_sha256, prequeue_opens_at, opens_at, randomise_until)
+				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (shard_id) DO NOTHING`,
+				shard.ID, seed, Commitment(seed), shard.OpensAt.Add(-s.cfg.Prequeue), shard.OpensAt, shard.OpensAt.Add(s.cfg.Randomise)); err != nil {
+				return nil, fmt.Errorf("create window of shard %d: %w", shard.ID, err)
+			}
+		}
+		w, err := s.loadWindow(rctx, shard.ID)
+		if err != nil {
+			return nil, err
+		}
+		w.ClosesAt = shard.ClosesAt
+		s.windows.Store(shard.ID, w)
+		return w, nil
+	})
+	if err != nil && old != nil && booking.ErrorCode(err) == booking.EINTERNAL {
+		return old, nil
 	}
-	w, err := s.loadWindow(ctx, shard.ID)
-	if err != nil {
-		return nil, err
-	}
-	w.ClosesAt = shard.ClosesAt
-	s.windows.Store(shard.ID, w)
-	return w, nil
+	return w, err
 }
 
 func (s *Service) loadWindow(ctx context.Context, shardID int64) (*Window, error) {

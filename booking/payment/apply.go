@@ -286,6 +286,12 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, u
 func (s *Service) ResolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 	// One at a time per payment: the late-success job and reconciliation's
 	// resolution may both arrive, and the second must see what the first did.
+	select {
+	case s.lateSlots <- struct{}{}:
+		defer func() { <-s.lateSlots }()
+	case <-ctx.Done():
+		return fmt.Errorf("late success %s: %w", id, ctx.Err())
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("late success %s: %w", id, err)

@@ -122,6 +122,10 @@ type Service struct {
 	log      *slog.Logger
 	funnel   *funnel.Recorder
 	seen     *seenEvents
+	// lateSlots bounds the late-success resolutions at once: each holds a
+	// pool connection for its lock while its steps take others, so as many
+	// as the pool has connections would wait on each other for ever.
+	lateSlots chan struct{}
 }
 
 // New returns the orchestrator.
@@ -152,6 +156,11 @@ func New(cfg Config) *Service {
 	}
 	s := &Service{cfg: cfg, pool: cfg.Pool, seen: newSeenEvents(1 << 17), booking: cfg.Booking, jobs: cfg.Jobs, gateways: map[string]*gatewayClient{},
 		routes: &router{pool: cfg.Pool, rdb: cfg.Redis, prefix: cfg.Prefix}, log: cfg.Log, funnel: cfg.Funnel}
+	slots := int32(1)
+	if cfg.Pool != nil {
+		slots = max(1, cfg.Pool.Config().MaxConns/3)
+	}
+	s.lateSlots = make(chan struct{}, slots)
 	for _, g := range cfg.Gateways {
 		s.gateways[g.ID] = &gatewayClient{cfg: g, http: cfg.HTTPClient}
 	}

@@ -129,7 +129,7 @@ func TestSyncInFlightWhenCancelledWithdrawsTheBooking(t *testing.T) {
 	go func() { done <- s.Service.SyncToCore(ctx, aID) }()
 	waitFor(t, reached, "the sync to reach the core")
 	s.CancelAsOperator(t, a.ID, "cancelled after fraud review (test)") // a passenger waits for CONFIRMED
-	if err := s.Service.SyncToCore(ctx, aID); err != nil { // the cancellation's job: nothing at the core yet
+	if err := s.Service.SyncToCore(ctx, aID); err != nil {             // the cancellation's job: nothing at the core yet
 		t.Fatalf("withdraw: %v", err)
 	}
 	close(release)

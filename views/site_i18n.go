@@ -109,6 +109,8 @@ var catalogue = map[string][2]string{
 	"window.closed":          {"The Tatkal window for this train is closed.", "इस ट्रेन की तत्काल विंडो बंद है।"},
 	"window.notyet":          {"The window is not open yet. Keep this page open: the form unlocks by itself at the opening time. Your saved passengers are ready below.", "विंडो अभी नहीं खुली है। यह पेज खुला रखें: खुलने के समय फ़ॉर्म अपने आप खुल जाएगा। आपके सहेजे यात्री नीचे तैयार हैं।"},
 	"choose":                 {"Who travels? (at most 4)", "कौन यात्रा करेगा? (अधिकतम 4)"},
+	"choose.help":            {"Tick 1 to 4 of your saved passengers.", "अपने सहेजे गए यात्रियों में से 1 से 4 चुनें।"},
+	"choose.count":           {"Chosen:", "चुने गए:"},
 	"hold":                   {"Hold seats", "सीटें रोकें"},
 	"hold.title":             {"Your seats are held", "आपकी सीटें रोकी गई हैं"},
 	"hold.left":              {"Time left to pay", "भुगतान के लिए शेष समय"},

@@ -155,9 +155,7 @@ func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error)
 			}
 			cancelled = append(cancelled, done)
 			rep.Cancelled = append(rep.Cancelled, w.pnr)
-			body := fmt.Sprintf("PNR %s was still waitlisted (TQWL/%d) when the chart was prepared and is cancelled. "+
-				"Refund of Rs %s (the fare less clerkage) is on its way.", w.pnr, w.wl, Rupees(done.RefundPaise))
-			if err := Notify(ctx, tx, w.userID, "CHART", w.pnr, "Not confirmed at charting: PNR "+w.pnr, body); err != nil {
+			if err := NotifyT(ctx, tx, w.userID, "CHART", w.pnr, "msg.chartwl", w.pnr, w.wl, Rupees(done.RefundPaise)); err != nil {
 				return err
 			}
 		}
@@ -234,9 +232,8 @@ func (s *Service) chartTx(ctx context.Context, tx pgx.Tx, shardID int64, ref str
 		for _, p := range e.Passengers {
 			seats = append(seats, fmt.Sprintf("%s %s/%d %s", p.Name, p.Coach, p.BerthNo, p.BerthType))
 		}
-		body := fmt.Sprintf("The chart of %s %s %s on %s is prepared. PNR %s is confirmed and final: %s.", shard.Train, shard.TrainName,
-			shard.Class, shard.Date.Format("2 Jan 2006"), e.PNR, strings.Join(seats, ", "))
-		if err := Notify(ctx, tx, users[e.PNR], "CHART", e.PNR, "Chart prepared: PNR "+e.PNR, body); err != nil {
+		train := fmt.Sprintf("%s %s %s on %s", shard.Train, shard.TrainName, shard.Class, shard.Date.Format("2 Jan 2006"))
+		if err := NotifyT(ctx, tx, users[e.PNR], "CHART", e.PNR, "msg.chartok", e.PNR, train, strings.Join(seats, ", ")); err != nil {
 			return prs.Chart{}, err
 		}
 	}

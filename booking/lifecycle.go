@@ -201,12 +201,12 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 	}
 	journey := fmt.Sprintf("%s %s %s %s-%s on %s", shard.Train, shard.TrainName, shard.Class, shard.Stops[from].Code,
 		shard.Stops[to].Code, shard.Date.Format("2 Jan 2006"))
-	body := fmt.Sprintf("PNR %s confirmed: %s. %s. Fare Rs %s.", res.PNR, journey, strings.Join(seats, ", "), Rupees(fare))
 	if kind == KindWaitlist {
-		body = fmt.Sprintf("PNR %s waitlisted at TQWL/%d: %s. Fare Rs %s. Waitlisted tickets are cancelled at charting with a refund.",
-			res.PNR, wl, journey, Rupees(fare))
+		err = NotifyT(ctx, tx, userID, "ETICKET", res.PNR, "msg.eticketwl", res.PNR, wl, journey, Rupees(fare))
+	} else {
+		err = NotifyT(ctx, tx, userID, "ETICKET", res.PNR, "msg.eticket", res.PNR, journey, strings.Join(seats, ", "), Rupees(fare))
 	}
-	if err := Notify(ctx, tx, userID, "ETICKET", res.PNR, "E-ticket PNR "+res.PNR, body); err != nil {
+	if err != nil {
 		return res, err
 	}
 	if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR}, nil); err != nil {

@@ -133,3 +133,37 @@ func TestHoldForTwoChosenPassengers(t *testing.T) {
 		t.Fatalf("the hold carries %v, want exactly %v", names, want)
 	}
 }
+
+// The site's language switch, used signed in or before signing in, is the
+// account's language for the messages sent to it (booking.NotifyT).
+func TestLanguageSwitchIsTheAccounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	users := s.Users(t, "lg", 2)
+	lang := func(u int64) string {
+		var l string
+		teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT lang FROM users WHERE id = $1`, u).Scan(&l), "lang")
+		return l
+	}
+	a := newBrowser(t, s)
+	a.signIn("lg00001", "pw-lg")
+	if status, _, page := a.post("/passengers", "/lang", url.Values{"lang": {"hi"}, "back": {"/passengers"}}); status != http.StatusSeeOther {
+		t.Fatalf("switch to Hindi: %d %.1000s", status, page)
+	}
+	b := newBrowser(t, s)
+	if status, _, _ := b.post("/signin", "/lang", url.Values{"lang": {"hi"}, "back": {"/"}}); status != http.StatusSeeOther {
+		t.Fatalf("switch before signing in: %d", status)
+	}
+	if got := lang(users[1]); got != "en" {
+		t.Fatalf("before signing in the account's language is %q", got)
+	}
+	b.signIn("lg00002", "pw-lg")
+	if a, b := lang(users[0]), lang(users[1]); a != "hi" || b != "hi" {
+		t.Fatalf("languages %q and %q, want hi for both", a, b)
+	}
+	a.post("/passengers", "/lang", url.Values{"lang": {"en"}, "back": {"/passengers"}})
+	if got := lang(users[0]); got != "en" {
+		t.Fatalf("back to English: %q", got)
+	}
+}

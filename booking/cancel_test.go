@@ -68,7 +68,9 @@ func TestHoldCancelRacingAWalletPaymentKeepsTheTicket(t *testing.T) {
 	}
 	s.CheckInvariants(t, shardID)
 
-	// Cancelling the ticket is its own request, previewed first.
+	// Cancelling the ticket is its own request, previewed first, once the
+	// core has recorded it (CONFIRMED).
+	s.Recorded(t, h.HoldID)
 	q, err := s.Service.CancelPreview(ctx, u, h.HoldID)
 	if err != nil || q.What != "booking" || !q.Allowed || q.RefundPaise != 0 || q.PNR != v.PNR {
 		t.Fatalf("preview: %+v %v, want a booking cancel refunding nothing", q, err)

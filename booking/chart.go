@@ -155,9 +155,7 @@ func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error)
 			}
 			cancelled = append(cancelled, done)
 			rep.Cancelled = append(rep.Cancelled, w.pnr)
-			body := fmt.Sprintf("PNR %s was still waitlisted (TQWL/%d) when the chart was prepared and is cancelled. "+
-				"Refund of Rs %s (the fare less clerkage) is on its way.", w.pnr, w.wl, Rupees(done.RefundPaise))
-			if err := Notify(ctx, tx, w.userID, "CHART", w.pnr, "Not confirmed at charting: PNR "+w.pnr, body); err != nil {
+			if err := NotifyT(ctx, tx, w.userID, "CHART", w.pnr, "msg.chartwl", w.pnr, w.wl, Rupees(done.RefundPaise)); err != nil {
 				return err
 			}
 		}
@@ -234,9 +232,8 @@ func (s *Service) chartTx(ctx context.Context, tx pgx.Tx, shardID int64, ref str
 		for _, p := range e.Passengers {
 			seats = append(seats, fmt.Sprintf("%s %s/%d %s", p.Name, p.Coach, p.BerthNo, p.BerthType))
 		}
-		body := fmt.Sprintf("The chart of %s %s %s on %s is prepared. PNR %s is confirmed and final: %s.", shard.Train, shard.TrainName,
-			shard.Class, shard.Date.Format("2 Jan 2006"), e.PNR, strings.Join(seats, ", "))
-		if err := Notify(ctx, tx, users[e.PNR], "CHART", e.PNR, "Chart prepared: PNR "+e.PNR, body); err != nil {
+		train := fmt.Sprintf("%s %s %s on %s", shard.Train, shard.TrainName, shard.Class, shard.Date.Format("2 Jan 2006"))
+		if err := NotifyT(ctx, tx, users[e.PNR], "CHART", e.PNR, "msg.chartok", e.PNR, train, strings.Join(seats, ", ")); err != nil {
 			return prs.Chart{}, err
 		}
 	}
@@ -356,4 +353,48 @@ func (s *Service) chartFailed(ctx context.Context, shardID int64, send bool, rea
 	}
 	s.log.Error("ALARM: "+what+" failed; settle the shard by hand", "shard", shardID, "reason", reason)
 	return nil
+}
+
+// RetryChartSend gives a chart whose delivery to the reservation core
+// FAILED (its job gave up and raised the alarm) one more attempt, asked
+// for by an operator: FAILED becomes PENDING by compare-and-set, so of two
+// operators clicking at once one sends and the other is told it is in
+// hand; then SendChart, which sends the same bytes and marks it SENT. A
+// failure records FAILED again with the reason. The answer is the core's
+// chart id. A chart not FAILED is refused and nothing is sent.
+func (s *Service) RetryChartSend(ctx context.Context, shardID int64) (string, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE inventory_shards SET chart_core_state = 'PENDING'
+		WHERE id = $1 AND chart_state = 'CHARTED' AND chart_core_state = 'FAILED'`, shardID)
+	if err != nil {
+		return "", fmt.Errorf("retry chart of shard %d: %w", shardID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		var chart, core, ref string
+		err := s.pool.QueryRow(ctx, `SELECT chart_state, coalesce(chart_core_state, ''), coalesce(chart_core_ref, '')
+			FROM inventory_shards WHERE id = $1`, shardID).Scan(&chart, &core, &ref)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return "", Errorf(ENOTFOUND, "NO_SUCH_SHARD", "There is no shard %d.", shardID)
+		case err != nil:
+			return "", fmt.Errorf("retry chart of shard %d: %w", shardID, err)
+		case chart == "CHARTED" && core == "SENT":
+			return "", Errorf(ECONFLICT, "CHART_SENT", "The chart of shard %d is already at the core (%s); nothing was sent again.", shardID, ref)
+		case chart == "CHARTED" && core == "PENDING":
+			return "", Errorf(ECONFLICT, "CHART_SENDING", "The chart of shard %d is being sent now (by its job or another operator); nothing was sent again.", shardID)
+		}
+		return "", Errorf(ECONFLICT, "CHART_NOT_FAILED", "Shard %d's chart is %s, not a prepared chart whose delivery failed; nothing was sent.", shardID, chart)
+	}
+	if err := s.SendChart(ctx, shardID); err != nil {
+		// Recorded whatever became of the request, so the console offers
+		// the retry again rather than showing it in hand forever.
+		if ferr := s.chartFailed(context.WithoutCancel(ctx), shardID, true, "retry by an operator failed: "+err.Error()); ferr != nil {
+			return "", errors.Join(err, ferr)
+		}
+		return "", Errorf(EUNAVAIL, "CORE_FAILED", "The reservation core did not take the chart of shard %d: %v. It is FAILED again; retry once the core is healthy.", shardID, err)
+	}
+	var ref string
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(chart_core_ref, '') FROM inventory_shards WHERE id = $1`, shardID).Scan(&ref); err != nil {
+		return "", fmt.Errorf("retry chart of shard %d: %w", shardID, err)
+	}
+	return ref, nil
 }

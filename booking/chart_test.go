@@ -46,6 +46,7 @@ func TestChartConfirmsWhatFitsAndRefundsTheRestOnce(t *testing.T) {
 	w1, w2 := book(1, "WAITLIST_OFFERED"), book(2, "WAITLIST_OFFERED")
 	// The confirmed berth is cancelled with no worker running: its
 	// promotion job waits, and the chart does the promotion instead.
+	s.Recorded(t, seat)
 	_, err = s.Service.CancelBooking(ctx, users[0], seat, nil)
 	teststack.Must(t, err, "cancel the seat")
 
@@ -320,6 +321,7 @@ func TestChartKilledBetweenStepsAndRerun(t *testing.T) {
 	teststack.Must(t, err, "confirm")
 	w1 := waitlistedAndPaid(t, s, users[1], "chart-kill-1", date)
 	w2 := waitlistedAndPaid(t, s, users[2], "chart-kill-2", date)
+	s.Recorded(t, h.HoldID)
 	_, err = s.Service.CancelBooking(ctx, users[0], h.HoldID, nil)
 	teststack.Must(t, err, "cancel the seat")
 

@@ -97,9 +97,12 @@ func TestCancelReachesTheCoreAfterALostAnswer(t *testing.T) {
 		t.Fatalf("prs_state %s, want PENDING", state)
 	}
 
-	if _, err := s.Service.CancelBooking(ctx, users[0], a.ID, nil); err != nil {
-		t.Fatalf("cancel: %v", err)
+	// The passenger may not cancel it while it is CONFIRMING; an
+	// operator's cancellation (fraud enforcement) does not wait.
+	if _, err := s.Service.CancelBooking(ctx, users[0], a.ID, nil); booking.ErrorReason(err) != "CONFIRMING" {
+		t.Fatalf("passenger's cancel of a PENDING booking: %v, want CONFIRMING", err)
 	}
+	s.CancelAsOperator(t, a.ID, "cancelled after fraud review (test)")
 	if err := s.Service.SyncToCore(ctx, aID); err != nil { // the cancellation's core-sync job
 		t.Fatalf("withdraw: %v", err)
 	}
@@ -125,10 +128,8 @@ func TestSyncInFlightWhenCancelledWithdrawsTheBooking(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Service.SyncToCore(ctx, aID) }()
 	waitFor(t, reached, "the sync to reach the core")
-	if _, err := s.Service.CancelBooking(ctx, users[0], a.ID, nil); err != nil {
-		t.Fatalf("cancel: %v", err)
-	}
-	if err := s.Service.SyncToCore(ctx, aID); err != nil { // the cancellation's job: nothing at the core yet
+	s.CancelAsOperator(t, a.ID, "cancelled after fraud review (test)") // a passenger waits for CONFIRMED
+	if err := s.Service.SyncToCore(ctx, aID); err != nil {             // the cancellation's job: nothing at the core yet
 		t.Fatalf("withdraw: %v", err)
 	}
 	close(release)

@@ -211,12 +211,12 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 	}
 	journey := fmt.Sprintf("%s %s %s %s-%s on %s", shard.Train, shard.TrainName, shard.Class, shard.Stops[from].Code,
 		shard.Stops[to].Code, shard.Date.Format("2 Jan 2006"))
-	body := fmt.Sprintf("PNR %s confirmed: %s. %s. Fare Rs %s.", res.PNR, journey, strings.Join(seats, ", "), Rupees(fare))
 	if kind == KindWaitlist {
-		body = fmt.Sprintf("PNR %s waitlisted at TQWL/%d: %s. Fare Rs %s. Waitlisted tickets are cancelled at charting with a refund.",
-			res.PNR, wl, journey, Rupees(fare))
+		err = NotifyT(ctx, tx, userID, "ETICKET", res.PNR, "msg.eticketwl", res.PNR, wl, journey, Rupees(fare))
+	} else {
+		err = NotifyT(ctx, tx, userID, "ETICKET", res.PNR, "msg.eticket", res.PNR, journey, strings.Join(seats, ", "), Rupees(fare))
 	}
-	if err := Notify(ctx, tx, userID, "ETICKET", res.PNR, "E-ticket PNR "+res.PNR, body); err != nil {
+	if err != nil {
 		return res, err
 	}
 	if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR}, nil); err != nil {
@@ -365,6 +365,18 @@ func (s *Service) quote(ctx context.Context, on db.Querier, v HoldView) (CancelQ
 		return q, nil
 	}
 	q.What = "booking"
+	if v.BookingStat == BookingConfirmed && v.CoreState == "PENDING" {
+		// CONFIRMING: the reservation core is still recording the berths
+		// (seeds/000 section 6.4); cancelling now would race that record.
+		q.Reason, q.Message = "CONFIRMING", MsgConfirming
+		return q, nil
+	}
+	if v.ChartState != "" && v.ChartState != "OPEN" {
+		// Charting (or charted, or a failed chart awaiting ops): the
+		// chart is the core's record of who travels; nothing leaves it.
+		q.Reason, q.Message = "CHARTED", fmt.Sprintf("The chart of this train is being prepared or is prepared: ticket PNR %s can no longer be cancelled. Nothing was cancelled.", v.PNR)
+		return q, nil
+	}
 	if v.BookingStat == BookingConfirmed {
 		q.Allowed = true
 		q.Message = fmt.Sprintf("Cancelling confirmed Tatkal ticket PNR %s refunds nothing (Tatkal rules); the berths go back on sale.", v.PNR)
@@ -391,6 +403,10 @@ func waitlistRefund(v HoldView, shard *Shard) int64 {
 	return max(0, v.Fare.TotalPaise-shard.Fare.Clerkage*int64(len(v.Passengers)))
 }
 
+// MsgConfirming is why a ticket is not cancelled while CONFIRMING.
+const MsgConfirming = "Your ticket is still being recorded by the reservation system (CONFIRMING). " +
+	"It can be cancelled once it is confirmed, usually within a minute. Nothing was cancelled."
+
 // CancelBooking cancels the ticket a hold became, under the Tatkal rules
 // (see CancelPreview): the seats go back to the pool, a waitlisted ticket
 // is refunded less clerkage, the reservation core is told. expectRefund,
@@ -406,7 +422,7 @@ func (s *Service) CancelBooking(ctx context.Context, userID int64, id uuid.UUID,
 	var done CancelDone
 	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		done, err = s.cancelBookingTx(ctx, tx, v, "cancelled by passenger", expectRefund)
+		done, err = s.cancelBookingTx(ctx, tx, v, passengerCancelReason, expectRefund)
 		return err
 	})
 	if err != nil {
@@ -418,6 +434,10 @@ func (s *Service) CancelBooking(ctx context.Context, userID int64, id uuid.UUID,
 	s.AfterCancelBooking(ctx, done)
 	return s.Status(ctx, userID, id)
 }
+
+// passengerCancelReason is the cancel reason of a passenger's own
+// cancellation (site or API), the one the CONFIRMING rule binds.
+const passengerCancelReason = "cancelled by passenger"
 
 // CancelDone says what a booking cancellation did; pass it to
 // AfterCancelBooking once its transaction commits.
@@ -466,11 +486,19 @@ func (s *Service) cancelBookingTx(ctx context.Context, tx pgx.Tx, v HoldView, re
 	if now.BookingStat == BookingCancelled {
 		return done, nil
 	}
-	q, err := s.quote(ctx, tx, now)
+	quoted := now
+	if reason != passengerCancelReason {
+		// An operator's cancellation (fraud enforcement, charting) does
+		// not wait for the core: the core-sync job below withdraws
+		// whatever it has recorded. The passenger's CONFIRMING rule is
+		// about what they were shown, not about the core.
+		quoted.CoreState = ""
+	}
+	q, err := s.quote(ctx, tx, quoted)
 	if err != nil {
 		return done, err
 	}
-	if !q.Allowed && q.Reason == "TOO_LATE" && reason == chartCancelReason {
+	if !q.Allowed && (q.Reason == "TOO_LATE" || q.Reason == "CHARTED") && reason == chartCancelReason {
 		// Charting cancels the waitlist automatically, refunded less
 		// clerkage, however close to departure it runs: the passenger's
 		// 30-minute deadline is not the chart's.

@@ -135,6 +135,12 @@ func TestCancellationFollowsTatkalRules(t *testing.T) {
 	if v2, err := s.Service.CancelBooking(ctx, users[2], w.HoldID, nil); err != nil || v2.RefundDue != v.RefundDue {
 		t.Fatalf("second cancel: %+v %v", v2, err)
 	}
+	// A confirmed one refunds nothing, once the core has recorded it
+	// (while CONFIRMING it is refused).
+	if _, err := s.Service.CancelBooking(ctx, users[1], h2.HoldID, nil); booking.ErrorReason(err) != "CONFIRMING" {
+		t.Fatalf("cancel while CONFIRMING: %v, want refused CONFIRMING", err)
+	}
+	s.Recorded(t, h2.HoldID)
 	v, err = s.Service.CancelBooking(ctx, users[1], h2.HoldID, nil)
 	if err != nil || v.BookingStat != booking.BookingCancelled || v.RefundDue != 0 {
 		t.Fatalf("cancel confirmed: %+v %v, want cancelled with no refund", v, err)
@@ -305,6 +311,7 @@ func TestPropertyRandomLifecycle(t *testing.T) {
 			i := rng.IntN(len(sold))
 			h := sold[i]
 			sold = slices.Delete(sold, i, i+1)
+			s.Recorded(t, h.id) // the core-sync job (no workers here): CONFIRMED, cancellable
 			if _, err := s.Service.CancelBooking(ctx, h.user, h.id, nil); err != nil {
 				t.Fatalf("step %d cancel booking: %v", step, err)
 			}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"tatkal/booking/i18n"
 )
 
 // Notify puts a message for a passenger into the outbox, by SMS and email,
@@ -16,6 +18,35 @@ func Notify(ctx context.Context, tx pgx.Tx, userID int64, kind, ref, subject, bo
 			userID, ch, kind, ref, subject, body); err != nil {
 			return fmt.Errorf("notify %s %s: %w", kind, ref, err)
 		}
+	}
+	return nil
+}
+
+// NotifyT is Notify with the subject and body written in the passenger's
+// language (users.lang, set by the site's language switch) from the one
+// catalogue: keys key+".subject" and key+".body", formatted with args.
+func NotifyT(ctx context.Context, tx pgx.Tx, userID int64, kind, ref, key string, args ...any) error {
+	lang, err := LanguageTx(ctx, tx, userID)
+	if err != nil {
+		return fmt.Errorf("notify %s %s: %w", kind, ref, err)
+	}
+	return Notify(ctx, tx, userID, kind, ref, i18n.Format(lang, key+".subject", args...), i18n.Format(lang, key+".body", args...))
+}
+
+// LanguageTx is the language a passenger reads messages in ("en" or "hi").
+func LanguageTx(ctx context.Context, tx pgx.Tx, userID int64) (string, error) {
+	var lang string
+	if err := tx.QueryRow(ctx, `SELECT lang FROM users WHERE id = $1`, userID).Scan(&lang); err != nil {
+		return "", fmt.Errorf("language of user %d: %w", userID, err)
+	}
+	return i18n.Norm(lang), nil
+}
+
+// SetLanguage records the language a passenger chose on the site, for the
+// messages sent to them.
+func (s *Service) SetLanguage(ctx context.Context, userID int64, lang string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE users SET lang = $2 WHERE id = $1`, userID, i18n.Norm(lang)); err != nil {
+		return fmt.Errorf("set language of user %d: %w", userID, err)
 	}
 	return nil
 }

@@ -233,9 +233,9 @@ func (s *Service) confirmOntoTx(ctx context.Context, tx pgx.Tx, shard *Shard, w 
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("confirm %s onto berths %v: %w", w.pnr, berths, err)
 	}
-	body := fmt.Sprintf("PNR %s is confirmed from TQWL/%d: %s %s %s %s-%s on %s. %s.", w.pnr, w.wl, shard.Train, shard.TrainName,
-		shard.Class, shard.Stops[w.from].Code, shard.Stops[w.to].Code, shard.Date.Format("2 Jan 2006"), strings.Join(seats, ", "))
-	if err := Notify(ctx, tx, w.userID, "PROMOTED", w.pnr, "Waitlisted ticket confirmed: PNR "+w.pnr, body); err != nil {
+	journey := fmt.Sprintf("%s %s %s %s-%s on %s", shard.Train, shard.TrainName, shard.Class, shard.Stops[w.from].Code,
+		shard.Stops[w.to].Code, shard.Date.Format("2 Jan 2006"))
+	if err := NotifyT(ctx, tx, w.userID, "PROMOTED", w.pnr, "msg.promoted", w.pnr, w.wl, journey, strings.Join(seats, ", ")); err != nil {
 		return err
 	}
 	_, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: w.id, PNR: w.pnr}, nil)

@@ -39,6 +39,9 @@ func TestWaitlistPromotion(t *testing.T) {
 	seats := []uuid.UUID{book(0, "HELD"), book(1, "HELD")}
 	waiting := []uuid.UUID{book(2, "WAITLIST_OFFERED"), book(3, "WAITLIST_OFFERED"), book(4, "WAITLIST_OFFERED")}
 
+	for _, id := range seats {
+		s.Recorded(t, id) // CONFIRMED, so their passengers may cancel them
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range 2 {
@@ -135,6 +138,7 @@ func TestPromotionKilledBetweenStepsAndRerun(t *testing.T) {
 	seats := []uuid.UUID{book(0, "HELD"), book(1, "HELD")}
 	waiting := []uuid.UUID{book(2, "WAITLIST_OFFERED"), book(3, "WAITLIST_OFFERED"), book(4, "WAITLIST_OFFERED")}
 	for i, id := range seats {
+		s.Recorded(t, id)
 		_, err := s.Service.CancelBooking(ctx, users[i], id, nil) // no workers: the promotion waits for us
 		teststack.Must(t, err, "cancel")
 	}

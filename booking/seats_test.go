@@ -222,6 +222,7 @@ func TestCancelAfterAMissedConfirmationFreesTheBerth(t *testing.T) {
 	if rep := check(t, s, shardID); rep.OK() {
 		t.Fatal("the check did not see Redis miss the confirmation")
 	}
+	s.Recorded(t, h.HoldID)
 	if _, err := s.Service.CancelBooking(ctx, users[0], h.HoldID, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,8 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 		(SELECT count(*) FROM holds h WHERE h.shard_id = s.id AND h.state = 'HELD' AND h.kind = 'SEAT')::int,
 		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'CONFIRMED')::int,
 		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'WAITLISTED')::int,
-		s.rebuild_failed_at, coalesce(s.rebuild_error, '')
+		s.rebuild_failed_at, coalesce(s.rebuild_error, ''),
+		s.chart_state, s.charted_at, s.chart_core_state, s.chart_core_ref, s.chart_error
 		FROM inventory_shards s ORDER BY s.id LIMIT 200`)
 	if err != nil {
 		c.serverError(w, r, err)
@@ -38,9 +39,10 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 		var s views.ShardRow
 		var opens, closes = new(timeT), new(timeT)
 		var failedAt *time.Time
-		var failure string
+		var failure, chart, core, coreRef, chartErr string
+		var charted *time.Time
 		if err := rows.Scan(&s.ID, &s.Label, &opens.t, &closes.t, &s.Mode, &s.Total, &s.WaitlistCap, &s.Epoch, &s.LiveHolds, &s.Confirmed, &s.Waitlist,
-			&failedAt, &failure); err != nil {
+			&failedAt, &failure, &chart, &charted, &core, &coreRef, &chartErr); err != nil {
 			rows.Close()
 			c.serverError(w, r, err)
 			return
@@ -51,6 +53,8 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 			s.RebuildFailed = "rebuild failed at " + ist(*failedAt) + ": " + failure
 		}
 		s.ConfirmWord = fmt.Sprintf("rebuild %d", s.ID)
+		s.Chart = chartWords(chart, charted, core, coreRef, chartErr)
+		s.ChartRetry = chart == "CHARTED" && core == "FAILED"
 		p.Rows = append(p.Rows, s)
 	}
 	rows.Close()
@@ -107,4 +111,41 @@ func (c *Console) shardRebuild(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.redirectNotice(w, r, "/console/shards", fmt.Sprintf("Shard %d rebuilt from PostgreSQL under epoch %d.", id, epoch))
+}
+
+// chartRetry sends a chart whose delivery to the reservation core FAILED
+// once more (booking.Service.RetryChartSend), for an operator, and shows
+// what the core answered. Audited, success or not.
+func (c *Console) chartRetry(w http.ResponseWriter, r *http.Request) {
+	u, _ := userFrom(r.Context())
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	ref, err := c.cfg.Booking.RetryChartSend(r.Context(), id)
+	if err != nil {
+		if aerr := levers.Audit(r.Context(), c.pool, u.Login, "chart.retry_send_failed", fmt.Sprint(id),
+			map[string]any{"reason": booking.ErrorReason(err), "error": err.Error()}); aerr != nil {
+			c.serverError(w, r, aerr)
+			return
+		}
+		status, msg := http.StatusConflict, userError(err)
+		switch booking.ErrorCode(err) {
+		case booking.EINTERNAL:
+			c.log.Error("chart retry", "shard", id, "err", err)
+			status, msg = http.StatusInternalServerError, "The retry failed: "+err.Error()
+		case booking.ENOTFOUND:
+			status = http.StatusNotFound
+		case booking.EUNAVAIL:
+			status = http.StatusBadGateway
+		}
+		c.renderShards(w, r, views.ShardsPage{Error: msg}, status)
+		return
+	}
+	if err := levers.Audit(r.Context(), c.pool, u.Login, "chart.retry_send", fmt.Sprint(id), map[string]any{"core_chart_id": ref}); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	c.redirectNotice(w, r, "/console/shards", fmt.Sprintf("The chart of shard %d is at the reservation core now (chart %s).", id, ref))
 }

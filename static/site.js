@@ -189,7 +189,27 @@
         .catch(function () { if (el) el.setAttribute("data-refresh", String(secs * 2)); refresh(); });
     }, secs * 1000);
   }
+  // At most data-pax-max passengers per ticket: once that many are ticked
+  // the others are disabled and the count says so; without this script
+  // the server refuses a fifth with its own clear error.
+  function passengerLimit() {
+    document.querySelectorAll("[data-pax-max]").forEach(function (set) {
+      if (set.dataset.bound) return;
+      set.dataset.bound = "1";
+      var max = parseInt(set.getAttribute("data-pax-max"), 10) || 4;
+      var count = set.querySelector("[data-pax-count]");
+      function update() {
+        var boxes = set.querySelectorAll("input[name=pax]"), n = 0;
+        boxes.forEach(function (b) { if (b.checked) n++; });
+        boxes.forEach(function (b) { b.disabled = !b.checked && n >= max; });
+        if (count) count.textContent = count.getAttribute("data-of") + " " + n + "/" + max;
+      }
+      set.addEventListener("change", update);
+      update();
+    });
+  }
   function init() {
+    passengerLimit();
     solve();
     solveLogin();
     sync();

@@ -204,6 +204,8 @@ type ShardRow struct {
 	Violations                             []string
 	RebuildFailed                          string // the last rebuild's failure, when it failed
 	ConfirmWord                            string
+	Chart                                  string // the chart in one line (chartWords)
+	ChartRetry                             bool   // its delivery to the core FAILED: ops may send it once more
 }
 
 // PaymentsPage lists payments stuck unresolved and payments in review.

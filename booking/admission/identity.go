@@ -20,6 +20,7 @@ import (
 	"tatkal/booking/audit"
 	"tatkal/booking/db"
 	"tatkal/booking/fraud"
+	"tatkal/booking/i18n"
 )
 
 // One-time codes for identity verification.
@@ -53,8 +54,7 @@ func (s *Service) RequestOTP(ctx context.Context, userID int64) (OTPSent, error)
 // keyed hash as the account's identity (users.phone_hash), which the
 // per-person cap counts across accounts. Empty phone: RequestOTP.
 func (s *Service) RequestOTPTo(ctx context.Context, userID int64, phone string) (OTPSent, error) {
-	return s.requestCode(ctx, userID, phone, "Your verification code",
-		"Your Tatkal verification code is %s. It expires in %d minutes. Never share it: railway staff will never ask for it.")
+	return s.requestCode(ctx, userID, phone, "msg.otp")
 }
 
 // RequestChallengeOTP sends a one-time code that stands in for the
@@ -63,8 +63,7 @@ func (s *Service) RequestOTPTo(ctx context.Context, userID int64, phone string) 
 // per 30 s, five an hour per account, each to the account's own phone and
 // email): a script gets far fewer holds from it than from puzzles.
 func (s *Service) RequestChallengeOTP(ctx context.Context, userID int64) (OTPSent, error) {
-	return s.requestCode(ctx, userID, "", "Your booking check code",
-		"Your Tatkal booking check code is %s. It expires in %d minutes. Never share it: railway staff will never ask for it.")
+	return s.requestCode(ctx, userID, "", "msg.otpcheck")
 }
 
 // RequestVerification is what a passenger asks for to verify their
@@ -84,7 +83,7 @@ func (s *Service) RequestVerification(ctx context.Context, userID int64, phone s
 	return s.RequestOTPTo(ctx, userID, phone)
 }
 
-func (s *Service) requestCode(ctx context.Context, userID int64, phone, subject, bodyFormat string) (OTPSent, error) {
+func (s *Service) requestCode(ctx context.Context, userID int64, phone, msgKey string) (OTPSent, error) {
 	now := s.now()
 	var sent OTPSent
 	var phoneHash *string
@@ -129,7 +128,12 @@ func (s *Service) requestCode(ctx context.Context, userID int64, phone, subject,
 		if _, err := tx.Exec(ctx, `UPDATE otp_codes SET consumed_at = $3 WHERE user_id = $1 AND id <> $2 AND consumed_at IS NULL`, userID, id, now); err != nil {
 			return err
 		}
-		body := fmt.Sprintf(bodyFormat, code, int(otpTTL.Minutes()))
+		// Written in the passenger's language, from the site's catalogue.
+		lang, err := booking.LanguageTx(ctx, tx, userID)
+		if err != nil {
+			return err
+		}
+		subject, body := i18n.Text(lang, msgKey+".subject"), i18n.Format(lang, msgKey+".body", code, int(otpTTL.Minutes()))
 		if phoneHash != nil {
 			// The code proves the phone: it goes to that phone alone.
 			if _, err := tx.Exec(ctx, `INSERT INTO notifications (user_id, channel, kind, ref, subject, body, address)

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -113,6 +114,7 @@ func TestPayAndCancelTheSameHoldAtOnce(t *testing.T) {
 		}
 		c := newClient(s, u)
 		path := "/v1/bookings/" + holds[i] + "/cancel"
+		syncToCore(t, s, holds[i]) // no workers here: CONFIRMING until the core records it
 		pv := c.do(t, "GET", path, nil, "")
 		if pv.status != 200 || pv.body["cancel"] != "booking" || pv.body["allowed"] != true || pv.body["refund_paise"] != 0.0 {
 			t.Fatalf("preview: %d %s", pv.status, pv.raw)
@@ -130,4 +132,85 @@ func TestPayAndCancelTheSameHoldAtOnce(t *testing.T) {
 		s.CheckInvariants(t, shardID)
 		break
 	}
+}
+
+// syncToCore does what the core-sync job would: the ticket of hold leaves
+// CONFIRMING.
+func syncToCore(t *testing.T, s *teststack.Stack, hold string) {
+	t.Helper()
+	var bookingID int64
+	teststack.Must(t, s.Pool.QueryRow(context.Background(), `SELECT id FROM bookings WHERE hold_id = $1`, hold).Scan(&bookingID), "booking")
+	teststack.Must(t, s.Service.SyncToCore(context.Background(), bookingID), "sync to core")
+}
+
+// The API refuses to cancel a ticket while it is CONFIRMING (the core is
+// still recording it) and once the chart is prepared, with the same rule
+// as the site: the preview says so, the cancel answers 409 with the
+// reason, and nothing changes (the booking, its refunds, the jobs, the
+// seat state). Between the two, the same request would cancel it: the
+// test refuses for the reasons it names, not for another.
+func TestCancelRefusedWhileConfirmingOrCharted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	shardID, date := s.DemoShard(t, 4, 0)
+	ids, err := seed.Users(ctx, s.Pool, seed.UsersSpec{Count: 2, Prefix: "cx", PasswordHash: "x", WalletRupees: 20000})
+	teststack.Must(t, err, "users")
+	var holds []string
+	for i, u := range ids {
+		c := newClient(s, u)
+		h := c.hold(t, fmt.Sprintf("cx-hold-%d", i), holdBody(date, "MMCT", "NDLS", 1))
+		if h.status != 201 {
+			t.Fatalf("hold %d: %d %s", i, h.status, h.raw)
+		}
+		hold := h.body["hold_id"].(string)
+		holds = append(holds, hold)
+		if p := c.do(t, "POST", "/v1/payments/initiate", nil, fmt.Sprintf(`{"hold_id":%q,"method":"WALLET","idempotency_key":"cx-pay-%d"}`, hold, i)); p.status >= 300 {
+			t.Fatalf("pay %d: %d %s", i, p.status, p.raw)
+		}
+	}
+	refused := func(c *client, hold, reason string) {
+		t.Helper()
+		path := "/v1/bookings/" + hold + "/cancel"
+		st := c.do(t, "GET", "/v1/bookings/"+hold+"/status", nil, "")
+		pv := c.do(t, "GET", path, nil, "")
+		if pv.status != 200 || pv.body["allowed"] != false || pv.body["reason"] != reason {
+			t.Fatalf("preview (%s): %d %s, want not allowed, %s", st.body["state"], pv.status, pv.raw, reason)
+		}
+		before := stateOf(t, s, shardID)
+		for _, body := range []string{`{"cancel":"booking","expect_refund_paise":0}`, `{"cancel":"booking"}`} {
+			r := c.do(t, "POST", path, nil, body)
+			if r.status != 409 || r.body["code"] != "conflict" || r.body["reason"] != reason || r.body["detail"] == "" ||
+				!strings.Contains(r.header.Get("Content-Type"), "problem+json") {
+				t.Fatalf("cancel %s: %d %s %s, want a 409 problem %s", body, r.status, r.header.Get("Content-Type"), r.raw, reason)
+			}
+		}
+		if after := stateOf(t, s, shardID); after != before {
+			t.Fatalf("a refused cancel changed something:\n before %s\n after  %s", before, after)
+		}
+		var status string
+		var refunds int
+		teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT b.status, (SELECT count(*) FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE p.hold_id = b.hold_id)
+			FROM bookings b WHERE b.hold_id = $1`, hold).Scan(&status, &refunds), "booking")
+		if status != "CONFIRMED" || refunds != 0 {
+			t.Fatalf("after a refused cancel: booking %s, %d refunds", status, refunds)
+		}
+	}
+	c0, c1 := newClient(s, ids[0]), newClient(s, ids[1])
+	if st := c0.do(t, "GET", "/v1/bookings/"+holds[0]+"/status", nil, ""); st.body["state"] != "CONFIRMING" {
+		t.Fatalf("status before the core records it: %s", st.raw)
+	}
+	refused(c0, holds[0], "CONFIRMING")
+
+	// Recorded by the core, the same request cancels (the second ticket).
+	syncToCore(t, s, holds[0])
+	syncToCore(t, s, holds[1])
+	if r := c1.do(t, "POST", "/v1/bookings/"+holds[1]+"/cancel", nil, `{"cancel":"booking","expect_refund_paise":0}`); r.status != 200 || r.body["state"] != "CANCELLED" {
+		t.Fatalf("cancel once CONFIRMED: %d %s", r.status, r.raw)
+	}
+
+	_, err = s.Service.Chart(ctx, shardID)
+	teststack.Must(t, err, "chart")
+	refused(c0, holds[0], "CHARTED")
+	s.CheckInvariants(t, shardID)
 }

@@ -267,3 +267,49 @@ func TestETicketMessageCarriesThePDF(t *testing.T) {
 		}
 	}
 }
+
+// Messages are written in the passenger's language, from the site's
+// catalogue: a passenger who chose Hindi gets their e-ticket message (SMS
+// and e-mail, as the messaging gateway delivered them) in Hindi, one who
+// did not in English.
+func TestMessagesInThePassengersLanguage(t *testing.T) {
+	t.Parallel()
+	s := teststack.New(t, teststack.Options{Work: true, RelayInterval: 100 * time.Millisecond, ReceiptPoll: 100 * time.Millisecond,
+		MsgFaults: &notify.Faults{DeliverAfterMs: 50}})
+	_, date := s.DemoShard(t, 8, 0)
+	users := s.Users(t, "lang", 2)
+	ctx := context.Background()
+	teststack.Must(t, s.Service.SetLanguage(ctx, users[1], "hi"), "choose Hindi")
+	for i, u := range users {
+		h, err := s.Service.Hold(ctx, teststack.Caller(u), booking.HoldRequest{UserID: u, IdempotencyKey: fmt.Sprintf("lang-hold-%d", i), Train: "12951",
+			Date: date, Class: "3A", From: "MMCT", To: "NDLS", Passengers: []booking.Passenger{{Name: "Asha Verma", Age: 30, Gender: "F",
+				IDType: "PAN", IDRef: "ABCDE1234F"}}})
+		teststack.Must(t, err, "hold")
+		_, err = s.Service.Confirm(ctx, h.HoldID)
+		teststack.Must(t, err, "confirm")
+	}
+	waitFinal(t, s, 60*time.Second)
+	for i, u := range users {
+		rows, err := s.Pool.Query(ctx, `SELECT m.channel, m.subject, m.body FROM msg.messages m
+			JOIN notifications n ON m.client_ref = 'notification-' || n.id WHERE n.user_id = $1 AND n.kind = 'ETICKET' ORDER BY m.channel`, u)
+		teststack.Must(t, err, "delivered messages")
+		var got []string
+		for rows.Next() {
+			var ch, subject, body string
+			teststack.Must(t, rows.Scan(&ch, &subject, &body), "scan")
+			got = append(got, ch)
+			hindi := strings.Contains(body, "कन्फ़र्म") && strings.Contains(subject, "ई-टिकट")
+			english := strings.Contains(body, " confirmed: ") && strings.HasPrefix(subject, "E-ticket PNR ")
+			if i == 1 && (!hindi || english) {
+				t.Errorf("Hindi passenger's %s: %q / %q, want Hindi", ch, subject, body)
+			}
+			if i == 0 && (!english || hindi) {
+				t.Errorf("English passenger's %s: %q / %q, want English", ch, subject, body)
+			}
+		}
+		teststack.Must(t, rows.Err(), "rows")
+		if strings.Join(got, ",") != "EMAIL,SMS" {
+			t.Fatalf("passenger %d's e-ticket was delivered as %v, want EMAIL and SMS", i, got)
+		}
+	}
+}

@@ -139,8 +139,7 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			} else if released {
 				after = append(after, func() { s.booking.AfterRelease(ctx, h) })
 			}
-			return booking.Notify(ctx, tx, userID, "PAYMENT_FAILED", id.String(), "Payment failed",
-				"Your payment of Rs "+booking.Rupees(amount)+" did not go through and nothing was charged. The seats were released.")
+			return booking.NotifyT(ctx, tx, userID, "PAYMENT_FAILED", id.String(), "msg.payfailed", booking.Rupees(amount))
 		case pspapi.StatusSuccess:
 			if captured {
 				// A duplicate callback or a repeated inquiry; an inquiry's

@@ -115,11 +115,10 @@ func (s *Service) finishRefund(ctx context.Context, refundID, paymentID uuid.UUI
 				return err
 			}
 		}
-		where := "to your wallet, now"
 		if gatewayRef != "" {
-			where = fmt.Sprintf("to your bank account by %s (reference %s)", expected.In(booking.IST).Format("2 Jan"), gatewayRef)
+			return booking.NotifyT(ctx, tx, userID, "REFUND_DONE", refundID.String(), "msg.refundbank", booking.Rupees(amount),
+				expected.In(booking.IST).Format("2 Jan"), gatewayRef)
 		}
-		return booking.Notify(ctx, tx, userID, "REFUND_DONE", refundID.String(), "Refund processed",
-			"Rs "+booking.Rupees(amount)+" has been refunded "+where+".")
+		return booking.NotifyT(ctx, tx, userID, "REFUND_DONE", refundID.String(), "msg.refunddone", booking.Rupees(amount))
 	})
 }

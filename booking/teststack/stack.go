@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
@@ -17,6 +18,7 @@ import (
 	"tatkal/booking/admission"
 	"tatkal/booking/app"
 	"tatkal/booking/auth"
+	"tatkal/booking/db"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 	"tatkal/booking/notify"
@@ -293,4 +295,31 @@ func (s *Stack) CheckInvariants(t testing.TB, shardID int64) inventory.Report {
 // SetMsgFaults changes the messaging gateway's behaviour at runtime.
 func (s *Stack) SetMsgFaults(t testing.TB, f notify.Faults) {
 	s.admin(t, s.Msg.URL, "/admin/faults", f)
+}
+
+// Recorded does what the core-sync job would for the ticket of hold: the
+// reservation core records it and it leaves CONFIRMING, so its passenger
+// may cancel it.
+func (s *Stack) Recorded(t testing.TB, hold uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	var bookingID int64
+	Must(t, s.Pool.QueryRow(ctx, `SELECT id FROM bookings WHERE hold_id = $1`, hold).Scan(&bookingID), "booking of hold %s", hold)
+	Must(t, s.Service.SyncToCore(ctx, bookingID), "sync booking %d to the core", bookingID)
+}
+
+// CancelAsOperator cancels the booking of hold as the operator's side does
+// (fraud enforcement: booking.Service.CancelBookingTx), which does not
+// wait for the core to record it.
+func (s *Stack) CancelAsOperator(t testing.TB, hold uuid.UUID, reason string) booking.CancelDone {
+	t.Helper()
+	ctx := context.Background()
+	var done booking.CancelDone
+	Must(t, db.Transact(ctx, s.Pool, func(tx pgx.Tx) error {
+		var err error
+		done, err = s.Service.CancelBookingTx(ctx, tx, hold, reason)
+		return err
+	}), "cancel the booking of hold %s as an operator", hold)
+	s.Service.AfterCancelBooking(ctx, done)
+	return done
 }

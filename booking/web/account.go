@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,24 +48,9 @@ func (p *Pages) renderCancel(w http.ResponseWriter, r *http.Request, status int,
 		p.fail(w, r, "Cancel", err)
 		return
 	}
-	if stillConfirming(r.Context(), p, sessionOf(r).UserID, id) {
-		q.Allowed, q.Message = false, msgConfirming
-	}
 	f.Active = "bookings"
 	p.render(w, r, status, "Cancel", f, views.SiteCancel(views.SiteFrame{CSRF: p.csrfToken(r)}, views.CancelPage{HoldID: id.String(), PNR: q.PNR,
 		What: q.What, Refund: booking.Rupees(q.RefundPaise), RefundPaise: q.RefundPaise, Message: q.Message, Allowed: q.Allowed}))
-}
-
-// msgConfirming is why a ticket is not cancelled while CONFIRMING.
-const msgConfirming = "Your ticket is still being recorded by the reservation system (CONFIRMING). " +
-	"It can be cancelled once it is confirmed, usually within a minute. Nothing was cancelled."
-
-// stillConfirming reports a paid ticket the reservation core has not
-// acknowledged yet (CONFIRMING): the site offers no cancellation then, so
-// nobody cancels a ticket whose berths are still being recorded.
-func stillConfirming(ctx context.Context, p *Pages, userID int64, id uuid.UUID) bool {
-	v, err := p.cfg.Booking.Status(ctx, userID, id)
-	return err == nil && v.BookingStat == booking.BookingConfirmed && v.CoreState == "PENDING"
 }
 
 // cancel cancels what the passenger was shown, at the refund shown: if the
@@ -79,10 +63,6 @@ func (p *Pages) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	uid := sessionOf(r).UserID
-	if stillConfirming(r.Context(), p, uid, id) {
-		p.renderCancel(w, r, http.StatusConflict, id, views.SiteFrame{Error: msgConfirming})
-		return
-	}
 	switch r.PostFormValue("what") {
 	case "booking":
 		expect, perr := strconv.ParseInt(r.PostFormValue("expect_refund_paise"), 10, 64)

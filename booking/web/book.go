@@ -136,7 +136,7 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 	page := views.WindowPage{Train: sh.Train, TrainName: sh.TrainName, Class: sh.Class, From: j.from, To: j.to, Date: j.date.Format(time.DateOnly),
 		Mode: sh.Mode, OpensAtISO: sh.OpensAt.Format(time.RFC3339), OpensAt: sh.OpensAt.In(booking.IST).Format(istClock), ClosesAt: sh.ClosesAt.In(booking.IST).Format(istClock),
 		ServerTimeISO: now.Format(time.RFC3339Nano), Open: !now.Before(sh.OpensAt) && now.Before(sh.ClosesAt), Closed: !now.Before(sh.ClosesAt),
-		Fare: booking.Rupees(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected,
+		Fare: booking.Rupees(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,
 		Key: newAttemptKey(), Admission: admissionToken, OTP: otp && admissionToken != "", PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
 	if a, err := p.cfg.Booking.Availability(r.Context(), sh.Train, sh.Date, sh.Class, sh.Quota, j.from, j.to); err == nil {
 		page.Band = a.Band

@@ -2,11 +2,13 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -173,7 +175,7 @@ func TestBrowserJourneyDirect(t *testing.T) {
 	ph.shot("03-search")
 	ph.accessible("03-search")
 	ph.submit("book", `[data-testid=result-12951-3A] [data-testid=book]`)
-	ph.do("tick Kavya", chromedp.Click(chromedp.CSS(`[data-testid=hold-form] .choice:nth-of-type(2) input`)))
+	ph.choose("Kavya Raman")
 	ph.shot("04-window")
 	ph.accessible("04-window")
 	ph.submit("hold", `[data-testid=hold]`)
@@ -218,7 +220,7 @@ func TestBrowserJourneyQueue(t *testing.T) {
 	teststack.Must(t, s.Admission.NewController(admission.ControllerConfig{}).Step(ctx), "admit")
 	// The page updates itself at the server's pace until the hold form appears.
 	ph.do("admitted", chromedp.WaitVisible(chromedp.CSS(`[data-testid=pow]`)))
-	ph.do("tick Kavya", chromedp.Click(chromedp.CSS(`[data-testid=hold-form] .choice:nth-of-type(2) input`)))
+	ph.choose("Kavya Raman")
 	ph.do("challenge solved", chromedp.WaitVisible(chromedp.CSS(`[data-testid=pow][data-solved="1"]`)))
 	ph.shot("q06-admitted")
 	ph.accessible("q06-admitted")
@@ -235,6 +237,61 @@ func (ph *phone) attr(sel, name string) string {
 		ph.stalled(name+" of "+sel, err)
 	}
 	return a.Value
+}
+
+// choose ticks exactly the saved passengers named on the hold form, as a
+// person does: clicking each one whose tick is wrong (the form ticks the
+// first saved passenger by default), then checks the ticks and the count
+// the page shows.
+func (ph *phone) choose(names ...string) {
+	t := ph.t
+	t.Helper()
+	opts := ph.count(`[data-testid=hold-form] [data-testid=pax-option]`)
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	for i := 1; i <= opts; i++ {
+		sel := fmt.Sprintf(`[data-testid=hold-form] [data-testid=pax-option]:nth-of-type(%d)`, i)
+		name := ph.attr(sel, "data-pax-name")
+		ctx, cancel := ph.step()
+		checked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q).querySelector("input").checked`, sel)))
+		cancel()
+		if err != nil {
+			ph.stalled("tick of "+name, err)
+		}
+		if checked != want[name] {
+			ph.do("tick "+name, chromedp.Click(chromedp.CSS(sel+` label`)))
+		}
+		delete(want, name)
+	}
+	if len(want) > 0 {
+		t.Fatalf("the hold form does not offer %v", want)
+	}
+	ctx, cancel := ph.step()
+	defer cancel()
+	ticked, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("[data-testid=hold-form] [data-testid=pax-option]")).filter(o => o.querySelector("input").checked).map(o => o.dataset.paxName)`))
+	if err != nil {
+		ph.stalled("ticks", err)
+	}
+	if !slices.Equal(ticked, names) {
+		t.Fatalf("ticked %v, want %v", ticked, names)
+	}
+	if got, want := ph.text(`[data-pax-count]`), fmt.Sprintf("Chosen: %d/4", len(names)); got != want {
+		t.Fatalf("the form counts %q, want %q", got, want)
+	}
+}
+
+// count is how many elements match sel.
+func (ph *phone) count(sel string) int {
+	ph.t.Helper()
+	ctx, cancel := ph.step()
+	defer cancel()
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
+	if err != nil {
+		ph.stalled("count "+sel, err)
+	}
+	return n
 }
 
 // signInAndSave signs in on the phone and saves a passenger with a photo ID.
@@ -328,6 +385,9 @@ func (ph *phone) payAndTicket(s *teststack.Stack, core *coreGate, prefix string)
 	berths := ph.text(`[data-testid=eticket] ~ section table.pax tbody`)
 	if got := ph.text(`[data-testid=eticket] [data-testid=pnr]`); got != pnr || !strings.Contains(berths, "Kavya Raman") || !strings.Contains(berths, "B") {
 		t.Fatalf("e-ticket: PNR %q (want %s), passengers %q", got, pnr, berths)
+	}
+	if n := ph.count(`[data-testid=eticket] ~ section table.pax tbody tr`); n != 1 {
+		t.Fatalf("e-ticket carries %d passengers (%q), want Kavya alone, as chosen", n, berths)
 	}
 	ph.shot(prefix + "10-eticket")
 	ph.accessible(prefix + "10-eticket")

@@ -207,6 +207,11 @@ func (p *Pages) signIn(w http.ResponseWriter, r *http.Request) {
 	s.ID, s.ExpiresAt = auth.NewSessionID(), p.cfg.Now().Add(p.cfg.SessionTTL).Truncate(time.Second)
 	p.startSession(w, s)
 	p.bindDevice(w, r, s.UserID)
+	if c, err := r.Cookie(langCookie); err == nil {
+		// The language chosen before signing in is the account's, for
+		// the messages sent to it.
+		p.rememberLang(r, s.UserID, c.Value)
+	}
 	if !s.Verified {
 		next = "/verify?next=" + url.QueryEscape(next)
 	}
@@ -269,6 +274,9 @@ func (p *Pages) setLang(w http.ResponseWriter, r *http.Request) {
 		lang = "en"
 	}
 	p.setCookie(w, langCookie, lang, 365*24*3600)
+	if uid := sessionOf(r).UserID; uid != 0 {
+		p.rememberLang(r, uid, lang)
+	}
 	http.Redirect(w, r, safeNext(r.PostFormValue("back")), http.StatusSeeOther)
 }
 
@@ -347,4 +355,13 @@ func (p *Pages) verify(w http.ResponseWriter, r *http.Request) {
 		ExpiresAt: p.cfg.Now().Add(p.cfg.SessionTTL).Truncate(time.Second), Generation: old.Generation, ID: old.ID}
 	p.startSession(w, s)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// rememberLang records the passenger's language for the messages sent to
+// them (booking.NotifyT). The page's own language is the cookie's, so a
+// failure here is logged, not shown.
+func (p *Pages) rememberLang(r *http.Request, userID int64, lang string) {
+	if err := p.cfg.Booking.SetLanguage(r.Context(), userID, lang); err != nil {
+		p.cfg.Log.Warn("language not stored", "user", userID, "err", err)
+	}
 }

@@ -1,0 +1,31 @@
+// Package i18n is the one catalogue of what passengers read, in English
+// and Hindi: the site's pages and the messages sent to them.
+package i18n
+
+import "fmt"
+
+// Norm is lang as the catalogue knows it: "hi" or "en" (anything else).
+func Norm(lang string) string {
+	if lang == "hi" {
+		return "hi"
+	}
+	return "en"
+}
+
+// Text is the catalogue's string for key in lang; a missing Hindi string
+// falls back to English, a missing key shows itself (so a test finds it).
+func Text(lang, key string) string {
+	s, ok := catalogue[key]
+	if !ok {
+		return key
+	}
+	if Norm(lang) == "hi" && s[1] != "" {
+		return s[1]
+	}
+	return s[0]
+}
+
+// Format is Text used as a fmt format with args.
+func Format(lang, key string, args ...any) string {
+	return fmt.Sprintf(Text(lang, key), args...)
+}

@@ -608,7 +608,7 @@ func (s *Service) SyncSeat(ctx context.Context, id uuid.UUID) error {
 // or the card's fingerprint or net-banking account's reference the
 // gateway reported (payments.instrument_ref); a wallet payment has none.
 func (s *Service) recordConfirmSignal(ctx context.Context, tx pgx.Tx, holdID uuid.UUID, bookingID, shardID, userID int64) {
-	if s.fraud == nil {
+	if s.fraud == nil || s.fraud.BenchDiscard {
 		return
 	}
 	// A savepoint in the caller's transaction, not a transaction of its

@@ -28,6 +28,13 @@ type Population struct {
 	Seed     uint64
 	// OpensAt is the window the holds race in (default: next 10:00 IST).
 	OpensAt time.Time
+	// WithinLimits plans the sharing within the live limits (a device and
+	// a customer on two accounts, a UPI address on three), as it must be
+	// to go through the API, where past them a ring is refused and falls
+	// back on its own. Without it (the direct path's tests) rings and
+	// families share as much as they draw: more links than the live path
+	// lets a ring make.
+	WithinLimits bool
 }
 
 // Generated is who is who in a generated population.
@@ -168,7 +175,7 @@ func PlanPopulation(p Population) (Plan, error) {
 	// passenger, so none passes its live limit.
 	used := map[string]int{}
 	share := func(key string, limit int) bool {
-		if used[key] >= limit {
+		if p.WithinLimits && used[key] >= limit {
 			return false
 		}
 		used[key]++
@@ -191,12 +198,15 @@ func PlanPopulation(p Population) (Plan, error) {
 		// past them the ring's script falls back on the account's own.
 		d := 0.35 + 0.5*r.Float64()
 		stem := fmt.Sprintf("tk%s%c%c", tag, 'a'+rune(r.IntN(26)), 'a'+rune(r.IntN(26)))
-		devices := make([]string, (p.RingSize+1)/2)
+		devices := make([]string, (p.RingSize+2)/3)
+		if p.WithinLimits {
+			devices = make([]string, (p.RingSize+1)/2)
+		}
 		for i := range devices {
 			devices[i] = fmt.Sprintf("ringdev-%s-%d-%d", tag, k, i)
 		}
 		instruments := []string{card()}
-		for i := range (p.RingSize + 2) / 3 {
+		for i := range max(1, map[bool]int{true: (p.RingSize + 2) / 3}[p.WithinLimits]) {
 			instruments = append(instruments, fmt.Sprintf("upi:tout%d.%d.%s@upi", k, i, tag))
 		}
 		proxy := [3]byte{103, byte(k / 200), byte(k % 200)}
@@ -268,8 +278,11 @@ func PlanPopulation(p Population) (Plan, error) {
 		if r.IntN(6) == 0 {
 			size = 4 + r.IntN(2)
 		}
-		devices := []string{fmt.Sprintf("famdev-%s-%d", tag, f), fmt.Sprintf("famdev-%s-%d-phone", tag, f)}
-		if size >= 4 {
+		devices := []string{fmt.Sprintf("famdev-%s-%d", tag, f)}
+		if size >= 4 || (p.WithinLimits && size == 3) {
+			devices = append(devices, fmt.Sprintf("famdev-%s-%d-phone", tag, f))
+		}
+		if p.WithinLimits && size >= 4 {
 			devices = append(devices, fmt.Sprintf("famdev-%s-%d-phone2", tag, f))
 		}
 		home := ispIP()

@@ -116,6 +116,7 @@ func Abuse(ctx context.Context, cfg app.Config, o AbuseOptions) (AbuseReport, er
 		}
 	}
 	started := time.Now()
+	o.Population.WithinLimits = true // what the live path refuses never becomes a signal
 	pl, err := fraud.PlanPopulation(o.Population)
 	if err != nil {
 		return AbuseReport{}, err

@@ -21,7 +21,6 @@ import (
 
 	"tatkal/booking/app"
 	"tatkal/booking/bench"
-	"tatkal/booking/fraud"
 	"tatkal/booking/rehearse"
 	"tatkal/booking/seed"
 	"tatkal/jobs/backoffice"
@@ -213,7 +212,7 @@ func cmdCheck(ctx context.Context, cfg app.Config, args []string, out io.Writer)
 
 func cmdSeed(ctx context.Context, cfg app.Config, args []string, out io.Writer) error {
 	if len(args) > 0 && args[0] == "abuse" { // fraud review's test population (booking/fraud)
-		return fraud.SeedAbuse(ctx, func(ctx context.Context) (*pgxpool.Pool, error) { return app.OpenCurrent(ctx, cfg) }, []byte(cfg.FraudKey), args[1:], out)
+		return rehearse.SeedAbuse(ctx, cfg, args[1:], out)
 	}
 	return usageOf(seed.Command(ctx, args, out, func(ctx context.Context) (*pgxpool.Pool, error) { return app.OpenCurrent(ctx, cfg) }), seed.ErrUsage)
 }
@@ -231,6 +230,7 @@ func cmdBench(ctx context.Context, cfg app.Config, args []string, out io.Writer)
 	fs.IntVar(&opts.WalletUsers, "wallet-users", 0, "wallet-funded users the wallet phase may spend, one per confirmation (default: concurrency + 2,000 per second of duration)")
 	fs.IntVar(&opts.Callbacks, "callbacks", 0, "payments prepared for the callback phase (default: concurrency + 3x the wallet confirmations per second for the duration)")
 	fs.StringVar(&opts.ProfileDir, "cpuprofile-dir", "", "write a CPU profile of each phase here (<phase>.pprof)")
+	fs.BoolVar(&opts.NoSignals, "no-signals", false, "record no fraud signals on the hold and confirmation paths: the cost of recording, against a run without it")
 	fs.IntVar(&opts.SpreadShards, "spread-shards", 0, "add a phase cycling holds over this many shards at once (default 12 with --redis-cluster, else off)")
 	cluster := fs.String("redis-cluster", "", "run on this Redis Cluster (host:port,...) instead of REDIS_URL, and spread shards over its masters")
 	if err := parse(fs, args); err != nil {

@@ -519,7 +519,7 @@ func (c *Committer) recordPassengers(ctx context.Context, tx pgx.Tx, batch []*pe
 // recordSignals writes the inserted holds' fraud signals under a savepoint:
 // a signal row that fails is logged and dropped, never a hold.
 func (c *Committer) recordSignals(ctx context.Context, tx pgx.Tx, batch []*pendingHold, inserted map[uuid.UUID]bool) {
-	if c.fraud == nil || len(inserted) == 0 {
+	if c.fraud == nil || c.fraud.BenchDiscard || len(inserted) == 0 {
 		return
 	}
 	sigs := make([]fraud.Signal, 0, len(inserted))

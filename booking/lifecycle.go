@@ -642,26 +642,23 @@ func (s *Service) SyncSeat(ctx context.Context, id uuid.UUID) error {
 
 // recordConfirmSignal adds the booking and the payment instrument to the
 // hold's fraud signals, under a savepoint: a signal that fails is logged
-// and dropped, never the confirmation. Only a UPI address identifies an
-// instrument today: the gateways send no card fingerprint, and a bank code
-// alone is shared by millions.
+// and dropped, never the confirmation. The instrument is the UPI address,
+// or the card's fingerprint or net-banking account's reference the
+// gateway reported (payments.instrument_ref); a wallet payment has none.
 func (s *Service) recordConfirmSignal(ctx context.Context, tx pgx.Tx, holdID uuid.UUID, bookingID, shardID, userID int64) {
-	if s.fraud == nil {
+	if s.fraud == nil || s.fraud.BenchDiscard {
 		return
 	}
 	// A savepoint in the caller's transaction, not a transaction of its
 	// own: db.Transact's retry belongs to the caller's.
 	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 		var heldAt time.Time
-		var vpa string
-		if err := sp.QueryRow(ctx, `SELECT h.created_at, coalesce((SELECT p.vpa FROM payments p WHERE p.hold_id = h.id
-			AND p.method = 'UPI' AND p.vpa <> '' AND p.state IN ('SUCCESS', 'PENDING_AT_BANK', 'UNKNOWN')
-			ORDER BY p.initiated_at DESC LIMIT 1), '') FROM holds h WHERE h.id = $1`, holdID).Scan(&heldAt, &vpa); err != nil {
+		var inst string
+		if err := sp.QueryRow(ctx, `SELECT h.created_at, coalesce((SELECT CASE WHEN p.method = 'UPI' THEN 'upi:' || p.vpa ELSE p.instrument_ref END
+			FROM payments p WHERE p.hold_id = h.id AND p.state IN ('SUCCESS', 'PENDING_AT_BANK', 'UNKNOWN')
+			AND ((p.method = 'UPI' AND p.vpa <> '') OR (p.method IN ('CARD', 'NB') AND p.instrument_ref <> ''))
+			ORDER BY p.initiated_at DESC LIMIT 1), '') FROM holds h WHERE h.id = $1`, holdID).Scan(&heldAt, &inst); err != nil {
 			return fmt.Errorf("payment instrument: %w", err)
-		}
-		inst := ""
-		if vpa != "" {
-			inst = "upi:" + vpa
 		}
 		return s.fraud.Record(ctx, sp, []fraud.Signal{{HoldID: holdID, BookingID: bookingID, ShardID: shardID, UserID: userID,
 			SolveMS: -1, HeldAt: heldAt, Instrument: inst}})

@@ -280,7 +280,7 @@ func Bench(ctx context.Context, cfg Config, opts bench.Options, out io.Writer) e
 	if err := Migrate(ctx, cfg, io.Discard); err != nil {
 		return err
 	}
-	a, err := New(ctx, cfg, Options{Serve: true})
+	a, err := New(ctx, cfg, Options{Serve: true, BenchNoSignals: opts.NoSignals})
 	if err != nil {
 		return err
 	}

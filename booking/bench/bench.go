@@ -94,6 +94,10 @@ type Options struct {
 	ProfileDir string
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
+	// NoSignals: the server under test records no fraud signals (set by
+	// app.Bench on the app it starts), for the figure before and after
+	// recording; the report says so.
+	NoSignals bool
 }
 
 // DefaultOptions are what `tatkal bench` uses without flags.
@@ -208,7 +212,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
 		Duration: opts.Duration, Concurrency: opts.Concurrency, Berths: opts.Berths,
 		PipelineBatch: opts.PipelineBatch, Writers: opts.Writers, HoldWindow: opts.Service.Rules().HoldWindow,
-		LoadAvg: loadAverage(),
+		LoadAvg: loadAverage(), NoSignals: opts.NoSignals,
 	}
 	env, err := prepare(ctx, opts)
 	if err != nil {

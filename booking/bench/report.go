@@ -23,6 +23,7 @@ type Report struct {
 	PipelineBatch int
 	Writers       int
 	HoldWindow    time.Duration
+	NoSignals     bool // the server recorded no fraud signals (--no-signals)
 	BaseURL       string
 	OwnServer     bool // the bench served the API itself (BaseURL was empty)
 	// The hot shard, the rush shard and the users made for them.
@@ -136,7 +137,11 @@ func (r Report) String() string {
 		r.NumCPU, r.GOMAXPROCS, r.GoVersion, cores(r.LoadAvg))
 	fmt.Fprintf(&b, "settings: %s per phase, %d concurrent clients, pipeline batch %d, %d group-commit writers, hold window %s\n",
 		r.Duration, r.Concurrency, r.PipelineBatch, r.Writers, r.HoldWindow)
-	fmt.Fprintf(&b, "HTTP: %s\n\n", where)
+	fmt.Fprintf(&b, "HTTP: %s\n", where)
+	if r.NoSignals {
+		fmt.Fprintf(&b, "fraud signals: NOT recorded (--no-signals: the hold path without them, for comparison only)\n")
+	}
+	fmt.Fprintln(&b)
 
 	a, b2 := r.RawLua.Rate(), r.RawPG.Rate()
 	rows := []row{

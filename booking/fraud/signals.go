@@ -55,6 +55,11 @@ type Passenger struct {
 // instruments: both are low-entropy, so a plain hash could be reversed.
 type Recorder struct {
 	Key []byte
+	// BenchDiscard makes Record write nothing, and the live path skip its
+	// signals: only `tatkal bench --no-signals` sets it, to measure the
+	// hold path without recording beside with it. The passenger limit,
+	// which keys on Key, still runs. Never set in serve or worker.
+	BenchDiscard bool
 }
 
 // Caps of one batch and one field, so a caller's bug cannot write unbounded rows.
@@ -73,7 +78,7 @@ var ErrInvalid = errors.New("fraud: invalid signal")
 // and instrument) fills in what was empty and keeps the rest. A batch with
 // any invalid signal is refused whole.
 func (r Recorder) Record(ctx context.Context, q Querier, sigs []Signal) error {
-	if len(sigs) == 0 {
+	if len(sigs) == 0 || r.BenchDiscard {
 		return nil
 	}
 	if len(sigs) > maxBatch {

@@ -50,6 +50,14 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 		}
 		holdID := hold.UUID
 		topUp := purpose == PurposeTopUp
+		// Which card or bank account paid, once the gateway says: kept
+		// before anything follows from the answer, so the confirmation's
+		// fraud signal reads it in this transaction.
+		if ref := instrumentRef(p); ref != "" {
+			if _, err := tx.Exec(ctx, `UPDATE payments SET instrument_ref = $2 WHERE id = $1 AND instrument_ref = ''`, id, ref); err != nil {
+				return fmt.Errorf("payment %s instrument: %w", id, err)
+			}
+		}
 		detail := map[string]any{"psp_ref": p.PSPRef, "gateway_status": p.Status}
 		set := func(to string, extra string, args ...any) error {
 			q := `UPDATE payments SET state = $2, psp_ref = coalesce(nullif($3, ''), psp_ref), bank_ref = coalesce(nullif($4, ''), bank_ref),
@@ -186,6 +194,19 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 		f()
 	}
 	return nil
+}
+
+// instrumentRef is the instrument a gateway's answer names, as
+// payments.instrument_ref keeps it: a card's fingerprint or a net-banking
+// account's reference, with its kind; "" when it names none.
+func instrumentRef(p pspapi.Payment) string {
+	switch {
+	case p.CardFingerprint != "":
+		return "card:" + p.CardFingerprint
+	case p.AccountRef != "":
+		return "nb:" + p.AccountRef
+	}
+	return ""
 }
 
 // amountMismatch handles a capture the gateway confirms for another amount

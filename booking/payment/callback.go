@@ -72,7 +72,7 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 		return nil
 	}
 	p := pspapi.Payment{PSPRef: w.PSPRef, MerchantRef: w.MerchantRef, Status: w.Status, AmountPaise: w.AmountPaise,
-		Currency: w.Currency, BankRef: w.BankRef, FailureReason: w.FailureReason}
+		Currency: w.Currency, BankRef: w.BankRef, FailureReason: w.FailureReason, CardFingerprint: w.CardFingerprint, AccountRef: w.AccountRef}
 	if w.AmountPaise <= 0 {
 		return reject(booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The callback carries no amount."))
 	}

@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg app.Config, o Options, log *slog.Logger) (*Rep
 	if o.URL != "" {
 		t, err = attach(ctx, cfg, o.URL)
 	} else {
-		t, err = startOwn(ctx, cfg, log)
+		t, err = startOwn(ctx, cfg, log, false, normalRoutes())
 	}
 	if err != nil {
 		return nil, err
@@ -291,13 +291,18 @@ func (mr *modeRun) openShard(ctx context.Context) error {
 	if _, err := t.pool.Exec(ctx, `UPDATE inventory_shards SET sandbox = true WHERE id = $1`, id); err != nil {
 		return err
 	}
+	return t.load(ctx, id)
+}
+
+// load loads a new shard into Redis: the own stack's service rebuilds it,
+// a deployment's sweeper does.
+func (t *target) load(ctx context.Context, id int64) error {
 	if t.app != nil {
 		if _, err := t.app.Booking.Rebuild(ctx, id); err != nil {
 			return fmt.Errorf("load the shard: %w", err)
 		}
 		return nil
 	}
-	// Against a deployment its sweeper loads the new shard.
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if ok, _, err := t.store.Ready(ctx, id); err == nil && ok {
 			return nil

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -62,15 +63,22 @@ var CoreSlowFaults = prs.Faults{LatencyMs: 300, JitterMs: 200}
 // startOwn creates a scratch database (migrated) and Redis prefix and
 // starts the whole process on free loopback ports: app, River workers,
 // the waiting room's controller and both simulators. Close removes them.
-func startOwn(ctx context.Context, cfg app.Config, log *slog.Logger) (*target, error) {
+// With inPlace it runs on cfg's own database and prefix instead, and
+// leaves them (tatkal seed abuse's population stays for the analysts).
+// The process trusts X-Forwarded-For from loopback: the driver plays
+// the load balancer, so a traveller's address is the one it names.
+func startOwn(ctx context.Context, cfg app.Config, log *slog.Logger, inPlace bool, routes []pspapi.RouteConfig) (*target, error) {
 	cfg = cfg.WithDevSecrets()
 	if len(cfg.SessionKey) == 0 {
 		cfg.SessionKey, _ = hex.DecodeString(secrets.Random())
 	}
 	name := "tatkal_rehearse_" + randHex(6)
-	cfg.DatabaseURL = withDatabase(cfg.DatabaseURL, name)
-	cfg.RedisPrefix = "rh" + randHex(5)
+	if !inPlace {
+		cfg.DatabaseURL = withDatabase(cfg.DatabaseURL, name)
+		cfg.RedisPrefix = "rh" + randHex(5)
+	}
 	cfg.Addr, cfg.MetricsAddr, cfg.PublicURL = "127.0.0.1:0", "off", ""
+	cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	if cfg.DBPool == 0 {
 		cfg.DBPool = 30
 	}
@@ -82,14 +90,14 @@ func startOwn(ctx context.Context, cfg app.Config, log *slog.Logger) (*target, e
 		return nil, fmt.Errorf("scratch database: %w", err)
 	}
 	dropDB := func() { dropDatabase(cfg.DatabaseURL, name) }
+	if inPlace {
+		dropDB = func() {}
+	}
 	if err := app.Migrate(ctx, cfg, io.Discard); err != nil {
 		dropDB()
 		return nil, err
 	}
 	t := &target{prefix: cfg.RedisPrefix, simToken: cfg.SimAdminToken}
-	// The simulated customers decide on the gateway's page themselves
-	// (the traveller's seeded outcome), so nobody is approved for them.
-	routes := normalRoutes()
 	a, err := app.New(ctx, cfg, app.Options{Work: true, Serve: true, Simulators: true, Log: log, SimRoutes: routes, SimSeed: 1,
 		ChallengeBits: 10, RiskyExtraBits: 2, FunnelInterval: 500 * time.Millisecond,
 		Pause: func(ctx context.Context, point string) {
@@ -122,7 +130,9 @@ func startOwn(ctx context.Context, cfg app.Config, log *slog.Logger) (*target, e
 		if err := <-done; err != nil {
 			log.Warn("rehearsal stack stopped", "err", err)
 		}
-		wipeRedis(a.Redis, cfg.RedisPrefix)
+		if !inPlace {
+			wipeRedis(a.Redis, cfg.RedisPrefix)
+		}
 		a.Close()
 		dropDB()
 	}
@@ -192,11 +202,23 @@ func degradedRoutes() []pspapi.RouteConfig {
 const customerExpiry = 30000
 
 // normalRoutes are the rehearsal's routes outside a fault: the gateway
-// decides nothing for the customer (each traveller's seeded decision).
+// decides nothing for the customer (each traveller's seeded decision), so
+// nobody is approved for them.
 func normalRoutes() []pspapi.RouteConfig {
 	rs := pspsim.DefaultRoutes()
 	for i := range rs {
 		rs[i].AutoApproveMs, rs[i].AbandonRate, rs[i].DeclineRate, rs[i].ExpireAfterMs = -1, 0, 0, customerExpiry
+	}
+	return rs
+}
+
+// cleanRoutes are routes without faults, where the customer decides on
+// the page: an abuse population's payments are not what it measures.
+func cleanRoutes() []pspapi.RouteConfig {
+	rs := normalRoutes()
+	for i := range rs {
+		r := &rs[i]
+		r.TimeoutRate, r.PendingRate, r.LateSuccessRate, r.LostCallbackRate, r.DuplicateCallbackRate = 0, 0, 0, 0, 0
 	}
 	return rs
 }

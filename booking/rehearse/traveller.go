@@ -113,6 +113,7 @@ type traveller struct {
 	marked  bool // entered (Options.Stratify's barrier)
 	token   string
 	device  string
+	ip      string // sent as X-Forwarded-For when set (a stack that trusts the driver's address)
 	rng     *rand.Rand
 	outcome string
 	endAt   time.Time
@@ -159,6 +160,9 @@ func (tv *traveller) call(ctx context.Context, method, path string, headers map[
 	}
 	if tv.device != "" {
 		req.Header.Set("X-Device-Token", tv.device)
+	}
+	if tv.ip != "" {
+		req.Header.Set("X-Forwarded-For", tv.ip)
 	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
@@ -224,30 +228,49 @@ func retryAfterMs(h http.Header) float64 {
 // signIn signs in with the password and binds the traveller's device,
 // retrying what says "retry".
 func (tv *traveller) signIn(ctx context.Context, password string) error {
+	if err := tv.logIn(ctx, password); err != nil {
+		return err
+	}
+	a := tv.bind(ctx, "rehearsal-device-"+tv.login)
+	if a.code != 200 {
+		return fmt.Errorf("bind device of %s: %d %v", tv.login, a.code, a.body)
+	}
+	return nil
+}
+
+// logIn signs in with the password, retrying what says "retry".
+func (tv *traveller) logIn(ctx context.Context, password string) error {
 	for ctx.Err() == nil {
 		a := tv.call(ctx, "POST", "/v1/auth/login", nil, fmt.Sprintf(`{"login":%q,"password":%q}`, tv.login, password), false)
 		if a.code == 200 {
 			tv.token = a.str("token")
 			tv.uid = int64(a.num("user_id"))
-			break
+			return nil
 		}
 		if a.code != 503 && a.code != 429 && a.code != 0 {
 			return fmt.Errorf("sign in %s: %d %v", tv.login, a.code, a.body)
 		}
 		time.Sleep(time.Duration(100+tv.rng.IntN(400)) * time.Millisecond)
 	}
+	return ctx.Err()
+}
+
+// bind binds the device token to the account, retrying what says
+// "retry", and answers the last answer (the binding is kept on 200).
+func (tv *traveller) bind(ctx context.Context, deviceToken string) answer {
+	var a answer
 	for ctx.Err() == nil {
-		a := tv.call(ctx, "POST", "/v1/devices/bind", nil, fmt.Sprintf(`{"device_token":"rehearsal-device-%s"}`, tv.login), false)
+		a = tv.call(ctx, "POST", "/v1/devices/bind", nil, fmt.Sprintf(`{"device_token":%q}`, deviceToken), false)
 		if a.code == 200 {
 			tv.device = a.str("device_binding")
-			return nil
+			return a
 		}
-		if a.code != 503 && a.code != 429 && a.code != 0 {
-			return fmt.Errorf("bind device of %s: %d %v", tv.login, a.code, a.body)
+		if a.code != 503 && a.code != 0 {
+			return a
 		}
 		time.Sleep(time.Duration(100+tv.rng.IntN(400)) * time.Millisecond)
 	}
-	return ctx.Err()
+	return a
 }
 
 // letters spells n in letters (names may not carry digits).
@@ -509,7 +532,7 @@ func (tv *traveller) pay(ctx context.Context, holdID string) {
 		if tv.Decline {
 			decision = "decline"
 		}
-		tv.decide(dctx, u+"/"+decision)
+		tv.decide(dctx, u+"/"+decision, "otp=123456")
 		tv.note("pressed %s on the bank's page", decision)
 	}
 	wait := 500.0
@@ -554,13 +577,14 @@ func (tv *traveller) pay(ctx context.Context, holdID string) {
 	}
 }
 
-// decide presses a button on the gateway's page (a card's 3-D Secure
-// page wants a one-time password).
-func (tv *traveller) decide(ctx context.Context, u string) {
+// decide presses a button on the gateway's page with the form's fields (a
+// card's 3-D Secure page wants a one-time password, and takes the card's
+// number).
+func (tv *traveller) decide(ctx context.Context, u, form string) int {
 	for try := 0; try < 5 && ctx.Err() == nil; try++ {
-		req, err := http.NewRequestWithContext(ctx, "POST", u, strings.NewReader("otp=123456"))
+		req, err := http.NewRequestWithContext(ctx, "POST", u, strings.NewReader(form))
 		if err != nil {
-			return
+			return 0
 		}
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		resp, err := tv.run.noRedirect.Do(req)
@@ -568,9 +592,10 @@ func (tv *traveller) decide(ctx context.Context, u string) {
 			io.Copy(io.Discard, resp.Body) //nolint:errcheck
 			resp.Body.Close()
 			if resp.StatusCode < 500 {
-				return
+				return resp.StatusCode
 			}
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+	return 0
 }

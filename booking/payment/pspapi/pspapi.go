@@ -129,6 +129,12 @@ type Payment struct {
 	FailureReason string      `json:"failure_reason,omitempty"`
 	BankRef       string      `json:"bank_ref,omitempty"`
 	NextAction    *NextAction `json:"next_action,omitempty"`
+	// CardFingerprint (CARD) and AccountRef (NETBANKING) say which card or
+	// bank account paid, once the customer has approved: stable for one
+	// card or account across payments, accounts and the gateways (as a card
+	// network's Payment Account Reference), and never the number itself.
+	CardFingerprint string `json:"card_fingerprint,omitempty"`
+	AccountRef      string `json:"account_ref,omitempty"`
 	// RefundedPaise is the total of the refunds accepted so far.
 	RefundedPaise int64     `json:"refunded_paise,omitempty"`
 	CreatedAt     time.Time `json:"created_at"`
@@ -159,17 +165,20 @@ type Refund struct {
 
 // Webhook is the body the gateway POSTs to callback_url.
 type Webhook struct {
-	EventID       string    `json:"event_id"` // unique per event; duplicates repeat it
-	PSPRef        string    `json:"psp_ref"`
-	MerchantRef   string    `json:"merchant_ref"`
-	Gateway       string    `json:"gateway"`
-	Method        string    `json:"method"`
-	Status        string    `json:"status"`
-	AmountPaise   int64     `json:"amount_paise"`
-	Currency      string    `json:"currency,omitempty"`
-	BankRef       string    `json:"bank_ref,omitempty"`
-	FailureReason string    `json:"failure_reason,omitempty"`
-	BankEventTime time.Time `json:"bank_event_time"`
+	EventID       string `json:"event_id"` // unique per event; duplicates repeat it
+	PSPRef        string `json:"psp_ref"`
+	MerchantRef   string `json:"merchant_ref"`
+	Gateway       string `json:"gateway"`
+	Method        string `json:"method"`
+	Status        string `json:"status"`
+	AmountPaise   int64  `json:"amount_paise"`
+	Currency      string `json:"currency,omitempty"`
+	BankRef       string `json:"bank_ref,omitempty"`
+	FailureReason string `json:"failure_reason,omitempty"`
+	// CardFingerprint and AccountRef as in Payment.
+	CardFingerprint string    `json:"card_fingerprint,omitempty"`
+	AccountRef      string    `json:"account_ref,omitempty"`
+	BankEventTime   time.Time `json:"bank_event_time"`
 }
 
 // Webhook headers.

@@ -86,6 +86,7 @@ func (s *Server) advance(p *payment, rc pspapi.RouteConfig, now time.Time) bool 
 	switch p.Status {
 	case pspapi.StatusCreated:
 		if p.ApproveAt != nil && !p.ApproveAt.After(now) && p.ApproveAt.Before(p.ExpiresAt) {
+			s.payWith(p, "", "")
 			s.approve(p, rc, now)
 			return true
 		}

@@ -186,6 +186,16 @@ func (s *Server) handleDecision(approve bool) http.HandlerFunc {
 		}
 		// approve is shared by every request of this route; decide locally.
 		approved, reason := approve, pspapi.ReasonCustomerDeclined
+		var card string
+		if approved && p.Method == pspapi.Card && r.PostFormValue("card_number") != "" {
+			var ok bool
+			if card, ok = cardNumber(r.PostFormValue("card_number")); !ok {
+				pg := newPayPage(p)
+				pg.Error = "Enter the card's number (12 to 19 digits)."
+				s.renderPage(w, r, http.StatusBadRequest, pg)
+				return
+			}
+		}
 		if approved && p.Method == pspapi.Card {
 			otp := r.PostFormValue("otp")
 			if !sixDigits(otp) {
@@ -217,6 +227,7 @@ func (s *Server) handleDecision(approve bool) http.HandlerFunc {
 			case !cur.ExpiresAt.After(now):
 				cur.fail(now, pspapi.ReasonExpired)
 			case approved:
+				s.payWith(cur, card, r.PostFormValue("user_id"))
 				s.approve(cur, rc, now)
 			default:
 				cur.fail(now, reason)

@@ -256,6 +256,7 @@ func (s *Server) view(p *payment, base string) pspapi.Payment {
 		AmountPaise: p.AmountPaise, Currency: p.Currency, Status: p.Status, FailureReason: p.FailureReason, BankRef: p.BankRef,
 		RefundedPaise: p.RefundedPaise, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 	}
+	out.CardFingerprint, out.AccountRef = instrumentView(p)
 	if p.Status == pspapi.StatusCreated {
 		na := &pspapi.NextAction{Type: pspapi.NextActionRedirect, URL: base + payPath(p.Gateway, p.PSPRef), ExpiresAt: p.ExpiresAt}
 		if p.Method == pspapi.UPI {

@@ -83,6 +83,7 @@ type Server struct {
 	handler  http.Handler
 	pages    *template.Template
 	limiter  *limiter
+	fpKey    []byte // keys card fingerprints and account references (instrument.go)
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand

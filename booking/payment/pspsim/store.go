@@ -106,6 +106,17 @@ CREATE TABLE IF NOT EXISTS {s}.webhooks (
 );
 CREATE INDEX IF NOT EXISTS webhooks_due ON {s}.webhooks (next_attempt_at) WHERE state = 'PENDING';
 CREATE INDEX IF NOT EXISTS webhooks_payment ON {s}.webhooks (psp_ref);
+
+-- The instrument the customer paid with, set when they approve: a card's
+-- fingerprint or a net-banking account's reference (UPI keeps its vpa).
+ALTER TABLE {s}.payments ADD COLUMN IF NOT EXISTS instrument text NOT NULL DEFAULT '';
+
+-- The simulator's own keys, made once per schema so a fingerprint stays
+-- the same across restarts (a real gateway's never changes).
+CREATE TABLE IF NOT EXISTS {s}.keys (
+	name  text PRIMARY KEY,
+	value text NOT NULL
+);
 `
 
 func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
@@ -120,8 +131,18 @@ func (s *Server) migrate(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 7461239))", s.cfg.Schema); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, s.q(ddl))
-		return err
+		if _, err := tx.Exec(ctx, s.q(ddl)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.q(`INSERT INTO {s}.keys (name, value) VALUES ('fingerprint', $1) ON CONFLICT DO NOTHING`), randomHex(32)); err != nil {
+			return err
+		}
+		var key string
+		if err := tx.QueryRow(ctx, s.q(`SELECT value FROM {s}.keys WHERE name = 'fingerprint'`)).Scan(&key); err != nil {
+			return err
+		}
+		s.fpKey = []byte(key)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("pspsim: create schema %s: %w", s.schema, err)
@@ -164,12 +185,16 @@ type payment struct {
 	FailedAt      *time.Time `db:"failed_at"`
 	CreatedAt     time.Time  `db:"created_at"`
 	UpdatedAt     time.Time  `db:"updated_at"`
+	// Instrument is what the customer paid with, once they approved: a
+	// card's fingerprint or a net-banking account's reference ("" for UPI
+	// and before approval).
+	Instrument string `db:"instrument"`
 }
 
 const paymentCols = `psp_ref, gateway, merchant_ref, idempotency_key, request_hash, method, amount_paise,
 	currency, vpa, bank, callback_url, return_url, status, failure_reason, bank_ref, approve_at, expires_at,
 	resolve_at, resolve_status, resolve_reason, due_at, fee_bps, refunded_paise, captured_at, failed_at,
-	created_at, updated_at`
+	created_at, updated_at, instrument`
 
 // errNoRow is the not-found of the store; handlers turn it into a 404.
 var errNoRow = pgx.ErrNoRows
@@ -212,12 +237,12 @@ func (s *Server) lockPayment(ctx context.Context, tx pgx.Tx, gw, pspRef string) 
 // Idempotency-Key or merchant_ref exists already.
 func (s *Server) insertPayment(ctx context.Context, q db.Querier, p *payment) (bool, error) {
 	tag, err := q.Exec(ctx, s.q(`INSERT INTO {s}.payments (`+paymentCols+`) VALUES
-		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)
+		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
 		ON CONFLICT DO NOTHING`),
 		p.PSPRef, p.Gateway, p.MerchantRef, p.IdemKey, p.RequestHash, p.Method, p.AmountPaise,
 		p.Currency, p.VPA, p.Bank, p.CallbackURL, p.ReturnURL, p.Status, p.FailureReason, p.BankRef, p.ApproveAt, p.ExpiresAt,
 		p.ResolveAt, p.ResolveStatus, p.ResolveReason, p.DueAt, p.FeeBps, p.RefundedPaise, p.CapturedAt, p.FailedAt,
-		p.CreatedAt, p.UpdatedAt)
+		p.CreatedAt, p.UpdatedAt, p.Instrument)
 	if err != nil {
 		return false, fmt.Errorf("insert payment %s: %w", p.MerchantRef, err)
 	}
@@ -232,11 +257,11 @@ var errStale = errors.New("payment changed concurrently")
 func (s *Server) savePayment(ctx context.Context, q db.Querier, p *payment, from string) error {
 	tag, err := q.Exec(ctx, s.q(`UPDATE {s}.payments SET status = $3, failure_reason = $4, bank_ref = $5,
 		resolve_at = $6, resolve_status = $7, resolve_reason = $8, due_at = $9, fee_bps = $10,
-		captured_at = $11, failed_at = $12, updated_at = $13
+		captured_at = $11, failed_at = $12, updated_at = $13, instrument = $14
 		WHERE psp_ref = $1 AND status = $2`),
 		p.PSPRef, from, p.Status, p.FailureReason, p.BankRef,
 		p.ResolveAt, p.ResolveStatus, p.ResolveReason, p.DueAt, p.FeeBps,
-		p.CapturedAt, p.FailedAt, p.UpdatedAt)
+		p.CapturedAt, p.FailedAt, p.UpdatedAt, p.Instrument)
 	if err != nil {
 		return fmt.Errorf("save payment %s: %w", p.PSPRef, err)
 	}

@@ -37,6 +37,7 @@ func (s *Server) enqueueWebhook(ctx context.Context, tx pgx.Tx, p *payment, rc p
 		Method: p.Method, Status: p.Status, AmountPaise: p.AmountPaise, Currency: p.Currency, BankRef: p.BankRef,
 		FailureReason: p.FailureReason, BankEventTime: now,
 	}
+	ev.CardFingerprint, ev.AccountRef = instrumentView(p)
 	body, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode webhook: %w", err)

@@ -109,13 +109,24 @@ func (f *Flight[K, V]) Busy(k K) bool {
 }
 
 // Do runs read for k unless a read of k is in flight, in which case it
-// waits for that read's answer or for ctx, whichever comes first.
+// waits for that read's answer or for ctx, whichever comes first. A read
+// that ended because its own caller's context did (that caller gave up,
+// not the database) is no answer for the others: the first of them still
+// waiting reads again.
 func (f *Flight[K, V]) Do(ctx context.Context, k K, read func() (V, error)) (V, error) {
 	f.mu.Lock()
-	if c, ok := f.calls[k]; ok {
+	for {
+		c, ok := f.calls[k]
+		if !ok {
+			break
+		}
 		f.mu.Unlock()
 		select {
 		case <-c.done:
+			if c.err != nil && ctx.Err() == nil && (errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded)) {
+				f.mu.Lock()
+				continue
+			}
 			return c.val, c.err
 		case <-ctx.Done():
 			var zero V

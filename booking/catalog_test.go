@@ -2,6 +2,8 @@ package booking
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -256,4 +258,81 @@ func TestFlightReadsOnceForConcurrentCallers(t *testing.T) {
 		t.Fatalf("a waiter whose context ended: %v", err)
 	}
 	close(block)
+}
+
+// A read that failed because its own caller gave up (its context ended)
+// is not the answer of the callers waiting on it: one of them reads again,
+// and they all get that read's value. A read that failed for any other
+// reason is everyone's answer.
+func TestFlightRereadsWhenTheReaderGaveUp(t *testing.T) {
+	t.Parallel()
+	var f Flight[int, int]
+	var reads atomic.Int32
+	leaderCtx, giveUp := context.WithCancel(context.Background())
+	leading := make(chan struct{})
+	leaderDone := make(chan error, 1)
+	go func() {
+		_, err := f.Do(leaderCtx, 1, func() (int, error) {
+			reads.Add(1)
+			close(leading)
+			<-leaderCtx.Done()
+			return 0, fmt.Errorf("load: %w", leaderCtx.Err())
+		})
+		leaderDone <- err
+	}()
+	<-leading
+	var wg sync.WaitGroup
+	got := make(chan error, 10)
+	for range 10 {
+		wg.Go(func() {
+			v, err := f.Do(context.Background(), 1, func() (int, error) {
+				reads.Add(1)
+				time.Sleep(50 * time.Millisecond)
+				return 7, nil
+			})
+			if err == nil && v != 7 {
+				err = fmt.Errorf("got %d", v)
+			}
+			got <- err
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // the ten wait on the leader's read
+	giveUp()
+	if err := <-leaderDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the leader: %v", err)
+	}
+	wg.Wait()
+	close(got)
+	for err := range got {
+		if err != nil {
+			t.Fatalf("a waiter: %v, want the reread's value", err)
+		}
+	}
+	if n := reads.Load(); n != 2 {
+		t.Fatalf("%d reads, want the leader's and one reread", n)
+	}
+	// A database error is the answer for everyone waiting.
+	failing := make(chan struct{})
+	var errs sync.WaitGroup
+	wrong := errors.New("relation does not exist")
+	bad := make(chan error, 5)
+	go func() {
+		_, err := f.Do(context.Background(), 2, func() (int, error) { <-failing; return 0, wrong })
+		bad <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	for range 4 {
+		errs.Go(func() {
+			_, err := f.Do(context.Background(), 2, func() (int, error) { return 1, nil })
+			bad <- err
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(failing)
+	errs.Wait()
+	for range 5 {
+		if err := <-bad; !errors.Is(err, wrong) {
+			t.Fatalf("after a database error: %v", err)
+		}
+	}
 }

@@ -84,7 +84,10 @@ func TestLoginChallengeOpensOnlyTheAccountLock(t *testing.T) {
 		t.Fatalf("a locked address asked for a challenge: %d %s, want 429", r.status, r.raw)
 	}
 
-	ch, bits, _ := getChallenge(owner)
+	ch, bits, r := getChallenge(owner)
+	if r.status != http.StatusOK || len(ch) < 8 {
+		t.Fatalf("the owner's challenge: %d %s", r.status, r.raw)
+	}
 	forged := ch[:len(ch)-4] + "0000"
 	if forged == ch {
 		forged = ch[:len(ch)-4] + "1111"

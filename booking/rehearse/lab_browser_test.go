@@ -25,6 +25,7 @@ import (
 // $TATKAL_SCREENSHOTS when set.
 func TestBrowserLab(t *testing.T) {
 	testenv.Chromium(t)
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Lab: func(a *app.App) app.LabCloser { return rehearse.NewLab(a) }})
 	const password = "console-test"
 	if _, err := console.SeedUsers(context.Background(), s.Pool, []console.DemoUser{{Login: "ops1", Password: password, Role: console.Ops}},

@@ -34,11 +34,12 @@ func TestSmallRehearsal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("rehearsal: two 30 s windows")
 	}
+	t.Parallel()
 	o := rehearse.Defaults()
 	o.Travellers, o.Berths, o.Duration, o.Mode, o.Seed = 300, 40, 30*time.Second, rehearse.Both, 1
 	o.Aggressive = 0.3
 	o.Stratify = true
-	o.Drain = 150 * time.Second // ends as soon as every payment has resolved
+	o.Drain = 90 * time.Second // ends as soon as every payment has resolved (0-20 s here)
 	if n, err := strconv.Atoi(os.Getenv("TATKAL_REHEARSAL_SEEDS")); err == nil && n > 0 {
 		o.Seeds = n
 	}
@@ -81,9 +82,9 @@ func TestSmallRehearsal(t *testing.T) {
 		if rr.Booked == 0 {
 			t.Errorf("%s: nothing booked", name)
 		}
-		if rr.Booked > o.Berths {
-			t.Errorf("%s: %d bookings for %d berths", name, rr.Booked, o.Berths)
-		}
+		// No bound of bookings by berths: the shard's journeys are of mixed
+		// segments, so a berth sells once per leg (42 bookings on 40 berths
+		// is honest); oversold berth-legs above are the bound.
 		if rr.Errors > 0 {
 			t.Errorf("%s: %d unexpected answers: %v", name, rr.Errors, rr.ErrorKinds)
 		}

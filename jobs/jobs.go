@@ -182,7 +182,11 @@ type inquiryWorker struct {
 }
 
 func (w *inquiryWorker) Work(ctx context.Context, job *river.Job[payment.InquiryArgs]) error {
-	return snoozeAfter(w.svc.Payments.Inquire(ctx, job.Args.PaymentID))
+	wait, err := w.svc.Payments.Inquire(ctx, job.Args.PaymentID)
+	if job.Args.Prompt {
+		return err
+	}
+	return snoozeAfter(wait, err)
 }
 
 type lateSuccessWorker struct {

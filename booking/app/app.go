@@ -146,7 +146,10 @@ type App struct {
 	Signer    *auth.Signer
 	Handler   http.Handler // the public routes, wrapped as served
 	// PSP, PRS and Msg are the simulators when Options.Simulators is set.
-	PSP *pspsim.Server
+	// They are the outside world: simPool is theirs alone, so a gateway
+	// never answers late because our own workers hold every connection.
+	simPool *pgxpool.Pool
+	PSP     *pspsim.Server
 	PRS *prssim.Server
 	Msg *msgsim.Server
 	// Notify sends the notifications outbox to the messaging gateway.
@@ -297,22 +300,31 @@ func (a *App) find(name string) *server {
 	return nil
 }
 
+// simPoolSize is the simulators' connections: their statements are short
+// single rows, and PostgreSQL's 100 connections are shared with tests.
+const simPoolSize = 4
+
 // buildSimulators builds the stand-ins for the gateways and the core on
 // their listeners.
 func (a *App) buildSimulators(ctx context.Context) (err error) {
 	cfg := a.Config
-	a.PSP, err = pspsim.New(ctx, pspsim.Config{Pool: a.Pool, AdminToken: cfg.SimAdminToken, Gateways: cfg.SimGateways(), PublicURL: cfg.PSPURL,
+	pc := a.Pool.Config()
+	pc.MaxConns = simPoolSize
+	if a.simPool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+		return fmt.Errorf("simulators' database pool: %w", err)
+	}
+	a.PSP, err = pspsim.New(ctx, pspsim.Config{Pool: a.simPool, AdminToken: cfg.SimAdminToken, Gateways: cfg.SimGateways(), PublicURL: cfg.PSPURL,
 		Log: a.Log, Routes: a.Options.SimRoutes, Seed: a.Options.SimSeed})
 	if err != nil {
 		return fmt.Errorf("psp simulator: %w", err)
 	}
 	a.find("psp").srv = httpx.NewServer(a.PSP.Handler())
-	a.PRS, err = prssim.NewServer(ctx, prssim.ServerConfig{Pool: a.Pool, APIKey: cfg.PRSKey, AdminToken: cfg.SimAdminToken, Log: a.Log})
+	a.PRS, err = prssim.NewServer(ctx, prssim.ServerConfig{Pool: a.simPool, APIKey: cfg.PRSKey, AdminToken: cfg.SimAdminToken, Log: a.Log})
 	if err != nil {
 		return fmt.Errorf("core simulator: %w", err)
 	}
 	a.find("prs").srv = httpx.NewServer(a.PRS.Handler())
-	a.Msg, err = msgsim.New(ctx, msgsim.Config{Pool: a.Pool, APIKey: cfg.MsgKey, AdminToken: cfg.SimAdminToken, Log: a.Log,
+	a.Msg, err = msgsim.New(ctx, msgsim.Config{Pool: a.simPool, APIKey: cfg.MsgKey, AdminToken: cfg.SimAdminToken, Log: a.Log,
 		Seed: a.Options.SimSeed, Faults: a.Options.MsgFaults})
 	if err != nil {
 		return fmt.Errorf("messaging simulator: %w", err)
@@ -594,6 +606,9 @@ func (a *App) Close() {
 	}
 	if a.ownRedis {
 		a.Redis.Close() //nolint:errcheck
+	}
+	if a.simPool != nil {
+		a.simPool.Close()
 	}
 	if a.ownPool {
 		a.Pool.Close()

@@ -397,7 +397,12 @@ func (s *Service) sendToGateway(ctx context.Context, id uuid.UUID, gateway strin
 	}
 }
 
-// markUnknown records that we do not know the outcome of a create.
+// promptInquiryAfter is how soon a create whose answer was lost is asked
+// about: long enough for the gateway to finish what it was doing.
+const promptInquiryAfter = 2 * time.Second
+
+// markUnknown records that we do not know the outcome of a create, and
+// asks the gateway about it soon.
 func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) error {
 	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		var state string
@@ -408,6 +413,10 @@ func (s *Service) markUnknown(ctx context.Context, id uuid.UUID, cause error) er
 			return nil // a webhook got here first
 		}
 		if _, err := tx.Exec(ctx, `UPDATE payments SET state = 'UNKNOWN', updated_at = now() WHERE id = $1`, id); err != nil {
+			return err
+		}
+		if _, err := s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id, Prompt: true},
+			&river.InsertOpts{ScheduledAt: time.Now().Add(promptInquiryAfter)}); err != nil {
 			return err
 		}
 		return event(ctx, tx, id, state, Unknown, "create timed out or failed", map[string]any{"error": cause.Error()})

@@ -8,9 +8,12 @@ import (
 )
 
 // InquiryArgs asks the gateway where a payment stands, again and again with
-// backoff, until it is resolved.
+// backoff, until it is resolved. A Prompt inquiry asks once, soon after a
+// create whose answer was lost: the passenger waiting for the bank's page
+// gets it in seconds, and the payment's own inquiry keeps its schedule.
 type InquiryArgs struct {
 	PaymentID uuid.UUID `json:"payment_id"`
+	Prompt    bool      `json:"prompt,omitempty"`
 }
 
 func (InquiryArgs) Kind() string { return "payment_inquiry" }

@@ -660,3 +660,32 @@ func approve(t *testing.T, w *world, id uuid.UUID) {
 		t.Fatalf("approve %s at %s: %d %s", ref, gw, resp.StatusCode, b)
 	}
 }
+
+// A create whose answer is lost leaves the payment UNKNOWN and the
+// passenger without the bank's page. The gateway has it, so a prompt
+// inquiry finds it and the page appears within seconds, long before the
+// payment's own inquiry (15 s after it started) would have asked.
+func TestLostCreateAnswerShowsThePageSoon(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, teststack.Options{Work: true, CreateTimeout: 500 * time.Millisecond,
+		Routes: fastRoutes(func(rc *pspapi.RouteConfig) { rc.AutoApproveMs, rc.TimeoutRate = -1, 1 })}, 4, 1)
+	h := w.hold(t, w.users[0], "lost-create-hold")
+	v, err := w.pay(t, w.users[0], h.HoldID, payment.UPI, "lost-create-pay")
+	if err != nil || v.State != payment.Unknown || v.NextAction != nil {
+		t.Fatalf("pay through a gateway that never answers: %+v %v; want UNKNOWN without a page", v, err)
+	}
+	started := time.Now()
+	for v.NextAction == nil || v.NextAction.URL == "" {
+		if time.Since(started) > 10*time.Second {
+			t.Fatalf("after %s the payment is %s, still without the bank's page", time.Since(started).Round(time.Second), v.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if v, err = w.s.Payments.Get(context.Background(), w.users[0], v.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v.State != payment.AwaitingUser {
+		t.Errorf("with the page found the payment is %s, want %s", v.State, payment.AwaitingUser)
+	}
+	t.Logf("the bank's page after %s", time.Since(started).Round(100*time.Millisecond))
+}

@@ -282,7 +282,9 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		if err := c.recordPassengers(ctx, tx, batch, paxKeys, inserted); err != nil {
 			return err
 		}
-		c.recordSignals(ctx, tx, batch, inserted)
+		if err := c.recordSignals(ctx, tx, batch, inserted); err != nil {
+			return err
+		}
 		bodyDone = true
 		c.pause.At(ctx, "commit.before-commit")
 		return nil
@@ -516,11 +518,12 @@ func (c *Committer) recordPassengers(ctx context.Context, tx pgx.Tx, batch []*pe
 	return nil
 }
 
-// recordSignals writes the inserted holds' fraud signals under a savepoint:
-// a signal row that fails is logged and dropped, never a hold.
-func (c *Committer) recordSignals(ctx context.Context, tx pgx.Tx, batch []*pendingHold, inserted map[uuid.UUID]bool) {
+// recordSignals queues the inserted holds' fraud signals in the batch's
+// transaction (one narrow row; fraud.Drain writes them later). An invalid
+// signal is logged and dropped, never a hold.
+func (c *Committer) recordSignals(ctx context.Context, tx pgx.Tx, batch []*pendingHold, inserted map[uuid.UUID]bool) error {
 	if c.fraud == nil || c.fraud.BenchDiscard || len(inserted) == 0 {
-		return
+		return nil
 	}
 	sigs := make([]fraud.Signal, 0, len(inserted))
 	for _, p := range batch {
@@ -535,17 +538,7 @@ func (c *Committer) recordSignals(ctx context.Context, tx pgx.Tx, batch []*pendi
 		}
 		sigs = append(sigs, s)
 	}
-	sp, err := tx.Begin(ctx)
-	if err == nil {
-		if err = c.fraud.Record(ctx, sp, sigs); err == nil {
-			err = sp.Commit(ctx)
-		} else {
-			err = errors.Join(err, sp.Rollback(ctx))
-		}
-	}
-	if err != nil {
-		c.log.Warn("fraud signals not recorded; the holds are", "holds", len(sigs), "err", err)
-	}
+	return c.fraud.Enqueue(ctx, tx, sigs)
 }
 
 func intArrayLiteral(xs []int) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/fraud"
 	"tatkal/booking/teststack"
 )
 
@@ -32,6 +33,12 @@ func TestBadSignalNeverFailsAHold(t *testing.T) {
 	}
 	bad := hold(u[0], "sig-bad-0001", booking.ClientSignals{DeviceID: strings.Repeat("d", 200), SolveMS: -1})
 	good := hold(u[1], "sig-good-0001", booking.ClientSignals{DeviceID: "dev-1", IP: netip.MustParseAddr("10.1.2.3"), SolveMS: 812})
+	drain := func() {
+		if _, err := fraud.Drain(ctx, s.Pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain()
 	var n int
 	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = ANY($1) AND state = 'HELD'`, []uuid.UUID{bad, good}).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("%d of 2 holds durable (err %v)", n, err)
@@ -50,6 +57,7 @@ func TestBadSignalNeverFailsAHold(t *testing.T) {
 	if _, err := s.Service.Confirm(ctx, good); err != nil {
 		t.Fatal(err)
 	}
+	drain()
 	var booked bool
 	if err := s.Pool.QueryRow(ctx, `SELECT booking_id = (SELECT id FROM bookings WHERE hold_id = $1) FROM fraud_signals WHERE hold_id = $1`, good).Scan(&booked); err != nil || !booked {
 		t.Errorf("confirmation did not add the booking to the signal (err %v)", err)

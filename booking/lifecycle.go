@@ -135,9 +135,18 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 	var fare int64
 	var pax []byte
 	var berths []int32
-	err := tx.QueryRow(ctx, `SELECT shard_id, user_id, state, kind, from_seq, to_seq, coalesce(waitlist_no, 0),
-		fare_paise, passengers, berths FROM holds WHERE id = $1 FOR UPDATE`, id).
-		Scan(&res.ShardID, &userID, &state, &kind, &from, &to, &wl, &fare, &pax, &berths)
+	var heldAt time.Time
+	var instrument string
+	// The payment's instrument is read here for the fraud signal: the
+	// confirmation pays one round trip for it, not one of its own.
+	err := tx.QueryRow(ctx, `SELECT h.shard_id, h.user_id, h.state, h.kind, h.from_seq, h.to_seq, coalesce(h.waitlist_no, 0),
+		h.fare_paise, h.passengers, h.berths, h.created_at,
+		coalesce((SELECT CASE WHEN p.method = 'UPI' THEN 'upi:' || p.vpa ELSE p.instrument_ref END
+			FROM payments p WHERE p.hold_id = h.id AND p.state IN ('SUCCESS', 'PENDING_AT_BANK', 'UNKNOWN')
+			AND ((p.method = 'UPI' AND p.vpa <> '') OR (p.method IN ('CARD', 'NB') AND p.instrument_ref <> ''))
+			ORDER BY p.initiated_at DESC LIMIT 1), '')
+		FROM holds h WHERE h.id = $1 FOR UPDATE OF h`, id).
+		Scan(&res.ShardID, &userID, &state, &kind, &from, &to, &wl, &fare, &pax, &berths, &heldAt, &instrument)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return res, Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
 	}
@@ -222,7 +231,12 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 	if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR}, nil); err != nil {
 		return res, err
 	}
-	s.recordConfirmSignal(ctx, tx, id, res.BookingID, res.ShardID, userID)
+	if s.fraud != nil {
+		if err := s.fraud.Enqueue(ctx, tx, []fraud.Signal{{HoldID: id, BookingID: res.BookingID, ShardID: res.ShardID, UserID: userID,
+			SolveMS: -1, HeldAt: heldAt, Instrument: instrument}}); err != nil {
+			return res, err
+		}
+	}
 	// The seat-sync job repeats AfterConfirm should it not land: a Redis
 	// record left held would turn a later cancellation into a lost seat.
 	return res, s.seatSyncLaterTx(ctx, tx, id, res.ShardID)
@@ -638,32 +652,4 @@ func (s *Service) SyncSeat(ctx context.Context, id uuid.UUID) error {
 		return fmt.Errorf("sync seat %s: %w", id, err)
 	}
 	return nil
-}
-
-// recordConfirmSignal adds the booking and the payment instrument to the
-// hold's fraud signals, under a savepoint: a signal that fails is logged
-// and dropped, never the confirmation. The instrument is the UPI address,
-// or the card's fingerprint or net-banking account's reference the
-// gateway reported (payments.instrument_ref); a wallet payment has none.
-func (s *Service) recordConfirmSignal(ctx context.Context, tx pgx.Tx, holdID uuid.UUID, bookingID, shardID, userID int64) {
-	if s.fraud == nil || s.fraud.BenchDiscard {
-		return
-	}
-	// A savepoint in the caller's transaction, not a transaction of its
-	// own: db.Transact's retry belongs to the caller's.
-	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-		var heldAt time.Time
-		var inst string
-		if err := sp.QueryRow(ctx, `SELECT h.created_at, coalesce((SELECT CASE WHEN p.method = 'UPI' THEN 'upi:' || p.vpa ELSE p.instrument_ref END
-			FROM payments p WHERE p.hold_id = h.id AND p.state IN ('SUCCESS', 'PENDING_AT_BANK', 'UNKNOWN')
-			AND ((p.method = 'UPI' AND p.vpa <> '') OR (p.method IN ('CARD', 'NB') AND p.instrument_ref <> ''))
-			ORDER BY p.initiated_at DESC LIMIT 1), '') FROM holds h WHERE h.id = $1`, holdID).Scan(&heldAt, &inst); err != nil {
-			return fmt.Errorf("payment instrument: %w", err)
-		}
-		return s.fraud.Record(ctx, sp, []fraud.Signal{{HoldID: holdID, BookingID: bookingID, ShardID: shardID, UserID: userID,
-			SolveMS: -1, HeldAt: heldAt, Instrument: inst}})
-	})
-	if err != nil {
-		s.log.Warn("fraud signal of confirmation not recorded; the booking is", "hold", holdID, "err", err)
-	}
 }

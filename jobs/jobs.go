@@ -17,6 +17,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/admission"
+	"tatkal/booking/fraud"
 	"tatkal/booking/notify"
 	"tatkal/booking/payment"
 	"tatkal/console/levers"
@@ -79,6 +80,7 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 		river.AddWorker(workers, &relayWorker{svc: svc})
 		river.AddWorker(workers, &sendWorker{svc: svc})
 		river.AddWorker(workers, &fairnessWorker{svc: svc})
+		river.AddWorker(workers, &fraud.DrainWorker{Pool: pool})
 		rc.Workers = workers
 		rc.Queues = map[string]river.QueueConfig{
 			river.QueueDefault:   {MaxWorkers: cfg.Workers},
@@ -99,6 +101,10 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 				&river.PeriodicJobOpts{RunOnStart: true}),
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.RelayInterval),
 				func() (river.JobArgs, *river.InsertOpts) { return notify.RelayArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+			// The live path queues fraud signals; they are written behind it.
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.RelayInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return fraud.DrainArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		}
 		if cfg.More != nil {

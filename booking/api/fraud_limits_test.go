@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/fraud"
 	"tatkal/booking/teststack"
 )
 
@@ -77,7 +78,11 @@ func TestPassengerAcrossAccountsLimit(t *testing.T) {
 	if r := newClient(s, u[4]).hold(t, "pl-hold-0005", paxBody(date, "Ramesh Kumar", 41, "ABCDE1234F")); r.status != 201 {
 		t.Fatalf("after a release: %d %s", r.status, r.raw)
 	}
-	// The signals were recorded with the holds, passengers keyed-hashed.
+	// The signals were queued with the holds, passengers keyed-hashed,
+	// and are recorded by the drain.
+	if _, err := fraud.Drain(ctx, s.Pool); err != nil {
+		t.Fatal(err)
+	}
 	var sigs, pax int
 	if err := s.Pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM fraud_signal_passengers) FROM fraud_signals`).Scan(&sigs, &pax); err != nil {
 		t.Fatal(err)

@@ -150,8 +150,8 @@ type App struct {
 	// never answers late because our own workers hold every connection.
 	simPool *pgxpool.Pool
 	PSP     *pspsim.Server
-	PRS *prssim.Server
-	Msg *msgsim.Server
+	PRS     *prssim.Server
+	Msg     *msgsim.Server
 	// Notify sends the notifications outbox to the messaging gateway.
 	Notify *notify.Service
 

@@ -69,6 +69,8 @@ func TestSharedCardLinksAccounts(t *testing.T) {
 	fps := make([]string, len(users))
 	deadline := time.Now().Add(60 * time.Second)
 	for {
+		_, err := fraud.Drain(ctx, s.Pool)
+		teststack.Must(t, err, "drain signals")
 		rows, err := s.Pool.Query(ctx, `SELECT hold_id, instrument_fp FROM fraud_signals WHERE hold_id = ANY($1) AND booking_id IS NOT NULL`, holds)
 		teststack.Must(t, err, "read signals")
 		n := 0

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 )
@@ -74,4 +75,24 @@ func (w *ScheduleWorker) Work(ctx context.Context, job *river.Job[ScheduleArgs])
 		return fmt.Errorf("fraud schedule: enqueue %d windows: %w", len(due), err)
 	}
 	return nil
+}
+
+// DrainArgs is the periodic job that writes the queued signals (Enqueue)
+// into fraud_signals.
+type DrainArgs struct{}
+
+func (DrainArgs) Kind() string { return "fraud_signal_drain" }
+func (DrainArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 3}
+}
+
+// DrainWorker runs Drain.
+type DrainWorker struct {
+	river.WorkerDefaults[DrainArgs]
+	Pool *pgxpool.Pool
+}
+
+func (w *DrainWorker) Work(ctx context.Context, job *river.Job[DrainArgs]) error {
+	_, err := Drain(ctx, w.Pool)
+	return err
 }

@@ -23,6 +23,10 @@ type Service struct {
 // window (the scheduled one and one on demand) take turns on an advisory
 // lock rather than interleave their deletes and inserts.
 func (s *Service) ClusterWindow(ctx context.Context, window time.Time) (Result, error) {
+	// Signals still queued by the live path belong in this run.
+	if _, err := Drain(ctx, s.Pool); err != nil {
+		return Result{}, err
+	}
 	var res Result
 	err := db.Transact(ctx, s.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('fraud_cluster'), hashtext($1::text))`,

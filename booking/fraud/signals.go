@@ -73,82 +73,130 @@ const (
 var ErrInvalid = errors.New("fraud: invalid signal")
 
 // Record upserts a batch of signals in two statements, whatever the batch
-// size: meant for the group committer or a follow-up job, never one call per
-// hold. Recording the same hold again (at confirmation, with the booking
+// size. Recording the same hold again (at confirmation, with the booking
 // and instrument) fills in what was empty and keeps the rest. A batch with
-// any invalid signal is refused whole.
+// any invalid signal is refused whole. The live path does not call it: it
+// Enqueues, and Drain records.
 func (r Recorder) Record(ctx context.Context, q Querier, sigs []Signal) error {
 	if len(sigs) == 0 || r.BenchDiscard {
 		return nil
 	}
+	b, err := r.prepare(sigs, nil)
+	if err != nil {
+		return err
+	}
+	return b.write(ctx, q)
+}
+
+// batch is signals as the columns they are written in: validated,
+// normalised and hashed, so that it may wait in the inbox without a raw ID
+// number or payment instrument in it.
+type batch struct {
+	Holds    []uuid.UUID `json:"hold"`
+	Bookings []*int64    `json:"booking"`
+	Shards   []int64     `json:"shard"`
+	Users    []int64     `json:"user"`
+	Devices  []string    `json:"device"`
+	IPs      []*string   `json:"ip"`
+	Attested []bool      `json:"attested"`
+	Solves   []*int32    `json:"solve"`
+	Helds    []time.Time `json:"held"`
+	Instrs   []string    `json:"instrument"`
+
+	PHold []uuid.UUID `json:"p_hold"`
+	PSeq  []int32     `json:"p_seq"`
+	PName []string    `json:"p_name"`
+	PAge  []int32     `json:"p_age"`
+	PID   []string    `json:"p_id"`
+}
+
+// prepare validates and hashes sigs. With skip nil an invalid signal
+// refuses the batch; otherwise skip is told of it and the rest go on.
+func (r Recorder) prepare(sigs []Signal, skip func(Signal, error)) (batch, error) {
+	var b batch
 	if len(sigs) > maxBatch {
-		return fmt.Errorf("%w: batch of %d exceeds %d", ErrInvalid, len(sigs), maxBatch)
+		return b, fmt.Errorf("%w: batch of %d exceeds %d", ErrInvalid, len(sigs), maxBatch)
 	}
 	if len(r.Key) < 16 {
-		return fmt.Errorf("fraud record: hashing key shorter than 16 bytes")
+		return b, fmt.Errorf("fraud record: hashing key shorter than 16 bytes")
 	}
-	n := len(sigs)
-	var (
-		holds    = make([]uuid.UUID, n)
-		bookings = make([]*int64, n)
-		shards   = make([]int64, n)
-		users    = make([]int64, n)
-		devices  = make([]string, n)
-		ips      = make([]*string, n)
-		attested = make([]bool, n)
-		solves   = make([]*int32, n)
-		helds    = make([]time.Time, n)
-		instrs   = make([]string, n)
-
-		pHold []uuid.UUID
-		pSeq  []int32
-		pName []string
-		pAge  []int32
-		pID   []string
-	)
-	seen := make(map[uuid.UUID]bool, n)
+	seen := make(map[uuid.UUID]bool, len(sigs))
 	for i, s := range sigs {
-		switch {
-		case s.HoldID == uuid.Nil:
-			return fmt.Errorf("%w: signal %d has no hold id", ErrInvalid, i)
-		case seen[s.HoldID]:
-			return fmt.Errorf("%w: hold %s twice in one batch", ErrInvalid, s.HoldID)
-		case s.ShardID <= 0 || s.UserID <= 0:
-			return fmt.Errorf("%w: hold %s without shard or user", ErrInvalid, s.HoldID)
-		case len(s.DeviceID) > maxDeviceLen:
-			return fmt.Errorf("%w: hold %s device id longer than %d", ErrInvalid, s.HoldID, maxDeviceLen)
-		case s.HeldAt.IsZero():
-			return fmt.Errorf("%w: hold %s without held_at", ErrInvalid, s.HoldID)
-		case len(s.Passengers) > maxPassengers:
-			return fmt.Errorf("%w: hold %s has %d passengers", ErrInvalid, s.HoldID, len(s.Passengers))
-		}
-		seen[s.HoldID] = true
-		holds[i], shards[i], users[i], devices[i], attested[i], helds[i] = s.HoldID, s.ShardID, s.UserID, s.DeviceID, s.Attested, s.HeldAt
-		if s.BookingID > 0 {
-			bookings[i] = &sigs[i].BookingID
-		}
-		if s.IP.IsValid() {
-			ip := s.IP.Unmap().String()
-			ips[i] = &ip
-		}
-		if s.SolveMS >= 0 {
-			v := int32(min(s.SolveMS, 1<<30))
-			solves[i] = &v
-		}
-		if s.Instrument != "" {
-			instrs[i] = r.hash("instrument", strings.ToLower(strings.TrimSpace(s.Instrument)))
-		}
-		for j, p := range s.Passengers {
-			name := NormaliseName(p.Name)
-			if name == "" || len(name) > 60 || p.Age < 0 || p.Age > 125 {
-				return fmt.Errorf("%w: hold %s passenger %d", ErrInvalid, s.HoldID, j)
+		if err := r.add(&b, s, seen); err != nil {
+			if skip == nil {
+				return batch{}, fmt.Errorf("%w: signal %d: %v", ErrInvalid, i, err)
 			}
-			pHold = append(pHold, s.HoldID)
-			pSeq = append(pSeq, int32(j))
-			pName = append(pName, name)
-			pAge = append(pAge, int32(p.Age))
-			pID = append(pID, r.idHash(p.IDType, p.IDRef))
+			skip(s, err)
 		}
+	}
+	return b, nil
+}
+
+// add appends one signal to b, or says why it is invalid and leaves b as it was.
+func (r Recorder) add(b *batch, s Signal, seen map[uuid.UUID]bool) error {
+	switch {
+	case s.HoldID == uuid.Nil:
+		return errors.New("no hold id")
+	case seen[s.HoldID]:
+		return fmt.Errorf("hold %s twice in one batch", s.HoldID)
+	case s.ShardID <= 0 || s.UserID <= 0:
+		return fmt.Errorf("hold %s without shard or user", s.HoldID)
+	case len(s.DeviceID) > maxDeviceLen:
+		return fmt.Errorf("hold %s device id longer than %d", s.HoldID, maxDeviceLen)
+	case s.HeldAt.IsZero():
+		return fmt.Errorf("hold %s without held_at", s.HoldID)
+	case len(s.Passengers) > maxPassengers:
+		return fmt.Errorf("hold %s has %d passengers", s.HoldID, len(s.Passengers))
+	}
+	names := make([]string, len(s.Passengers))
+	for j, p := range s.Passengers {
+		names[j] = NormaliseName(p.Name)
+		if names[j] == "" || len(names[j]) > 60 || p.Age < 0 || p.Age > 125 {
+			return fmt.Errorf("hold %s passenger %d", s.HoldID, j)
+		}
+	}
+	seen[s.HoldID] = true
+	var booking *int64
+	if s.BookingID > 0 {
+		booking = &s.BookingID
+	}
+	var ip *string
+	if s.IP.IsValid() {
+		v := s.IP.Unmap().String()
+		ip = &v
+	}
+	var solve *int32
+	if s.SolveMS >= 0 {
+		v := int32(min(s.SolveMS, 1<<30))
+		solve = &v
+	}
+	instr := ""
+	if s.Instrument != "" {
+		instr = r.hash("instrument", strings.ToLower(strings.TrimSpace(s.Instrument)))
+	}
+	b.Holds, b.Bookings, b.Shards, b.Users = append(b.Holds, s.HoldID), append(b.Bookings, booking), append(b.Shards, s.ShardID), append(b.Users, s.UserID)
+	b.Devices, b.IPs, b.Attested, b.Solves = append(b.Devices, s.DeviceID), append(b.IPs, ip), append(b.Attested, s.Attested), append(b.Solves, solve)
+	b.Helds, b.Instrs = append(b.Helds, s.HeldAt), append(b.Instrs, instr)
+	for j, p := range s.Passengers {
+		b.PHold, b.PSeq, b.PName = append(b.PHold, s.HoldID), append(b.PSeq, int32(j)), append(b.PName, names[j])
+		b.PAge, b.PID = append(b.PAge, int32(p.Age)), append(b.PID, r.idHash(p.IDType, p.IDRef))
+	}
+	return nil
+}
+
+// merge appends o to b.
+func (b *batch) merge(o batch) {
+	b.Holds, b.Bookings, b.Shards, b.Users = append(b.Holds, o.Holds...), append(b.Bookings, o.Bookings...), append(b.Shards, o.Shards...), append(b.Users, o.Users...)
+	b.Devices, b.IPs, b.Attested, b.Solves = append(b.Devices, o.Devices...), append(b.IPs, o.IPs...), append(b.Attested, o.Attested...), append(b.Solves, o.Solves...)
+	b.Helds, b.Instrs = append(b.Helds, o.Helds...), append(b.Instrs, o.Instrs...)
+	b.PHold, b.PSeq, b.PName, b.PAge, b.PID = append(b.PHold, o.PHold...), append(b.PSeq, o.PSeq...), append(b.PName, o.PName...), append(b.PAge, o.PAge...), append(b.PID, o.PID...)
+}
+
+// write upserts b: the signals, then their passengers.
+func (b batch) write(ctx context.Context, q Querier) error {
+	n := len(b.Holds)
+	if n == 0 {
+		return nil
 	}
 	// Account facts and the window come from the database; a hold whose
 	// user or shard does not exist is dropped by the join and reported.
@@ -173,21 +221,23 @@ func (r Recorder) Record(ctx context.Context, q Querier, sigs []Signal) error {
 			ip            = COALESCE(fraud_signals.ip, EXCLUDED.ip),
 			ip_net24      = COALESCE(fraud_signals.ip_net24, EXCLUDED.ip_net24),
 			solve_ms      = COALESCE(fraud_signals.solve_ms, EXCLUDED.solve_ms)`,
-		holds, bookings, shards, users, devices, ips, attested, solves, helds, instrs)
+		b.Holds, b.Bookings, b.Shards, b.Users, b.Devices, b.IPs, b.Attested, b.Solves, b.Helds, b.Instrs)
 	if err != nil {
 		return fmt.Errorf("fraud record signals: %w", err)
 	}
-	if int(tag.RowsAffected()) != n {
-		return fmt.Errorf("%w: %d of %d signals name an unknown user or shard", ErrInvalid, n-int(tag.RowsAffected()), n)
-	}
-	if len(pHold) > 0 {
-		// Passengers are fixed at hold time: a second recording keeps the first.
+	if len(b.PHold) > 0 {
+		// Passengers are fixed at hold time: a second recording keeps the
+		// first. Those of a signal the join dropped are left out with it.
 		if _, err := q.Exec(ctx, `
 			INSERT INTO fraud_signal_passengers (hold_id, seq, name_norm, age, id_hash)
-			SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::int[], $5::text[])
-			ON CONFLICT (hold_id, seq) DO NOTHING`, pHold, pSeq, pName, pAge, pID); err != nil {
+			SELECT p.* FROM unnest($1::uuid[], $2::int[], $3::text[], $4::int[], $5::text[]) AS p(hold_id, seq, name_norm, age, id_hash)
+			WHERE EXISTS (SELECT 1 FROM fraud_signals f WHERE f.hold_id = p.hold_id)
+			ON CONFLICT (hold_id, seq) DO NOTHING`, b.PHold, b.PSeq, b.PName, b.PAge, b.PID); err != nil {
 			return fmt.Errorf("fraud record passengers: %w", err)
 		}
+	}
+	if int(tag.RowsAffected()) != n {
+		return fmt.Errorf("%w: %d of %d signals name an unknown user or shard", ErrInvalid, n-int(tag.RowsAffected()), n)
 	}
 	return nil
 }

@@ -235,6 +235,9 @@ func Abuse(ctx context.Context, cfg app.Config, o AbuseOptions) (AbuseReport, er
 			break
 		}
 	}
+	if _, err := fraud.Drain(ctx, t.pool); err != nil {
+		return rep, err
+	}
 	if err := t.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE device_id <> ''), count(*) FILTER (WHERE instrument_fp <> '')
 		FROM fraud_signals WHERE window_opens_at = $1`, opens).Scan(&rep.WithDevice, &rep.WithInstrument); err != nil {
 		return rep, fmt.Errorf("count signals: %w", err)

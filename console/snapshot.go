@@ -113,8 +113,28 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 			p95[st] = d.Milliseconds()
 		}
 	}
+	labels := map[int64]string{0: "no shard (shed at the door)"}
+	for _, s := range shards {
+		labels[s.id] = fmt.Sprintf("%d %s %s %s", s.id, s.train, s.class, s.date)
+	}
+	var cs []chartShard
+	for _, id := range ids {
+		l, ok := labels[id]
+		if !ok {
+			l = fmt.Sprintf("%d (not listed)", id)
+		}
+		cs = append(cs, chartShard{id: id, label: l})
+	}
+	if snap.Charts, err = c.charts(ctx, cs, time.Now()); err != nil {
+		return snap, err
+	}
 	reports := c.invariants(ctx, shards)
 	snap.Shards = append(snap.Shards, views.FunnelShard{ID: 0, Label: "All shards", Stages: stages(all, p95)})
+	var busiest int64
+	for _, s := range shards {
+		busiest = max(busiest, eventCount(per[s.id]))
+	}
+	var calm []views.FunnelShard
 	for _, s := range shards {
 		fs := views.FunnelShard{ID: s.id, Label: fmt.Sprintf("%s %s %s", s.train, s.class, s.date), Total: s.total,
 			Stages: stages(per[s.id], p95), InvariantOK: true}
@@ -137,8 +157,14 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 			snap.Idle = append(snap.Idle, fmt.Sprintf("%d %s", s.id, fs.Label))
 			continue
 		}
+		// A quiet shard is one line, after the busy ones; one in trouble never is.
+		if fs.Quiet = quiet(eventCount(per[s.id]), busiest) && fs.InvariantOK && fs.Ready; fs.Quiet {
+			calm = append(calm, fs)
+			continue
+		}
 		snap.Shards = append(snap.Shards, fs)
 	}
+	snap.Shards = append(snap.Shards, calm...)
 	hs, err := c.cfg.Payments.Healths(ctx)
 	if err != nil {
 		return snap, err
@@ -196,6 +222,17 @@ func active(stages []views.FunnelStage) bool {
 		}
 	}
 	return false
+}
+
+// eventCount counts a shard's events over the funnel's window.
+func eventCount(m map[string][]int64) int64 {
+	var n int64
+	for _, xs := range m {
+		for _, x := range xs {
+			n += x
+		}
+	}
+	return n
 }
 
 func maxOf(xs []int) int {

@@ -33,8 +33,9 @@
         el.setAttribute("class", s["class"]);
       });
       var li = box.querySelector('li[data-line="' + s.id + '"]');
-      if (li) set(li, "events", s.events); else ok = false;
+      if (li) { set(li, "events", s.events); li.parentNode.appendChild(li); } else ok = false; // busy first, as the server orders them
     });
+    var sum = box.querySelector('li[data-line="-1"]'); if (sum) sum.parentNode.appendChild(sum);
     c.charts.forEach(function (ch) {
       var fig = box.querySelector('[data-chart="' + ch.key + '"]');
       if (!fig) { ok = false; return; }

@@ -396,3 +396,11 @@ func lineClass(c FunnelCharts, id int64) string {
 	}
 	return "sum"
 }
+
+// lineLabel names a line when the pointer rests on it.
+func lineLabel(c FunnelCharts, id int64) string {
+	if s, ok := chartShard(c, id); ok {
+		return s.Label
+	}
+	return "quiet shards together"
+}

@@ -29,15 +29,7 @@ func TestBrowserOpsAndApproval(t *testing.T) {
 	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1440, Height: 1000, Timeout: 45 * time.Second})
 	base := s.Server.URL
 	do, text, submit, shot := b.Do, b.Text, b.Submit, b.Shot
-	login := func(who string) {
-		t.Helper()
-		do("open login", chromedp.Navigate(base+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=login]`)),
-			chromedp.SetValue(chromedp.CSS(`[data-testid=login-name]`), who), chromedp.SetValue(chromedp.CSS(`[data-testid=login-password]`), password))
-		submit("sign in", `[data-testid=login-submit]`)
-		if got := text(`[data-testid=whoami]`); !strings.HasPrefix(got, who) {
-			t.Fatalf("signed in as %q, want %s", got, who)
-		}
-	}
+	login := func(who string) { t.Helper(); signIn(t, b, base, who) }
 
 	// 1. Ops watches the funnel change live during a small rush.
 	login("ops1")

@@ -25,9 +25,7 @@ func TestBrowserFunnelCharts(t *testing.T) {
 	users := s.Users(t, "ch", 9)
 	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1440, Height: 1000, Timeout: 90 * time.Second})
 	base := s.Server.URL
-	b.Do("open login", chromedp.Navigate(base+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=login]`)),
-		chromedp.SetValue(chromedp.CSS(`[data-testid=login-name]`), "ops1"), chromedp.SetValue(chromedp.CSS(`[data-testid=login-password]`), password))
-	b.Submit("sign in", `[data-testid=login-submit]`)
+	signIn(t, b, base, "ops1")
 	b.Do("open funnel", chromedp.Navigate(base+"/console/funnel"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=chart-held]`)))
 	waitFor := func(what string, d time.Duration, ok func() bool) {
 		t.Helper()

@@ -20,7 +20,7 @@ var chartStages = []struct {
 	{"admitted", "Admitted", []string{funnel.Admitted}},
 	{"attempts", "Hold attempts", []string{funnel.HoldAttempt}},
 	{"held", "Held", []string{funnel.Held}},
-	{"refused", "Refused (sold out, limits, shed)", []string{funnel.SoldOut, funnel.HoldRefused, funnel.Shed}},
+	{"refused", "Refused or sold out", []string{funnel.SoldOut, funnel.HoldRefused, funnel.Shed}},
 	{"pay", "Payments initiated", []string{funnel.PayInitiated}},
 	{"paid", "Payments succeeded", []string{funnel.PaySucceeded}},
 	{"payfail", "Payments failed or unknown", []string{funnel.PayFailed, funnel.PayUnknown}},
@@ -43,10 +43,11 @@ func quiet(n, top int64) bool {
 	return n == 0 || float64(n) < quietShare*float64(top)
 }
 
-// chartShard is a shard to chart and its label.
+// chartShard is a shard to chart, its label and its queue's depth now.
 type chartShard struct {
-	id    int64
-	label string
+	id      int64
+	label   string
+	waiting int64
 }
 
 // charts reads the last chartMinutes of the funnel's series from Redis
@@ -62,7 +63,8 @@ func (c *Console) charts(ctx context.Context, shards []chartShard, now time.Time
 	for i, s := range shards {
 		ids[i] = s.id
 	}
-	series, err := c.cfg.Funnel.Series(ctx, ids, first, last)
+	// Read on to now: the queue's depth is walked back from its live value.
+	series, err := c.cfg.Funnel.Series(ctx, ids, first, now)
 	if err != nil {
 		return out, err
 	}
@@ -128,6 +130,8 @@ func (c *Console) charts(ctx context.Context, shards []chartShard, now time.Time
 		fc.Lines = append(fc.Lines, views.ChartLine{Shard: quietLine, Points: views.LinePoints(sum, peak, views.ChartW, views.ChartH)})
 		out.Charts = append(out.Charts, fc)
 	}
+	// Depth beside arrivals and admissions, which move it.
+	out.Charts = slices.Insert(out.Charts, 2, depthChart(shards, series, busy, calm))
 	return out, nil
 }
 
@@ -138,4 +142,42 @@ func perSecond(n int64, step time.Duration) string {
 		return fmt.Sprintf("%d/s", int64(r))
 	}
 	return fmt.Sprintf("%.1f/s", r)
+}
+
+// depthChart draws each shard's waiting room depth at the end of every
+// step. The depth is not sampled: it is the live depth less the arrivals
+// and plus the admissions counted since (the queue holds every entrant
+// and admits by a cursor, so both counts move it exactly), which needs
+// nothing to run while nobody watches.
+func depthChart(shards []chartShard, series map[int64][]funnel.Bucket, busy, calm []views.ChartShard) views.FunnelChart {
+	depth := map[int64][]int64{}
+	for _, s := range shards {
+		xs := make([]int64, chartBuckets)
+		d := s.waiting
+		bs := series[s.id]
+		for i := len(bs) - 1; i >= 0; i-- {
+			if i < chartBuckets {
+				xs[i] = max(d, 0)
+			}
+			d -= bs[i].Counts[funnel.QueueEntered] - bs[i].Counts[funnel.Admitted]
+		}
+		depth[s.id] = xs
+	}
+	sum := make([]int64, chartBuckets)
+	var peak int64
+	for _, s := range calm {
+		for i, x := range depth[s.ID] {
+			sum[i] += x
+		}
+	}
+	peak = slices.Max(sum)
+	for _, s := range busy {
+		peak = max(peak, slices.Max(depth[s.ID]))
+	}
+	fc := views.FunnelChart{Key: "depth", Title: "Queue depth", Peak: fmt.Sprintf("%d waiting", peak)}
+	for _, s := range append(slices.Clone(busy), calm...) {
+		fc.Lines = append(fc.Lines, views.ChartLine{Shard: s.ID, Points: views.LinePoints(depth[s.ID], peak, views.ChartW, views.ChartH)})
+	}
+	fc.Lines = append(fc.Lines, views.ChartLine{Shard: quietLine, Points: views.LinePoints(sum, peak, views.ChartW, views.ChartH)})
+	return fc
 }

@@ -3,12 +3,16 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"tatkal/booking"
+	"tatkal/booking/admission"
 	"tatkal/booking/funnel"
+	"tatkal/booking/seed"
 	"tatkal/booking/teststack"
 	"tatkal/views"
 )
@@ -109,4 +113,69 @@ func topped(points string) bool {
 		}
 	}
 	return false
+}
+
+// TestQueueDepthChart: five travellers enter a waiting room that is not
+// admitting yet, through two app processes. The depth chart walks the
+// live depth back by the arrivals counted: 0 before, 5 after.
+func TestQueueDepthChart(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	other := teststack.Start(t, s.Env, teststack.Options{})
+	ctx := context.Background()
+	open := -time.Minute
+	if _, err := seed.Demo(ctx, s.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+		t.Fatal(err)
+	}
+	date := time.Now().In(booking.IST).AddDate(0, 0, 9)
+	date = time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, booking.IST)
+	shard, err := seed.Shard(ctx, s.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: 8,
+		OpensAt: time.Now().Add(10 * time.Minute), Mode: "queue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, uid := range s.Users(t, "qd", 5) {
+		st := s
+		if i%2 == 1 {
+			st = other
+		}
+		c := admission.Caller{UserID: uid, Verified: true, CreatedAt: time.Now().AddDate(0, -1, 0), SessionToken: fmt.Sprintf("st_depth_%d", i),
+			DeviceToken: st.Admission.DeviceKeys().BindDevice(uid, "depth-device", time.Now().Add(time.Hour))}
+		if _, err := st.Admission.Enter(ctx, c, admission.Intent{TrainNo: "12951", JourneyDate: date, Class: "3A"}); err != nil {
+			t.Fatalf("enter %d: %v", i, err)
+		}
+	}
+	b := newBrowser(t, s.Server.URL)
+	b.login("ops1")
+	var depth views.FunnelChart
+	deadline := time.Now().Add(20 * time.Second) // until the arrivals' bucket is complete
+	for {
+		_, body, _ := b.get("/console/funnel.json")
+		var snap views.FunnelView
+		if err := json.Unmarshal([]byte(body), &snap); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range snap.Charts.Charts {
+			if ch.Key == "depth" {
+				depth = ch
+			}
+		}
+		if depth.Peak == "5 waiting" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("depth chart peak %q, want 5 waiting", depth.Peak)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for _, l := range depth.Lines {
+		if l.Shard != shard {
+			continue
+		}
+		pts := strings.Fields(l.Points)
+		if len(pts) != 121 || !strings.HasSuffix(pts[0], ",99.0") || !strings.HasSuffix(pts[120], ",1.0") {
+			t.Fatalf("the queue's line should rise from 0 to its top: first %s, last %s of %d", pts[0], pts[len(pts)-1], len(pts))
+		}
+		return
+	}
+	t.Fatalf("no depth line for shard %d: %+v", shard, depth.Lines)
 }

@@ -117,13 +117,20 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 	for _, s := range shards {
 		labels[s.id] = fmt.Sprintf("%d %s %s %s", s.id, s.train, s.class, s.date)
 	}
+	// Every charted shard's queue, read once for the charts and the panels.
+	depth := map[int64][2]int64{}
 	var cs []chartShard
 	for _, id := range ids {
 		l, ok := labels[id]
 		if !ok {
 			l = fmt.Sprintf("%d (not listed)", id)
 		}
-		cs = append(cs, chartShard{id: id, label: l})
+		if id != 0 && c.cfg.QueueDepth != nil {
+			if w, a, err := c.cfg.QueueDepth(ctx, id); err == nil {
+				depth[id] = [2]int64{w, a}
+			}
+		}
+		cs = append(cs, chartShard{id: id, label: l, waiting: depth[id][0]})
 	}
 	if snap.Charts, err = c.charts(ctx, cs, time.Now()); err != nil {
 		return snap, err
@@ -188,11 +195,7 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 		if id := snap.Shards[i].ID; id != 0 {
 			snap.Shards[i].Paused = c.isPaused(snap.Levers, id)
 			snap.Shards[i].Rate = admissionRate(snap.Levers, id)
-			if c.cfg.QueueDepth != nil {
-				if w, a, err := c.cfg.QueueDepth(ctx, id); err == nil {
-					snap.Shards[i].Waiting, snap.Shards[i].Admitted = w, a
-				}
-			}
+			snap.Shards[i].Waiting, snap.Shards[i].Admitted = depth[id][0], depth[id][1]
 		}
 	}
 	return snap, nil

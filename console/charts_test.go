@@ -108,7 +108,7 @@ func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 // topped says whether a line reaches the top of its box (y = 1).
 func topped(points string) bool {
 	for _, p := range strings.Fields(points) {
-		if strings.HasSuffix(p, ",1.0") {
+		if strings.HasSuffix(p, ",1") {
 			return true
 		}
 	}
@@ -172,7 +172,7 @@ func TestQueueDepthChart(t *testing.T) {
 			continue
 		}
 		pts := strings.Fields(l.Points)
-		if len(pts) != 121 || !strings.HasSuffix(pts[0], ",99.0") || !strings.HasSuffix(pts[120], ",1.0") {
+		if len(pts) != 121 || !strings.HasSuffix(pts[0], ",99") || !strings.HasSuffix(pts[120], ",1") {
 			t.Fatalf("the queue's line should rise from 0 to its top: first %s, last %s of %d", pts[0], pts[len(pts)-1], len(pts))
 		}
 		return

@@ -2,8 +2,9 @@ package views
 
 import (
 	"fmt"
+	"math"
 	"slices"
-	"strings"
+	"strconv"
 )
 
 // ConsoleNav is the frame of every console page: who is signed in and
@@ -166,13 +167,20 @@ func LinePoints(series []int64, top int64, w, h int) string {
 	step := float64(w) / float64(max(len(series)-1, 1))
 	y := func(v int64) float64 { return float64(h) - float64(v)*float64(h-2)/float64(top) - 1 }
 	if slices.Max(series) == 0 && slices.Min(series) == 0 {
-		return fmt.Sprintf("0,%.1f %.1f,%.1f", y(0), float64(len(series)-1)*step, y(0))
+		series = []int64{0, 0}
+		step = float64(w)
 	}
-	var b strings.Builder
+	// Tenths, without trailing zeros: the websocket carries every line every second.
+	num := func(b []byte, f float64) []byte { return strconv.AppendFloat(b, math.Round(f*10)/10, 'f', -1, 64) }
+	var b []byte
 	for i, v := range series {
-		fmt.Fprintf(&b, "%.1f,%.1f ", float64(i)*step, y(v))
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(num(b, float64(i)*step), ',')
+		b = num(b, y(v))
 	}
-	return strings.TrimSpace(b.String())
+	return string(b)
 }
 
 // BarPct is a stage's bar length (0-100) against the largest total.

@@ -95,6 +95,10 @@ func TestBrowserFunnelCharts(t *testing.T) {
 		t.Fatal("at phone width the busy shard's line is gone")
 	}
 	b.Shot("funnel-charts-phone")
+	// Nothing but the routes' own scroll box is wider than the phone.
+	if w, err := chromedp.Run(b.Ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - innerWidth`)); err != nil || w > 0 {
+		t.Fatalf("at phone width the page is %d px too wide (%v)", w, err)
+	}
 	b.Accessible("funnel, phone")
 }
 

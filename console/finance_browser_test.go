@@ -33,15 +33,7 @@ func TestBrowserFinanceClerk(t *testing.T) {
 	ctx := b.Ctx
 	base := s.Server.URL
 	do, text, count, submit, shot := b.Do, b.Text, b.Count, b.Submit, b.Shot
-	login := func(who string) {
-		t.Helper()
-		do("open login", chromedp.Navigate(base+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=login]`)),
-			chromedp.SetValue(chromedp.CSS(`[data-testid=login-name]`), who), chromedp.SetValue(chromedp.CSS(`[data-testid=login-password]`), password))
-		submit("sign in", `[data-testid=login-submit]`)
-		if got := text(`[data-testid=whoami]`); !strings.HasPrefix(got, who) {
-			t.Fatalf("signed in as %q, want %s", got, who)
-		}
-	}
+	login := func(who string) { t.Helper(); signIn(t, b, base, who) }
 
 	// 1. Reconcile the day from the runs page and open the run.
 	login("finance1")

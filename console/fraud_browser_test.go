@@ -106,15 +106,7 @@ func TestBrowserFraudAnalysts(t *testing.T) {
 	base := s.Server.URL
 	do, text, count, submit := b.Do, b.Text, b.Count, b.Submit
 	shot := func(name string) { b.Shot("fraud-" + name) }
-	login := func(who string) {
-		t.Helper()
-		do("open login", chromedp.Navigate(base+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=login]`)),
-			chromedp.SetValue(chromedp.CSS(`[data-testid=login-name]`), who), chromedp.SetValue(chromedp.CSS(`[data-testid=login-password]`), password))
-		submit("sign in", `[data-testid=login-submit]`)
-		if got := text(`[data-testid=whoami]`); !strings.HasPrefix(got, who) {
-			t.Fatalf("signed in as %q, want %s", got, who)
-		}
-	}
+	login := func(who string) { t.Helper(); signIn(t, b, base, who) }
 	// What each member sees of their booking over the API.
 	memberSees := func() string {
 		t.Helper()

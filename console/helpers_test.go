@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"tatkal/booking/auth"
 	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
@@ -149,4 +151,15 @@ func api(t *testing.T, base, method, path, token string, body any) (int, map[str
 	t.Helper()
 	r := testenv.Call(t, testenv.Request{Method: method, URL: base + path, Token: token, Body: body})
 	return r.Status, r.JSON
+}
+
+// signIn signs who in on the console in the headless browser b.
+func signIn(t *testing.T, b *testenv.Browser, base, who string) {
+	t.Helper()
+	b.Do("open login", chromedp.Navigate(base+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=login]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=login-name]`), who), chromedp.SetValue(chromedp.CSS(`[data-testid=login-password]`), password))
+	b.Submit("sign in", `[data-testid=login-submit]`)
+	if got := b.Text(`[data-testid=whoami]`); !strings.HasPrefix(got, who) {
+		t.Fatalf("signed in as %q, want %s", got, who)
+	}
 }

@@ -113,8 +113,35 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 			p95[st] = d.Milliseconds()
 		}
 	}
+	labels := map[int64]string{0: "no shard (shed at the door)"}
+	for _, s := range shards {
+		labels[s.id] = fmt.Sprintf("%d %s %s %s", s.id, s.train, s.class, s.date)
+	}
+	// Every charted shard's queue, read once for the charts and the panels.
+	depth := map[int64][2]int64{}
+	var cs []chartShard
+	for _, id := range ids {
+		l, ok := labels[id]
+		if !ok {
+			l = fmt.Sprintf("%d (not listed)", id)
+		}
+		if id != 0 && c.cfg.QueueDepth != nil {
+			if w, a, err := c.cfg.QueueDepth(ctx, id); err == nil {
+				depth[id] = [2]int64{w, a}
+			}
+		}
+		cs = append(cs, chartShard{id: id, label: l, waiting: depth[id][0]})
+	}
+	if snap.Charts, err = c.charts(ctx, cs, time.Now()); err != nil {
+		return snap, err
+	}
 	reports := c.invariants(ctx, shards)
 	snap.Shards = append(snap.Shards, views.FunnelShard{ID: 0, Label: "All shards", Stages: stages(all, p95)})
+	var busiest int64
+	for _, s := range shards {
+		busiest = max(busiest, eventCount(per[s.id]))
+	}
+	var calm []views.FunnelShard
 	for _, s := range shards {
 		fs := views.FunnelShard{ID: s.id, Label: fmt.Sprintf("%s %s %s", s.train, s.class, s.date), Total: s.total,
 			Stages: stages(per[s.id], p95), InvariantOK: true}
@@ -137,8 +164,14 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 			snap.Idle = append(snap.Idle, fmt.Sprintf("%d %s", s.id, fs.Label))
 			continue
 		}
+		// A quiet shard is one line, after the busy ones; one in trouble never is.
+		if fs.Quiet = quiet(eventCount(per[s.id]), busiest) && fs.InvariantOK && fs.Ready; fs.Quiet {
+			calm = append(calm, fs)
+			continue
+		}
 		snap.Shards = append(snap.Shards, fs)
 	}
+	snap.Shards = append(snap.Shards, calm...)
 	hs, err := c.cfg.Payments.Healths(ctx)
 	if err != nil {
 		return snap, err
@@ -162,11 +195,7 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 		if id := snap.Shards[i].ID; id != 0 {
 			snap.Shards[i].Paused = c.isPaused(snap.Levers, id)
 			snap.Shards[i].Rate = admissionRate(snap.Levers, id)
-			if c.cfg.QueueDepth != nil {
-				if w, a, err := c.cfg.QueueDepth(ctx, id); err == nil {
-					snap.Shards[i].Waiting, snap.Shards[i].Admitted = w, a
-				}
-			}
+			snap.Shards[i].Waiting, snap.Shards[i].Admitted = depth[id][0], depth[id][1]
 		}
 	}
 	return snap, nil
@@ -196,6 +225,17 @@ func active(stages []views.FunnelStage) bool {
 		}
 	}
 	return false
+}
+
+// eventCount counts a shard's events over the funnel's window.
+func eventCount(m map[string][]int64) int64 {
+	var n int64
+	for _, xs := range m {
+		for _, x := range xs {
+			n += x
+		}
+	}
+	return n
 }
 
 func maxOf(xs []int) int {

@@ -20,11 +20,42 @@
   function ms(v) { return v < 0 ? "\u2013" : v + " ms"; }
   function set(el, k, v) { var x = el.querySelector('[data-k="' + k + '"]'); if (x && x.textContent !== String(v)) x.textContent = v; }
 
+  // The charts come drawn: the server sends each line's points, this only
+  // moves them, and shows a shard's own line once it is busy.
+  function charts(c) {
+    var box = document.getElementById("charts");
+    if (!box || !c || !c.charts) return true;
+    set(box, "from", c.from); set(box, "to", c.to); set(box, "quiet", c.quiet);
+    var ok = true;
+    (c.shards || []).forEach(function (s) {
+      box.querySelectorAll('[data-line="' + s.id + '"]').forEach(function (el) {
+        el.setAttribute("data-quiet", s.quiet ? "1" : "0");
+        el.setAttribute("class", s["class"]);
+      });
+      var li = box.querySelector('li[data-line="' + s.id + '"]');
+      if (li) { set(li, "events", s.events); li.parentNode.appendChild(li); } else ok = false; // busy first, as the server orders them
+    });
+    var sum = box.querySelector('li[data-line="-1"]'); if (sum) sum.parentNode.appendChild(sum);
+    c.charts.forEach(function (ch) {
+      var fig = box.querySelector('[data-chart="' + ch.key + '"]');
+      if (!fig) { ok = false; return; }
+      set(fig, "peak", ch.peak);
+      ch.lines.forEach(function (l) {
+        var pl = fig.querySelector('polyline[data-line="' + l.shard + '"]');
+        if (pl) pl.setAttribute("points", l.points); else ok = false;
+      });
+    });
+    return ok;
+  }
+
   function apply(snap) {
     if (at) at.textContent = snap.at;
+    if (!charts(snap.charts)) { location.reload(); return; } // a new shard: take the server's layout
     (snap.shards || []).forEach(function (s) {
       var el = root.querySelector('[data-shard="' + s.id + '"]');
       if (!el) { location.reload(); return; } // a new shard: take the server's layout
+      // A shard that turns busy opens; one that turns quiet stays as the operator left it.
+      if (el.classList.contains("quiet") && !s.quiet) { el.classList.remove("quiet"); el.open = true; }
       if (s.id !== 0) {
         set(el, "seats", s.seats_left); set(el, "held", s.held); set(el, "confirmed", s.confirmed); set(el, "epoch", s.epoch); set(el, "rate", s.admission_rate); set(el, "waiting", s.queue_waiting); set(el, "admitted", s.queue_admitted);
         var inv = el.querySelector('[data-k="inv"]');

@@ -2,7 +2,10 @@
 // (queue, admission, holds, payments, confirmations, expiries, refunds),
 // per shard and second, with latency histograms per stage. Counting is
 // in-process and cheap; a flusher adds the counts to Redis every half
-// second, so the console sees the sum over every app process.
+// second, so the console sees the sum over every app process. Beside the
+// per-second counts (kept two hours, read a few minutes at a time) the
+// flusher keeps a coarser series of 5-second buckets for the console's
+// charts, so ten minutes of a shard is ten reads, not six hundred.
 package funnel
 
 import (
@@ -51,6 +54,13 @@ var Buckets = []int{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000,
 // Retention is how long per-second counts are kept in Redis.
 const Retention = 2 * time.Hour
 
+// SeriesStep is the width of one bucket of the charted series.
+const SeriesStep = 5 * time.Second
+
+// SeriesRetention is how long the charted series is kept in Redis: each
+// shard holds one hash per minute, so at most 60 of them.
+const SeriesRetention = time.Hour
+
 // Recorder counts events. A nil *Recorder records nothing, so code paths
 // that do not care need no checks.
 type Recorder struct {
@@ -78,7 +88,11 @@ func (r *Recorder) Add(shardID int64, stage string, n int64) {
 	if r == nil {
 		return
 	}
-	sec := time.Now().Unix()
+	r.addAt(shardID, stage, n, time.Now())
+}
+
+func (r *Recorder) addAt(shardID int64, stage string, n int64, at time.Time) {
+	sec := at.Unix()
 	key := strconv.FormatInt(shardID, 10) + "|" + strconv.FormatInt(sec, 10) + "|" + stage
 	r.mu.Lock()
 	r.counts[key] += n
@@ -102,6 +116,12 @@ func (r *Recorder) countKey(shardID, sec string) string {
 	return r.prefix + ":funnel:" + shardID + ":" + sec
 }
 
+// seriesKey is the hash of one shard's minute starting at the Unix second
+// minute; its fields are "slot|stage", slot the 5-second bucket (0-11).
+func (r *Recorder) seriesKey(shardID string, minute int64) string {
+	return r.prefix + ":fseries:" + shardID + ":" + strconv.FormatInt(minute, 10)
+}
+
 func (r *Recorder) histKey(stage, sec string) string {
 	return r.prefix + ":lat:" + stage + ":" + sec
 }
@@ -119,22 +139,27 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		return nil
 	}
 	pipe := r.rdb.Pipeline()
-	keys := map[string]bool{}
+	keys := map[string]time.Duration{}
+	step := int64(SeriesStep / time.Second)
 	for k, n := range counts {
 		f := strings.SplitN(k, "|", 3)
 		key := r.countKey(f[0], f[1])
 		pipe.HIncrBy(ctx, key, f[2], n)
-		keys[key] = true
+		keys[key] = Retention
+		sec, _ := strconv.ParseInt(f[1], 10, 64)
+		skey := r.seriesKey(f[0], sec-sec%60)
+		pipe.HIncrBy(ctx, skey, strconv.FormatInt(sec%60/step, 10)+"|"+f[2], n)
+		keys[skey] = SeriesRetention
 		pipe.SAdd(ctx, r.prefix+":funnel:shards", f[0])
 	}
 	for k, n := range hist {
 		f := strings.SplitN(k, "|", 3)
 		key := r.histKey(f[0], f[1])
 		pipe.HIncrBy(ctx, key, f[2], n)
-		keys[key] = true
+		keys[key] = Retention
 	}
-	for k := range keys {
-		pipe.Expire(ctx, k, Retention)
+	for k, ttl := range keys {
+		pipe.Expire(ctx, k, ttl)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		// Put the counts back so a Redis blip loses nothing.
@@ -196,6 +221,66 @@ func (r *Recorder) Read(ctx context.Context, shardID int64, from, to time.Time) 
 			sec.Counts[k] = n
 		}
 		out = append(out, sec)
+	}
+	return out, nil
+}
+
+// Bucket is one SeriesStep of counts, starting at At.
+type Bucket struct {
+	At     time.Time
+	Counts map[string]int64
+}
+
+// Series returns each shard's buckets from the one holding from to the
+// one holding to, summed over every process: one read per shard and
+// minute, all in one round trip. Buckets older than SeriesRetention are
+// empty.
+func (r *Recorder) Series(ctx context.Context, shardIDs []int64, from, to time.Time) (map[int64][]Bucket, error) {
+	step := int64(SeriesStep / time.Second)
+	first, last := from.Unix()-from.Unix()%step, to.Unix()-to.Unix()%step
+	if last < first {
+		return nil, fmt.Errorf("read funnel series: %v is before %v", to, from)
+	}
+	type read struct {
+		shard  int64
+		minute int64
+		cmd    *redis.MapStringStringCmd
+	}
+	var reads []read
+	pipe := r.rdb.Pipeline()
+	for _, id := range shardIDs {
+		for m := first - first%60; m <= last; m += 60 {
+			reads = append(reads, read{id, m, pipe.HGetAll(ctx, r.seriesKey(strconv.FormatInt(id, 10), m))})
+		}
+	}
+	if len(reads) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+			return nil, fmt.Errorf("read funnel series: %w", err)
+		}
+	}
+	n := int((last-first)/step) + 1
+	out := make(map[int64][]Bucket, len(shardIDs))
+	for _, id := range shardIDs {
+		bs := make([]Bucket, n)
+		for i := range bs {
+			bs[i] = Bucket{At: time.Unix(first+int64(i)*step, 0), Counts: map[string]int64{}}
+		}
+		out[id] = bs
+	}
+	for _, rd := range reads {
+		for field, v := range rd.cmd.Val() {
+			slot, stage, ok := strings.Cut(field, "|")
+			s, err := strconv.ParseInt(slot, 10, 64)
+			if !ok || err != nil {
+				continue
+			}
+			at := rd.minute + s*step
+			if at < first || at > last {
+				continue
+			}
+			c, _ := strconv.ParseInt(v, 10, 64)
+			out[rd.shard][(at-first)/step].Counts[stage] += c
+		}
 	}
 	return out, nil
 }

@@ -64,3 +64,95 @@ func TestCountsFromSeveralProcessesAddUp(t *testing.T) {
 	var nilRecorder *funnel.Recorder
 	nilRecorder.Add(1, funnel.Held, 1) // must not panic
 }
+
+// The charted series: two processes' counts land in the 5-second bucket
+// of the second they happened and add up; shards stay apart; a bucket
+// with nothing is zero; the series keys expire.
+func TestSeriesFromSeveralProcessesAddUp(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	a := funnel.New(env.Redis, env.KeyPrefix, nil)
+	b := funnel.New(env.Redis, env.KeyPrefix, nil)
+	// A minute boundary inside the range: the series reads two hashes per shard.
+	base := time.Now().Truncate(time.Minute).Add(-time.Minute - 10*time.Second)
+	a.AddAt(3, funnel.Held, 2, base.Add(1*time.Second))  // bucket 0
+	b.AddAt(3, funnel.Held, 5, base.Add(4*time.Second))  // bucket 0, the other process
+	a.AddAt(3, funnel.Held, 1, base.Add(10*time.Second)) // bucket 2, the next minute
+	b.AddAt(3, funnel.Confirmed, 4, base.Add(12*time.Second))
+	b.AddAt(9, funnel.Held, 7, base.Add(2*time.Second))
+	a.AddAt(3, funnel.Held, 100, base.Add(-time.Second)) // before the range
+	for _, r := range []*funnel.Recorder{a, b} {
+		if err := r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := a.Series(ctx, []int64{3, 9, 11}, base, base.Add(19*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64][]map[string]int64{
+		3:  {{funnel.Held: 7}, {}, {funnel.Held: 1, funnel.Confirmed: 4}, {}},
+		9:  {{funnel.Held: 7}, {}, {}, {}},
+		11: {{}, {}, {}, {}},
+	}
+	for id, w := range want {
+		bs := got[id]
+		if len(bs) != len(w) {
+			t.Fatalf("shard %d: %d buckets, want %d", id, len(bs), len(w))
+		}
+		for i, counts := range w {
+			if !bs[i].At.Equal(base.Add(time.Duration(i) * funnel.SeriesStep)) {
+				t.Fatalf("shard %d bucket %d starts at %v, want %v", id, i, bs[i].At, base.Add(time.Duration(i)*funnel.SeriesStep))
+			}
+			for _, st := range funnel.Stages {
+				if bs[i].Counts[st] != counts[st] {
+					t.Fatalf("shard %d bucket %d: %s = %d, want %d (%v)", id, i, st, bs[i].Counts[st], counts[st], bs[i].Counts)
+				}
+			}
+		}
+	}
+	keys, err := env.Redis.Keys(ctx, env.KeyPrefix+":fseries:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("series keys: %v %v", keys, err)
+	}
+	for _, k := range keys {
+		if ttl := env.Redis.TTL(ctx, k).Val(); ttl <= 0 || ttl > funnel.SeriesRetention {
+			t.Fatalf("%s expires in %v, want within %v", k, ttl, funnel.SeriesRetention)
+		}
+	}
+	if _, err := a.Series(ctx, []int64{3}, base, base.Add(-time.Minute)); err == nil {
+		t.Fatal("a range that ends before it starts was read")
+	}
+}
+
+// BenchmarkSeries reads what the console charts each second at a busy
+// 10:00: ten minutes of 17 shards with every stage counted every second.
+func BenchmarkSeries(b *testing.B) {
+	env := testenv.New(b)
+	ctx := context.Background()
+	r := funnel.New(env.Redis, env.KeyPrefix, nil)
+	end := time.Now().Truncate(time.Minute)
+	start := end.Add(-10 * time.Minute)
+	ids := make([]int64, 17)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	for at := start; at.Before(end); at = at.Add(time.Second) {
+		for _, id := range ids {
+			for _, st := range funnel.Stages {
+				r.AddAt(id, st, 3, at)
+			}
+		}
+		if err := r.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		got, err := r.Series(ctx, ids, start, end.Add(-time.Second))
+		if err != nil || len(got[16]) != 120 || got[16][119].Counts[funnel.Held] != 15 {
+			b.Fatalf("series: %v %v", err, got[16][119].Counts)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package console_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"tatkal/booking/testenv"
+	"tatkal/booking/teststack"
+)
+
+// TestBrowserFunnelCharts: ops opens the funnel before a small rush. Every
+// shard is quiet: one summed line per chart and one-line shard panels.
+// During the rush the rushed shard gets its own line, the charts move
+// over the websocket and its panel opens; the checkbox shows each quiet
+// shard's own line. axe-core finds nothing serious, at desktop and phone
+// width. Screenshots go to $TATKAL_SCREENSHOTS when set.
+func TestBrowserFunnelCharts(t *testing.T) {
+	testenv.Chromium(t)
+	s := setup(t, teststack.Options{})
+	shard, date := s.DemoShard(t, 6, 0)
+	users := s.Users(t, "ch", 9)
+	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1440, Height: 1000, Timeout: 90 * time.Second})
+	base := s.Server.URL
+	signIn(t, b, base, "ops1")
+	b.Do("open funnel", chromedp.Navigate(base+"/console/funnel"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=chart-held]`)))
+	waitFor := func(what string, d time.Duration, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(d)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %v", what, d)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitFor("the funnel goes live", 10*time.Second, func() bool { return b.Text(`[data-testid=live-state]`) == "live" })
+	own := fmt.Sprintf(`[data-chart=held] polyline[data-line="%d"]`, shard)
+	sum := `[data-chart=held] polyline[data-line="-1"]`
+	panel := fmt.Sprintf(`[data-testid="shard-%d"]`, shard)
+	shown := func(sel string) bool {
+		v, err := chromedp.Run(b.Ctx, chromedp.Evaluate[bool](`(e => !!e && getComputedStyle(e).display !== "none")(document.querySelector(`+jsString(sel)+`))`))
+		if err != nil {
+			t.Fatalf("is %s shown: %v", sel, err)
+		}
+		return v
+	}
+	open := func() bool {
+		v, err := chromedp.Run(b.Ctx, chromedp.Evaluate[bool](`document.querySelector(`+jsString(panel)+`).open`))
+		if err != nil {
+			t.Fatalf("is %s open: %v", panel, err)
+		}
+		return v
+	}
+	if shown(own) || !shown(sum) || open() || b.Text(`[data-testid=peak-held]`) != "0/s" {
+		t.Fatalf("before the rush: own line shown %v, sum shown %v, panel open %v, held peak %s; want the shard quiet in the sum",
+			shown(own), shown(sum), open(), b.Text(`[data-testid=peak-held]`))
+	}
+	quietBefore := b.Text(`[data-testid=quiet-count]`)
+	flat := b.Attr(own, "points")
+	b.Shot("funnel-charts-before")
+
+	go rush(t, s, users, date, "ch")
+	// The charts show complete 5-second buckets: the rush is drawn within about 6 s.
+	waitFor("the rushed shard gets its own moving line", 20*time.Second, func() bool {
+		return shown(own) && b.Attr(own, "points") != flat && b.Text(`[data-testid=peak-held]`) != "0/s"
+	})
+	if !open() {
+		t.Fatal("the rushed shard's panel stayed collapsed")
+	}
+	if got := b.Text(`[data-testid=quiet-count]`); got == quietBefore {
+		t.Fatalf("quiet shards still %s after one turned busy", got)
+	}
+	if !strings.Contains(b.Text(`[data-testid=chart-legend]`), fmt.Sprintf("%d 12951", shard)) {
+		t.Fatalf("the legend does not name the busy shard: %s", b.Text(`[data-testid=chart-legend]`))
+	}
+	b.Shot("funnel-charts")
+
+	// Expanding the quiet shards shows their own lines instead of the sum.
+	quietOne := `[data-chart=held] polyline[data-quiet="1"]`
+	b.Do("expand quiet shards", chromedp.Click(chromedp.CSS(`[data-testid=expand-quiet]`)))
+	if !shown(quietOne) || shown(sum) || !shown(own) {
+		t.Fatalf("expanded: a quiet line shown %v, the sum shown %v, the busy line shown %v", shown(quietOne), shown(sum), shown(own))
+	}
+	b.Shot("funnel-charts-expanded")
+	b.Accessible("funnel, desktop")
+
+	b.Do("phone width", chromedp.EmulateViewport(390, 844))
+	b.Do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`[data-testid=chart-held]`)))
+	waitFor("live again", 10*time.Second, func() bool { return b.Text(`[data-testid=live-state]`) == "live" })
+	if !shown(own) {
+		t.Fatal("at phone width the busy shard's line is gone")
+	}
+	b.Shot("funnel-charts-phone")
+	// Nothing but the routes' own scroll box is wider than the phone.
+	if w, err := chromedp.Run(b.Ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - innerWidth`)); err != nil || w > 0 {
+		t.Fatalf("at phone width the page is %d px too wide (%v)", w, err)
+	}
+	b.Accessible("funnel, phone")
+}
+
+func jsString(s string) string { return "`" + strings.ReplaceAll(s, "`", "\\`") + "`" }

@@ -1,0 +1,181 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"tatkal/booking"
+	"tatkal/booking/admission"
+	"tatkal/booking/funnel"
+	"tatkal/booking/seed"
+	"tatkal/booking/teststack"
+	"tatkal/views"
+)
+
+// TestFunnelChartsAddUpAcrossProcesses: two app processes count into one
+// shard; the third's console charts their sum from Redis, draws that
+// shard as its own line and the idle shards as one summed line.
+func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	other := teststack.Start(t, s.Env, teststack.Options{})
+	viewer := teststack.Start(t, s.Env, teststack.Options{})
+	busy, _ := s.DemoShard(t, 6, 0)
+	var idle int64 // one of the demo's shards
+	if err := s.Pool.QueryRow(context.Background(), `SELECT min(id) FROM inventory_shards WHERE id <> $1`, busy).Scan(&idle); err != nil {
+		t.Fatal(err)
+	}
+	// One second's events, half in each process: one 5-second bucket.
+	s.Funnel.Add(busy, funnel.Held, 30)
+	other.Funnel.Add(busy, funnel.Held, 20)
+	other.Funnel.Add(busy, funnel.PayFailed, 3)
+	s.Funnel.Add(busy, funnel.PayUnknown, 2)
+	s.Funnel.Add(idle, funnel.Held, 1) // under 5% of the busy shard's: quiet
+
+	b := newBrowser(t, viewer.Server.URL)
+	b.login("ops1")
+	find := func(c views.FunnelCharts, id int64) views.ChartShard {
+		for _, cs := range c.Shards {
+			if cs.ID == id {
+				return cs
+			}
+		}
+		t.Fatalf("shard %d not charted: %+v", id, c.Shards)
+		return views.ChartShard{}
+	}
+	var snap views.FunnelView
+	deadline := time.Now().Add(20 * time.Second) // the chart shows complete 5 s buckets only
+	for {
+		code, body, _ := b.get("/console/funnel.json")
+		if code != http.StatusOK {
+			t.Fatalf("funnel.json: %d %s", code, body)
+		}
+		snap = views.FunnelView{}
+		if err := json.Unmarshal([]byte(body), &snap); err != nil {
+			t.Fatal(err)
+		}
+		if find(snap.Charts, busy).Events == 55 && find(snap.Charts, idle).Events == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("charts never showed both processes' events: busy %+v, idle %+v", find(snap.Charts, busy), find(snap.Charts, idle))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	c := snap.Charts
+	if bs, is := find(c, busy), find(c, idle); bs.Quiet || !is.Quiet || c.Shards[0].ID != busy {
+		t.Fatalf("busy shard %+v first and apart, idle shard %+v quiet; got order %+v", bs, is, c.Shards)
+	}
+	if c.Quiet != len(c.Shards)-1 {
+		t.Fatalf("%d quiet shards of %d, want all but the busy one", c.Quiet, len(c.Shards))
+	}
+	peaks := map[string]string{}
+	lines := map[string]map[int64]string{}
+	for _, ch := range c.Charts {
+		peaks[ch.Key] = ch.Peak
+		lines[ch.Key] = map[int64]string{}
+		for _, l := range ch.Lines {
+			lines[ch.Key][l.Shard] = l.Points
+		}
+	}
+	// 50 held in one 5-second bucket is 10 a second; failed and unknown share a chart.
+	if peaks["held"] != "10/s" || peaks["payfail"] != "1/s" || peaks["confirmed"] != "0/s" {
+		t.Fatalf("peaks %v, want held 10/s, payfail 1/s, confirmed 0/s", peaks)
+	}
+	flat := views.LinePoints(make([]int64, 121), 0, views.ChartW, views.ChartH)
+	if p := lines["held"][busy]; !topped(p) {
+		t.Fatalf("the busy shard's held line never reaches the top: %s", p)
+	}
+	if p := lines["held"][-1]; p == flat || topped(p) {
+		t.Fatalf("the quiet shards' sum should show their one event, low: %s", p)
+	}
+	if p := lines["confirmed"][busy]; p != flat {
+		t.Fatalf("nothing confirmed, yet the line is %s", p)
+	}
+	// The page draws the same, server-side.
+	_, body, _ := b.get("/console/funnel")
+	for _, want := range []string{`data-testid="chart-held"`, `data-testid="peak-held">10/s<`, `data-testid="expand-quiet"`} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("page lacks %s", want)
+		}
+	}
+}
+
+// topped says whether a line reaches the top of its box (y = 1).
+func topped(points string) bool {
+	for _, p := range strings.Fields(points) {
+		if strings.HasSuffix(p, ",1") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestQueueDepthChart: five travellers enter a waiting room that is not
+// admitting yet, through two app processes. The depth chart walks the
+// live depth back by the arrivals counted: 0 before, 5 after.
+func TestQueueDepthChart(t *testing.T) {
+	s := setup(t, teststack.Options{})
+	other := teststack.Start(t, s.Env, teststack.Options{})
+	ctx := context.Background()
+	open := -time.Minute
+	if _, err := seed.Demo(ctx, s.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+		t.Fatal(err)
+	}
+	date := time.Now().In(booking.IST).AddDate(0, 0, 9)
+	date = time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, booking.IST)
+	shard, err := seed.Shard(ctx, s.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: 8,
+		OpensAt: time.Now().Add(10 * time.Minute), Mode: "queue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, uid := range s.Users(t, "qd", 5) {
+		st := s
+		if i%2 == 1 {
+			st = other
+		}
+		c := admission.Caller{UserID: uid, Verified: true, CreatedAt: time.Now().AddDate(0, -1, 0), SessionToken: fmt.Sprintf("st_depth_%d", i),
+			DeviceToken: st.Admission.DeviceKeys().BindDevice(uid, "depth-device", time.Now().Add(time.Hour))}
+		if _, err := st.Admission.Enter(ctx, c, admission.Intent{TrainNo: "12951", JourneyDate: date, Class: "3A"}); err != nil {
+			t.Fatalf("enter %d: %v", i, err)
+		}
+	}
+	b := newBrowser(t, s.Server.URL)
+	b.login("ops1")
+	var depth views.FunnelChart
+	deadline := time.Now().Add(20 * time.Second) // until the arrivals' bucket is complete
+	for {
+		_, body, _ := b.get("/console/funnel.json")
+		var snap views.FunnelView
+		if err := json.Unmarshal([]byte(body), &snap); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range snap.Charts.Charts {
+			if ch.Key == "depth" {
+				depth = ch
+			}
+		}
+		if depth.Peak == "5 waiting" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("depth chart peak %q, want 5 waiting", depth.Peak)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for _, l := range depth.Lines {
+		if l.Shard != shard {
+			continue
+		}
+		pts := strings.Fields(l.Points)
+		if len(pts) != 121 || !strings.HasSuffix(pts[0], ",99") || !strings.HasSuffix(pts[120], ",1") {
+			t.Fatalf("the queue's line should rise from 0 to its top: first %s, last %s of %d", pts[0], pts[len(pts)-1], len(pts))
+		}
+		return
+	}
+	t.Fatalf("no depth line for shard %d: %+v", shard, depth.Lines)
+}

@@ -140,6 +140,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	}
 	pipe := r.rdb.Pipeline()
 	keys := map[string]time.Duration{}
+	active := map[string]bool{}
 	step := int64(SeriesStep / time.Second)
 	for k, n := range counts {
 		f := strings.SplitN(k, "|", 3)
@@ -150,7 +151,12 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		skey := r.seriesKey(f[0], sec-sec%60)
 		pipe.HIncrBy(ctx, skey, strconv.FormatInt(sec%60/step, 10)+"|"+f[2], n)
 		keys[skey] = SeriesRetention
-		pipe.SAdd(ctx, r.prefix+":funnel:shards", f[0])
+		active[f[0]] = true
+	}
+	// Each shard is scored by when it was last counted, so Shards can
+	// forget one whose counts have all expired.
+	for id := range active {
+		pipe.ZAdd(ctx, r.activeKey(), redis.Z{Score: float64(time.Now().Unix()), Member: id})
 	}
 	for k, n := range hist {
 		f := strings.SplitN(k, "|", 3)
@@ -285,12 +291,20 @@ func (r *Recorder) Series(ctx context.Context, shardIDs []int64, from, to time.T
 	return out, nil
 }
 
-// Shards lists the shards that have ever been counted.
+func (r *Recorder) activeKey() string { return r.prefix + ":funnel:active" }
+
+// Shards lists the shards counted within Retention: a shard whose counts
+// have all expired is dropped, so the list does not grow with every
+// window ever sold.
 func (r *Recorder) Shards(ctx context.Context) ([]int64, error) {
-	ids, err := r.rdb.SMembers(ctx, r.prefix+":funnel:shards").Result()
-	if err != nil {
+	cutoff := strconv.FormatInt(time.Now().Add(-Retention).Unix(), 10)
+	pipe := r.rdb.Pipeline()
+	pipe.ZRemRangeByScore(ctx, r.activeKey(), "-inf", "("+cutoff)
+	members := pipe.ZRange(ctx, r.activeKey(), 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("funnel shards: %w", err)
 	}
+	ids := members.Val()
 	var out []int64
 	for _, s := range ids {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {

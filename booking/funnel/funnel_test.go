@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"tatkal/booking/funnel"
 	"tatkal/booking/testenv"
 )
@@ -60,6 +62,17 @@ func TestCountsFromSeveralProcessesAddUp(t *testing.T) {
 	shards, err := b.Shards(ctx)
 	if err != nil || len(shards) != 1 || shards[0] != 7 {
 		t.Fatalf("shards %v %v", shards, err)
+	}
+	// A shard last counted longer ago than its counts are kept is forgotten.
+	old := float64(time.Now().Add(-funnel.Retention - time.Minute).Unix())
+	if err := env.Redis.ZAdd(ctx, env.KeyPrefix+":funnel:active", redis.Z{Score: old, Member: "3"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if shards, err = b.Shards(ctx); err != nil || len(shards) != 1 || shards[0] != 7 {
+		t.Fatalf("shards with one long idle: %v %v, want [7]", shards, err)
+	}
+	if n, err := env.Redis.ZCard(ctx, env.KeyPrefix+":funnel:active").Result(); err != nil || n != 1 {
+		t.Errorf("the idle shard is still listed in Redis (%d members, %v)", n, err)
 	}
 	var nilRecorder *funnel.Recorder
 	nilRecorder.Add(1, funnel.Held, 1) // must not panic

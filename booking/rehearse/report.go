@@ -2,6 +2,7 @@ package rehearse
 
 import (
 	"fmt"
+	"maps"
 
 	"math/rand/v2"
 	"os"
@@ -59,6 +60,8 @@ type RunReport struct {
 	RefundDue           int            `json:"refund_due"`
 	Errors              int            `json:"errors"`
 	ErrorKinds          map[string]int `json:"error_kinds,omitempty"`
+	// RejectionKinds are the retryable refusals (503, 429) by step, status and reason.
+	RejectionKinds      map[string]int `json:"rejection_kinds,omitempty"`
 	AdmissionViolations *int           `json:"admission_violations"` // nil: not applicable (direct)
 	OversoldBerthLegs   int            `json:"oversold_berth_legs"`
 	// BerthLegsUnsold of BerthLegs (berths × legs) were free after the
@@ -92,6 +95,9 @@ func (mr *modeRun) report(ts []*traveller) RunReport {
 		for k, v := range st.errors {
 			rr.ErrorKinds[k] = v
 		}
+	}
+	if len(st.rejections) > 0 {
+		rr.RejectionKinds = maps.Clone(st.rejections)
 	}
 	st.mu.Unlock()
 	var terminal []time.Duration

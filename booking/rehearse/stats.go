@@ -31,15 +31,22 @@ type stats struct {
 	latencies       []time.Duration
 	seconds         []second
 	errors          map[string]int
+	rejections      map[string]int // retryable refusals by step, status and reason
 }
 
 func newStats(opens time.Time, d time.Duration) *stats {
-	return &stats{opens: opens, seconds: make([]second, 0, int(d.Seconds())+1), errors: map[string]int{}}
+	return &stats{opens: opens, seconds: make([]second, 0, int(d.Seconds())+1), errors: map[string]int{}, rejections: map[string]int{}}
 }
 
 func (s *stats) latency(d time.Duration) {
 	s.mu.Lock()
 	s.latencies = append(s.latencies, d)
+	s.mu.Unlock()
+}
+
+func (s *stats) noteRejection(why string) {
+	s.mu.Lock()
+	s.rejections[why]++
 	s.mu.Unlock()
 }
 

@@ -186,6 +186,7 @@ func (tv *traveller) call(ctx context.Context, method, path string, headers map[
 	json.Unmarshal(raw, &a.body) //nolint:errcheck
 	if a.code == http.StatusServiceUnavailable || a.code == http.StatusTooManyRequests {
 		st.rejected.Add(1)
+		st.noteRejection(fmt.Sprintf("%s %s %d %s", method, pathPattern(path), a.code, a.str("reason")))
 		if backend {
 			st.backendRejected.Add(1)
 			st.perSecond(start, func(s *second) { s.Rejected++ })
@@ -598,4 +599,17 @@ func (tv *traveller) decide(ctx context.Context, u, form string) int {
 		time.Sleep(300 * time.Millisecond)
 	}
 	return 0
+}
+
+// pathPattern is path without its ids and query, so refusals group by
+// endpoint: /v1/bookings/{id}/cancel, not one line per booking.
+func pathPattern(path string) string {
+	path, _, _ = strings.Cut(path, "?")
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if len(p) >= 16 || (p != "" && strings.Trim(p, "0123456789") == "") {
+			parts[i] = "{id}"
+		}
+	}
+	return strings.Join(parts, "/")
 }

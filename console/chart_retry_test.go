@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strings"
@@ -14,9 +15,11 @@ import (
 	"tatkal/booking/teststack"
 )
 
-// sendGate counts the chart's sends to the core (the pause point just
-// before each) and can hold one there.
+// sendGate counts the passes through one pause point (the chart's sends
+// to the core, chart.before-send, unless point says another) and can hold
+// one there.
 type sendGate struct {
+	point   string
 	sends   atomic.Int32
 	mu      sync.Mutex
 	hold    bool
@@ -25,7 +28,7 @@ type sendGate struct {
 }
 
 func (g *sendGate) pause(ctx context.Context, point string) {
-	if point != "chart.before-send" {
+	if want := cmp.Or(g.point, "chart.before-send"); point != want {
 		return
 	}
 	g.sends.Add(1)

@@ -29,8 +29,9 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'CONFIRMED')::int,
 		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'WAITLISTED')::int,
 		s.rebuild_failed_at, coalesce(s.rebuild_error, ''),
-		s.chart_state, s.charted_at, s.chart_core_state, s.chart_core_ref, s.chart_error
-		FROM inventory_shards s ORDER BY s.id LIMIT 200`)
+		s.chart_state, s.charted_at, s.chart_core_state, s.chart_core_ref, s.chart_error,
+		coalesce(s.chart_core_state = 'PENDING' AND s.chart_sending_since < now() - make_interval(secs => $1), false)
+		FROM inventory_shards s ORDER BY s.id LIMIT 200`, booking.ChartSendLease.Seconds())
 	if err != nil {
 		c.serverError(w, r, err)
 		return
@@ -41,8 +42,9 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 		var failedAt *time.Time
 		var failure, chart, core, coreRef, chartErr string
 		var charted *time.Time
+		var cutOff bool // an operator's send of the chart never finished
 		if err := rows.Scan(&s.ID, &s.Label, &opens.t, &closes.t, &s.Mode, &s.Total, &s.WaitlistCap, &s.Epoch, &s.LiveHolds, &s.Confirmed, &s.Waitlist,
-			&failedAt, &failure, &chart, &charted, &core, &coreRef, &chartErr); err != nil {
+			&failedAt, &failure, &chart, &charted, &core, &coreRef, &chartErr, &cutOff); err != nil {
 			rows.Close()
 			c.serverError(w, r, err)
 			return
@@ -54,10 +56,15 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 		}
 		s.ConfirmWord = fmt.Sprintf("rebuild %d", s.ID)
 		s.Chart = chartWords(chart, charted, core, coreRef, chartErr)
-		s.ChartRetry = chart == "CHARTED" && core == "FAILED"
+		if chart == "CHARTED" && cutOff {
+			s.Chart += " (a send from the console never finished)"
+		}
+		s.ChartRetry = chart == "CHARTED" && (core == "FAILED" || cutOff)
+		s.ChartPrepare = chart == "FAILED"
 		p.Rows = append(p.Rows, s)
 	}
 	rows.Close()
+	p.SendLease = fmt.Sprintf("%d minutes", int(booking.ChartSendLease.Minutes()))
 	for i := range p.Rows {
 		s := &p.Rows[i]
 		if snap, err := c.cfg.Store.Snapshot(ctx, s.ID); err == nil && snap.Ready {
@@ -148,4 +155,41 @@ func (c *Console) chartRetry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.redirectNotice(w, r, "/console/shards", fmt.Sprintf("The chart of shard %d is at the reservation core now (chart %s).", id, ref))
+}
+
+// chartPrepare prepares once more a chart whose preparation FAILED
+// (booking.Service.RetryChart), for an operator, and shows what it did.
+// Audited, success or not.
+func (c *Console) chartPrepare(w http.ResponseWriter, r *http.Request) {
+	u, _ := userFrom(r.Context())
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	rep, err := c.cfg.Booking.RetryChart(r.Context(), id)
+	if err != nil {
+		if aerr := levers.Audit(r.Context(), c.pool, u.Login, "chart.retry_prepare_failed", fmt.Sprint(id),
+			map[string]any{"reason": booking.ErrorReason(err), "error": err.Error()}); aerr != nil {
+			c.serverError(w, r, aerr)
+			return
+		}
+		status, msg := http.StatusConflict, userError(err)
+		switch booking.ErrorCode(err) {
+		case booking.EINTERNAL:
+			c.log.Error("chart prepare retry", "shard", id, "err", err)
+			status, msg = http.StatusInternalServerError, "The preparation failed again and nothing of it was kept: "+err.Error()
+		case booking.ENOTFOUND:
+			status = http.StatusNotFound
+		}
+		c.renderShards(w, r, views.ShardsPage{Error: msg}, status)
+		return
+	}
+	if err := levers.Audit(r.Context(), c.pool, u.Login, "chart.retry_prepare", fmt.Sprint(id), map[string]any{"chart_ref": rep.Chart.Ref,
+		"promoted": len(rep.Promoted), "cancelled": rep.Cancelled}); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	c.redirectNotice(w, r, "/console/shards", fmt.Sprintf("The chart of shard %d is prepared (%s): %d promoted from the waitlist, %d waitlisted cancelled and refunded; it is on its way to the reservation core.",
+		id, rep.Chart.Ref, len(rep.Promoted), len(rep.Cancelled)))
 }

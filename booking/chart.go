@@ -176,7 +176,7 @@ func (s *Service) chart(ctx context.Context, shardID int64, retry bool) (ChartRe
 			}
 		}
 		var err error
-		if rep.Promoted, err = s.promoteTx(ctx, tx, shardID); err != nil {
+		if rep.Promoted, _, err = s.promoteTx(ctx, tx, shardID); err != nil {
 			return err
 		}
 		s.pause.At(ctx, "chart.after-promote")

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -96,26 +95,11 @@ func TestChartSendCutOffIsSentAgain(t *testing.T) {
 	admin := newBrowser(t, s.Server.URL)
 	admin.login("admin1")
 	admin.get("/console/shards")
-	g.holdNext()
-	type answer struct {
-		code int
-		page string
+	a, b := race(t, g, ops, admin, path)
+	if b.code != http.StatusConflict || !strings.Contains(b.page, "being sent now") {
+		t.Fatalf("second retry while the first is sending: %d\n%.3000s", b.code, b.page)
 	}
-	first := make(chan answer, 1)
-	go func() {
-		code, page, _ := ops.post(path, nil)
-		first <- answer{code, page}
-	}()
-	select {
-	case <-g.reached:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the retry never reached the core")
-	}
-	if code, page, _ := admin.post(path, nil); code != http.StatusConflict || !strings.Contains(page, "being sent now") {
-		t.Fatalf("second retry while the first is sending: %d\n%.3000s", code, page)
-	}
-	close(g.release)
-	if a := <-first; a.code != http.StatusSeeOther {
+	if a.code != http.StatusSeeOther {
 		t.Fatalf("retry after the lease: %d\n%.3000s", a.code, a.page)
 	}
 	if core, n := state(), g.sends.Load()-before; core != "SENT" || n != 1 {
@@ -185,27 +169,10 @@ func TestChartPreparationRetryFromTheConsole(t *testing.T) {
 	admin.login("admin1")
 	admin.get("/console/shards")
 
-	g.holdNext()
-	type answer struct {
-		code int
-		page string
-		loc  string
+	a, b := race(t, g, ops, admin, path)
+	if b.code != http.StatusConflict || !strings.Contains(b.page, "being prepared now") {
+		t.Fatalf("second preparation while the first runs: %d\n%.3000s", b.code, b.page)
 	}
-	first := make(chan answer, 1)
-	go func() {
-		code, page, h := ops.post(path, nil)
-		first <- answer{code, page, h.Get("Location")}
-	}()
-	select {
-	case <-g.reached:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first preparation never started")
-	}
-	if code, page, _ := admin.post(path, nil); code != http.StatusConflict || !strings.Contains(page, "being prepared now") {
-		t.Fatalf("second preparation while the first runs: %d\n%.3000s", code, page)
-	}
-	close(g.release)
-	a := <-first
 	if a.code != http.StatusSeeOther {
 		t.Fatalf("preparation: %d\n%.3000s", a.code, a.page)
 	}

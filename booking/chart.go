@@ -115,23 +115,68 @@ type ChartReport struct {
 // exclusive lock; a retried job finds it CHARTED and does nothing again,
 // so each waitlisted ticket is refunded once.
 func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error) {
+	return s.chart(ctx, shardID, false)
+}
+
+// RetryChart prepares once more a chart whose preparation FAILED (its job
+// gave up and raised the alarm), for an operator: the same preparation as
+// Chart, in one transaction, taken only from FAILED. Of two operators
+// asking at once one prepares it and the other is told it is in hand (a
+// lock tried, not waited for); asked again after, it is refused as
+// charted. A retry that fails leaves the shard FAILED with the reason and
+// nothing half done. A chart not FAILED is refused and nothing is done.
+func (s *Service) RetryChart(ctx context.Context, shardID int64) (ChartReport, error) {
+	rep, err := s.chart(ctx, shardID, true)
+	if err != nil && ErrorCode(err) == EINTERNAL {
+		if _, ferr := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE inventory_shards SET chart_error = $2 WHERE id = $1 AND chart_state = 'FAILED'`,
+			shardID, "retry by an operator failed: "+err.Error()); ferr != nil {
+			return rep, errors.Join(err, ferr)
+		}
+	}
+	return rep, err
+}
+
+func (s *Service) chart(ctx context.Context, shardID int64, retry bool) (ChartReport, error) {
 	var rep ChartReport
 	var cancelled []CancelDone
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		rep, cancelled = ChartReport{}, nil
+		if retry {
+			var mine bool
+			if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('chart.retry|' || $1::bigint, 0))`, shardID).Scan(&mine); err != nil {
+				return err
+			}
+			if !mine {
+				return Errorf(ECONFLICT, "CHART_PREPARING", "The chart of shard %d is being prepared now by another operator; nothing was done again.", shardID)
+			}
+		}
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", inventory.ShardLockClass, int32(shardID)); err != nil {
 			return err
 		}
 		var state string
 		if err := tx.QueryRow(ctx, `SELECT chart_state FROM inventory_shards WHERE id = $1 FOR UPDATE`, shardID).Scan(&state); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return Errorf(ENOTFOUND, "NO_SUCH_SHARD", "There is no shard %d.", shardID)
+			}
 			return err
 		}
-		if state == "CHARTED" || state == "FAILED" {
+		switch {
+		case retry && state == "CHARTED":
+			return Errorf(ECONFLICT, "CHARTED", "The chart of shard %d is already prepared; nothing was done again.", shardID)
+		case retry && state != "FAILED":
+			return Errorf(ECONFLICT, "CHART_NOT_FAILED", "Shard %d's chart is %s, not a preparation that failed; its job prepares it at chart time. Nothing was done.", shardID, state)
+		case !retry && (state == "CHARTED" || state == "FAILED"):
 			rep.Already = true
 			return nil
+		case retry:
+			// Prepared from the start, as the job would have: promotion
+			// runs on an OPEN shard only. A failure rolls this back too.
+			if _, err := tx.Exec(ctx, `UPDATE inventory_shards SET chart_state = 'OPEN' WHERE id = $1`, shardID); err != nil {
+				return err
+			}
 		}
 		var err error
-		if rep.Promoted, err = s.promoteTx(ctx, tx, shardID); err != nil {
+		if rep.Promoted, _, err = s.promoteTx(ctx, tx, shardID); err != nil {
 			return err
 		}
 		s.pause.At(ctx, "chart.after-promote")
@@ -169,7 +214,7 @@ func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error)
 			return err
 		}
 		if _, err = tx.Exec(ctx, `UPDATE inventory_shards SET chart_state = 'CHARTED', charted_at = $3, chart_ref = $2,
-			chart_body = $4, chart_core_state = 'PENDING' WHERE id = $1`, shardID, ref, now, body); err != nil {
+			chart_body = $4, chart_core_state = 'PENDING', chart_error = '' WHERE id = $1`, shardID, ref, now, body); err != nil {
 			return err
 		}
 		_, err = s.jobs.InsertTx(ctx, tx, ChartSendArgs{ShardID: shardID}, nil)
@@ -281,7 +326,7 @@ func (s *Service) SendChart(ctx context.Context, shardID int64) error {
 		return fmt.Errorf("send chart %s: %w", chart.Ref, err)
 	}
 	if _, err := s.pool.Exec(ctx, `UPDATE inventory_shards SET chart_core_state = 'SENT', chart_core_ref = $2, chart_sent_at = now(),
-		chart_error = '' WHERE id = $1 AND chart_core_state = 'PENDING'`, shardID, ack.CoreChartID); err != nil {
+		chart_error = '', chart_sending_since = NULL WHERE id = $1 AND chart_core_state = 'PENDING'`, shardID, ack.CoreChartID); err != nil {
 		return fmt.Errorf("send chart %s: %w", chart.Ref, err)
 	}
 	s.log.Info("chart sent to the reservation core", "shard", shardID, "ref", chart.Ref, "core_chart_id", ack.CoreChartID,
@@ -342,7 +387,8 @@ func (s *Service) chartFailed(ctx context.Context, shardID int64, send bool, rea
 	q := `UPDATE inventory_shards SET chart_state = 'FAILED', chart_error = $2,
 		window_closes_at = least(window_closes_at, now()) WHERE id = $1 AND chart_state IN ('OPEN', 'CHARTING')`
 	if send {
-		q = `UPDATE inventory_shards SET chart_core_state = 'FAILED', chart_error = $2 WHERE id = $1 AND chart_core_state = 'PENDING'`
+		q = `UPDATE inventory_shards SET chart_core_state = 'FAILED', chart_error = $2, chart_sending_since = NULL
+			WHERE id = $1 AND chart_core_state = 'PENDING'`
 	}
 	if _, err := s.pool.Exec(ctx, q, shardID, reason); err != nil {
 		return fmt.Errorf("record chart failure of shard %d: %w", shardID, err)
@@ -355,16 +401,29 @@ func (s *Service) chartFailed(ctx context.Context, shardID int64, send bool, rea
 	return nil
 }
 
+// ChartSendLease is how long an operator's send of a chart is taken to be
+// in hand. The send is bounded well inside it (ChartSendTimeout), so a
+// chart still PENDING from an operator's send older than the lease was
+// left by a process that died mid-send, and may be sent again.
+const ChartSendLease = 2 * time.Minute
+
+// ChartSendTimeout bounds an operator's send of a chart, the core's answer
+// and the syncs before it included.
+const ChartSendTimeout = ChartSendLease / 2
+
 // RetryChartSend gives a chart whose delivery to the reservation core
-// FAILED (its job gave up and raised the alarm) one more attempt, asked
-// for by an operator: FAILED becomes PENDING by compare-and-set, so of two
-// operators clicking at once one sends and the other is told it is in
-// hand; then SendChart, which sends the same bytes and marks it SENT. A
-// failure records FAILED again with the reason. The answer is the core's
-// chart id. A chart not FAILED is refused and nothing is sent.
+// FAILED (its job gave up and raised the alarm), or whose last operator's
+// send was left unfinished past its lease, one more attempt, asked for by
+// an operator: the state becomes PENDING, stamped now, by
+// compare-and-set, so of two operators clicking at once one sends and the
+// other is told it is in hand; then SendChart, which sends the same bytes
+// (the core answers a replay as the first) and marks it SENT. A failure
+// records FAILED again with the reason. The answer is the core's chart id.
+// A chart in neither state is refused and nothing is sent.
 func (s *Service) RetryChartSend(ctx context.Context, shardID int64) (string, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE inventory_shards SET chart_core_state = 'PENDING'
-		WHERE id = $1 AND chart_state = 'CHARTED' AND chart_core_state = 'FAILED'`, shardID)
+	tag, err := s.pool.Exec(ctx, `UPDATE inventory_shards SET chart_core_state = 'PENDING', chart_sending_since = now()
+		WHERE id = $1 AND chart_state = 'CHARTED' AND (chart_core_state = 'FAILED'
+		   OR (chart_core_state = 'PENDING' AND chart_sending_since < now() - make_interval(secs => $2)))`, shardID, ChartSendLease.Seconds())
 	if err != nil {
 		return "", fmt.Errorf("retry chart of shard %d: %w", shardID, err)
 	}
@@ -380,11 +439,17 @@ func (s *Service) RetryChartSend(ctx context.Context, shardID int64) (string, er
 		case chart == "CHARTED" && core == "SENT":
 			return "", Errorf(ECONFLICT, "CHART_SENT", "The chart of shard %d is already at the core (%s); nothing was sent again.", shardID, ref)
 		case chart == "CHARTED" && core == "PENDING":
-			return "", Errorf(ECONFLICT, "CHART_SENDING", "The chart of shard %d is being sent now (by its job or another operator); nothing was sent again.", shardID)
+			return "", Errorf(ECONFLICT, "CHART_SENDING", "The chart of shard %d is being sent now (by its job or another operator); nothing was sent again. A send from the console that never finishes can be repeated after %d minutes.",
+				shardID, int(ChartSendLease.Minutes()))
 		}
 		return "", Errorf(ECONFLICT, "CHART_NOT_FAILED", "Shard %d's chart is %s, not a prepared chart whose delivery failed; nothing was sent.", shardID, chart)
 	}
-	if err := s.SendChart(ctx, shardID); err != nil {
+	s.pause.At(ctx, "chart.retry-claimed")
+	// Bounded inside the lease, and not cut short by the operator's page
+	// going away: a send either finishes or fails within the lease.
+	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ChartSendTimeout)
+	defer cancel()
+	if err := s.SendChart(sendCtx, shardID); err != nil {
 		// Recorded whatever became of the request, so the console offers
 		// the retry again rather than showing it in hand forever.
 		if ferr := s.chartFailed(context.WithoutCancel(ctx), shardID, true, "retry by an operator failed: "+err.Error()); ferr != nil {

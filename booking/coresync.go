@@ -215,13 +215,13 @@ func (s *Service) compensateRejected(ctx context.Context, bookingID int64, reaso
 		if err := s.seatSyncLaterTx(ctx, tx, h.ID, h.ShardID); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("We are sorry: PNR %s could not be issued by the reservation system and is cancelled.", pnr)
+		msgKey := "msg.corerejected"
 		if paid, err := s.refunds.RefundHoldTx(ctx, tx, h.ID, RefundCoreRejected, 0); err != nil {
 			return err
 		} else if paid {
-			msg += " Your full fare is being refunded automatically."
+			msgKey = "msg.corerejectedpaid"
 		}
-		return Notify(ctx, tx, userID, "CORE_REJECTED", pnr, "Booking cancelled: PNR "+pnr, msg)
+		return NotifyT(ctx, tx, userID, "CORE_REJECTED", pnr, msgKey, pnr)
 	})
 	if err != nil {
 		return fmt.Errorf("compensate booking %d: %w", bookingID, err)

@@ -32,6 +32,7 @@ func (PromoteArgs) InsertOpts() river.InsertOpts {
 // Promoted is one waitlisted booking confirmed onto freed berths.
 type Promoted struct {
 	BookingID int64
+	HoldID    uuid.UUID
 	PNR       string
 	Berths    []int
 }
@@ -63,28 +64,50 @@ func (s *Service) promotionQueuedTx(ctx context.Context, tx pgx.Tx, shardID, can
 
 // Promote confirms the shard's waitlisted bookings, in waitlist order, onto
 // berths free for their whole journey: berths assigned, PNR status
-// confirmed, the reservation core re-synced, the passenger told; then
-// Redis is rebuilt from PostgreSQL so the two agree. It runs under the
-// shard's exclusive lock with the epoch bumped, so no hold decided on the
-// old Redis state can commit meanwhile. A charted shard is left alone.
-// Running it again promotes nothing twice.
+// confirmed, the reservation core re-synced, the passenger told. It runs
+// under the shard's exclusive lock with the epoch bumped, so no hold
+// decided on the old Redis state can commit meanwhile. Then Redis learns
+// only what changed (inventory.Store.Promote: the cancelled bookings'
+// records gone, the promoted ones sold on their berths, the new epoch),
+// fenced by the epoch the promotion started from; if Redis moved meanwhile
+// or disagrees, the shard is rebuilt from PostgreSQL instead. A charted
+// shard is left alone. Running it again promotes nothing twice.
 func (s *Service) Promote(ctx context.Context, shardID int64) ([]Promoted, error) {
 	var done []Promoted
+	var epoch int64
+	var cancelled []string
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		done = nil
 		var err error
-		done, err = s.promoteTx(ctx, tx, shardID)
+		if done, epoch, err = s.promoteTx(ctx, tx, shardID); err != nil {
+			return err
+		}
+		// Cancelled bookings whose berths wait for this promotion keep
+		// their records in Redis (AfterCancelBooking); any cancelled one
+		// still there is stale, and goes.
+		rows, err := tx.Query(ctx, `SELECT hold_id::text FROM bookings WHERE shard_id = $1 AND status = 'CANCELLED'`, shardID)
+		if err != nil {
+			return err
+		}
+		cancelled, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("promote waitlist of shard %d: %w", shardID, err)
 	}
 	s.pause.At(ctx, "promote.before-rebuild")
-	// Redis learns the new berths (and the freed ones no one took) from
-	// PostgreSQL; if this fails the job is retried, and the bumped epoch
-	// keeps the shard refusing holds until it succeeds.
-	if _, err := s.Rebuild(ctx, shardID); err != nil {
-		return done, err
+	promos := make([]inventory.Promotion, len(done))
+	for i, p := range done {
+		promos[i] = inventory.Promotion{HoldID: p.HoldID.String(), Berths: p.Berths}
+	}
+	out, err := s.store.Promote(ctx, shardID, epoch, cancelled, promos)
+	if out != inventory.PromoteApplied {
+		// Redis learns the new berths (and the freed ones no one took)
+		// from PostgreSQL; if this fails the job is retried, and the
+		// bumped epoch keeps the shard refusing holds until it succeeds.
+		s.log.Info("promotion rebuilds the shard in Redis", "shard", shardID, "outcome", out, "err", err)
+		if _, err := s.Rebuild(ctx, shardID); err != nil {
+			return done, err
+		}
 	}
 	for _, p := range done {
 		s.log.Info("waitlisted booking promoted", "pnr", p.PNR, "shard", shardID, "berths", p.Berths)
@@ -92,29 +115,30 @@ func (s *Service) Promote(ctx context.Context, shardID int64) ([]Promoted, error
 	return done, nil
 }
 
-func (s *Service) promoteTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]Promoted, error) {
+func (s *Service) promoteTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]Promoted, int64, error) {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", inventory.ShardLockClass, int32(shardID)); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var chart string
-	if err := tx.QueryRow(ctx, `UPDATE inventory_shards SET epoch = epoch + 1 WHERE id = $1 RETURNING chart_state`, shardID).
-		Scan(&chart); err != nil {
-		return nil, err
+	var epoch int64
+	if err := tx.QueryRow(ctx, `UPDATE inventory_shards SET epoch = epoch + 1 WHERE id = $1 RETURNING chart_state, epoch`, shardID).
+		Scan(&chart, &epoch); err != nil {
+		return nil, 0, err
 	}
 	if chart != "OPEN" {
-		return nil, nil // charting settles the waitlist
+		return nil, epoch, nil // charting settles the waitlist
 	}
 	shard, err := s.catalog.ByIDTx(ctx, tx, shardID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	waiting, err := s.waitlistTx(ctx, tx, shardID)
 	if err != nil || len(waiting) == 0 {
-		return nil, err
+		return nil, epoch, err
 	}
 	occ, err := occupiedTx(ctx, tx, shardID, len(shard.Berths))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var done []Promoted
 	for _, w := range waiting {
@@ -123,12 +147,12 @@ func (s *Service) promoteTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]Pr
 			continue // does not fit; a later, shorter journey may
 		}
 		if err := s.confirmOntoTx(ctx, tx, shard, w, berths); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		done = append(done, Promoted{BookingID: w.id, PNR: w.pnr, Berths: berths})
+		done = append(done, Promoted{BookingID: w.id, HoldID: w.holdID, PNR: w.pnr, Berths: berths})
 		s.pause.At(ctx, "promote.between-bookings")
 	}
-	return done, nil
+	return done, epoch, nil
 }
 
 // waitlistTx lists the shard's waitlisted bookings in waitlist order,

@@ -3,6 +3,7 @@ package booking_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,4 +191,113 @@ func TestPromotionKilledBetweenStepsAndRerun(t *testing.T) {
 	if err != nil || av.Free != 0 {
 		t.Fatalf("%d berths free after the promotion (%v), want 0", av.Free, err)
 	}
+}
+
+// promotionScene is a sold-out shard of three berths: two confirmed
+// bookings cancelled (their berths waiting for the promotion), one live
+// hold, three paid waitlisted tickets, no workers running.
+func promotionScene(t *testing.T, s *teststack.Stack, prefix string) (shardID int64, date time.Time, waiting []uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	shardID, date = s.DemoShard(t, 3, 5)
+	users := s.Users(t, prefix, 6)
+	hold := func(i int, want string, confirm bool) uuid.UUID {
+		h, err := s.Service.Hold(ctx, teststack.Caller(users[i]), holdReq(users[i], fmt.Sprintf("promote-%s-%04d", prefix, i), date, "MMCT", "NDLS",
+			pax(fmt.Sprintf("Passenger %c", 'A'+i), 30+i, "F")))
+		if err != nil || h.Status != want {
+			t.Fatalf("hold %d: %+v %v, want %s", i, h, err, want)
+		}
+		if confirm {
+			_, err = s.Service.Confirm(ctx, h.HoldID)
+			teststack.Must(t, err, "confirm %d", i)
+		}
+		return h.HoldID
+	}
+	seats := []uuid.UUID{hold(0, "HELD", true), hold(1, "HELD", true)}
+	hold(2, "HELD", false) // a live hold the promotion must leave alone
+	waiting = []uuid.UUID{hold(3, "WAITLIST_OFFERED", true), hold(4, "WAITLIST_OFFERED", true), hold(5, "WAITLIST_OFFERED", true)}
+	for i, id := range seats {
+		s.Recorded(t, id)
+		_, err := s.Service.CancelBooking(ctx, users[i], id, nil)
+		teststack.Must(t, err, "cancel %d", i)
+	}
+	return shardID, date, waiting
+}
+
+// probe marks the shard's Redis meta with a field no script writes and a
+// rebuild (LOAD deletes the shard's keys) does not keep: still there
+// after a promotion, Redis was changed only where it had to be.
+func probe(t *testing.T, s *teststack.Stack, shardID int64, set bool) bool {
+	t.Helper()
+	ctx := context.Background()
+	if set {
+		teststack.Must(t, s.Store.Redis().HSet(ctx, s.Store.MetaKey(shardID), "probe", "1").Err(), "set probe")
+		return true
+	}
+	n, err := s.Store.Redis().HDel(ctx, s.Store.MetaKey(shardID), "probe").Result()
+	teststack.Must(t, err, "take probe")
+	return n == 1
+}
+
+// A promotion changes only what it must in Redis: the two cancelled
+// bookings' berths go to the first two waitlisted tickets by the PROMOTE
+// script, fenced by the epoch, with no rebuild of the shard; the live hold
+// and the third ticket are untouched; the seat invariants hold between
+// Redis and PostgreSQL, and the shard takes holds at once (the epochs
+// agree).
+func TestPromotionChangesOnlyWhatItMust(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	shardID, date, waiting := promotionScene(t, s, "pd")
+	probe(t, s, shardID, true)
+	done, err := s.Service.Promote(ctx, shardID)
+	teststack.Must(t, err, "promote")
+	if len(done) != 2 || done[0].HoldID != waiting[0] || done[1].HoldID != waiting[1] {
+		t.Fatalf("promoted %+v, want the first two waitlisted", done)
+	}
+	users := s.Users(t, "pdx", 1)
+	h, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "promote-pdx-0", date, "MMCT", "NDLS", pax("Passenger X", 40, "M")))
+	if err != nil || h.Status != "WAITLIST_OFFERED" {
+		t.Fatalf("a hold after the promotion: %+v %v, want a waitlist offer", h, err)
+	}
+	if !probe(t, s, shardID, false) {
+		t.Fatal("the promotion rebuilt the shard in Redis")
+	}
+	s.CheckInvariants(t, shardID)
+	var pgEpoch int64
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT epoch FROM inventory_shards WHERE id = $1`, shardID).Scan(&pgEpoch), "epoch")
+	snap, err := s.Store.Snapshot(ctx, shardID)
+	teststack.Must(t, err, "snapshot")
+	if snap.Epoch != pgEpoch {
+		t.Fatalf("Redis at epoch %d, PostgreSQL at %d", snap.Epoch, pgEpoch)
+	}
+	if again, err := s.Service.Promote(ctx, shardID); err != nil || len(again) != 0 {
+		t.Fatalf("promoted again: %+v %v", again, err)
+	}
+	s.CheckInvariants(t, shardID)
+}
+
+// When Redis disagrees with the promotion (forced: a promoted ticket's
+// record removed between the commit and the script), the script changes
+// nothing and the shard is rebuilt from PostgreSQL instead: the
+// invariants hold all the same.
+func TestPromotionFallsBackToTheRebuild(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := &pauser{}
+	s := teststack.New(t, teststack.Options{Pause: p.pause})
+	shardID, _, waiting := promotionScene(t, s, "pf")
+	probe(t, s, shardID, true)
+	reached, release := p.arm("promote.before-rebuild")
+	done := make(chan error, 1)
+	go func() { _, err := s.Service.Promote(ctx, shardID); done <- err }()
+	waitFor(t, reached, "promote.before-rebuild")
+	teststack.Must(t, s.Store.Redis().HDel(ctx, strings.TrimSuffix(s.Store.MetaKey(shardID), "meta")+"holds", waiting[1].String()).Err(), "lose a record")
+	close(release)
+	teststack.Must(t, <-done, "promote")
+	if probe(t, s, shardID, false) {
+		t.Fatal("the shard was not rebuilt after the script found Redis disagreeing")
+	}
+	s.CheckInvariants(t, shardID)
 }

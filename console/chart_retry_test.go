@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strings"
@@ -14,9 +15,11 @@ import (
 	"tatkal/booking/teststack"
 )
 
-// sendGate counts the chart's sends to the core (the pause point just
-// before each) and can hold one there.
+// sendGate counts the passes through one pause point (the chart's sends
+// to the core, chart.before-send, unless point says another) and can hold
+// one there.
 type sendGate struct {
+	point   string
 	sends   atomic.Int32
 	mu      sync.Mutex
 	hold    bool
@@ -25,7 +28,7 @@ type sendGate struct {
 }
 
 func (g *sendGate) pause(ctx context.Context, point string) {
-	if point != "chart.before-send" {
+	if want := cmp.Or(g.point, "chart.before-send"); point != want {
 		return
 	}
 	g.sends.Add(1)
@@ -40,6 +43,33 @@ func (g *sendGate) pause(ctx context.Context, point string) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// answer is a page's answer to a post.
+type answer struct {
+	code int
+	page string
+	loc  string
+}
+
+// race has first post path and hold there at g's point while second posts
+// path, then lets the first go on; it returns both answers.
+func race(t *testing.T, g *sendGate, first, second *browser, path string) (answer, answer) {
+	t.Helper()
+	g.holdNext()
+	done := make(chan answer, 1)
+	go func() {
+		code, page, h := first.post(path, nil)
+		done <- answer{code, page, h.Get("Location")}
+	}()
+	select {
+	case <-g.reached:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the first post of %s never reached %s", path, cmp.Or(g.point, "chart.before-send"))
+	}
+	code, page, h := second.post(path, nil)
+	close(g.release)
+	return <-done, answer{code, page, h.Get("Location")}
 }
 
 func (g *sendGate) holdNext() {
@@ -120,32 +150,14 @@ func TestChartRetryFromTheConsole(t *testing.T) {
 	// same time, is told it is in hand and sends nothing.
 	s.SetCoreFaults(t, prs.Faults{})
 	before = g.sends.Load()
-	g.holdNext()
 	admin := newBrowser(t, s.Server.URL)
 	admin.login("admin1")
 	admin.get("/console/shards")
 	ops.get("/console/shards")
-	type answer struct {
-		code int
-		page string
-		loc  string
+	a, b := race(t, g, ops, admin, path)
+	if b.code != http.StatusConflict || !strings.Contains(b.page, "being sent now") {
+		t.Fatalf("second retry while the first is sending: %d\n%.3000s", b.code, b.page)
 	}
-	first := make(chan answer, 1)
-	go func() {
-		code, page, h := ops.post(path, nil)
-		first <- answer{code, page, h.Get("Location")}
-	}()
-	select {
-	case <-g.reached:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first retry never reached the core")
-	}
-	code, page, _ = admin.post(path, nil)
-	if code != http.StatusConflict || !strings.Contains(page, "being sent now") {
-		t.Fatalf("second retry while the first is sending: %d\n%.3000s", code, page)
-	}
-	close(g.release)
-	a := <-first
 	if a.code != http.StatusSeeOther {
 		t.Fatalf("retry once the core is healthy: %d\n%.3000s", a.code, a.page)
 	}

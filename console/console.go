@@ -165,6 +165,7 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Ops, Admin)).Get("/windows", c.windowsPage)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/rebuild", c.shardRebuild)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/chart/retry", c.chartRetry)
+			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/chart/prepare", c.chartPrepare)
 			r.With(c.roles(Ops, Finance, Admin)).Get("/payments", c.paymentsPage)
 			r.With(c.roles(Ops, Finance, Admin)).Post("/payments/{id}/inquire", c.paymentInquire)
 			r.With(c.roles(Finance, Admin)).Post("/payments/reviews/{id}", c.paymentReview)

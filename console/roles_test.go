@@ -34,6 +34,7 @@ func TestRoutesByRole(t *testing.T) {
 		{"GET", "/console/shards", []string{"ops", "admin"}},
 		{"POST", "/console/shards/999/rebuild", []string{"ops", "admin"}},
 		{"POST", "/console/shards/999/chart/retry", []string{"ops", "admin"}},
+		{"POST", "/console/shards/999/chart/prepare", []string{"ops", "admin"}},
 		{"GET", "/console/lab", []string{"ops", "admin"}},
 		{"POST", "/console/lab", []string{"ops", "admin"}},
 		{"GET", "/console/payments", []string{"ops", "finance", "admin"}},

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -29,8 +30,9 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'CONFIRMED')::int,
 		(SELECT count(*) FROM bookings b WHERE b.shard_id = s.id AND b.status = 'WAITLISTED')::int,
 		s.rebuild_failed_at, coalesce(s.rebuild_error, ''),
-		s.chart_state, s.charted_at, s.chart_core_state, s.chart_core_ref, s.chart_error
-		FROM inventory_shards s ORDER BY s.id LIMIT 200`)
+		s.chart_state, s.charted_at, s.chart_core_state, s.chart_core_ref, s.chart_error,
+		coalesce(s.chart_core_state = 'PENDING' AND s.chart_sending_since < now() - make_interval(secs => $1), false)
+		FROM inventory_shards s ORDER BY s.id LIMIT 200`, booking.ChartSendLease.Seconds())
 	if err != nil {
 		c.serverError(w, r, err)
 		return
@@ -41,8 +43,9 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 		var failedAt *time.Time
 		var failure, chart, core, coreRef, chartErr string
 		var charted *time.Time
+		var cutOff bool // an operator's send of the chart never finished
 		if err := rows.Scan(&s.ID, &s.Label, &opens.t, &closes.t, &s.Mode, &s.Total, &s.WaitlistCap, &s.Epoch, &s.LiveHolds, &s.Confirmed, &s.Waitlist,
-			&failedAt, &failure, &chart, &charted, &core, &coreRef, &chartErr); err != nil {
+			&failedAt, &failure, &chart, &charted, &core, &coreRef, &chartErr, &cutOff); err != nil {
 			rows.Close()
 			c.serverError(w, r, err)
 			return
@@ -54,10 +57,15 @@ func (c *Console) renderShards(w http.ResponseWriter, r *http.Request, p views.S
 		}
 		s.ConfirmWord = fmt.Sprintf("rebuild %d", s.ID)
 		s.Chart = chartWords(chart, charted, core, coreRef, chartErr)
-		s.ChartRetry = chart == "CHARTED" && core == "FAILED"
+		if chart == "CHARTED" && cutOff {
+			s.Chart += " (a send from the console never finished)"
+		}
+		s.ChartRetry = chart == "CHARTED" && (core == "FAILED" || cutOff)
+		s.ChartPrepare = chart == "FAILED"
 		p.Rows = append(p.Rows, s)
 	}
 	rows.Close()
+	p.SendLease = fmt.Sprintf("%d minutes", int(booking.ChartSendLease.Minutes()))
 	for i := range p.Rows {
 		s := &p.Rows[i]
 		if snap, err := c.cfg.Store.Snapshot(ctx, s.ID); err == nil && snap.Ready {
@@ -113,19 +121,45 @@ func (c *Console) shardRebuild(w http.ResponseWriter, r *http.Request) {
 	c.redirectNotice(w, r, "/console/shards", fmt.Sprintf("Shard %d rebuilt from PostgreSQL under epoch %d.", id, epoch))
 }
 
-// chartRetry sends a chart whose delivery to the reservation core FAILED
-// once more (booking.Service.RetryChartSend), for an operator, and shows
-// what the core answered. Audited, success or not.
+// chartRetry sends a chart whose delivery to the reservation core FAILED,
+// or whose last send from here never finished, once more
+// (booking.Service.RetryChartSend), for an operator, and shows what the
+// core answered. Audited, success or not.
 func (c *Console) chartRetry(w http.ResponseWriter, r *http.Request) {
+	c.chartAction(w, r, "chart.retry_send", "The retry failed: ", func(ctx context.Context, id int64) (string, map[string]any, error) {
+		ref, err := c.cfg.Booking.RetryChartSend(ctx, id)
+		return fmt.Sprintf("The chart of shard %d is at the reservation core now (chart %s).", id, ref), map[string]any{"core_chart_id": ref}, err
+	})
+}
+
+// chartPrepare prepares once more a chart whose preparation FAILED
+// (booking.Service.RetryChart), for an operator, and shows what it did.
+// Audited, success or not.
+func (c *Console) chartPrepare(w http.ResponseWriter, r *http.Request) {
+	c.chartAction(w, r, "chart.retry_prepare", "The preparation failed again and nothing of it was kept: ",
+		func(ctx context.Context, id int64) (string, map[string]any, error) {
+			rep, err := c.cfg.Booking.RetryChart(ctx, id)
+			return fmt.Sprintf("The chart of shard %d is prepared (%s): %d promoted from the waitlist, %d waitlisted cancelled and refunded; it is on its way to the reservation core.",
+					id, rep.Chart.Ref, len(rep.Promoted), len(rep.Cancelled)),
+				map[string]any{"chart_ref": rep.Chart.Ref, "promoted": len(rep.Promoted), "cancelled": rep.Cancelled}, err
+		})
+}
+
+// chartAction runs an operator's action on a shard's chart, audits it as
+// action (action+"_failed" when refused or failed, with the reason), and
+// shows the result: the notice do returns, or the refusal on the shards
+// page with a status that says why (failed prefixes an internal error).
+func (c *Console) chartAction(w http.ResponseWriter, r *http.Request, action, failed string,
+	do func(ctx context.Context, id int64) (notice string, detail map[string]any, err error)) {
 	u, _ := userFrom(r.Context())
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil {
 		http.NotFound(w, r)
 		return
 	}
-	ref, err := c.cfg.Booking.RetryChartSend(r.Context(), id)
+	notice, detail, err := do(r.Context(), id)
 	if err != nil {
-		if aerr := levers.Audit(r.Context(), c.pool, u.Login, "chart.retry_send_failed", fmt.Sprint(id),
+		if aerr := levers.Audit(r.Context(), c.pool, u.Login, action+"_failed", fmt.Sprint(id),
 			map[string]any{"reason": booking.ErrorReason(err), "error": err.Error()}); aerr != nil {
 			c.serverError(w, r, aerr)
 			return
@@ -133,8 +167,8 @@ func (c *Console) chartRetry(w http.ResponseWriter, r *http.Request) {
 		status, msg := http.StatusConflict, userError(err)
 		switch booking.ErrorCode(err) {
 		case booking.EINTERNAL:
-			c.log.Error("chart retry", "shard", id, "err", err)
-			status, msg = http.StatusInternalServerError, "The retry failed: "+err.Error()
+			c.log.Error(action, "shard", id, "err", err)
+			status, msg = http.StatusInternalServerError, failed+err.Error()
 		case booking.ENOTFOUND:
 			status = http.StatusNotFound
 		case booking.EUNAVAIL:
@@ -143,9 +177,9 @@ func (c *Console) chartRetry(w http.ResponseWriter, r *http.Request) {
 		c.renderShards(w, r, views.ShardsPage{Error: msg}, status)
 		return
 	}
-	if err := levers.Audit(r.Context(), c.pool, u.Login, "chart.retry_send", fmt.Sprint(id), map[string]any{"core_chart_id": ref}); err != nil {
+	if err := levers.Audit(r.Context(), c.pool, u.Login, action, fmt.Sprint(id), detail); err != nil {
 		c.serverError(w, r, err)
 		return
 	}
-	c.redirectNotice(w, r, "/console/shards", fmt.Sprintf("The chart of shard %d is at the reservation core now (chart %s).", id, ref))
+	c.redirectNotice(w, r, "/console/shards", notice)
 }

@@ -113,8 +113,7 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bo
 			if err := tx.QueryRow(ctx, `SELECT user_id FROM payments WHERE id = $1`, *e.PaymentID).Scan(&userID); err != nil {
 				return err
 			}
-			if err := booking.Notify(ctx, tx, userID, "REFUND_STARTED", e.PaymentID.String(), "Refund started",
-				"You were charged twice for one booking. The second charge of Rs "+booking.Rupees(e.AmountPaise)+" is being refunded automatically."); err != nil {
+			if err := booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", e.PaymentID.String(), "msg.refunddup", booking.Rupees(e.AmountPaise)); err != nil {
 				return err
 			}
 			s.cfg.Pause.At(ctx, "recon.resolve.before-commit")

@@ -190,20 +190,38 @@
     }, secs * 1000);
   }
   // At most data-pax-max passengers per ticket: once that many are ticked
-  // the others are disabled and the count says so; without this script
-  // the server refuses a fifth with its own clear error.
+  // the others are disabled and the count says so. Holding with nobody
+  // ticked shows the form's own message and moves focus to the first
+  // passenger instead of posting. Without this script the server refuses
+  // both with the same clear words.
   function passengerLimit() {
     document.querySelectorAll("[data-pax-max]").forEach(function (set) {
       if (set.dataset.bound) return;
       set.dataset.bound = "1";
       var max = parseInt(set.getAttribute("data-pax-max"), 10) || 4;
-      var count = set.querySelector("[data-pax-count]");
-      function update() {
-        var boxes = set.querySelectorAll("input[name=pax]"), n = 0;
-        boxes.forEach(function (b) { if (b.checked) n++; });
-        boxes.forEach(function (b) { b.disabled = !b.checked && n >= max; });
-        if (count) count.textContent = count.getAttribute("data-of") + " " + n + "/" + max;
+      var count = set.querySelector("[data-pax-count]"), none = set.querySelector("[data-pax-none]");
+      function ticked() {
+        var n = 0;
+        set.querySelectorAll("input[name=pax]").forEach(function (b) { if (b.checked) n++; });
+        return n;
       }
+      function update() {
+        var n = ticked();
+        set.querySelectorAll("input[name=pax]").forEach(function (b) { b.disabled = !b.checked && n >= max; });
+        if (count) count.textContent = count.getAttribute("data-of") + " " + n + "/" + max;
+        if (n > 0 && none) none.hidden = true;
+      }
+      var form = set.closest("form");
+      if (form && none) form.addEventListener("submit", function (e) {
+        // The SMS-code button asks for a code, not a hold: no choice needed yet.
+        if ((e.submitter && e.submitter.hasAttribute("formnovalidate")) || ticked() > 0) return;
+        e.preventDefault();
+        none.hidden = false;
+        none.setAttribute("role", "alert");
+        var first = set.querySelector("input[name=pax]");
+        if (first) first.focus();
+        none.scrollIntoView({ block: "center" });
+      });
       set.addEventListener("change", update);
       update();
     });

@@ -252,8 +252,9 @@ type LeverChange struct {
 
 // ShardsPage lists the shards with their seat figures.
 type ShardsPage struct {
-	Rows  []ShardRow
-	Error string
+	Rows      []ShardRow
+	Error     string
+	SendLease string // how long a chart's send from the console is taken to be in hand
 }
 
 // ShardRow is one shard.
@@ -268,7 +269,8 @@ type ShardRow struct {
 	RebuildFailed                          string // the last rebuild's failure, when it failed
 	ConfirmWord                            string
 	Chart                                  string // the chart in one line (chartWords)
-	ChartRetry                             bool   // its delivery to the core FAILED: ops may send it once more
+	ChartRetry                             bool   // its delivery to the core FAILED, or an operator's send was cut off: ops may send it once more
+	ChartPrepare                           bool   // its preparation FAILED: ops may prepare it once more
 }
 
 // PaymentsPage lists payments stuck unresolved and payments in review.

@@ -95,6 +95,7 @@ type WindowPage struct {
 	Band                                    string
 	Passengers                              []SavedPassengerRow
 	Selected                                map[int64]bool
+	NoneChosen                              bool   // a hold was refused because nobody was ticked
 	MaxPassengers                           int    // per ticket (rules), the most that may be ticked
 	Key                                     string // the attempt's idempotency key
 	// Admission is the waiting room's token once admitted (queue mode):

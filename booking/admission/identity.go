@@ -129,12 +129,12 @@ func (s *Service) requestCode(ctx context.Context, userID int64, phone, msgKey s
 			return err
 		}
 		// Written in the passenger's language, from the site's catalogue.
-		lang, err := booking.LanguageTx(ctx, tx, userID)
-		if err != nil {
-			return err
-		}
-		subject, body := i18n.Text(lang, msgKey+".subject"), i18n.Format(lang, msgKey+".body", code, int(otpTTL.Minutes()))
 		if phoneHash != nil {
+			lang, err := booking.LanguageTx(ctx, tx, userID)
+			if err != nil {
+				return err
+			}
+			subject, body := i18n.Text(lang, msgKey+".subject"), i18n.Format(lang, msgKey+".body", code, int(otpTTL.Minutes()))
 			// The code proves the phone: it goes to that phone alone.
 			if _, err := tx.Exec(ctx, `INSERT INTO notifications (user_id, channel, kind, ref, subject, body, address)
 				VALUES ($1, 'SMS', 'OTP', $2, $3, $4, $5)`,
@@ -144,7 +144,7 @@ func (s *Service) requestCode(ctx context.Context, userID int64, phone, msgKey s
 			sent = OTPSent{ExpiresInS: int(otpTTL.Seconds()), Channels: []string{"SMS"}}
 			return nil
 		}
-		if err := booking.Notify(ctx, tx, userID, "OTP", strconv.FormatInt(id, 10), subject, body); err != nil {
+		if err := booking.NotifyT(ctx, tx, userID, "OTP", strconv.FormatInt(id, 10), msgKey, code, int(otpTTL.Minutes())); err != nil {
 			return err
 		}
 		sent = OTPSent{ExpiresInS: int(otpTTL.Seconds()), Channels: []string{"SMS", "EMAIL"}}

@@ -2,7 +2,11 @@
 // and Hindi: the site's pages and the messages sent to them.
 package i18n
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
 
 // Norm is lang as the catalogue knows it: "hi" or "en" (anything else).
 func Norm(lang string) string {
@@ -25,7 +29,26 @@ func Text(lang, key string) string {
 	return s[0]
 }
 
-// Format is Text used as a fmt format with args.
+// Format is Text used as a fmt format with args. A string with no verb
+// (a subject, say) is itself: a message's args serve its body and
+// subject alike, and fmt would append them to a verbless string.
 func Format(lang, key string, args ...any) string {
-	return fmt.Sprintf(Text(lang, key), args...)
+	s := Text(lang, key)
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	return fmt.Sprintf(s, args...)
+}
+
+// Messages are the catalogue's message keys (key.subject and key.body,
+// as booking.NotifyT takes them), sorted.
+func Messages() []string {
+	var keys []string
+	for k := range catalogue {
+		if strings.HasPrefix(k, "msg.") && strings.HasSuffix(k, ".body") {
+			keys = append(keys, strings.TrimSuffix(k, ".body"))
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }

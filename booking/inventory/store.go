@@ -44,6 +44,8 @@ var (
 	readyLua string
 	//go:embed lua/forget.lua
 	forgetLua string
+	//go:embed lua/promote.lua
+	promoteLua string
 )
 
 // MaxLegs is the most legs a shard can track (a berth's legs fit the
@@ -70,6 +72,7 @@ type Store struct {
 	avail    *redis.Script
 	ready    *redis.Script
 	forget   *redis.Script
+	promote  *redis.Script
 }
 
 // New returns a Store whose keys start with prefix (one per deployment, so
@@ -87,6 +90,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		avail:    script(availLua),
 		ready:    script(readyLua),
 		forget:   script(forgetLua),
+		promote:  script(promoteLua),
 	}
 }
 
@@ -525,4 +529,75 @@ func (s *Store) DueHolds(ctx context.Context, shardID int64, t time.Time, limit 
 		return nil, fmt.Errorf("due holds shard %d: %w", shardID, err)
 	}
 	return ids, nil
+}
+
+// Promotion is one waitlisted booking's hold confirmed onto berths, one per
+// passenger in passenger order.
+type Promotion struct {
+	HoldID string
+	Berths []int
+}
+
+// PromoteOutcome is PROMOTE's answer.
+type PromoteOutcome string
+
+const (
+	// PromoteApplied: the delta is in Redis and the shard is at the new epoch.
+	PromoteApplied PromoteOutcome = "PROMOTED"
+	// PromoteStale: Redis was not at the epoch the promotion started from.
+	PromoteStale PromoteOutcome = "STALE"
+	// PromoteMismatch: Redis disagreed with the promotion (a record or a
+	// berth not as PostgreSQL has it); nothing was changed.
+	PromoteMismatch PromoteOutcome = "MISMATCH"
+)
+
+// Promote applies a waitlist promotion PostgreSQL committed under epoch
+// (bumped from epoch-1 by it) to the shard's Redis state, changing only
+// what it must: the records of the cancelled holds (absent ones skipped)
+// go and free their berths, each promotion's waitlisted record becomes
+// sold on its berths, and the shard moves to epoch, in one atomic script
+// fenced by the old epoch. Anything but PromoteApplied changed nothing,
+// and the caller rebuilds the shard instead.
+func (s *Store) Promote(ctx context.Context, shardID, epoch int64, cancelled []string, promoted []Promotion) (PromoteOutcome, error) {
+	if epoch < 2 {
+		return "", fmt.Errorf("promote shard %d: bad epoch %d", shardID, epoch)
+	}
+	var drops, promos strings.Builder
+	for _, id := range cancelled {
+		if !plainID(id) {
+			return "", fmt.Errorf("promote shard %d: bad hold id %q", shardID, id)
+		}
+		drops.WriteString(id + "\n")
+	}
+	for _, p := range promoted {
+		if !plainID(p.HoldID) || len(p.Berths) == 0 {
+			return "", fmt.Errorf("promote shard %d: bad promotion %+v", shardID, p)
+		}
+		promos.WriteString(p.HoldID + "=")
+		for i, b := range p.Berths {
+			if b < 0 || b >= maxBerths {
+				return "", fmt.Errorf("promote shard %d: hold %s: berth %d out of range", shardID, p.HoldID, b)
+			}
+			if i > 0 {
+				promos.WriteByte(',')
+			}
+			promos.WriteString(strconv.Itoa(b))
+		}
+		promos.WriteByte('\n')
+	}
+	keys := []string{s.key(shardID, "meta"), s.key(shardID, "cnt"), s.key(shardID, "holds"), s.key(shardID, "exp"), s.key(shardID, "live")}
+	keys = append(keys, s.legKeys(shardID, 0, MaxLegs)...)
+	res, err := s.promote.Run(ctx, s.rdb, keys, strconv.FormatInt(epoch-1, 10), strconv.FormatInt(epoch, 10), drops.String(), promos.String()).StringSlice()
+	if err != nil {
+		return "", fmt.Errorf("promote shard %d: %w", shardID, err)
+	}
+	if res[0] == string(NotReady) {
+		return "", fmt.Errorf("promote shard %d: %w", shardID, ErrNotReady)
+	}
+	return PromoteOutcome(res[0]), nil
+}
+
+// plainID is a hold id the scripts' line formats can carry.
+func plainID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, "=|,\n")
 }

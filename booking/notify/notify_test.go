@@ -3,19 +3,27 @@ package notify_test
 import (
 	"context"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"tatkal/booking"
 	"tatkal/booking/db"
+	"tatkal/booking/i18n"
 	"tatkal/booking/notify"
 	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
@@ -271,9 +279,14 @@ func TestETicketMessageCarriesThePDF(t *testing.T) {
 // Messages are written in the passenger's language, from the site's
 // catalogue: a passenger who chose Hindi gets their e-ticket message (SMS
 // and e-mail, as the messaging gateway delivered them) in Hindi, one who
-// did not in English.
+// did not in English. So does every other message of the catalogue
+// (refunds, review, top-up, late success, core rejection, ...), and no
+// code outside booking/notify.go writes a message of its own words.
 func TestMessagesInThePassengersLanguage(t *testing.T) {
 	t.Parallel()
+	if calls := notifyCallsOutsideTheCatalogue(t); len(calls) > 0 {
+		t.Fatalf("messages written outside the catalogue (use booking.NotifyT with an i18n key):\n%s", strings.Join(calls, "\n"))
+	}
 	s := teststack.New(t, teststack.Options{Work: true, RelayInterval: 100 * time.Millisecond, ReceiptPoll: 100 * time.Millisecond,
 		MsgFaults: &notify.Faults{DeliverAfterMs: 50}})
 	_, date := s.DemoShard(t, 8, 0)
@@ -312,4 +325,119 @@ func TestMessagesInThePassengersLanguage(t *testing.T) {
 			t.Fatalf("passenger %d's e-ticket was delivered as %v, want EMAIL and SMS", i, got)
 		}
 	}
+
+	// Every message of the catalogue, sent to both through the gateway.
+	keys := i18n.Messages()
+	if len(keys) < 20 {
+		t.Fatalf("the catalogue has %d messages: %v", len(keys), keys)
+	}
+	teststack.Must(t, db.Transact(ctx, s.Pool, func(tx pgx.Tx) error {
+		for _, u := range users {
+			for _, k := range keys {
+				if err := booking.NotifyT(ctx, tx, u, "LANG", fmt.Sprintf("%s-%d", k, u), k, sampleArgs(k)...); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}), "send every message")
+	waitFinal(t, s, 60*time.Second)
+	for i, u := range users {
+		rows, err := s.Pool.Query(ctx, `SELECT n.ref, m.channel, m.subject, m.body FROM msg.messages m
+			JOIN notifications n ON m.client_ref = 'notification-' || n.id WHERE n.user_id = $1 AND n.kind = 'LANG'`, u)
+		teststack.Must(t, err, "delivered messages")
+		seen := 0
+		for rows.Next() {
+			var ref, ch, subject, body string
+			teststack.Must(t, rows.Scan(&ref, &ch, &subject, &body), "scan")
+			seen++
+			k := strings.TrimSuffix(ref, fmt.Sprintf("-%d", u))
+			en := i18n.Format("en", k+".subject", sampleArgs(k)...) + " / " + i18n.Format("en", k+".body", sampleArgs(k)...)
+			got := subject + " / " + body
+			switch {
+			case strings.Contains(got, "%!"):
+				t.Errorf("%s %s is badly formatted: %q", k, ch, got)
+			case i == 1 && (!devanagari(subject) || !devanagari(body) || got == en):
+				t.Errorf("Hindi passenger's %s %s went out as %q, want Hindi", k, ch, got)
+			case i == 0 && got != en:
+				t.Errorf("English passenger's %s %s went out as %q, want %q", k, ch, got, en)
+			}
+		}
+		teststack.Must(t, rows.Err(), "rows")
+		if seen != 2*len(keys) {
+			t.Errorf("passenger %d got %d of the %d messages", i, seen, 2*len(keys))
+		}
+	}
+}
+
+var verbRE = regexp.MustCompile(`%\[(\d+)\]([a-z])`)
+
+// sampleArgs are arguments for message key k of the kinds its English
+// text asks for: a number for %d, a word for the rest.
+func sampleArgs(k string) []any {
+	var args []any
+	for _, m := range verbRE.FindAllStringSubmatch(i18n.Text("en", k+".subject")+i18n.Text("en", k+".body"), -1) {
+		n, _ := strconv.Atoi(m[1])
+		for len(args) < n {
+			args = append(args, "X4Q9")
+		}
+		if m[2] == "d" {
+			args[n-1] = 7
+		}
+	}
+	return args
+}
+
+func devanagari(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Devanagari, r) })
+}
+
+// notifyCallsOutsideTheCatalogue are the calls of booking.Notify (a
+// message in words given by the caller) anywhere but booking/notify.go,
+// where NotifyT calls it with the catalogue's words: each such call is a
+// message that would go out in English to a Hindi reader.
+func notifyCallsOutsideTheCatalogue(t *testing.T) []string {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	var calls []string
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == "testdata" || n == "node_modules" || (strings.HasPrefix(n, ".") && path != root) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || path == filepath.Join(root, "booking", "notify.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		inBooking := f.Name.Name == "booking"
+		ast.Inspect(f, func(n ast.Node) bool {
+			c, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			switch fn := c.Fun.(type) {
+			case *ast.SelectorExpr:
+				if x, ok := fn.X.(*ast.Ident); ok && x.Name == "booking" && fn.Sel.Name == "Notify" {
+					calls = append(calls, fset.Position(c.Pos()).String())
+				}
+			case *ast.Ident:
+				if inBooking && fn.Name == "Notify" {
+					calls = append(calls, fset.Position(c.Pos()).String())
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	teststack.Must(t, err, "read the source")
+	return calls
 }

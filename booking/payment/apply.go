@@ -134,8 +134,7 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 				return err
 			}
 			if topUp {
-				return booking.Notify(ctx, tx, userID, "TOPUP_FAILED", id.String(), "Wallet top-up failed",
-					"Your wallet top-up of Rs "+booking.Rupees(amount)+" did not go through and nothing was charged.")
+				return booking.NotifyT(ctx, tx, userID, "TOPUP_FAILED", id.String(), "msg.topupfailed", booking.Rupees(amount))
 			}
 			after = append(after, func() { s.funnel.Add(shardID, funnel.PayFailed, 1) })
 			h, err := booking.LockHoldTx(ctx, tx, holdID)
@@ -179,8 +178,7 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 				if _, err := walletPost(ctx, tx, userID, "TOPUP", id.String(), amount); err != nil {
 					return err
 				}
-				return booking.Notify(ctx, tx, userID, "TOPUP_DONE", id.String(), "Wallet topped up",
-					"Rs "+booking.Rupees(amount)+" was added to your wallet.")
+				return booking.NotifyT(ctx, tx, userID, "TOPUP_DONE", id.String(), "msg.topupdone", booking.Rupees(amount))
 			}
 			after = append(after, func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) })
 			return s.settle(ctx, tx, id, holdID, userID, amount, &after)
@@ -246,15 +244,12 @@ func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, id uuid.UUID, s
 		return err
 	}
 	if !refundable {
-		return booking.Notify(ctx, tx, userID, "PAYMENT_REVIEW", id.String(), "Payment under review",
-			"Your bank was charged differently from the amount we asked for. Our finance team is reviewing it and will return your money.")
+		return booking.NotifyT(ctx, tx, userID, "PAYMENT_REVIEW", id.String(), "msg.payreview")
 	}
 	if _, _, err := s.RequestRefundTx(ctx, tx, id, booking.RefundAmountMismatch, 0); err != nil {
 		return err
 	}
-	return booking.Notify(ctx, tx, userID, "REFUND_STARTED", id.String(), "Refund started",
-		"Your bank was charged Rs "+booking.Rupees(p.AmountPaise)+" instead of Rs "+booking.Rupees(amount)+
-			". Nothing was booked with it, the seats were released, and the full amount charged is being refunded automatically.")
+	return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), "msg.refundmismatch", booking.Rupees(p.AmountPaise), booking.Rupees(amount))
 }
 
 // settle decides, in tx, what a captured payment becomes: the hold's
@@ -270,16 +265,15 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, u
 		holdID, id).Scan(&others); err != nil {
 		return fmt.Errorf("other payments of hold %s: %w", holdID, err)
 	}
-	refund := func(reason, message string) error {
+	refund := func(reason, msgKey string) error {
 		if _, _, err := s.RequestRefundTx(ctx, tx, id, reason, 0); err != nil {
 			return err
 		}
-		return booking.Notify(ctx, tx, userID, "REFUND_STARTED", id.String(), "Refund started", message)
+		return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), msgKey, booking.Rupees(amount))
 	}
 	switch {
 	case others > 0:
-		return refund(booking.RefundDuplicateCharge,
-			"You were charged twice for one booking. The second charge of Rs "+booking.Rupees(amount)+" is being refunded automatically.")
+		return refund(booking.RefundDuplicateCharge, "msg.refunddup")
 	case h.State == booking.HoldHeld:
 		res, err := s.booking.ConfirmTx(ctx, tx, holdID)
 		if err != nil {
@@ -288,11 +282,9 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, u
 		*after = append(*after, func() { s.booking.AfterConfirm(ctx, res) })
 		return nil
 	case h.State == booking.HoldConfirmed:
-		return refund(booking.RefundDuplicateCharge,
-			"This booking was already paid for. Your payment of Rs "+booking.Rupees(amount)+" is being refunded automatically.")
+		return refund(booking.RefundDuplicateCharge, "msg.refundpaid")
 	case h.State == booking.HoldCancelled:
-		return refund(booking.RefundHoldCancelled,
-			"You cancelled this booking before the payment arrived. Rs "+booking.Rupees(amount)+" is being refunded automatically.")
+		return refund(booking.RefundHoldCancelled, "msg.refundcancelled")
 	default: // EXPIRED or RELEASED: the money came after the seats went back
 		_, err := s.jobs.InsertTx(ctx, tx, LateSuccessArgs{PaymentID: id}, &river.InsertOpts{})
 		return err
@@ -383,8 +375,7 @@ func (s *Service) resolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 			if err := event(ctx, tx, id, Success, Success, "late success: seats retaken", map[string]any{"pnr": res.PNR}); err != nil {
 				return err
 			}
-			return booking.Notify(ctx, tx, userID, "LATE_SUCCESS", id.String(), "Your payment arrived late: ticket confirmed",
-				"Your bank confirmed the payment after your hold ran out. The seats were still free, so PNR "+res.PNR+" is confirmed at the original fare.")
+			return booking.NotifyT(ctx, tx, userID, "LATE_SUCCESS", id.String(), "msg.latesuccess", res.PNR)
 		})
 		if err != nil {
 			return fmt.Errorf("late success %s: %w", id, err)
@@ -405,7 +396,6 @@ func (s *Service) resolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 		if err := event(ctx, tx, id, Success, Success, "late success: no seat, refunding", nil); err != nil {
 			return err
 		}
-		return booking.Notify(ctx, tx, userID, "REFUND_STARTED", id.String(), "Refund started",
-			"Your bank confirmed the payment after your hold ran out and the seats were gone. Rs "+booking.Rupees(amount)+" is being refunded in full.")
+		return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), "msg.refundlate", booking.Rupees(amount))
 	})
 }

@@ -169,7 +169,6 @@ func (s *Service) refundRefused(ctx context.Context, refundID, paymentID uuid.UU
 		if _, err := s.raiseReview(ctx, tx, paymentID, &refundID, ReviewRefundRefused, map[string]any{"refund_id": refundID, "error": why}); err != nil {
 			return err
 		}
-		return booking.Notify(ctx, tx, userID, "REFUND_DELAYED", refundID.String(), "Refund delayed",
-			"Your bank could not accept the refund of Rs "+booking.Rupees(amount)+". The money is safe: our team will credit it to your Tatkal wallet or contact you.")
+		return booking.NotifyT(ctx, tx, userID, "REFUND_DELAYED", refundID.String(), "msg.refunddelayed", booking.Rupees(amount))
 	})
 }

@@ -99,14 +99,15 @@ func (p *Pages) window(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Pages) renderWindow(w http.ResponseWriter, r *http.Request, status int, f views.SiteFrame, selected map[int64]bool) {
-	p.renderWindowWith(w, r, status, f, selected, r.PostFormValue("admission"), r.PostFormValue("otp_mode") == "1")
+	p.renderWindowWith(w, r, status, f, selected, r.PostFormValue("admission"), r.PostFormValue("otp_mode") == "1", false)
 }
 
 // renderWindowWith renders the window page; with an admission token (the
 // waiting room let the passenger in) the hold form carries it and the
 // booking-time challenge: the proof of work, or with otp the code sent by
-// SMS that stands in for it.
-func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status int, f views.SiteFrame, selected map[int64]bool, admissionToken string, otp bool) {
+// SMS that stands in for it. noneChosen marks the passenger choice as the
+// reason a hold was refused.
+func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status int, f views.SiteFrame, selected map[int64]bool, admissionToken string, otp, noneChosen bool) {
 	get := r.URL.Query().Get
 	if r.Method == http.MethodPost {
 		get = r.PostFormValue
@@ -137,16 +138,12 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 		Mode: sh.Mode, OpensAtISO: sh.OpensAt.Format(time.RFC3339), OpensAt: sh.OpensAt.In(booking.IST).Format(istClock), ClosesAt: sh.ClosesAt.In(booking.IST).Format(istClock),
 		ServerTimeISO: now.Format(time.RFC3339Nano), Open: !now.Before(sh.OpensAt) && now.Before(sh.ClosesAt), Closed: !now.Before(sh.ClosesAt),
 		Fare: booking.Rupees(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,
-		Key: newAttemptKey(), Admission: admissionToken, OTP: otp && admissionToken != "", PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
+		NoneChosen: noneChosen, Key: newAttemptKey(), Admission: admissionToken, OTP: otp && admissionToken != "", PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
 	if a, err := p.cfg.Booking.Availability(r.Context(), sh.Train, sh.Date, sh.Class, sh.Quota, j.from, j.to); err == nil {
 		page.Band = a.Band
 	}
-	if page.Selected == nil { // the first passengers ticked, the way most families book
-		page.Selected = map[int64]bool{}
-		if len(saved) > 0 {
-			page.Selected[saved[0].ID] = true
-		}
-	}
+	// Nothing is ticked until the passenger ticks it: a default choice is
+	// a ticket in the wrong name for whoever does not look.
 	f.Active = "search"
 	p.render(w, r, status, "Book "+sh.Train, f, views.SiteWindow(views.SiteFrame{CSRF: p.csrfToken(r)}, page))
 }
@@ -167,6 +164,11 @@ func (p *Pages) hold(w http.ResponseWriter, r *http.Request) {
 	j, err := parseJourney(r.PostFormValue)
 	if err != nil {
 		p.fail(w, r, "Book", err)
+		return
+	}
+	if len(ids) == 0 {
+		p.renderWindowWith(w, r, http.StatusConflict, views.SiteFrame{Error: views.T(r.Context(), "choose.none")}, selected,
+			r.PostFormValue("admission"), r.PostFormValue("otp_mode") == "1", true)
 		return
 	}
 	s := sessionOf(r)

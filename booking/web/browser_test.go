@@ -175,6 +175,7 @@ func TestBrowserJourneyDirect(t *testing.T) {
 	ph.shot("03-search")
 	ph.accessible("03-search")
 	ph.submit("book", `[data-testid=result-12951-3A] [data-testid=book]`)
+	ph.holdWithNobody()
 	ph.choose("Kavya Raman")
 	ph.shot("04-window")
 	ph.accessible("04-window")
@@ -239,10 +240,39 @@ func (ph *phone) attr(sel, name string) string {
 	return a.Value
 }
 
+// holdWithNobody presses Hold on a fresh hold form, which ticks nobody:
+// the form says on the spot that a passenger must be chosen and moves
+// focus to the first one; nothing is posted.
+func (ph *phone) holdWithNobody() {
+	t := ph.t
+	t.Helper()
+	if n := ph.count(`[data-testid=hold-form] input[name=pax]:checked`); n != 0 {
+		t.Fatalf("the fresh hold form ticks %d passengers, want none", n)
+	}
+	if n := ph.count(`[data-testid=pax-none]:not([hidden])`); n != 0 {
+		t.Fatal("the fresh hold form already says to choose a passenger")
+	}
+	ph.do("hold with nobody ticked", chromedp.Click(chromedp.CSS(`[data-testid=hold]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=pax-none]`)))
+	if got := ph.text(`[data-testid=pax-none]`); !strings.Contains(got, "Choose at least one passenger") {
+		t.Fatalf("the form says %q", got)
+	}
+	ctx, cancel := ph.step()
+	defer cancel()
+	where, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[location.pathname, document.activeElement.name || "", document.activeElement.id || ""]`))
+	if err != nil {
+		ph.stalled("after hold with nobody", err)
+	}
+	if where[0] != "/book" || where[1] != "pax" {
+		t.Fatalf("after holding with nobody ticked: page %s, focus on %s (%s); want the window page, focus on a passenger", where[0], where[1], where[2])
+	}
+	ph.shot("04a-nobody")
+	ph.accessible("04a-nobody")
+}
+
 // choose ticks exactly the saved passengers named on the hold form, as a
-// person does: clicking each one whose tick is wrong (the form ticks the
-// first saved passenger by default), then checks the ticks and the count
-// the page shows.
+// person does: clicking each one whose tick is wrong, then checks the
+// ticks and the count the page shows.
 func (ph *phone) choose(names ...string) {
 	t := ph.t
 	t.Helper()

@@ -180,6 +180,7 @@ func TestBrowserBookingChallengeByCode(t *testing.T) {
 	if code == wrong {
 		wrong = "111111"
 	}
+	ph.choose(ph.attr(`[data-testid=hold-form] [data-testid=pax-option]`, "data-pax-name")) // the account's one saved passenger
 	ph.do("wrong code", chromedp.SetValue(chromedp.CSS(`[data-testid=otp-code]`), wrong))
 	ph.submit("hold with a wrong code", `[data-testid=hold]`)
 	if got := ph.text(`[data-testid=error]`); !strings.Contains(got, "not right") {

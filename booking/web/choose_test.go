@@ -34,8 +34,8 @@ func paxOptions(t *testing.T, page string) []paxOption {
 	return out
 }
 
-// The hold form offers every saved passenger; the passenger ticks any two
-// (not the first, which the form ticks by default) and the hold carries
+// The hold form offers every saved passenger with none ticked; the
+// passenger ticks any two and the hold carries
 // exactly those two, in the page and in the database. Five ticked are
 // refused with a clear error, the ticks kept, nothing held; a passenger
 // who is not on the account's list is refused too. All without
@@ -61,8 +61,11 @@ func TestHoldForTwoChosenPassengers(t *testing.T) {
 	window := "/book?train=12951&date=" + date.Format(time.DateOnly) + "&class=3A&from=MMCT&to=NDLS"
 	_, _, page := b.get(window)
 	opts := paxOptions(t, page)
-	if len(opts) != 5 || !opts[0].checked || slices.ContainsFunc(opts[1:], func(o paxOption) bool { return o.checked }) {
-		t.Fatalf("the hold form offers %+v, want the 5 saved passengers with the first ticked:\n%.3000s", opts, page)
+	if len(opts) != 5 || slices.ContainsFunc(opts, func(o paxOption) bool { return o.checked }) {
+		t.Fatalf("the hold form offers %+v, want the 5 saved passengers, none ticked:\n%.3000s", opts, page)
+	}
+	if !strings.Contains(page, `data-pax-none hidden`) {
+		t.Fatalf("the fresh hold form shows its nobody-chosen message:\n%.3000s", page)
 	}
 	if !strings.Contains(page, `data-pax-max="4"`) || !strings.Contains(page, "Tick 1 to 4") {
 		t.Fatalf("the hold form does not say at most 4:\n%.3000s", page)
@@ -98,8 +101,10 @@ func TestHoldForTwoChosenPassengers(t *testing.T) {
 	if status, _, page := hold(opts[1].id, stranger); status != http.StatusConflict || !strings.Contains(page, "from your saved list") {
 		t.Fatalf("a stranger's passenger: %d:\n%.2000s", status, page)
 	}
-	if status, _, page := hold(); status != http.StatusConflict || !strings.Contains(page, "at least one passenger") {
-		t.Fatalf("nobody ticked: %d:\n%.2000s", status, page)
+	// Nobody ticked: refused, said at the top and beside the choice.
+	if status, _, page := hold(); status != http.StatusConflict || strings.Count(page, "Choose at least one passenger: tick who travels") != 2 ||
+		strings.Contains(page, `data-pax-none hidden`) {
+		t.Fatalf("nobody ticked: %d, want 409 saying so at the top and at the choice:\n%.4000s", status, page)
 	}
 	if n := holds(); n != 0 {
 		t.Fatalf("%d holds after refused forms, want none", n)

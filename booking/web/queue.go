@@ -77,7 +77,7 @@ func (p *Pages) queue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if v.Status == "ADMITTED" && v.AdmissionToken != nil {
-		p.renderWindowWith(w, r, http.StatusOK, views.SiteFrame{}, nil, *v.AdmissionToken, false)
+		p.renderWindowWith(w, r, http.StatusOK, views.SiteFrame{}, nil, *v.AdmissionToken, false, false)
 		return
 	}
 	page := views.QueuePage{Status: v.Status, Message: v.Message, Odds: v.Odds, Refresh: max(1, (v.PollAfterMs+999)/1000),
@@ -135,14 +135,14 @@ func (p *Pages) challengeOTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Too soon or too many: the message says when; the puzzle stays.
-		p.renderWindowWith(w, r, http.StatusTooManyRequests, views.SiteFrame{Error: booking.ErrorMessage(err)}, selected, adm, false)
+		p.renderWindowWith(w, r, http.StatusTooManyRequests, views.SiteFrame{Error: booking.ErrorMessage(err)}, selected, adm, false, false)
 		return
 	}
 	notice := views.T(r.Context(), "pow.otp.sent")
 	if len(sent.Channels) == 0 {
 		notice = ""
 	}
-	p.renderWindowWith(w, r, http.StatusOK, views.SiteFrame{Notice: notice}, selected, adm, true)
+	p.renderWindowWith(w, r, http.StatusOK, views.SiteFrame{Notice: notice}, selected, adm, true, false)
 }
 
 // checkAdmission checks a hold's solved challenge when it comes through

@@ -190,7 +190,11 @@ type inquiryWorker struct {
 func (w *inquiryWorker) Work(ctx context.Context, job *river.Job[payment.InquiryArgs]) error {
 	wait, err := w.svc.Payments.Inquire(ctx, job.Args.PaymentID)
 	if job.Args.Prompt {
-		return err
+		if err != nil {
+			// One early look only: the payment's own inquiry keeps asking.
+			return river.JobCancel(err)
+		}
+		return nil
 	}
 	return snoozeAfter(wait, err)
 }

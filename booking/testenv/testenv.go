@@ -243,3 +243,34 @@ func randHex(n int) string {
 	rand.Read(b) //nolint:errcheck
 	return hex.EncodeToString(b)
 }
+
+// DeadlocksAtClose closes the test's pool and returns how many deadlocks
+// PostgreSQL broke in the test's database. A backend reports its count when
+// it exits, so this waits for the database's backends to be gone first.
+func (e *Env) DeadlocksAtClose(t testing.TB) int64 {
+	t.Helper()
+	e.Pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, BaseURL())
+	if err != nil {
+		t.Fatalf("connect to read deadlocks: %v", err)
+	}
+	defer conn.Close(context.Background())
+	name := e.Pool.Config().ConnConfig.Database
+	for {
+		var backends, deadlocks int64
+		if err := conn.QueryRow(ctx, `SELECT numbackends, deadlocks FROM pg_stat_database WHERE datname = $1`, name).
+			Scan(&backends, &deadlocks); err != nil {
+			t.Fatalf("read deadlocks of %s: %v", name, err)
+		}
+		if backends == 0 {
+			return deadlocks
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s still has %d backends after its pool closed", name, backends)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"tatkal/booking/prs"
 	"tatkal/booking/testenv"
@@ -118,5 +119,79 @@ func TestConcurrentBerthRace(t *testing.T) {
 	}
 	if overlaps != 0 {
 		t.Fatalf("%d berths sold twice", overlaps)
+	}
+	// Each deadlock costs a second before PostgreSQL breaks it, and under
+	// load they chained past the client's timeout: the losers must wait
+	// their turn and be refused, not deadlock.
+	if n := st.env.DeadlocksAtClose(t); n != 0 {
+		t.Fatalf("%d deadlocks while bookings raced for the same berths", n)
+	}
+}
+
+// Two bookings for one berth, both stopped behind a third transaction that
+// holds the berth uncommitted, then released at once: without taking the
+// berth in turn, both re-check at the same moment, each sees the other's
+// row and they deadlock (broken only after a second). Forced here, so the
+// interleaving does not depend on the machine's load.
+func TestBerthRaceReleasedAtOnceDoesNotDeadlock(t *testing.T) {
+	t.Parallel()
+	st := newStackOn(t, testenv.NewWithPool(t, 8))
+	ctx := context.Background()
+	holder, err := st.env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `INSERT INTO prs.bookings (pnr, core_ref, digest, train, journey_date, class, quota,
+			from_station, to_station, from_seq, to_seq, status, fare_paise)
+		VALUES ('4400000299', 'CRHOLDER', 'x', '12951', $1::date, '3A', 'TQ', 'NDLS', 'MMCT', 0, 2, 'CONFIRMED', 1)`, day1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `INSERT INTO prs.passengers (pnr, seq, name, age, gender, coach, berth_no, berth_type,
+			train, journey_date, from_seq, to_seq, active)
+		VALUES ('4400000299', 1, 'Holder', 40, 'M', 'B1', 1, 'LB', '12951', $1::date, 0, 2, true)`, day1); err != nil {
+		t.Fatal(err)
+	}
+
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = st.client.Sync(ctx, confirmed(fmt.Sprintf("440000020%d", i), 0, 2, berth{"B1", 1}))
+		})
+	}
+	// Both requests are waiting on a lock before the holder lets go.
+	deadline := time.Now().Add(15 * time.Second)
+	for waiting := 0; waiting < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of 2 bookings reached the held berth", waiting)
+		}
+		if err := st.env.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+
+	accepted := 0
+	for i, err := range errs {
+		var rej *prs.RejectedError
+		switch {
+		case err == nil:
+			accepted++
+		case errors.As(err, &rej) && rej.Reason == prs.ReasonBerthTaken:
+		default:
+			t.Fatalf("PNR %d: %v", i, err)
+		}
+	}
+	if accepted != 1 {
+		t.Fatalf("%d of 2 bookings for one free berth accepted, want 1", accepted)
+	}
+	if n := st.env.DeadlocksAtClose(t); n != 0 {
+		t.Fatalf("%d deadlocks between two bookings for one berth", n)
 	}
 }

@@ -1,10 +1,10 @@
 package prssim
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"tatkal/booking/prs"
@@ -155,15 +155,11 @@ func (s *store) put(ctx context.Context, b prs.Booking) (ack prs.Ack, created bo
 			return fmt.Errorf("insert booking: %w", err)
 		}
 		created = true
-		// Berths are inserted in one global order (coach, berth), so two
-		// bookings racing for the same berths wait on each other instead of
-		// deadlocking in the exclusion constraint.
-		ordered := slices.Clone(b.Passengers)
-		slices.SortFunc(ordered, func(x, y prs.Passenger) int {
-			return cmp.Or(cmp.Compare(x.Coach, y.Coach), cmp.Compare(x.BerthNo, y.BerthNo), cmp.Compare(x.Seq, y.Seq))
-		})
 		batch := &pgx.Batch{}
-		for _, p := range ordered {
+		if b.Status == prs.StatusConfirmed {
+			s.queueBerthLocks(batch, b)
+		}
+		for _, p := range b.Passengers {
 			var coach, btype *string
 			var berth *int
 			if b.Status == prs.StatusConfirmed {
@@ -193,6 +189,26 @@ func (s *store) put(ctx context.Context, b prs.Booking) (ack prs.Ack, created bo
 	return ack, created, nil
 }
 
+// queueBerthLocks queues transaction locks on the booking's berths, in one
+// global order. An exclusion constraint checks after inserting, so two
+// bookings inserting the same berth at once each see the other's row, wait
+// on each other and deadlock; PostgreSQL breaks that only after
+// deadlock_timeout (1 s), and under a rush those seconds chain. With the
+// berth locked first, the second booking waits for the first to end and
+// then meets its committed row: a clean refusal at once.
+func (s *store) queueBerthLocks(batch *pgx.Batch, b prs.Booking) {
+	keys := make([]int64, 0, len(b.Passengers))
+	for _, p := range b.Passengers {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "prs berth\x00%s\x00%s\x00%s\x00%s\x00%d", s.schema, b.Train, b.JourneyDate, p.Coach, p.BerthNo)
+		keys = append(keys, int64(h.Sum64()))
+	}
+	slices.Sort(keys)
+	for _, k := range slices.Compact(keys) {
+		batch.Queue(`SELECT pg_advisory_xact_lock($1)`, k)
+	}
+}
+
 // promote takes a waitlisted PNR's confirmation (our waitlist promotion:
 // the same journey, now with berths); any other change under a stored PNR
 // is errPNRConflict.
@@ -212,6 +228,11 @@ func (s *store) promote(ctx context.Context, tx pgx.Tx, b prs.Booking, digest st
 	if _, err := tx.Exec(ctx, s.q(`UPDATE {s}.bookings SET status = $2, waitlist_no = $3, digest = $4 WHERE pnr = $1`),
 		b.PNR, b.Status, b.WaitlistNo, digest); err != nil {
 		return err
+	}
+	locks := &pgx.Batch{}
+	s.queueBerthLocks(locks, b)
+	if err := tx.SendBatch(ctx, locks).Close(); err != nil {
+		return fmt.Errorf("lock berths: %w", err)
 	}
 	for _, p := range b.Passengers {
 		tag, err := tx.Exec(ctx, s.q(`UPDATE {s}.passengers SET coach = $3, berth_no = $4, berth_type = $5, active = true

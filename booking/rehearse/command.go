@@ -21,6 +21,11 @@ func Command(ctx context.Context, cfg app.Config, o Options, dir string, out io.
 	if err := o.Check(); err != nil {
 		return err
 	}
+	// Made before the run, so a minutes-long rehearsal never ends with
+	// nowhere to write its report.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("report directory: %w", err)
+	}
 	o.Progress = out
 	started := time.Now().UTC()
 	o.OnRun = func(rep *Report) {

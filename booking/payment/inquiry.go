@@ -55,6 +55,7 @@ func (s *Service) Inquire(ctx context.Context, id uuid.UUID) (time.Duration, err
 	})
 	var ce *callError
 	s.routes.observe(ctx, gateway, method, callErr == nil || (errors.As(callErr, &ce) && ce.Definitive), took)
+	s.funnel.RouteCall(gateway+"/"+method, routeOutcome(callErr))
 	switch {
 	case callErr == nil:
 		if err := s.apply(ctx, id, p, "status inquiry", true); errors.Is(err, errAmountUnknown) {

@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"tatkal/booking/funnel"
 )
 
 // Route is one gateway carrying one method.
@@ -101,6 +104,20 @@ func (r *router) observe(ctx context.Context, gw, method string, ok bool, took t
 			r.rdb.Set(ctx, r.key(gw, method, "open"), now.Format(time.RFC3339), breakerCooldown) //nolint:errcheck
 		}
 	}
+}
+
+// routeOutcome names a gateway call's outcome for the console's route
+// charts, split as the breaker sees it: a refusal is an answer, so only
+// no answer counts against the route.
+func routeOutcome(err error) string {
+	var ce *callError
+	switch {
+	case err == nil:
+		return funnel.RouteAnswered
+	case errors.As(err, &ce) && ce.Definitive:
+		return funnel.RouteRefused
+	}
+	return funnel.RouteNoAnswer
 }
 
 func (r *router) health(ctx context.Context, rt Route) (Health, error) {

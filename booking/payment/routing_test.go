@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"tatkal/booking"
 	"tatkal/booking/payment"
@@ -24,6 +25,7 @@ func TestRoutingAvoidsAFailingGateway(t *testing.T) {
 	})
 	w := newWorld(t, teststack.Options{Routes: routes}, 60, 60)
 	ctx := context.Background()
+	start := time.Now()
 	if err := w.s.Payments.SetRouteWeight(ctx, "swiftpay", "UPI", 1000, true); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +49,24 @@ func TestRoutingAvoidsAFailingGateway(t *testing.T) {
 	}
 	if healthy < 26 {
 		t.Fatalf("only %d of 29 payments avoided the failing gateway: %v", healthy, gateways)
+	}
+	// The console's route charts count the same calls, summed in Redis per
+	// 5-second step and split as the breaker sees them.
+	if err := w.s.Funnel.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := w.s.Funnel.RouteSeries(ctx, start, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for _, st := range steps {
+		for k, n := range st.Counts {
+			calls[k] += n
+		}
+	}
+	if calls["swiftpay/UPI|no_answer"] < int64(len(gateways)-healthy) || calls["bharatpg/UPI|answered"] < int64(healthy) || calls["swiftpay/UPI|answered"] != 0 {
+		t.Fatalf("route series %v: want at least %d unanswered calls to swiftpay/UPI (inquiries may add more), none answered and at least %d answered by bharatpg/UPI", calls, len(gateways)-healthy, healthy)
 	}
 	// Now bharatpg fails too, call after call: its breaker opens.
 	for _, rc := range routes {

@@ -12,4 +12,6 @@ func (r *Recorder) AddAt(shardID int64, stage string, n int64, at time.Time) {
 func (r *Recorder) ObserveAt(stage string, d time.Duration, at time.Time) { r.observeAt(stage, d, at) }
 
 // RouteCallAt counts a route call as RouteCall does, at a chosen time.
-func (r *Recorder) RouteCallAt(route, outcome string, at time.Time) { r.routeCallAt(route, outcome, at) }
+func (r *Recorder) RouteCallAt(route, outcome string, at time.Time) {
+	r.routeCallAt(route, outcome, at)
+}

@@ -207,6 +207,13 @@ func (c *Console) routeCharts(ctx context.Context, routes []string, first, last 
 		}
 		ch := views.Chart{Key: "route-" + strings.ReplaceAll(r, "/", "-"), Title: r, Peak: perSecond(peak, funnel.SeriesStep),
 			Describe: "calls answered, refused and unanswered", Start: fmt.Sprintf("−%d min", chartMinutes), End: "now"}
+		var opened int64
+		for _, b := range steps {
+			opened += b.Counts[r+"|"+funnel.RouteBreakerOpened]
+		}
+		if opened > 0 {
+			ch.Note = fmt.Sprintf("breaker opened %d×", opened)
+		}
 		// No answer first and answered last: where all three lie at zero
 		// the line on top is green, not an alarming red.
 		for oi := len(funnel.RouteOutcomes) - 1; oi >= 0; oi-- {

@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
+	"tatkal/booking/funnel"
 	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
@@ -19,7 +20,8 @@ import (
 // During the rush the rushed shard gets its own line, the charts move
 // over the websocket and its panel opens; the hold p95 chart rises and,
 // once the holds are paid by UPI, a payment route's answered line and the
-// payment p95 move too; the checkbox shows each quiet shard's own line. axe-core finds nothing serious, at desktop and phone
+// payment p95 move too, and a breaker opening is noted on its route's
+// chart; the checkbox shows each quiet shard's own line. axe-core finds nothing serious, at desktop and phone
 // width. Screenshots go to $TATKAL_SCREENSHOTS when set.
 func TestBrowserFunnelCharts(t *testing.T) {
 	testenv.Chromium(t)
@@ -109,10 +111,21 @@ func TestBrowserFunnelCharts(t *testing.T) {
 			t.Fatalf("pay hold %s: %v", h, err)
 		}
 	}
+	// A breaker opening (as a process records it) is noted on its route's chart, live.
+	hs, err := s.Payments.Healths(context.Background())
+	if err != nil || len(hs) == 0 {
+		t.Fatalf("routes: %v %v", hs, err)
+	}
+	route := hs[0].Gateway + "/" + hs[0].Method
+	note := `[data-testid="note-route-` + hs[0].Gateway + "-" + hs[0].Method + `"]`
+	if got := b.Text(note); got != "" {
+		t.Fatalf("%s's breaker never opened, yet its chart says %q", route, got)
+	}
+	s.Funnel.RouteEvent(route, funnel.RouteBreakerOpened)
 	answered := `[data-testid=route-charts] polyline[data-line=answered]`
-	waitFor("a route's answered line and the payment p95 move", 20*time.Second, func() bool {
+	waitFor("a route's answered line, the payment p95 and the breaker note move", 20*time.Second, func() bool {
 		v, err := chromedp.Run(b.Ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll(`+jsString(answered)+`)].some(e => e.getAttribute("points") !== "0,99 480,99")`))
-		return err == nil && v && b.Text(`[data-testid=peak-p95-pay_initiated]`) != "0 ms"
+		return err == nil && v && b.Text(`[data-testid=peak-p95-pay_initiated]`) != "0 ms" && b.Text(note) == "breaker opened 1×"
 	})
 	b.Shot("funnel-charts")
 

@@ -47,18 +47,19 @@ func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 		}
 		other.Funnel.Observe(funnel.HoldAttempt, 50*time.Millisecond)
 	}
-	// One route's calls: 5 answered in the step (1/s), 1 with no answer.
+	// One route's calls: 5 answered in the step (1/s), 1 with no answer; its breaker opened once.
 	hs, err := s.Payments.Healths(context.Background())
 	if err != nil || len(hs) == 0 {
 		t.Fatalf("routes: %v %v", hs, err)
 	}
 	route := hs[0].Gateway + "/" + hs[0].Method
 	for i := 0; i < 3; i++ {
-		s.Funnel.RouteCall(route, funnel.RouteAnswered)
+		s.Funnel.RouteEvent(route, funnel.RouteAnswered)
 	}
-	other.Funnel.RouteCall(route, funnel.RouteAnswered)
-	other.Funnel.RouteCall(route, funnel.RouteAnswered)
-	other.Funnel.RouteCall(route, funnel.RouteNoAnswer)
+	other.Funnel.RouteEvent(route, funnel.RouteAnswered)
+	other.Funnel.RouteEvent(route, funnel.RouteAnswered)
+	other.Funnel.RouteEvent(route, funnel.RouteNoAnswer)
+	other.Funnel.RouteEvent(route, funnel.RouteBreakerOpened)
 	routeKey := "route-" + strings.ReplaceAll(route, "/", "-")
 	chart := func(cs []views.Chart, key string) views.Chart {
 		for _, c := range cs {
@@ -92,12 +93,12 @@ func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		p95, rt := chart(snap.Charts.Latency, "p95-"+funnel.HoldAttempt), chart(snap.Charts.Routes, routeKey)
-		if find(snap.Charts, busy).Events == 55 && find(snap.Charts, idle).Events == 1 && p95.Peak == "50 ms" && rt.Peak == "1/s" {
+		if find(snap.Charts, busy).Events == 55 && find(snap.Charts, idle).Events == 1 && p95.Peak == "50 ms" && rt.Peak == "1/s" && rt.Note == "breaker opened 1×" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("charts never showed both processes' events: busy %+v, idle %+v, hold p95 peak %q (want 50 ms), %s peak %q (want 1/s)",
-				find(snap.Charts, busy), find(snap.Charts, idle), p95.Peak, route, rt.Peak)
+			t.Fatalf("charts never showed both processes' events: busy %+v, idle %+v, hold p95 peak %q (want 50 ms), %s peak %q (want 1/s) note %q",
+				find(snap.Charts, busy), find(snap.Charts, idle), p95.Peak, route, rt.Peak, rt.Note)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -146,7 +147,7 @@ func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 	// The page draws the same, server-side.
 	_, body, _ := b.get("/console/funnel")
 	for _, want := range []string{`data-testid="chart-held"`, `data-testid="peak-held">10/s<`, `data-testid="expand-quiet"`,
-		`data-testid="peak-p95-hold_attempt">50 ms<`, `data-testid="peak-` + routeKey + `">1/s<`} {
+		`data-testid="peak-p95-hold_attempt">50 ms<`, `data-testid="peak-` + routeKey + `">1/s<`, `data-testid="note-` + routeKey + `">breaker opened 1×<`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("page lacks %s", want)
 		}

@@ -40,7 +40,7 @@
     c.charts.concat(c.latency || [], c.routes || []).forEach(function (ch) {
       var fig = box.querySelector('[data-chart="' + ch.key + '"]');
       if (!fig) { ok = false; return; }
-      set(fig, "peak", ch.peak);
+      set(fig, "peak", ch.peak); set(fig, "note", ch.note || "");
       ch.lines.forEach(function (l) {
         var pl = fig.querySelector('polyline[data-line="' + l.id + '"]');
         if (pl) pl.setAttribute("points", l.points); else ok = false;

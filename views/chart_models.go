@@ -15,6 +15,8 @@ type Chart struct {
 	Key   string `json:"key"` // data-chart; test ids chart-KEY and peak-KEY
 	Title string `json:"title"`
 	Peak  string `json:"peak"` // the top of the y axis in words: "10/s", "5 waiting", "200 ms"
+	// Note is what the lines do not show, beside the title ("breaker opened 2×").
+	Note  string `json:"note,omitempty"`
 	Lines []Line `json:"lines"`
 	// What the lines are, for a screen reader ("one line per shard").
 	Describe string `json:"-"`

@@ -71,7 +71,7 @@ type Recorder struct {
 	mu     sync.Mutex
 	counts map[string]int64 // "shard|sec|stage" -> n
 	hist   map[string]int64 // "stage|sec|bucket" -> n
-	routes map[string]int64 // "route|sec|outcome" -> n
+	routes map[string]int64 // "route|sec|event" -> n
 }
 
 // New returns a recorder writing under prefix.
@@ -127,17 +127,21 @@ const (
 // RouteOutcomes lists the outcomes in chart order.
 var RouteOutcomes = []string{RouteAnswered, RouteRefused, RouteNoAnswer}
 
-// RouteCall counts one call to a payment route ("gateway/method") by its
-// outcome, for the route charts. A nil Recorder records nothing.
-func (r *Recorder) RouteCall(route, outcome string) {
+// RouteBreakerOpened is a route event that is no call: its breaker opened.
+const RouteBreakerOpened = "breaker_opened"
+
+// RouteEvent counts one event of a payment route ("gateway/method"): a
+// call's outcome or its breaker opening, for the route charts. A nil
+// Recorder records nothing.
+func (r *Recorder) RouteEvent(route, what string) {
 	if r == nil {
 		return
 	}
-	r.routeCallAt(route, outcome, time.Now())
+	r.routeEventAt(route, what, time.Now())
 }
 
-func (r *Recorder) routeCallAt(route, outcome string, at time.Time) {
-	key := route + "|" + strconv.FormatInt(at.Unix(), 10) + "|" + outcome
+func (r *Recorder) routeEventAt(route, what string, at time.Time) {
+	key := route + "|" + strconv.FormatInt(at.Unix(), 10) + "|" + what
 	r.mu.Lock()
 	r.routes[key]++
 	r.mu.Unlock()
@@ -164,8 +168,8 @@ func (r *Recorder) latencyKey(minute int64) string {
 	return r.prefix + ":lseries:" + strconv.FormatInt(minute, 10)
 }
 
-// routeKey is the hash of every payment route's calls over one minute:
-// fields "slot|route|outcome".
+// routeKey is the hash of every payment route's events over one minute:
+// fields "slot|route|event".
 func (r *Recorder) routeKey(minute int64) string {
 	return r.prefix + ":rseries:" + strconv.FormatInt(minute, 10)
 }
@@ -516,9 +520,9 @@ func (r *Recorder) LatencySeries(ctx context.Context, from, to time.Time) ([]Lat
 	return out, nil
 }
 
-// RouteSeries returns every payment route's calls in the buckets from
+// RouteSeries returns every payment route's events in the buckets from
 // the one holding from to the one holding to, summed over every process:
-// Counts are keyed "route|outcome".
+// Counts are keyed "route|event" (an outcome or RouteBreakerOpened).
 func (r *Recorder) RouteSeries(ctx context.Context, from, to time.Time) ([]Bucket, error) {
 	first, last, n, err := slotRange(from, to)
 	if err != nil {

@@ -84,12 +84,12 @@ func TestRouteSeriesFromSeveralProcessesAddUp(t *testing.T) {
 	b := funnel.New(env.Redis, env.KeyPrefix, nil)
 	base := time.Now().Truncate(time.Minute).Add(-2 * time.Minute)
 	for i := 0; i < 3; i++ {
-		a.RouteCallAt("razorpay/upi", funnel.RouteAnswered, base.Add(time.Second))
-		b.RouteCallAt("razorpay/upi", funnel.RouteAnswered, base.Add(3*time.Second))
+		a.RouteEventAt("razorpay/upi", funnel.RouteAnswered, base.Add(time.Second))
+		b.RouteEventAt("razorpay/upi", funnel.RouteAnswered, base.Add(3*time.Second))
 	}
-	b.RouteCallAt("razorpay/upi", funnel.RouteNoAnswer, base.Add(4*time.Second))
-	a.RouteCallAt("razorpay/upi", funnel.RouteNoAnswer, base.Add(11*time.Second))
-	a.RouteCallAt("payu/card", funnel.RouteRefused, base.Add(2*time.Second))
+	b.RouteEventAt("razorpay/upi", funnel.RouteNoAnswer, base.Add(4*time.Second))
+	a.RouteEventAt("razorpay/upi", funnel.RouteNoAnswer, base.Add(11*time.Second))
+	a.RouteEventAt("payu/card", funnel.RouteRefused, base.Add(2*time.Second))
 	for _, r := range []*funnel.Recorder{a, b} {
 		if err := r.Flush(ctx); err != nil {
 			t.Fatal(err)
@@ -118,5 +118,5 @@ func TestRouteSeriesFromSeveralProcessesAddUp(t *testing.T) {
 		}
 	}
 	var none *funnel.Recorder
-	none.RouteCall("razorpay/upi", funnel.RouteAnswered) // must not panic
+	none.RouteEvent("razorpay/upi", funnel.RouteAnswered) // must not panic
 }

@@ -83,9 +83,19 @@ func (r *router) Routes(ctx context.Context) ([]Route, error) {
 	return routes, nil
 }
 
+// observeCall records one gateway call for routing (health and breaker)
+// and for the console's route charts, with the breaker's opening.
+func (s *Service) observeCall(ctx context.Context, gw, method string, err error, took time.Duration) {
+	route, outcome := gw+"/"+method, routeOutcome(err)
+	s.funnel.RouteEvent(route, outcome)
+	if s.routes.observe(ctx, gw, method, outcome != funnel.RouteNoAnswer, took) {
+		s.funnel.RouteEvent(route, funnel.RouteBreakerOpened)
+	}
+}
+
 // observe records one call's outcome and latency, and opens the breaker
-// when the route is failing.
-func (r *router) observe(ctx context.Context, gw, method string, ok bool, took time.Duration) {
+// when the route is failing; it says whether this call opened it.
+func (r *router) observe(ctx context.Context, gw, method string, ok bool, took time.Duration) bool {
 	now := time.Now()
 	outcome := "0"
 	if ok {
@@ -101,9 +111,12 @@ func (r *router) observe(ctx context.Context, gw, method string, ok bool, took t
 	if !ok {
 		if h, err := r.health(ctx, Route{Gateway: gw, Method: method}); err == nil && !h.Open &&
 			(h.Streak >= breakerStreak || (h.Calls >= breakerMinCalls && h.SuccessRate < breakerThreshold)) {
-			r.rdb.Set(ctx, r.key(gw, method, "open"), now.Format(time.RFC3339), breakerCooldown) //nolint:errcheck
+			// SetNX: of processes seeing the same failures at once, one opens it.
+			opened, err := r.rdb.SetNX(ctx, r.key(gw, method, "open"), now.Format(time.RFC3339), breakerCooldown).Result()
+			return err == nil && opened
 		}
 	}
+	return false
 }
 
 // routeOutcome names a gateway call's outcome for the console's route

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"tatkal/booking"
+	"tatkal/booking/funnel"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/teststack"
@@ -105,6 +106,20 @@ func TestRoutingAvoidsAFailingGateway(t *testing.T) {
 		if h.Gateway == "bharatpg" && h.Method == "UPI" && !h.Open {
 			t.Fatalf("bharatpg/UPI failed %d calls and its breaker is closed (success %.2f); gateways %v", h.Calls, h.SuccessRate, after)
 		}
+	}
+	// Its opening is in the route series, once however many calls saw it.
+	if err := w.s.Funnel.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if steps, err = w.s.Funnel.RouteSeries(ctx, start, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	opened := 0
+	for _, st := range steps {
+		opened += int(st.Counts["bharatpg/UPI|"+funnel.RouteBreakerOpened])
+	}
+	if opened != 1 {
+		t.Fatalf("bharatpg/UPI's breaker opened %d times in the route series, want 1", opened)
 	}
 	// Every UPI route off: UPI is refused, the hold and the money untouched.
 	if err := w.s.Payments.SetRouteWeight(ctx, "bharatpg", "UPI", 0, false); err != nil {

@@ -174,15 +174,31 @@ func (c *Console) latencyCharts(ctx context.Context, first, last time.Time) ([]v
 		xs := make([]int64, chartBuckets)
 		for i, b := range steps {
 			if d, n := b.Quantile(st, 0.95); n > 0 && i < len(xs) {
-				xs[i] = d.Milliseconds()
+				// The histogram's last bucket has no top: drawn just above the one before.
+				xs[i] = min(d.Milliseconds(), slowest+1)
 			}
 		}
 		peak := slices.Max(xs)
-		out = append(out, views.Chart{Key: "p95-" + st, Title: "p95 " + stageLabels[st], Peak: fmt.Sprintf("%d ms", peak),
+		out = append(out, views.Chart{Key: "p95-" + st, Title: "p95 " + stageLabels[st], Peak: latencyWords(peak),
 			Describe: "p95 latency per step", Start: fmt.Sprintf("−%d min", chartMinutes), End: "now",
 			Lines: []views.Line{views.NewLine("p95", "p95 "+stageLabels[st], views.LineClass(0), xs, peak, chartBuckets)}})
 	}
 	return out, nil
+}
+
+// slowest is the top of the latency histogram's last bounded bucket, in ms.
+var slowest = int64(funnel.Buckets[len(funnel.Buckets)-2])
+
+// latencyWords is a p95 chart's peak: milliseconds below a second, else
+// seconds; past the last bounded bucket, only that it is over it.
+func latencyWords(ms int64) string {
+	switch {
+	case ms > slowest:
+		return fmt.Sprintf("over %d s", slowest/1000)
+	case ms >= 1000:
+		return fmt.Sprintf("%g s", float64(ms)/1000)
+	}
+	return fmt.Sprintf("%d ms", ms)
 }
 
 // routeCharts draws each payment route's calls per second by outcome,

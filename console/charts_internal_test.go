@@ -48,3 +48,13 @@ func TestLabChartsUseTheSharedChart(t *testing.T) {
 		t.Fatalf("a run with no seconds yet: %+v", charts)
 	}
 }
+
+// A p95 chart's peak reads as a person would say it, and a p95 in the
+// histogram's open-ended last bucket is "over" its last bound.
+func TestLatencyWords(t *testing.T) {
+	for ms, want := range map[int64]string{0: "0 ms", 50: "50 ms", 1000: "1 s", 2000: "2 s", 10000: "10 s", slowest + 1: "over 10 s"} {
+		if got := latencyWords(ms); got != want {
+			t.Errorf("latencyWords(%d) = %q, want %q", ms, got, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"tatkal/booking/funnel"
@@ -53,7 +54,7 @@ type chartShard struct {
 // charts reads the last chartMinutes of the funnel's series from Redis
 // (the sum over every app process) and draws one chart per stage, one
 // line per busy shard and one for the quiet shards together.
-func (c *Console) charts(ctx context.Context, shards []chartShard, now time.Time) (views.FunnelCharts, error) {
+func (c *Console) charts(ctx context.Context, shards []chartShard, routes []string, now time.Time) (views.FunnelCharts, error) {
 	step := funnel.SeriesStep
 	// The last complete bucket: the flusher adds a process's counts within a second.
 	last := now.Add(-time.Second).Truncate(step).Add(-step)
@@ -123,15 +124,120 @@ func (c *Console) charts(ctx context.Context, shards []chartShard, now time.Time
 			}
 		}
 		peak = max(peak, slices.Max(sum))
-		fc := views.FunnelChart{Key: ch.key, Title: ch.title, Peak: perSecond(peak, step)}
-		for _, s := range out.Shards {
-			fc.Lines = append(fc.Lines, views.ChartLine{Shard: s.ID, Points: views.LinePoints(vals[ci][s.ID], peak, views.ChartW, views.ChartH)})
-		}
-		fc.Lines = append(fc.Lines, views.ChartLine{Shard: quietLine, Points: views.LinePoints(sum, peak, views.ChartW, views.ChartH)})
-		out.Charts = append(out.Charts, fc)
+		out.Charts = append(out.Charts, shardChart(ch.key, ch.title, perSecond(peak, step), out.Shards, vals[ci], sum, peak))
 	}
 	// Depth beside arrivals and admissions, which move it.
-	out.Charts = slices.Insert(out.Charts, 2, depthChart(shards, series, busy, calm))
+	out.Charts = slices.Insert(out.Charts, 2, depthChart(shards, series, out.Shards, len(busy)))
+	if out.Latency, err = c.latencyCharts(ctx, first, last); err != nil {
+		return out, err
+	}
+	if out.Routes, err = c.routeCharts(ctx, routes, first, last); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// shardChart is one chart of the rush: a line per shard in the legend's
+// order, then the quiet shards' sum.
+func shardChart(key, title, peakWords string, shards []views.ChartShard, vals map[int64][]int64, sum []int64, peak int64) views.Chart {
+	ch := views.Chart{Key: key, Title: title, Peak: peakWords, Describe: "one line per shard", Start: fmt.Sprintf("−%d min", chartMinutes), End: "now"}
+	for _, s := range shards {
+		l := views.NewLine(fmt.Sprint(s.ID), s.Label, s.Class, vals[s.ID], peak, chartBuckets)
+		l.Quiet = s.Quiet
+		ch.Lines = append(ch.Lines, l)
+	}
+	ch.Lines = append(ch.Lines, views.NewLine(fmt.Sprint(quietLine), "quiet shards together", "sum", sum, peak, chartBuckets))
+	return ch
+}
+
+// timedStages are the stages whose latency the funnel records: charted
+// even before their first event, so the page's layout holds still.
+var timedStages = []string{funnel.HoldAttempt, funnel.PayInitiated}
+
+// latencyCharts draws p95 per timed stage and step, over every shard:
+// each step's p95 comes from the histograms summed over every process.
+func (c *Console) latencyCharts(ctx context.Context, first, last time.Time) ([]views.Chart, error) {
+	steps, err := c.cfg.Funnel.LatencySeries(ctx, first, last)
+	if err != nil {
+		return nil, err
+	}
+	stages := slices.Clone(timedStages)
+	for _, st := range funnel.Stages {
+		for _, b := range steps {
+			if _, n := b.Quantile(st, 0.95); n > 0 && !slices.Contains(stages, st) {
+				stages = append(stages, st)
+			}
+		}
+	}
+	var out []views.Chart
+	for _, st := range stages {
+		xs := make([]int64, chartBuckets)
+		for i, b := range steps {
+			if d, n := b.Quantile(st, 0.95); n > 0 && i < len(xs) {
+				// The histogram's last bucket has no top: drawn just above the one before.
+				xs[i] = min(d.Milliseconds(), slowest+1)
+			}
+		}
+		peak := slices.Max(xs)
+		out = append(out, views.Chart{Key: "p95-" + st, Title: "p95 " + stageLabels[st], Peak: latencyWords(peak),
+			Describe: "p95 latency per step", Start: fmt.Sprintf("−%d min", chartMinutes), End: "now",
+			Lines: []views.Line{views.NewLine("p95", "p95 "+stageLabels[st], views.LineClass(0), xs, peak, chartBuckets)}})
+	}
+	return out, nil
+}
+
+// slowest is the top of the latency histogram's last bounded bucket, in ms.
+var slowest = int64(funnel.Buckets[len(funnel.Buckets)-2])
+
+// latencyWords is a p95 chart's peak: milliseconds below a second, else
+// seconds; past the last bounded bucket, only that it is over it.
+func latencyWords(ms int64) string {
+	switch {
+	case ms > slowest:
+		return fmt.Sprintf("over %d s", slowest/1000)
+	case ms >= 1000:
+		return fmt.Sprintf("%g s", float64(ms)/1000)
+	}
+	return fmt.Sprintf("%d ms", ms)
+}
+
+// routeCharts draws each payment route's calls per second by outcome,
+// summed over every process.
+func (c *Console) routeCharts(ctx context.Context, routes []string, first, last time.Time) ([]views.Chart, error) {
+	steps, err := c.cfg.Funnel.RouteSeries(ctx, first, last)
+	if err != nil {
+		return nil, err
+	}
+	var out []views.Chart
+	for _, r := range routes {
+		vals := make([][]int64, len(funnel.RouteOutcomes))
+		var peak int64
+		for oi, o := range funnel.RouteOutcomes {
+			vals[oi] = make([]int64, chartBuckets)
+			for i, b := range steps {
+				if i < chartBuckets {
+					vals[oi][i] = b.Counts[r+"|"+o]
+				}
+			}
+			peak = max(peak, slices.Max(vals[oi]))
+		}
+		ch := views.Chart{Key: "route-" + strings.ReplaceAll(r, "/", "-"), Title: r, Peak: perSecond(peak, funnel.SeriesStep),
+			Describe: "calls answered, refused and unanswered", Start: fmt.Sprintf("−%d min", chartMinutes), End: "now"}
+		var opened int64
+		for _, b := range steps {
+			opened += b.Counts[r+"|"+funnel.RouteBreakerOpened]
+		}
+		if opened > 0 {
+			ch.Note = fmt.Sprintf("breaker opened %d×", opened)
+		}
+		// No answer first and answered last: where all three lie at zero
+		// the line on top is green, not an alarming red.
+		for oi := len(funnel.RouteOutcomes) - 1; oi >= 0; oi-- {
+			o := funnel.RouteOutcomes[oi]
+			ch.Lines = append(ch.Lines, views.NewLine(o, views.RouteOutcomeLabels[oi], views.RouteOutcomeClass(oi), vals[oi], peak, chartBuckets))
+		}
+		out = append(out, ch)
+	}
 	return out, nil
 }
 
@@ -149,7 +255,7 @@ func perSecond(n int64, step time.Duration) string {
 // and plus the admissions counted since (the queue holds every entrant
 // and admits by a cursor, so both counts move it exactly), which needs
 // nothing to run while nobody watches.
-func depthChart(shards []chartShard, series map[int64][]funnel.Bucket, busy, calm []views.ChartShard) views.FunnelChart {
+func depthChart(shards []chartShard, series map[int64][]funnel.Bucket, ordered []views.ChartShard, nbusy int) views.Chart {
 	depth := map[int64][]int64{}
 	for _, s := range shards {
 		xs := make([]int64, chartBuckets)
@@ -164,20 +270,14 @@ func depthChart(shards []chartShard, series map[int64][]funnel.Bucket, busy, cal
 		depth[s.id] = xs
 	}
 	sum := make([]int64, chartBuckets)
-	var peak int64
-	for _, s := range calm {
+	for _, s := range ordered[nbusy:] {
 		for i, x := range depth[s.ID] {
 			sum[i] += x
 		}
 	}
-	peak = slices.Max(sum)
-	for _, s := range busy {
+	peak := slices.Max(sum)
+	for _, s := range ordered[:nbusy] {
 		peak = max(peak, slices.Max(depth[s.ID]))
 	}
-	fc := views.FunnelChart{Key: "depth", Title: "Queue depth", Peak: fmt.Sprintf("%d waiting", peak)}
-	for _, s := range append(slices.Clone(busy), calm...) {
-		fc.Lines = append(fc.Lines, views.ChartLine{Shard: s.ID, Points: views.LinePoints(depth[s.ID], peak, views.ChartW, views.ChartH)})
-	}
-	fc.Lines = append(fc.Lines, views.ChartLine{Shard: quietLine, Points: views.LinePoints(sum, peak, views.ChartW, views.ChartH)})
-	return fc
+	return shardChart("depth", "Queue depth", fmt.Sprintf("%d waiting", peak), ordered, depth, sum, peak)
 }

@@ -1,13 +1,16 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 
+	"tatkal/booking/funnel"
 	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
@@ -15,8 +18,10 @@ import (
 // TestBrowserFunnelCharts: ops opens the funnel before a small rush. Every
 // shard is quiet: one summed line per chart and one-line shard panels.
 // During the rush the rushed shard gets its own line, the charts move
-// over the websocket and its panel opens; the checkbox shows each quiet
-// shard's own line. axe-core finds nothing serious, at desktop and phone
+// over the websocket and its panel opens; the hold p95 chart rises and,
+// once the holds are paid by UPI, a payment route's answered line and the
+// payment p95 move too, and a breaker opening is noted on its route's
+// chart; the checkbox shows each quiet shard's own line. axe-core finds nothing serious, at desktop and phone
 // width. Screenshots go to $TATKAL_SCREENSHOTS when set.
 func TestBrowserFunnelCharts(t *testing.T) {
 	testenv.Chromium(t)
@@ -61,6 +66,12 @@ func TestBrowserFunnelCharts(t *testing.T) {
 	}
 	quietBefore := b.Text(`[data-testid=quiet-count]`)
 	flat := b.Attr(own, "points")
+	if got := b.Text(`[data-testid=peak-p95-hold_attempt]`); got != "0 ms" {
+		t.Fatalf("before the rush the hold p95 chart peaks at %s", got)
+	}
+	if n := b.Count(`[data-testid=route-charts] [data-chart^=route-]`); n == 0 {
+		t.Fatal("no payment route charts")
+	}
 	b.Shot("funnel-charts-before")
 
 	go rush(t, s, users, date, "ch")
@@ -77,6 +88,45 @@ func TestBrowserFunnelCharts(t *testing.T) {
 	if !strings.Contains(b.Text(`[data-testid=chart-legend]`), fmt.Sprintf("%d 12951", shard)) {
 		t.Fatalf("the legend does not name the busy shard: %s", b.Text(`[data-testid=chart-legend]`))
 	}
+	// The rush's holds are timed: their p95 over time rises off zero. Paying
+	// for them by UPI calls a gateway: a route's answered line moves, and
+	// payment initiation gets its p95.
+	waitFor("the hold p95 chart moves", 20*time.Second, func() bool {
+		return b.Text(`[data-testid=peak-p95-hold_attempt]`) != "0 ms"
+	})
+	rows, err := s.Pool.Query(context.Background(), `SELECT id::text FROM holds WHERE shard_id = $1 AND state = 'HELD'`, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(holds) == 0 {
+		t.Fatalf("held after the rush: %v %v", holds, err)
+	}
+	for _, h := range holds {
+		var user int64
+		if err := s.Pool.QueryRow(context.Background(), `SELECT user_id FROM holds WHERE id = $1`, h).Scan(&user); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Payments.Initiate(context.Background(), teststack.Caller(user), paymentReq(h, "UPI")); err != nil {
+			t.Fatalf("pay hold %s: %v", h, err)
+		}
+	}
+	// A breaker opening (as a process records it) is noted on its route's chart, live.
+	hs, err := s.Payments.Healths(context.Background())
+	if err != nil || len(hs) == 0 {
+		t.Fatalf("routes: %v %v", hs, err)
+	}
+	route := hs[0].Gateway + "/" + hs[0].Method
+	note := `[data-testid="note-route-` + hs[0].Gateway + "-" + hs[0].Method + `"]`
+	if got := b.Text(note); got != "" {
+		t.Fatalf("%s's breaker never opened, yet its chart says %q", route, got)
+	}
+	s.Funnel.RouteEvent(route, funnel.RouteBreakerOpened)
+	answered := `[data-testid=route-charts] polyline[data-line=answered]`
+	waitFor("a route's answered line, the payment p95 and the breaker note move", 20*time.Second, func() bool {
+		v, err := chromedp.Run(b.Ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll(`+jsString(answered)+`)].some(e => e.getAttribute("points") !== "0,99 480,99")`))
+		return err == nil && v && b.Text(`[data-testid=peak-p95-pay_initiated]`) != "0 ms" && b.Text(note) == "breaker opened 1×"
+	})
 	b.Shot("funnel-charts")
 
 	// Expanding the quiet shards shows their own lines instead of the sum.

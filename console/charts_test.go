@@ -19,7 +19,9 @@ import (
 
 // TestFunnelChartsAddUpAcrossProcesses: two app processes count into one
 // shard; the third's console charts their sum from Redis, draws that
-// shard as its own line and the idle shards as one summed line.
+// shard as its own line and the idle shards as one summed line. The two
+// processes' hold latencies make one p95 (from their summed histograms,
+// not either's own p95) and their calls to a payment route add up.
 func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 	s := setup(t, teststack.Options{})
 	other := teststack.Start(t, s.Env, teststack.Options{})
@@ -35,6 +37,38 @@ func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 	other.Funnel.Add(busy, funnel.PayFailed, 3)
 	s.Funnel.Add(busy, funnel.PayUnknown, 2)
 	s.Funnel.Add(idle, funnel.Held, 1) // under 5% of the busy shard's: quiet
+	// Hold latencies, the same step: this process's own p95 is 2 s, the
+	// other's 50 ms; the 190th of their 200 together is at 50 ms.
+	for i := 0; i < 100; i++ {
+		if i < 90 {
+			s.Funnel.Observe(funnel.HoldAttempt, time.Millisecond)
+		} else {
+			s.Funnel.Observe(funnel.HoldAttempt, 2*time.Second)
+		}
+		other.Funnel.Observe(funnel.HoldAttempt, 50*time.Millisecond)
+	}
+	// One route's calls: 5 answered in the step (1/s), 1 with no answer; its breaker opened once.
+	hs, err := s.Payments.Healths(context.Background())
+	if err != nil || len(hs) == 0 {
+		t.Fatalf("routes: %v %v", hs, err)
+	}
+	route := hs[0].Gateway + "/" + hs[0].Method
+	for i := 0; i < 3; i++ {
+		s.Funnel.RouteEvent(route, funnel.RouteAnswered)
+	}
+	other.Funnel.RouteEvent(route, funnel.RouteAnswered)
+	other.Funnel.RouteEvent(route, funnel.RouteAnswered)
+	other.Funnel.RouteEvent(route, funnel.RouteNoAnswer)
+	other.Funnel.RouteEvent(route, funnel.RouteBreakerOpened)
+	routeKey := "route-" + strings.ReplaceAll(route, "/", "-")
+	chart := func(cs []views.Chart, key string) views.Chart {
+		for _, c := range cs {
+			if c.Key == key {
+				return c
+			}
+		}
+		return views.Chart{}
+	}
 
 	b := newBrowser(t, viewer.Server.URL)
 	b.login("ops1")
@@ -58,11 +92,13 @@ func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &snap); err != nil {
 			t.Fatal(err)
 		}
-		if find(snap.Charts, busy).Events == 55 && find(snap.Charts, idle).Events == 1 {
+		p95, rt := chart(snap.Charts.Latency, "p95-"+funnel.HoldAttempt), chart(snap.Charts.Routes, routeKey)
+		if find(snap.Charts, busy).Events == 55 && find(snap.Charts, idle).Events == 1 && p95.Peak == "50 ms" && rt.Peak == "1/s" && rt.Note == "breaker opened 1×" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("charts never showed both processes' events: busy %+v, idle %+v", find(snap.Charts, busy), find(snap.Charts, idle))
+			t.Fatalf("charts never showed both processes' events: busy %+v, idle %+v, hold p95 peak %q (want 50 ms), %s peak %q (want 1/s) note %q",
+				find(snap.Charts, busy), find(snap.Charts, idle), p95.Peak, route, rt.Peak, rt.Note)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -74,12 +110,12 @@ func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 		t.Fatalf("%d quiet shards of %d, want all but the busy one", c.Quiet, len(c.Shards))
 	}
 	peaks := map[string]string{}
-	lines := map[string]map[int64]string{}
+	lines := map[string]map[string]string{}
 	for _, ch := range c.Charts {
 		peaks[ch.Key] = ch.Peak
-		lines[ch.Key] = map[int64]string{}
+		lines[ch.Key] = map[string]string{}
 		for _, l := range ch.Lines {
-			lines[ch.Key][l.Shard] = l.Points
+			lines[ch.Key][l.ID] = l.Points
 		}
 	}
 	// 50 held in one 5-second bucket is 10 a second; failed and unknown share a chart.
@@ -87,18 +123,31 @@ func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 		t.Fatalf("peaks %v, want held 10/s, payfail 1/s, confirmed 0/s", peaks)
 	}
 	flat := views.LinePoints(make([]int64, 121), 0, views.ChartW, views.ChartH)
-	if p := lines["held"][busy]; !topped(p) {
+	if p := lines["held"][fmt.Sprint(busy)]; !topped(p) {
 		t.Fatalf("the busy shard's held line never reaches the top: %s", p)
 	}
-	if p := lines["held"][-1]; p == flat || topped(p) {
+	if p := lines["held"]["-1"]; p == flat || topped(p) {
 		t.Fatalf("the quiet shards' sum should show their one event, low: %s", p)
 	}
-	if p := lines["confirmed"][busy]; p != flat {
+	if p := lines["confirmed"][fmt.Sprint(busy)]; p != flat {
 		t.Fatalf("nothing confirmed, yet the line is %s", p)
+	}
+	// The route's answered line tops its chart, its unanswered one is low,
+	// and nothing was refused; the payment stage, never timed, is flat.
+	rl := map[string]string{}
+	for _, l := range chart(c.Routes, routeKey).Lines {
+		rl[l.ID] = l.Points
+	}
+	if !topped(rl[funnel.RouteAnswered]) || rl[funnel.RouteNoAnswer] == flat || topped(rl[funnel.RouteNoAnswer]) || rl[funnel.RouteRefused] != flat {
+		t.Fatalf("route lines %v: want answered at the top, no answer low, refused flat", rl)
+	}
+	if pc := chart(c.Latency, "p95-"+funnel.PayInitiated); pc.Peak != "0 ms" || len(pc.Lines) != 1 || pc.Lines[0].Points != flat {
+		t.Fatalf("payment p95 chart %+v, want charted and flat", pc)
 	}
 	// The page draws the same, server-side.
 	_, body, _ := b.get("/console/funnel")
-	for _, want := range []string{`data-testid="chart-held"`, `data-testid="peak-held">10/s<`, `data-testid="expand-quiet"`} {
+	for _, want := range []string{`data-testid="chart-held"`, `data-testid="peak-held">10/s<`, `data-testid="expand-quiet"`,
+		`data-testid="peak-p95-hold_attempt">50 ms<`, `data-testid="peak-` + routeKey + `">1/s<`, `data-testid="note-` + routeKey + `">breaker opened 1×<`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("page lacks %s", want)
 		}
@@ -146,7 +195,7 @@ func TestQueueDepthChart(t *testing.T) {
 	}
 	b := newBrowser(t, s.Server.URL)
 	b.login("ops1")
-	var depth views.FunnelChart
+	var depth views.Chart
 	deadline := time.Now().Add(20 * time.Second) // until the arrivals' bucket is complete
 	for {
 		_, body, _ := b.get("/console/funnel.json")
@@ -168,7 +217,7 @@ func TestQueueDepthChart(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	for _, l := range depth.Lines {
-		if l.Shard != shard {
+		if l.ID != fmt.Sprint(shard) {
 			continue
 		}
 		pts := strings.Fields(l.Points)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -107,37 +108,50 @@ func (c *Console) labRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // labCharts draws seeds/001's chart (backend requests per second, direct
-// against queue-controlled) and the queue's depth.
-func labCharts(points []views.LabPoint) []views.LabChart {
-	const width, height = 640, 160
-	chart := func(title string, val func(views.LabPoint) int64, modes ...string) views.LabChart {
-		c := views.LabChart{Title: title, Width: width, Height: height}
-		last := 1
-		for _, p := range points {
-			c.Max = max(c.Max, val(p))
-			last = max(last, p.T)
+// against queue-controlled), refusals, bookings and the queue's depth,
+// with the funnel's chart component. Each mode's line runs to its own
+// last second on the x axis of the longest.
+func labCharts(points []views.LabPoint) []views.Chart {
+	last := 0
+	for _, p := range points {
+		last = max(last, p.T)
+	}
+	modeClass := map[string]string{"direct": views.LineClass(1), "queue": views.LineClass(0)} // red and blue, as seeds/001
+	// A run of one mode charts that mode only; before its first second, both.
+	ran := map[string]bool{}
+	for _, p := range points {
+		ran[p.Mode] = true
+	}
+	var out []views.Chart
+	chart := func(key, title, unit string, val func(views.LabPoint) int64, modes ...string) {
+		modes = slices.DeleteFunc(modes, func(m string) bool { return len(ran) > 0 && !ran[m] })
+		if len(modes) == 0 {
+			return
 		}
-		scale := float64(max(c.Max, 1))
+		c := views.Chart{Key: key, Title: title, Describe: "one line per mode", Start: "0 s", End: fmt.Sprintf("%d s", last), Legend: true}
+		var top int64
+		for _, p := range points {
+			top = max(top, val(p))
+		}
+		c.Peak = fmt.Sprintf("%d%s", top, unit)
 		for _, m := range modes {
-			l := views.LabLine{Label: m, Class: m}
-			var pts []string
+			var series []int64
 			for _, p := range points {
-				if p.Mode != m {
+				if p.Mode != m || p.T < 0 {
 					continue
 				}
-				x := float64(p.T) * float64(width-10) / float64(last)
-				y := float64(height-5) - float64(val(p))*float64(height-10)/scale
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x+5, y))
+				for len(series) <= p.T {
+					series = append(series, 0)
+				}
+				series[p.T] = val(p)
 			}
-			l.Points, l.N = strings.Join(pts, " "), len(pts)
-			c.Lines = append(c.Lines, l)
+			c.Lines = append(c.Lines, views.NewLine(m, m, modeClass[m], series, top, last+1))
 		}
-		return c
+		out = append(out, c)
 	}
-	return []views.LabChart{
-		chart("Backend (hold + payment) requests per second", func(p views.LabPoint) int64 { return p.Backend }, "direct", "queue"),
-		chart("Retryable refusals per second", func(p views.LabPoint) int64 { return p.Rejected }, "direct", "queue"),
-		chart("Bookings per second", func(p views.LabPoint) int64 { return p.Booked }, "direct", "queue"),
-		chart("Queue depth", func(p views.LabPoint) int64 { return p.QueueDepth }, "queue"),
-	}
+	chart("lab-backend", "Backend (hold + payment) requests per second", "/s", func(p views.LabPoint) int64 { return p.Backend }, "direct", "queue")
+	chart("lab-refused", "Retryable refusals per second", "/s", func(p views.LabPoint) int64 { return p.Rejected }, "direct", "queue")
+	chart("lab-booked", "Bookings per second", "/s", func(p views.LabPoint) int64 { return p.Booked }, "direct", "queue")
+	chart("lab-depth", "Queue depth", " waiting", func(p views.LabPoint) int64 { return p.QueueDepth }, "queue")
+	return out
 }

@@ -132,7 +132,15 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 		}
 		cs = append(cs, chartShard{id: id, label: l, waiting: depth[id][0]})
 	}
-	if snap.Charts, err = c.charts(ctx, cs, time.Now()); err != nil {
+	hs, err := c.cfg.Payments.Healths(ctx)
+	if err != nil {
+		return snap, err
+	}
+	routes := make([]string, len(hs))
+	for i, h := range hs {
+		routes[i] = h.Gateway + "/" + h.Method
+	}
+	if snap.Charts, err = c.charts(ctx, cs, routes, time.Now()); err != nil {
 		return snap, err
 	}
 	reports := c.invariants(ctx, shards)
@@ -172,10 +180,6 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 		snap.Shards = append(snap.Shards, fs)
 	}
 	snap.Shards = append(snap.Shards, calm...)
-	hs, err := c.cfg.Payments.Healths(ctx)
-	if err != nil {
-		return snap, err
-	}
 	for _, h := range hs {
 		r := views.RouteHealth{Route: h.Gateway + "/" + h.Method, Weight: h.Weight, Enabled: h.Enabled, Calls: h.Calls,
 			ErrorPct: (1 - h.SuccessRate) * 100, P95ms: h.P95.Milliseconds(), BreakerOpen: h.Open}

@@ -36,12 +36,13 @@
       if (li) { set(li, "events", s.events); li.parentNode.appendChild(li); } else ok = false; // busy first, as the server orders them
     });
     var sum = box.querySelector('li[data-line="-1"]'); if (sum) sum.parentNode.appendChild(sum);
-    c.charts.forEach(function (ch) {
+    // The rush per shard, then p95 per stage and the payment routes.
+    c.charts.concat(c.latency || [], c.routes || []).forEach(function (ch) {
       var fig = box.querySelector('[data-chart="' + ch.key + '"]');
       if (!fig) { ok = false; return; }
-      set(fig, "peak", ch.peak);
+      set(fig, "peak", ch.peak); set(fig, "note", ch.note || "");
       ch.lines.forEach(function (l) {
-        var pl = fig.querySelector('polyline[data-line="' + l.shard + '"]');
+        var pl = fig.querySelector('polyline[data-line="' + l.id + '"]');
         if (pl) pl.setAttribute("points", l.points); else ok = false;
       });
     });

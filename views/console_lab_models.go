@@ -50,20 +50,3 @@ type LabPage struct {
 	Faults  []string
 	Running bool
 }
-
-// LabChart is a small SVG line chart: one line per series.
-type LabChart struct {
-	Title  string
-	Width  int
-	Height int
-	Max    int64
-	Lines  []LabLine
-}
-
-// LabLine is one series of a chart as SVG polyline points.
-type LabLine struct {
-	Label  string
-	Class  string
-	Points string
-	N      int
-}

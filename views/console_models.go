@@ -1,11 +1,6 @@
 package views
 
-import (
-	"fmt"
-	"math"
-	"slices"
-	"strconv"
-)
+import "fmt"
 
 // ConsoleNav is the frame of every console page: who is signed in and
 // what they may open.
@@ -67,13 +62,17 @@ type FunnelView struct {
 // shard. The quiet shards are drawn as one line, their sum, unless the
 // operator expands them, so a busy shard stands out.
 type FunnelCharts struct {
-	From    string        `json:"from"` // the first bucket's start, IST
-	To      string        `json:"to"`   // the last bucket's end
-	Minutes int           `json:"minutes"`
-	StepS   int           `json:"step_s"`
-	Charts  []FunnelChart `json:"charts"`
-	Shards  []ChartShard  `json:"shards"` // the legend, in line order
-	Quiet   int           `json:"quiet"`  // how many shards are quiet
+	From    string       `json:"from"` // the first bucket's start, IST
+	To      string       `json:"to"`   // the last bucket's end
+	Minutes int          `json:"minutes"`
+	StepS   int          `json:"step_s"`
+	Charts  []Chart      `json:"charts"` // counts: one line per busy shard, one for the quiet ones
+	Shards  []ChartShard `json:"shards"` // their legend, in line order
+	Quiet   int          `json:"quiet"`  // how many shards are quiet
+	// Latency is p95 per timed stage, over every shard.
+	Latency []Chart `json:"latency"`
+	// Routes is one chart per payment route: its calls by outcome.
+	Routes []Chart `json:"routes"`
 }
 
 // ChartShard is one shard's line in every chart. ID -1 is the quiet shards' sum.
@@ -84,24 +83,6 @@ type ChartShard struct {
 	Quiet  bool   `json:"quiet"`
 	Events int64  `json:"events"` // charted events over the span
 }
-
-// FunnelChart is one stage's chart.
-type FunnelChart struct {
-	Key   string      `json:"key"`
-	Title string      `json:"title"`
-	Peak  string      `json:"peak"` // the top of the y axis, per second
-	Lines []ChartLine `json:"lines"`
-}
-
-// ChartLine is one shard's series in a chart as SVG polyline points in
-// a ChartW×ChartH box.
-type ChartLine struct {
-	Shard  int64  `json:"shard"`
-	Points string `json:"points"`
-}
-
-// The charts' SVG box: 4 units per bucket of a 121-bucket span.
-const ChartW, ChartH = 480, 100
 
 // FunnelShard is the funnel of one shard, or of all (ID 0).
 type FunnelShard struct {
@@ -154,33 +135,6 @@ func SparkPoints(series []int64, w, h int) string {
 		top = max(top, v)
 	}
 	return LinePoints(series, top, w, h)
-}
-
-// LinePoints renders a series as SVG polyline points in a w×h box whose
-// top is top (at least 1). A series of zeros is two points: charts with
-// many quiet shards stay small on the websocket.
-func LinePoints(series []int64, top int64, w, h int) string {
-	if len(series) == 0 {
-		return ""
-	}
-	top = max(top, 1)
-	step := float64(w) / float64(max(len(series)-1, 1))
-	y := func(v int64) float64 { return float64(h) - float64(v)*float64(h-2)/float64(top) - 1 }
-	if slices.Max(series) == 0 && slices.Min(series) == 0 {
-		series = []int64{0, 0}
-		step = float64(w)
-	}
-	// Tenths, without trailing zeros: the websocket carries every line every second.
-	num := func(b []byte, f float64) []byte { return strconv.AppendFloat(b, math.Round(f*10)/10, 'f', -1, 64) }
-	var b []byte
-	for i, v := range series {
-		if i > 0 {
-			b = append(b, ' ')
-		}
-		b = append(num(b, float64(i)*step), ',')
-		b = num(b, y(v))
-	}
-	return string(b)
 }
 
 // BarPct is a stage's bar length (0-100) against the largest total.
@@ -377,40 +331,4 @@ type TokenRow struct {
 	Login, Role, Label, Hint, CreatedBy string
 	Created, Expires, LastUsed, State   string
 	Revoked, RevokedBy                  string
-}
-
-// LineClass is the colour class of the i-th line: console.css defines eight.
-func LineClass(i int) string { return fmt.Sprintf("c%d", i%8) }
-
-func chartShard(c FunnelCharts, id int64) (ChartShard, bool) {
-	for _, s := range c.Shards {
-		if s.ID == id {
-			return s, true
-		}
-	}
-	return ChartShard{}, false
-}
-
-// lineQuiet is a line's data-quiet: "1" for a quiet shard's own line.
-func lineQuiet(c FunnelCharts, id int64) string {
-	if s, ok := chartShard(c, id); ok && s.Quiet {
-		return "1"
-	}
-	return "0"
-}
-
-// lineClass is a line's colour class; the quiet shards' sum is "sum".
-func lineClass(c FunnelCharts, id int64) string {
-	if s, ok := chartShard(c, id); ok {
-		return s.Class
-	}
-	return "sum"
-}
-
-// lineLabel names a line when the pointer rests on it.
-func lineLabel(c FunnelCharts, id int64) string {
-	if s, ok := chartShard(c, id); ok {
-		return s.Label
-	}
-	return "quiet shards together"
 }

@@ -20,3 +20,21 @@ func TestLinePoints(t *testing.T) {
 		}
 	}
 }
+
+// SpanPoints leaves room for values still to come: a rehearsal's line
+// stops part way along its chart, and a line of zeros stops there too.
+func TestSpanPoints(t *testing.T) {
+	for _, c := range []struct {
+		series []int64
+		slots  int
+		want   string
+	}{
+		{[]int64{0, 5, 10}, 5, "0,99 120,50 240,1"},
+		{[]int64{0, 0, 0}, 5, "0,99 240,99"},
+		{[]int64{10}, 5, "0,1"},
+	} {
+		if got := SpanPoints(c.series, 10, c.slots, 480, 100); got != c.want {
+			t.Errorf("SpanPoints(%v, 10, %d) = %q, want %q", c.series, c.slots, got, c.want)
+		}
+	}
+}

@@ -71,6 +71,7 @@ type Recorder struct {
 	mu     sync.Mutex
 	counts map[string]int64 // "shard|sec|stage" -> n
 	hist   map[string]int64 // "stage|sec|bucket" -> n
+	routes map[string]int64 // "route|sec|event" -> n
 }
 
 // New returns a recorder writing under prefix.
@@ -78,7 +79,7 @@ func New(rdb redis.UniversalClient, prefix string, log *slog.Logger) *Recorder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Recorder{rdb: rdb, prefix: prefix, log: log, counts: map[string]int64{}, hist: map[string]int64{}}
+	return &Recorder{rdb: rdb, prefix: prefix, log: log, counts: map[string]int64{}, hist: map[string]int64{}, routes: map[string]int64{}}
 }
 
 // Add counts n events of stage on shard (0 for events of no shard), and
@@ -104,11 +105,45 @@ func (r *Recorder) Observe(stage string, d time.Duration) {
 	if r == nil {
 		return
 	}
+	r.observeAt(stage, d, time.Now())
+}
+
+func (r *Recorder) observeAt(stage string, d time.Duration, at time.Time) {
 	ms := int(d.Milliseconds())
 	b := sort.SearchInts(Buckets, ms)
-	key := stage + "|" + strconv.FormatInt(time.Now().Unix(), 10) + "|" + strconv.Itoa(b)
+	key := stage + "|" + strconv.FormatInt(at.Unix(), 10) + "|" + strconv.Itoa(b)
 	r.mu.Lock()
 	r.hist[key]++
+	r.mu.Unlock()
+}
+
+// Outcomes of one call to a payment route, as the route charts tell them.
+const (
+	RouteAnswered = "answered"  // the gateway answered
+	RouteRefused  = "refused"   // it answered with a final refusal (4xx)
+	RouteNoAnswer = "no_answer" // a timeout, a 5xx or a 429: what opens the breaker
+)
+
+// RouteOutcomes lists the outcomes in chart order.
+var RouteOutcomes = []string{RouteAnswered, RouteRefused, RouteNoAnswer}
+
+// RouteBreakerOpened is a route event that is no call: its breaker opened.
+const RouteBreakerOpened = "breaker_opened"
+
+// RouteEvent counts one event of a payment route ("gateway/method"): a
+// call's outcome or its breaker opening, for the route charts. A nil
+// Recorder records nothing.
+func (r *Recorder) RouteEvent(route, what string) {
+	if r == nil {
+		return
+	}
+	r.routeEventAt(route, what, time.Now())
+}
+
+func (r *Recorder) routeEventAt(route, what string, at time.Time) {
+	key := route + "|" + strconv.FormatInt(at.Unix(), 10) + "|" + what
+	r.mu.Lock()
+	r.routes[key]++
 	r.mu.Unlock()
 }
 
@@ -126,16 +161,35 @@ func (r *Recorder) histKey(stage, sec string) string {
 	return r.prefix + ":lat:" + stage + ":" + sec
 }
 
+// latencyKey is the hash of every stage's latency histogram over one
+// minute, in SeriesStep slots: fields "slot|stage|bucket". Histograms,
+// not quantiles, because only counts add up across processes.
+func (r *Recorder) latencyKey(minute int64) string {
+	return r.prefix + ":lseries:" + strconv.FormatInt(minute, 10)
+}
+
+// routeKey is the hash of every payment route's events over one minute:
+// fields "slot|route|event".
+func (r *Recorder) routeKey(minute int64) string {
+	return r.prefix + ":rseries:" + strconv.FormatInt(minute, 10)
+}
+
+// slotField is a series hash's field prefix: the SeriesStep slot of the
+// Unix second sec within its minute.
+func slotField(sec int64) string {
+	return strconv.FormatInt(sec%60/int64(SeriesStep/time.Second), 10) + "|"
+}
+
 // Flush adds the counts gathered so far to Redis.
 func (r *Recorder) Flush(ctx context.Context) error {
 	if r == nil {
 		return nil
 	}
 	r.mu.Lock()
-	counts, hist := r.counts, r.hist
-	r.counts, r.hist = map[string]int64{}, map[string]int64{}
+	counts, hist, routes := r.counts, r.hist, r.routes
+	r.counts, r.hist, r.routes = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	r.mu.Unlock()
-	if len(counts) == 0 && len(hist) == 0 {
+	if len(counts) == 0 && len(hist) == 0 && len(routes) == 0 {
 		return nil
 	}
 	pipe := r.rdb.Pipeline()
@@ -163,6 +217,17 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		key := r.histKey(f[0], f[1])
 		pipe.HIncrBy(ctx, key, f[2], n)
 		keys[key] = Retention
+		sec, _ := strconv.ParseInt(f[1], 10, 64)
+		lkey := r.latencyKey(sec - sec%60)
+		pipe.HIncrBy(ctx, lkey, slotField(sec)+f[0]+"|"+f[2], n)
+		keys[lkey] = SeriesRetention
+	}
+	for k, n := range routes {
+		f := strings.SplitN(k, "|", 3)
+		sec, _ := strconv.ParseInt(f[1], 10, 64)
+		key := r.routeKey(sec - sec%60)
+		pipe.HIncrBy(ctx, key, slotField(sec)+f[0]+"|"+f[2], n)
+		keys[key] = SeriesRetention
 	}
 	for k, ttl := range keys {
 		pipe.Expire(ctx, k, ttl)
@@ -175,6 +240,9 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		}
 		for k, n := range hist {
 			r.hist[k] += n
+		}
+		for k, n := range routes {
+			r.routes[k] += n
 		}
 		r.mu.Unlock()
 		return fmt.Errorf("flush funnel: %w", err)
@@ -327,27 +395,145 @@ func (r *Recorder) Quantile(ctx context.Context, stage string, from, to time.Tim
 		return 0, 0, fmt.Errorf("read latency: %w", err)
 	}
 	counts := make([]int64, len(Buckets))
-	var total int64
 	for _, c := range cmds {
 		for k, v := range c.Val() {
 			b, _ := strconv.Atoi(k)
 			n, _ := strconv.ParseInt(v, 10, 64)
 			if b >= 0 && b < len(counts) {
 				counts[b] += n
-				total += n
 			}
 		}
 	}
+	d, total := quantile(counts, q)
+	return d, total, nil
+}
+
+// quantile is the q-quantile of a histogram over Buckets (the upper bound
+// of the bucket it falls in) and how many samples it holds; 0 for none.
+func quantile(counts []int64, q float64) (time.Duration, int64) {
+	var total int64
+	for _, n := range counts {
+		total += n
+	}
 	if total == 0 {
-		return 0, 0, nil
+		return 0, 0
 	}
 	want := int64(float64(total)*q + 0.999999)
 	var seen int64
 	for b, n := range counts {
 		seen += n
 		if seen >= want {
-			return time.Duration(Buckets[b]) * time.Millisecond, total, nil
+			return time.Duration(Buckets[b]) * time.Millisecond, total
 		}
 	}
-	return time.Duration(Buckets[len(Buckets)-1]) * time.Millisecond, total, nil
+	return time.Duration(Buckets[len(Buckets)-1]) * time.Millisecond, total
+}
+
+// slotRange is the span of SeriesStep buckets from the one holding from
+// to the one holding to, as Unix seconds of the first and last, and how
+// many there are.
+func slotRange(from, to time.Time) (first, last int64, n int, err error) {
+	step := int64(SeriesStep / time.Second)
+	first, last = from.Unix()-from.Unix()%step, to.Unix()-to.Unix()%step
+	if last < first {
+		return 0, 0, 0, fmt.Errorf("%v is before %v", to, from)
+	}
+	return first, last, int((last-first)/step) + 1, nil
+}
+
+// readSlots reads the per-minute series hashes (key names a minute's hash)
+// over [first, last] in one round trip and calls add with each field's
+// bucket index, the field after its slot, and its count.
+func (r *Recorder) readSlots(ctx context.Context, key func(minute int64) string, first, last int64, add func(i int, field string, n int64)) error {
+	step := int64(SeriesStep / time.Second)
+	type read struct {
+		minute int64
+		cmd    *redis.MapStringStringCmd
+	}
+	var reads []read
+	pipe := r.rdb.Pipeline()
+	for m := first - first%60; m <= last; m += 60 {
+		reads = append(reads, read{m, pipe.HGetAll(ctx, key(m))})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return err
+	}
+	for _, rd := range reads {
+		for field, v := range rd.cmd.Val() {
+			slot, rest, ok := strings.Cut(field, "|")
+			s, err := strconv.ParseInt(slot, 10, 64)
+			if !ok || err != nil {
+				continue
+			}
+			at := rd.minute + s*step
+			if at < first || at > last {
+				continue
+			}
+			c, _ := strconv.ParseInt(v, 10, 64)
+			add(int((at-first)/step), rest, c)
+		}
+	}
+	return nil
+}
+
+// LatencyBucket is one SeriesStep of latency histograms: per stage, the
+// count of samples in each of Buckets, summed over every process.
+type LatencyBucket struct {
+	At   time.Time
+	Hist map[string][]int64
+}
+
+// Quantile is the q-quantile of stage's latency in this bucket and the
+// number of samples it is taken from (0: none, and no quantile).
+func (b LatencyBucket) Quantile(stage string, q float64) (time.Duration, int64) {
+	return quantile(b.Hist[stage], q)
+}
+
+// LatencySeries returns the latency histograms of every stage in the
+// buckets from the one holding from to the one holding to, summed over
+// every process: one read per minute, in one round trip.
+func (r *Recorder) LatencySeries(ctx context.Context, from, to time.Time) ([]LatencyBucket, error) {
+	first, last, n, err := slotRange(from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read latency series: %w", err)
+	}
+	out := make([]LatencyBucket, n)
+	for i := range out {
+		out[i] = LatencyBucket{At: time.Unix(first+int64(i)*int64(SeriesStep/time.Second), 0), Hist: map[string][]int64{}}
+	}
+	err = r.readSlots(ctx, r.latencyKey, first, last, func(i int, field string, c int64) {
+		stage, bs, _ := strings.Cut(field, "|")
+		b, err := strconv.Atoi(bs)
+		if err != nil || b < 0 || b >= len(Buckets) {
+			return
+		}
+		h := out[i].Hist[stage]
+		if h == nil {
+			h = make([]int64, len(Buckets))
+			out[i].Hist[stage] = h
+		}
+		h[b] += c
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read latency series: %w", err)
+	}
+	return out, nil
+}
+
+// RouteSeries returns every payment route's events in the buckets from
+// the one holding from to the one holding to, summed over every process:
+// Counts are keyed "route|event" (an outcome or RouteBreakerOpened).
+func (r *Recorder) RouteSeries(ctx context.Context, from, to time.Time) ([]Bucket, error) {
+	first, last, n, err := slotRange(from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read route series: %w", err)
+	}
+	out := make([]Bucket, n)
+	for i := range out {
+		out[i] = Bucket{At: time.Unix(first+int64(i)*int64(SeriesStep/time.Second), 0), Counts: map[string]int64{}}
+	}
+	if err := r.readSlots(ctx, r.routeKey, first, last, func(i int, field string, c int64) { out[i].Counts[field] += c }); err != nil {
+		return nil, fmt.Errorf("read route series: %w", err)
+	}
+	return out, nil
 }

@@ -372,7 +372,7 @@ func (s *Service) sendToGateway(ctx context.Context, id uuid.UUID, gateway strin
 		return err
 	})
 	var ce *callError
-	s.routes.observe(context.WithoutCancel(ctx), gateway, req.method, err == nil || (errors.As(err, &ce) && ce.Definitive), took)
+	s.observeCall(context.WithoutCancel(ctx), gateway, req.method, err, took)
 	bg := context.WithoutCancel(ctx)
 	switch {
 	case err == nil:

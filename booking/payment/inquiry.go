@@ -54,7 +54,7 @@ func (s *Service) Inquire(ctx context.Context, id uuid.UUID) (time.Duration, err
 		return err
 	})
 	var ce *callError
-	s.routes.observe(ctx, gateway, method, callErr == nil || (errors.As(callErr, &ce) && ce.Definitive), took)
+	s.observeCall(ctx, gateway, method, callErr, took)
 	switch {
 	case callErr == nil:
 		if err := s.apply(ctx, id, p, "status inquiry", true); errors.Is(err, errAmountUnknown) {

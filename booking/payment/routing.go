@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"tatkal/booking/funnel"
 )
 
 // Route is one gateway carrying one method.
@@ -80,9 +83,19 @@ func (r *router) Routes(ctx context.Context) ([]Route, error) {
 	return routes, nil
 }
 
+// observeCall records one gateway call for routing (health and breaker)
+// and for the console's route charts, with the breaker's opening.
+func (s *Service) observeCall(ctx context.Context, gw, method string, err error, took time.Duration) {
+	route, outcome := gw+"/"+method, routeOutcome(err)
+	s.funnel.RouteEvent(route, outcome)
+	if s.routes.observe(ctx, gw, method, outcome != funnel.RouteNoAnswer, took) {
+		s.funnel.RouteEvent(route, funnel.RouteBreakerOpened)
+	}
+}
+
 // observe records one call's outcome and latency, and opens the breaker
-// when the route is failing.
-func (r *router) observe(ctx context.Context, gw, method string, ok bool, took time.Duration) {
+// when the route is failing; it says whether this call opened it.
+func (r *router) observe(ctx context.Context, gw, method string, ok bool, took time.Duration) bool {
 	now := time.Now()
 	outcome := "0"
 	if ok {
@@ -98,9 +111,26 @@ func (r *router) observe(ctx context.Context, gw, method string, ok bool, took t
 	if !ok {
 		if h, err := r.health(ctx, Route{Gateway: gw, Method: method}); err == nil && !h.Open &&
 			(h.Streak >= breakerStreak || (h.Calls >= breakerMinCalls && h.SuccessRate < breakerThreshold)) {
-			r.rdb.Set(ctx, r.key(gw, method, "open"), now.Format(time.RFC3339), breakerCooldown) //nolint:errcheck
+			// SetNX: of processes seeing the same failures at once, one opens it.
+			opened, err := r.rdb.SetNX(ctx, r.key(gw, method, "open"), now.Format(time.RFC3339), breakerCooldown).Result()
+			return err == nil && opened
 		}
 	}
+	return false
+}
+
+// routeOutcome names a gateway call's outcome for the console's route
+// charts, split as the breaker sees it: a refusal is an answer, so only
+// no answer counts against the route.
+func routeOutcome(err error) string {
+	var ce *callError
+	switch {
+	case err == nil:
+		return funnel.RouteAnswered
+	case errors.As(err, &ce) && ce.Definitive:
+		return funnel.RouteRefused
+	}
+	return funnel.RouteNoAnswer
 }
 
 func (r *router) health(ctx context.Context, rt Route) (Health, error) {

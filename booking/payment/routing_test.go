@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"tatkal/booking"
+	"tatkal/booking/funnel"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/teststack"
@@ -24,6 +26,7 @@ func TestRoutingAvoidsAFailingGateway(t *testing.T) {
 	})
 	w := newWorld(t, teststack.Options{Routes: routes}, 60, 60)
 	ctx := context.Background()
+	start := time.Now()
 	if err := w.s.Payments.SetRouteWeight(ctx, "swiftpay", "UPI", 1000, true); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +50,24 @@ func TestRoutingAvoidsAFailingGateway(t *testing.T) {
 	}
 	if healthy < 26 {
 		t.Fatalf("only %d of 29 payments avoided the failing gateway: %v", healthy, gateways)
+	}
+	// The console's route charts count the same calls, summed in Redis per
+	// 5-second step and split as the breaker sees them.
+	if err := w.s.Funnel.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := w.s.Funnel.RouteSeries(ctx, start, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for _, st := range steps {
+		for k, n := range st.Counts {
+			calls[k] += n
+		}
+	}
+	if calls["swiftpay/UPI|no_answer"] < int64(len(gateways)-healthy) || calls["bharatpg/UPI|answered"] < int64(healthy) || calls["swiftpay/UPI|answered"] != 0 {
+		t.Fatalf("route series %v: want at least %d unanswered calls to swiftpay/UPI (inquiries may add more), none answered and at least %d answered by bharatpg/UPI", calls, len(gateways)-healthy, healthy)
 	}
 	// Now bharatpg fails too, call after call: its breaker opens.
 	for _, rc := range routes {
@@ -85,6 +106,20 @@ func TestRoutingAvoidsAFailingGateway(t *testing.T) {
 		if h.Gateway == "bharatpg" && h.Method == "UPI" && !h.Open {
 			t.Fatalf("bharatpg/UPI failed %d calls and its breaker is closed (success %.2f); gateways %v", h.Calls, h.SuccessRate, after)
 		}
+	}
+	// Its opening is in the route series, once however many calls saw it.
+	if err := w.s.Funnel.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if steps, err = w.s.Funnel.RouteSeries(ctx, start, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	opened := 0
+	for _, st := range steps {
+		opened += int(st.Counts["bharatpg/UPI|"+funnel.RouteBreakerOpened])
+	}
+	if opened != 1 {
+		t.Fatalf("bharatpg/UPI's breaker opened %d times in the route series, want 1", opened)
 	}
 	// Every UPI route off: UPI is refused, the hold and the money untouched.
 	if err := w.s.Payments.SetRouteWeight(ctx, "bharatpg", "UPI", 0, false); err != nil {

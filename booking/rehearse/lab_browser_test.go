@@ -55,7 +55,7 @@ func TestBrowserLab(t *testing.T) {
 		if state == "DONE" || state == "FAILED" {
 			break
 		}
-		n, _ := strconv.Atoi(attr(`[data-testid=lab-line-direct]`, "data-points"))
+		n, _ := strconv.Atoi(attr(`[data-testid=chart-lab-backend] polyline[data-line=direct]`, "data-points"))
 		if first < 0 {
 			first = n
 		} else if n > first {

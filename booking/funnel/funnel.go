@@ -310,51 +310,25 @@ type Bucket struct {
 // minute, all in one round trip. Buckets older than SeriesRetention are
 // empty.
 func (r *Recorder) Series(ctx context.Context, shardIDs []int64, from, to time.Time) (map[int64][]Bucket, error) {
+	first, last, n, err := slotRange(from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read funnel series: %w", err)
+	}
 	step := int64(SeriesStep / time.Second)
-	first, last := from.Unix()-from.Unix()%step, to.Unix()-to.Unix()%step
-	if last < first {
-		return nil, fmt.Errorf("read funnel series: %v is before %v", to, from)
-	}
-	type read struct {
-		shard  int64
-		minute int64
-		cmd    *redis.MapStringStringCmd
-	}
-	var reads []read
-	pipe := r.rdb.Pipeline()
-	for _, id := range shardIDs {
-		for m := first - first%60; m <= last; m += 60 {
-			reads = append(reads, read{id, m, pipe.HGetAll(ctx, r.seriesKey(strconv.FormatInt(id, 10), m))})
-		}
-	}
-	if len(reads) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-			return nil, fmt.Errorf("read funnel series: %w", err)
-		}
-	}
-	n := int((last-first)/step) + 1
 	out := make(map[int64][]Bucket, len(shardIDs))
-	for _, id := range shardIDs {
+	keys := make([]func(minute int64) string, len(shardIDs))
+	for j, id := range shardIDs {
 		bs := make([]Bucket, n)
 		for i := range bs {
 			bs[i] = Bucket{At: time.Unix(first+int64(i)*step, 0), Counts: map[string]int64{}}
 		}
 		out[id] = bs
+		shard := strconv.FormatInt(id, 10)
+		keys[j] = func(minute int64) string { return r.seriesKey(shard, minute) }
 	}
-	for _, rd := range reads {
-		for field, v := range rd.cmd.Val() {
-			slot, stage, ok := strings.Cut(field, "|")
-			s, err := strconv.ParseInt(slot, 10, 64)
-			if !ok || err != nil {
-				continue
-			}
-			at := rd.minute + s*step
-			if at < first || at > last {
-				continue
-			}
-			c, _ := strconv.ParseInt(v, 10, 64)
-			out[rd.shard][(at-first)/step].Counts[stage] += c
-		}
+	err = r.readSlots(ctx, keys, first, last, func(j, i int, stage string, c int64) { out[shardIDs[j]][i].Counts[stage] += c })
+	if err != nil {
+		return nil, fmt.Errorf("read funnel series: %w", err)
 	}
 	return out, nil
 }
@@ -441,19 +415,26 @@ func slotRange(from, to time.Time) (first, last int64, n int, err error) {
 	return first, last, int((last-first)/step) + 1, nil
 }
 
-// readSlots reads the per-minute series hashes (key names a minute's hash)
-// over [first, last] in one round trip and calls add with each field's
-// bucket index, the field after its slot, and its count.
-func (r *Recorder) readSlots(ctx context.Context, key func(minute int64) string, first, last int64, add func(i int, field string, n int64)) error {
+// readSlots reads per-minute series hashes over [first, last], every
+// series (keys[j] names its hash of a minute) in one round trip, and calls
+// add with the series, the field's bucket index, the field after its slot,
+// and its count.
+func (r *Recorder) readSlots(ctx context.Context, keys []func(minute int64) string, first, last int64, add func(series, i int, field string, n int64)) error {
 	step := int64(SeriesStep / time.Second)
 	type read struct {
+		series int
 		minute int64
 		cmd    *redis.MapStringStringCmd
 	}
 	var reads []read
 	pipe := r.rdb.Pipeline()
-	for m := first - first%60; m <= last; m += 60 {
-		reads = append(reads, read{m, pipe.HGetAll(ctx, key(m))})
+	for j, key := range keys {
+		for m := first - first%60; m <= last; m += 60 {
+			reads = append(reads, read{j, m, pipe.HGetAll(ctx, key(m))})
+		}
+	}
+	if len(reads) == 0 {
+		return nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return err
@@ -470,7 +451,7 @@ func (r *Recorder) readSlots(ctx context.Context, key func(minute int64) string,
 				continue
 			}
 			c, _ := strconv.ParseInt(v, 10, 64)
-			add(int((at-first)/step), rest, c)
+			add(rd.series, int((at-first)/step), rest, c)
 		}
 	}
 	return nil
@@ -501,7 +482,7 @@ func (r *Recorder) LatencySeries(ctx context.Context, from, to time.Time) ([]Lat
 	for i := range out {
 		out[i] = LatencyBucket{At: time.Unix(first+int64(i)*int64(SeriesStep/time.Second), 0), Hist: map[string][]int64{}}
 	}
-	err = r.readSlots(ctx, r.latencyKey, first, last, func(i int, field string, c int64) {
+	err = r.readSlots(ctx, []func(int64) string{r.latencyKey}, first, last, func(_, i int, field string, c int64) {
 		stage, bs, _ := strings.Cut(field, "|")
 		b, err := strconv.Atoi(bs)
 		if err != nil || b < 0 || b >= len(Buckets) {
@@ -532,7 +513,7 @@ func (r *Recorder) RouteSeries(ctx context.Context, from, to time.Time) ([]Bucke
 	for i := range out {
 		out[i] = Bucket{At: time.Unix(first+int64(i)*int64(SeriesStep/time.Second), 0), Counts: map[string]int64{}}
 	}
-	if err := r.readSlots(ctx, r.routeKey, first, last, func(i int, field string, c int64) { out[i].Counts[field] += c }); err != nil {
+	if err := r.readSlots(ctx, []func(int64) string{r.routeKey}, first, last, func(_, i int, field string, c int64) { out[i].Counts[field] += c }); err != nil {
 		return nil, fmt.Errorf("read route series: %w", err)
 	}
 	return out, nil

@@ -279,11 +279,16 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 				return fmt.Errorf("insert expiry jobs: %w", err)
 			}
 		}
-		if err := c.recordPassengers(ctx, tx, batch, paxKeys, inserted); err != nil {
+		// The passenger keys and the fraud signals go in one round trip.
+		after := &pgx.Batch{}
+		c.queuePassengers(after, batch, paxKeys, inserted)
+		if err := c.queueSignals(ctx, after, batch, inserted); err != nil {
 			return err
 		}
-		if err := c.recordSignals(ctx, tx, batch, inserted); err != nil {
-			return err
+		if after.Len() > 0 {
+			if err := tx.SendBatch(ctx, after).Close(); err != nil {
+				return fmt.Errorf("passenger keys and fraud signals: %w", err)
+			}
 		}
 		bodyDone = true
 		c.pause.At(ctx, "commit.before-commit")
@@ -488,12 +493,12 @@ func (c *Committer) passengerLimit(ctx context.Context, tx pgx.Tx, batch []*pend
 	return keys, refused, nil
 }
 
-// recordPassengers keeps the inserted holds' passenger keys for the
+// queuePassengers queues the inserted holds' passenger keys for the
 // passenger limit, in the holds' transaction: a limit must be as durable
 // as what it limits.
-func (c *Committer) recordPassengers(ctx context.Context, tx pgx.Tx, batch []*pendingHold, keys [][]string, inserted map[uuid.UUID]bool) error {
+func (c *Committer) queuePassengers(b *pgx.Batch, batch []*pendingHold, keys [][]string, inserted map[uuid.UUID]bool) {
 	if keys == nil {
-		return nil
+		return
 	}
 	var days []time.Time
 	var ks []string
@@ -508,20 +513,17 @@ func (c *Committer) recordPassengers(ctx context.Context, tx pgx.Tx, batch []*pe
 		}
 	}
 	if len(ks) == 0 {
-		return nil
+		return
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO fraud_passenger_day (day, pkey, user_id, hold_id)
+	b.Queue(`INSERT INTO fraud_passenger_day (day, pkey, user_id, hold_id)
 		SELECT * FROM unnest($1::date[], $2::text[], $3::bigint[], $4::uuid[]) ON CONFLICT DO NOTHING`,
-		days, ks, users, holds); err != nil {
-		return fmt.Errorf("passenger keys: %w", err)
-	}
-	return nil
+		days, ks, users, holds)
 }
 
-// recordSignals queues the inserted holds' fraud signals in the batch's
+// queueSignals queues the inserted holds' fraud signals in the batch's
 // transaction (one narrow row; fraud.Drain writes them later). An invalid
 // signal is logged and dropped, never a hold.
-func (c *Committer) recordSignals(ctx context.Context, tx pgx.Tx, batch []*pendingHold, inserted map[uuid.UUID]bool) error {
+func (c *Committer) queueSignals(ctx context.Context, b *pgx.Batch, batch []*pendingHold, inserted map[uuid.UUID]bool) error {
 	if c.fraud == nil || c.fraud.BenchDiscard || len(inserted) == 0 {
 		return nil
 	}
@@ -538,7 +540,7 @@ func (c *Committer) recordSignals(ctx context.Context, tx pgx.Tx, batch []*pendi
 		}
 		sigs = append(sigs, s)
 	}
-	return c.fraud.Enqueue(ctx, tx, sigs)
+	return c.fraud.QueueInbox(ctx, b, sigs)
 }
 
 func intArrayLiteral(xs []int) string {

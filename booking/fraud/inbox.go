@@ -15,33 +15,55 @@ import (
 )
 
 // Enqueue queues sigs for recording in q's transaction: one narrow row,
-// validated and hashed, for Drain to write into fraud_signals. It is what
-// the hold's group commit and the confirmation call, so the live path pays
-// one insert whatever the batch. An invalid signal is logged and left out;
-// the others go on, and so does the caller's transaction: only the
-// database failing the insert is an error.
+// validated and hashed, for Drain to write into fraud_signals. The
+// confirmation calls it; the hold's group commit sends the same row with
+// its other statements (QueueInbox), so the live path pays one insert
+// whatever the batch and no round trip of its own. An invalid signal is
+// logged and left out; the others go on, and so does the caller's
+// transaction: only the database failing the insert is an error.
 func (r Recorder) Enqueue(ctx context.Context, q Querier, sigs []Signal) error {
+	raw, err := r.inboxRow(ctx, sigs)
+	if err != nil || raw == nil {
+		return err
+	}
+	if _, err := q.Exec(ctx, inboxInsert, raw); err != nil {
+		return fmt.Errorf("fraud enqueue: %w", err)
+	}
+	return nil
+}
+
+// QueueInbox is Enqueue as one more statement of the caller's batch.
+func (r Recorder) QueueInbox(ctx context.Context, b *pgx.Batch, sigs []Signal) error {
+	raw, err := r.inboxRow(ctx, sigs)
+	if err != nil || raw == nil {
+		return err
+	}
+	b.Queue(inboxInsert, raw)
+	return nil
+}
+
+const inboxInsert = `INSERT INTO fraud_signal_inbox (rows) VALUES ($1)`
+
+// inboxRow is sigs' inbox row, or nil when there is nothing to record.
+func (r Recorder) inboxRow(ctx context.Context, sigs []Signal) ([]byte, error) {
 	if len(sigs) == 0 || r.BenchDiscard {
-		return nil
+		return nil, nil
 	}
 	b, err := r.prepare(sigs, func(s Signal, err error) {
 		slog.WarnContext(ctx, "fraud signal not recorded; the hold is", "hold", s.HoldID, "err", err)
 	})
 	if err != nil {
 		slog.WarnContext(ctx, "fraud signals not recorded; the holds are", "signals", len(sigs), "err", err)
-		return nil
+		return nil, nil
 	}
 	if len(b.Holds) == 0 {
-		return nil
+		return nil, nil
 	}
 	raw, err := json.Marshal(b)
 	if err != nil {
-		return fmt.Errorf("fraud enqueue: %w", err)
+		return nil, fmt.Errorf("fraud enqueue: %w", err)
 	}
-	if _, err := q.Exec(ctx, `INSERT INTO fraud_signal_inbox (rows) VALUES ($1)`, raw); err != nil {
-		return fmt.Errorf("fraud enqueue: %w", err)
-	}
-	return nil
+	return raw, nil
 }
 
 // drainLimit is how many queued batches one drain transaction takes.

@@ -172,13 +172,16 @@ func (c *Console) latencyCharts(ctx context.Context, first, last time.Time) ([]v
 	var out []views.Chart
 	for _, st := range stages {
 		xs := make([]int64, chartBuckets)
+		for i := range xs {
+			xs[i] = -1 // no events in the step: no point (views.SpanPoints)
+		}
 		for i, b := range steps {
 			if d, n := b.Quantile(st, 0.95); n > 0 && i < len(xs) {
 				// The histogram's last bucket has no top: drawn just above the one before.
 				xs[i] = min(d.Milliseconds(), slowest+1)
 			}
 		}
-		peak := slices.Max(xs)
+		peak := max(slices.Max(xs), 0)
 		out = append(out, views.Chart{Key: "p95-" + st, Title: "p95 " + stageLabels[st], Peak: latencyWords(peak),
 			Describe: "p95 latency per step", Start: fmt.Sprintf("−%d min", chartMinutes), End: "now",
 			Lines: []views.Line{views.NewLine("p95", "p95 "+stageLabels[st], views.LineClass(0), xs, peak, chartBuckets)}})

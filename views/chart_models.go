@@ -67,7 +67,9 @@ func LinePoints(series []int64, top int64, w, h int) string {
 // SpanPoints renders a series as SVG polyline points in a w×h box whose
 // top is top (at least 1) and whose width holds slots values. A series
 // of zeros is two points: charts with many quiet shards stay small on
-// the websocket.
+// the websocket. A negative value is no value (a p95 of a step without
+// events): it gets no point, and the line joins its neighbours rather
+// than dropping to a zero that would read as "fast".
 func SpanPoints(series []int64, top int64, slots, w, h int) string {
 	if len(series) == 0 {
 		return ""
@@ -82,12 +84,25 @@ func SpanPoints(series []int64, top int64, slots, w, h int) string {
 	// Tenths, without trailing zeros: the websocket carries every line every second.
 	num := func(b []byte, f float64) []byte { return strconv.AppendFloat(b, math.Round(f*10)/10, 'f', -1, 64) }
 	var b []byte
+	points, lone := 0, 0
 	for i, v := range series {
-		if i > 0 {
+		if v < 0 {
+			continue
+		}
+		if len(b) > 0 {
 			b = append(b, ' ')
 		}
 		b = append(num(b, float64(i)*step), ',')
 		b = num(b, y(v))
+		points, lone = points+1, i
+	}
+	if points == 1 {
+		// One point alone draws nothing: a short dash at its value, wide
+		// enough to see at a glance (a thirtieth of the chart).
+		d := float64(w) / 60
+		x := min(max(float64(lone)*step, d), float64(w)-d)
+		b = append(num(append(num(nil, x-d), ','), y(series[lone])), ' ')
+		b = num(append(num(b, x+d), ','), y(series[lone]))
 	}
 	return string(b)
 }

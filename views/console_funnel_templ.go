@@ -914,7 +914,7 @@ func funnelCharts(c FunnelCharts) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 84, " s step, over every shard and process; a step with no events is drawn at 0.</p><div class=\"chart-grid\" data-testid=\"latency-charts\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 84, " s step, over every shard and process; a step with no events has no point, and the line joins the steps that had some.</p><div class=\"chart-grid\" data-testid=\"latency-charts\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -36,11 +36,15 @@ type ControllerConfig struct {
 	MaxErrorRate  float64       // hold refusals above this share halve the rate (0.3)
 	MinPaySuccess float64       // payment success below this slows admission (0.5)
 	Grace         time.Duration // wait this long after the randomisation window before sealing (500ms)
-	// SoldOutEvidence: this many admitted holds answered SOLD_OUT within
-	// the signal window, at least nine in ten of the holds that found an
-	// answer, end the queue with a sold-out answer although berths are
-	// left on some legs (10): parties cannot fit the fragments.
+	// SoldOutEvidence: the last this many admitted holds answered
+	// SOLD_OUT (within EvidenceSpan), at least nine in ten of the holds
+	// that found an answer since the first of them, end the queue with a
+	// sold-out answer although berths are left on some legs (10): parties
+	// cannot fit the fragments.
 	SoldOutEvidence int64
+	// EvidenceSpan is how far back sold-out evidence is looked for (60s):
+	// near the end admissions are few, and so are holds.
+	EvidenceSpan time.Duration
 }
 
 func (c *ControllerConfig) defaults() {
@@ -78,6 +82,9 @@ func (c *ControllerConfig) defaults() {
 	}
 	if c.SoldOutEvidence <= 0 {
 		c.SoldOutEvidence = 10
+	}
+	if c.EvidenceSpan <= 0 {
+		c.EvidenceSpan = time.Minute
 	}
 }
 
@@ -259,13 +266,16 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 		room = -1
 	} else if err != nil {
 		s.log.Warn("admission: outstanding offers unknown", "shard", id, "err", err)
-	} else if places, free, ok := c.places(ctx, shard); ok {
-		room = int64(max(places-off.outstanding+off.allowance(places, s.cfg.Allowance), 0))
+	} else if places, wl, free, ok := c.places(ctx, shard); ok {
+		want := off.demand(places, wl, free)
+		room = int64(max(want-off.outstanding+off.allowance(want, s.cfg.Allowance), 0))
 		if st.exhausted {
 			switch {
 			case st.exhaustedFree < 0 || free < st.exhaustedFree:
 				st.exhaustedFree = free
-			case free > st.exhaustedFree:
+			case free >= st.exhaustedFree+off.partyLegs():
+				// A party's worth of berth-legs came back (a hold lapsed,
+				// was declined or cancelled): worth offering again.
 				st.exhausted, st.evidenceFrom = false, time.Now()
 			}
 		}
@@ -301,15 +311,15 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 	return c.logAdmissions(ctx, shard)
 }
 
-// places reads the places left now: the most berths free on any leg, then
-// the Tatkal waitlist places; and the berth-legs free in all.
-func (c *Controller) places(ctx context.Context, shard *booking.Shard) (places, free int, ok bool) {
+// places reads the places left now: the most berths free on any leg plus
+// the Tatkal waitlist places (wl); and the berth-legs free in all.
+func (c *Controller) places(ctx context.Context, shard *booking.Shard) (places, wl, free int, ok bool) {
 	s := c.s
-	best, wl := 0, 0
+	best := 0
 	for l := 0; l < shard.Legs; l++ {
 		a, err := s.cfg.Store.Available(ctx, shard.ID, l, l+1)
 		if err != nil {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 		best, wl = max(best, a.Free), a.WaitlistLeft
 		free += a.Free
@@ -317,7 +327,7 @@ func (c *Controller) places(ctx context.Context, shard *booking.Shard) (places, 
 	if !s.cfg.Rules.Waitlist {
 		wl = 0
 	}
-	return best + wl, free, true
+	return best + wl, wl, free, true
 }
 
 // offerCount sums up the offers made in the last OfferTTL + TokenTTL.
@@ -325,6 +335,36 @@ type offerCount struct {
 	outstanding int // not used, not lapsed: each keeps a place for its holder
 	shown       int // used for a hold
 	lapsed      int // never used: unclaimed in OfferTTL, or claimed and not used in TokenTTL
+	held        int // used for a hold that took berths
+	heldLegs    int // the berth-legs those holds took
+}
+
+// partiesKnown is how many admitted parties must have held before their
+// size sizes admission: fewer say little about the rest.
+const partiesKnown = 10
+
+// demand is how many parties the places left can serve. A party takes
+// several berths over several legs, so one offer per berth free on the
+// freest leg over-admits (about twice, with parties of 1-4 on mixed
+// segments) and the admitted race each other for the seats: the faster
+// poller wins. Once partiesKnown admitted parties have held, the berths
+// are offered at the berth-legs the parties took on average; the waitlist
+// places are offered one each.
+func (o offerCount) demand(places, wl, free int) int {
+	if o.held < partiesKnown || o.heldLegs <= 0 {
+		return places
+	}
+	perParty := float64(o.heldLegs) / float64(o.held)
+	return min(places-wl, int(math.Ceil(float64(free)/perParty))) + wl
+}
+
+// partyLegs is the berth-legs an admitted party takes, rounded up: 1 until
+// partiesKnown parties have held.
+func (o offerCount) partyLegs() int {
+	if o.held < partiesKnown || o.heldLegs <= 0 {
+		return 1
+	}
+	return (o.heldLegs + o.held - 1) / o.held
 }
 
 // allowance is how many more than the places left may be offered: the
@@ -337,8 +377,9 @@ func (o offerCount) allowance(places, most int) int {
 
 // offers counts the shard's offers still able to claim a place. An offer
 // is used once its token's used-mark exists (set by the HOLD script in the
-// same step that takes the seat); that mark outlives the permit by a
-// minute, so every offer in the scanned span is classified right.
+// same step that takes the seat, with the berth-legs taken); that mark
+// outlives the permit by a minute, so every offer in the scanned span is
+// classified right.
 func (c *Controller) offers(ctx context.Context, shard *booking.Shard, now time.Time) (offerCount, error) {
 	s := c.s
 	keys := s.queueKeys(shard.ID)
@@ -366,12 +407,12 @@ func (c *Controller) offers(ctx context.Context, shard *booking.Shard, now time.
 	members, batches := mem.Val(), bat.Val()
 	p = s.rdb.Pipeline()
 	claims := p.HMGet(ctx, keys[4], members...)
-	used := make([]*redis.IntCmd, len(members))
+	used := make([]*redis.StringCmd, len(members))
 	for i, m := range members {
 		uid, _ := strconv.ParseInt(m, 10, 64)
-		used[i] = p.Exists(ctx, token.UsedKey(s.cfg.Prefix, token.Claims{ShardID: shard.ID, TokenID: token.TokenID(shard.ID, uid, 0)}))
+		used[i] = p.Get(ctx, token.UsedKey(s.cfg.Prefix, token.Claims{ShardID: shard.ID, TokenID: token.TokenID(shard.ID, uid, 0)}))
 	}
-	if _, err := p.Exec(ctx); err != nil {
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return out, fmt.Errorf("offers: %w", err)
 	}
 	cl := claims.Val()
@@ -386,9 +427,18 @@ func (c *Controller) offers(ctx context.Context, shard *booking.Shard, now time.
 		}
 		offered := atoi64(strings.Split(batches[b].Member.(string), ":")[1])
 		claimed := atoi64(cl[i])
-		switch {
-		case used[i].Val() > 0:
+		// A claim of -1 (the waiter was told sold out and left) falls to
+		// lapsed: its offer keeps no place.
+		switch mark := used[i].Val(); {
+		case mark != "":
 			out.shown++
+			// hold_id|berth-legs (a mark without them took nothing we know of)
+			if _, legs, ok := strings.Cut(mark, "|"); ok {
+				if n := atoi64(legs); n > 0 {
+					out.held++
+					out.heldLegs += int(n)
+				}
+			}
 		case claimed == 0 && now.UnixMilli() < offered+s.cfg.OfferTTL.Milliseconds(),
 			claimed > 0 && now.UnixMilli() < claimed+s.cfg.TokenTTL.Milliseconds():
 			out.outstanding++
@@ -437,16 +487,23 @@ func (c *Controller) signals(ctx context.Context, shard *booking.Shard, st *shar
 	var n int64
 	if s.cfg.Funnel == nil {
 		// no signals: keep growing towards the ceiling
-	} else if secs, err := s.cfg.Funnel.Read(ctx, shard.ID, from, to); err == nil {
+	} else if secs, err := s.cfg.Funnel.Read(ctx, shard.ID, to.Add(-c.cfg.EvidenceSpan), to); err == nil {
 		for _, sec := range secs {
+			if sec.At.Before(from.Truncate(time.Second)) {
+				continue
+			}
 			attempts += sec.Counts[funnel.HoldAttempt]
 			refused += sec.Counts[funnel.HoldRefused]
 			paid += sec.Counts[funnel.PaySucceeded]
 			failed += sec.Counts[funnel.PayFailed]
-			if !sec.At.Before(st.evidenceFrom.Truncate(time.Second)) {
-				found += sec.Counts[funnel.Held] + sec.Counts[funnel.Waitlisted]
-				soldOut += sec.Counts[funnel.SoldOut]
+		}
+		// The latest holds first, back until enough evidence is in.
+		for i := len(secs) - 1; i >= 0 && soldOut < c.cfg.SoldOutEvidence; i-- {
+			if secs[i].At.Before(st.evidenceFrom.Truncate(time.Second)) {
+				break
 			}
+			found += secs[i].Counts[funnel.Held] + secs[i].Counts[funnel.Waitlisted]
+			soldOut += secs[i].Counts[funnel.SoldOut]
 		}
 	}
 	// Holds of admitted travellers that keep finding no seats: what is

@@ -274,17 +274,25 @@ func TestFragmentsEndInSoldOut(t *testing.T) {
 	}
 	// Admitted travellers' holds find no seats (as the hold path counts
 	// them; each status is asked by another waiter, as a poll's answer is
-	// cached until its next poll): nine of them are not yet evidence, ten are.
-	sec := strconv.FormatInt(time.Now().Add(-2*time.Second).Unix(), 10)
-	key := b.svc.cfg.Prefix + ":funnel:" + strconv.FormatInt(shard.ID, 10) + ":" + sec
-	if err := b.env.Redis.HIncrBy(ctx, key, funnel.SoldOut, 9).Err(); err != nil {
-		t.Fatal(err)
+	// cached until its next poll): nine of them are not yet evidence, ten
+	// are, though they came one every 3 s (near the end, admissions and
+	// holds are few).
+	soldOutAt := func(ago time.Duration) {
+		t.Helper()
+		sec := strconv.FormatInt(time.Now().Add(-ago).Unix(), 10)
+		key := b.svc.cfg.Prefix + ":funnel:" + strconv.FormatInt(shard.ID, 10) + ":" + sec
+		if err := b.env.Redis.HIncrBy(ctx, key, funnel.SoldOut, 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 9 {
+		soldOutAt(time.Duration(2+3*i) * time.Second)
 	}
 	step()
 	if v, err := b.svc.Status(ctx, b.caller(7), b.svc.Ticket(shard.ID, 7)); err != nil || v.Status != Waiting {
 		t.Fatalf("after 9 sold-out holds: %+v %v", v, err)
 	}
-	b.env.Redis.HIncrBy(ctx, key, funnel.SoldOut, 1) //nolint:errcheck
+	soldOutAt(29 * time.Second)
 	step()
 	v, err = b.svc.Status(ctx, b.caller(8), b.svc.Ticket(shard.ID, 8))
 	if err != nil || v.Status != SoldOut || !strings.Contains(v.Message, "parts of the route") {
@@ -314,5 +322,21 @@ func TestFragmentsEndInSoldOut(t *testing.T) {
 	}
 	if adm, _ := b.admitted(t, shard.ID); adm < 2 {
 		t.Fatalf("admitted %d after berths came back, want more than 1", adm)
+	}
+	// Traveller 8 was told sold out and left: it is not let back in, and
+	// an offer reaching its place lapses at once instead of keeping a seat.
+	// (Asked once its last answer may be asked again.)
+	b.clock.Set(time.Now().Add(31 * time.Second))
+	v, err = b.svc.Status(ctx, b.caller(8), b.svc.Ticket(shard.ID, 8))
+	if err != nil || v.Status != SoldOut || !strings.Contains(v.Message, "released then") {
+		t.Fatalf("told sold out before the reopening: %+v %v", v, err)
+	}
+	off, err := ctl.offers(ctx, shard, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank, err := b.env.Redis.ZRank(ctx, b.svc.queueKeys(shard.ID)[0], "8").Result()
+	if adm, _ := b.admitted(t, shard.ID); err == nil && rank < adm && off.lapsed < 1 {
+		t.Fatalf("traveller 8 (place %d of %d admitted) left, but its offer is not lapsed: %+v", rank, adm, off)
 	}
 }

@@ -2,11 +2,13 @@ package admission
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"tatkal/booking/admission/token"
 	"tatkal/booking/inventory"
 )
 
@@ -112,5 +114,61 @@ func TestPacing(t *testing.T) {
 		if j := jitter(1000); j > 1000 || j < 800 {
 			t.Fatalf("jitter(1000) = %d", j)
 		}
+	}
+}
+
+// TestAdmitsPartiesNotBerths: once admitted parties have held, the places
+// left are offered at the berths a party took, not one offer a berth, so
+// the admitted do not race each other for too few seats.
+func TestAdmitsPartiesNotBerths(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	shard := b.shard(t, "3A", 40, time.Now().Add(-time.Minute), "queue")
+	if shard.Total != 40 {
+		t.Skipf("seeded %d berths, want 40", shard.Total)
+	}
+	b.fill(t, shard.ID, 1, 200)
+	ctl := b.svc.NewController(ControllerConfig{BaseRate: 5000, MaxRate: 5000, Tick: 50 * time.Millisecond})
+	step := func(n int) {
+		t.Helper()
+		for range n {
+			if err := ctl.Step(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t0 := time.Now()
+	step(3)
+	if adm, _ := b.admitted(t, shard.ID); adm != 40 {
+		t.Fatalf("admitted %d for 40 berths before any party held, want 40", adm)
+	}
+	// The first twelve admitted hold parties of three end to end, with
+	// their tokens: 36 berths taken, 4 left on every leg.
+	first, err := b.env.Redis.ZRange(ctx, b.svc.queueKeys(shard.ID)[0], 0, 11).Result()
+	if err != nil || len(first) != 12 {
+		t.Fatalf("first admitted: %v %v", first, err)
+	}
+	for _, m := range first {
+		uid, _ := strconv.ParseInt(m, 10, 64)
+		mark := token.UsedKey(b.svc.cfg.Prefix, token.Claims{ShardID: shard.ID, TokenID: token.TokenID(shard.ID, uid, 0)})
+		res, err := b.env.Store.Hold(ctx, inventory.HoldRequest{ShardID: shard.ID, HoldID: uuid.NewString(), UserID: uid, IdemKey: "party-" + m,
+			From: 0, To: shard.Legs, ExpiresAt: time.Now().Add(3 * time.Minute), DailyCap: 2, Prefs: []byte("---"), IDOK: true,
+			IdemTTL: time.Hour, MaxPassengers: 4, TokenKey: mark, TokenTTL: 3 * time.Minute})
+		if err != nil || res.Outcome != inventory.Held {
+			t.Fatalf("hold of %d: %+v %v", uid, res, err)
+		}
+	}
+	// The other 28 never come; once their offers lapse, the 4 berths left
+	// are two parties' worth (one offer a berth would be four), plus the
+	// no-show allowance: 28 lapsed of 40 offers, times those 2 places.
+	b.clock.Set(t0.Add(61 * time.Second))
+	step(3)
+	adm, _ := b.admitted(t, shard.ID)
+	lapsed, used := 28.0, 12.0
+	allowance := int64(lapsed / (used + lapsed + 10) * 2)
+	if adm != 40+2+allowance {
+		t.Fatalf("after 12 parties of 3 held and 28 offers lapsed: admitted %d, want %d (2 parties for 4 berths, %d no-show allowance)",
+			adm, 40+2+allowance, allowance)
 	}
 }

@@ -247,8 +247,9 @@ func (s *Service) view(ctx context.Context, shardID int64, w *Window, c Caller, 
 		return View{}, booking.Errorf(booking.ENOTFOUND, "NOT_IN_QUEUE", "You are not in this queue (it may have been reset); join it again.")
 	}
 	waiting := card - admitted
+	released := str(10) == "-1" // told sold out before: it left the queue
 	switch {
-	case rank < admitted:
+	case rank < admitted && !released:
 		// The offer was made at the batch's time; claimed (this token
 		// fetched) inside its pick-up window, the permit lives TokenTTL
 		// from the claim, and the controller keeps its place until then.
@@ -270,11 +271,15 @@ func (s *Service) view(ctx context.Context, shardID int64, w *Window, c Caller, 
 		v.PollAfterMs, v.RetryAfterS = 5000, 5
 		zero := int64(0)
 		v.PositionHint = &zero
-	case soldout:
+	case soldout || released:
 		v.Status = SoldOut
 		v.Message = "Sold out: every seat and waitlist place on this train and class is taken. Your place in this queue is released; try one of the alternatives."
 		why := "every seat and waitlist place taken; queue released"
-		if str(3) == "2" {
+		switch {
+		case !soldout: // reopened since: the answer it had stands
+			v.Message = "Sold out: this train and class sold out while you waited, and your place in this queue was released then. Seats that come back later go to those still in the queue; try one of the alternatives."
+			why = "told sold out earlier; queue place released"
+		case str(3) == "2":
 			v.Message = "Sold out: the few berths left on this train and class are free only on parts of the route, and the travellers let in before you could not book them. Your place in this queue is released; try one of the alternatives."
 			why = "only fragments of the route left, which admitted travellers could not book; queue released"
 		}

@@ -4,7 +4,7 @@
 -- batch, member = "<count>:<ms>:<fence>"), cl (claim ms by member)
 -- ARGV: member, now ms, offer pick-up window ms, expire-at ms
 -- Returns rank, card, admitted, soldout, rate, cap, alts, batch, sealed,
--- score, claim ms ('' when not claimed).
+-- score, claim ms ('' when not claimed, -1 when released by a sold-out answer).
 local rank = redis.call('ZRANK', KEYS[1], ARGV[1])
 local meta = redis.call('HMGET', KEYS[2], 'admitted', 'soldout', 'rate', 'cap', 'alts', 'sealed')
 local card = redis.call('ZCARD', KEYS[1])
@@ -22,6 +22,15 @@ if rank and rank < admitted then
       redis.call('PEXPIREAT', KEYS[4], ARGV[4])
     end
   end
+end
+-- A waiter told sold out leaves: its place is released (claim -1), so an
+-- offer that reaches it after a reopening lapses at once instead of
+-- keeping a place for a pick-up that will not come.
+if rank and rank >= admitted then
+  if meta[2] and redis.call('HSETNX', KEYS[4], ARGV[1], '-1') == 1 then
+    redis.call('PEXPIREAT', KEYS[4], ARGV[4])
+  end
+  claim = redis.call('HGET', KEYS[4], ARGV[1]) or ''
 end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1]) or ''
 return {rank or -1, card, admitted, meta[2] or '', meta[3] or '', meta[4] or '', meta[5] or '', batch, meta[6] or '', score, claim}

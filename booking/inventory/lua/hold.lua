@@ -225,9 +225,12 @@ if best and npax > 1 then
     end
   end
 end
-local function remember(answer)
+-- The token's used-mark keeps the berth-legs the hold took (0 for a
+-- waitlist place or none): the admission controller sizes what it offers
+-- by what admitted parties take.
+local function remember(answer, took)
   redis.call('SET', KEYS[3], epoch .. '|' .. answer .. '|' .. req_hash, 'EX', ARGV[10])
-  if tok_key then redis.call('SET', tok_key, hold_id, 'PX', tok_ttl) end
+  if tok_key then redis.call('SET', tok_key, hold_id .. '|' .. took, 'PX', tok_ttl) end
 end
 
 if best then
@@ -242,7 +245,7 @@ if best then
   if not retake then redis.call('HSET', KEYS[6], user, hold_id) end
   redis.call('HINCRBY', KEYS[7], user, '1')
   local answer = 'HELD|' .. hold_id .. '|' .. ARGV[5] .. '|' .. csv
-  remember(answer)
+  remember(answer, string.format('%d', npax * nleg))
   return { 'HELD', epoch, answer }
 end
 
@@ -256,9 +259,9 @@ if ARGV[9] == '1' and not retake and tonumber(wl[2] or '0') + npax <= tonumber(w
   redis.call('HSET', KEYS[6], user, hold_id)
   redis.call('HINCRBY', KEYS[7], user, '1')
   local answer = 'WAITLIST_OFFERED|' .. hold_id .. '|' .. ARGV[5] .. '|' .. wlno
-  remember(answer)
+  remember(answer, '0')
   return { 'WAITLIST_OFFERED', epoch, answer }
 end
 
-remember('SOLD_OUT|||')
+remember('SOLD_OUT|||', '0')
 return { 'SOLD_OUT', epoch, 'SOLD_OUT|||' }

@@ -8,9 +8,31 @@ import (
 
 	"github.com/google/uuid"
 
+	"tatkal/booking"
 	"tatkal/booking/admission/token"
 	"tatkal/booking/inventory"
 )
+
+// fastQueue is a queue-mode 3A shard of berths, opened a minute ago, with
+// entrants 1..entrants waiting, and step, which runs n steps of a
+// controller admitting as fast as places allow.
+func (b *bundle) fastQueue(t *testing.T, berths, entrants int) (*booking.Shard, func(n int)) {
+	t.Helper()
+	shard := b.shard(t, "3A", berths, time.Now().Add(-time.Minute), "queue")
+	if shard.Total != berths {
+		t.Skipf("seeded %d berths, want %d", shard.Total, berths)
+	}
+	b.fill(t, shard.ID, 1, entrants)
+	ctl := b.svc.NewController(ControllerConfig{BaseRate: 5000, MaxRate: 5000, Tick: 50 * time.Millisecond})
+	return shard, func(n int) {
+		t.Helper()
+		for range n {
+			if err := ctl.Step(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
 
 // TestOfferKeepsItsPlace: an admission offer can be picked up for OfferTTL
 // from when it is made; picked up, its permit lives TokenTTL from then,
@@ -21,20 +43,7 @@ func TestOfferKeepsItsPlace(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := context.Background()
-	shard := b.shard(t, "3A", 3, time.Now().Add(-time.Minute), "queue")
-	if shard.Total != 3 {
-		t.Skipf("seeded %d berths, want 3", shard.Total)
-	}
-	b.fill(t, shard.ID, 1, 10)
-	ctl := b.svc.NewController(ControllerConfig{BaseRate: 5000, MaxRate: 5000, Tick: 50 * time.Millisecond})
-	step := func(n int) {
-		t.Helper()
-		for range n {
-			if err := ctl.Step(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	shard, step := b.fastQueue(t, 3, 10)
 	t0 := time.Now()
 	step(3)
 	if adm, _ := b.admitted(t, shard.ID); adm != 3 {
@@ -124,20 +133,7 @@ func TestAdmitsPartiesNotBerths(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := context.Background()
-	shard := b.shard(t, "3A", 40, time.Now().Add(-time.Minute), "queue")
-	if shard.Total != 40 {
-		t.Skipf("seeded %d berths, want 40", shard.Total)
-	}
-	b.fill(t, shard.ID, 1, 200)
-	ctl := b.svc.NewController(ControllerConfig{BaseRate: 5000, MaxRate: 5000, Tick: 50 * time.Millisecond})
-	step := func(n int) {
-		t.Helper()
-		for range n {
-			if err := ctl.Step(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	shard, step := b.fastQueue(t, 40, 200)
 	t0 := time.Now()
 	step(3)
 	if adm, _ := b.admitted(t, shard.ID); adm != 40 {

@@ -351,20 +351,29 @@ const partiesKnown = 10
 // are offered at the berth-legs the parties took on average; the waitlist
 // places are offered one each.
 func (o offerCount) demand(places, wl, free int) int {
-	if o.held < partiesKnown || o.heldLegs <= 0 {
+	per, ok := o.perParty()
+	if !ok {
 		return places
 	}
-	perParty := float64(o.heldLegs) / float64(o.held)
-	return min(places-wl, int(math.Ceil(float64(free)/perParty))) + wl
+	return min(places-wl, int(math.Ceil(float64(free)/per))) + wl
 }
 
-// partyLegs is the berth-legs an admitted party takes, rounded up: 1 until
+// perParty is the berth-legs an admitted party took on average, known once
 // partiesKnown parties have held.
-func (o offerCount) partyLegs() int {
+func (o offerCount) perParty() (float64, bool) {
 	if o.held < partiesKnown || o.heldLegs <= 0 {
+		return 0, false
+	}
+	return float64(o.heldLegs) / float64(o.held), true
+}
+
+// partyLegs is perParty rounded up: 1 while it is not known.
+func (o offerCount) partyLegs() int {
+	per, ok := o.perParty()
+	if !ok {
 		return 1
 	}
-	return (o.heldLegs + o.held - 1) / o.held
+	return int(math.Ceil(per))
 }
 
 // allowance is how many more than the places left may be offered: the

@@ -231,6 +231,7 @@ func cmdBench(ctx context.Context, cfg app.Config, args []string, out io.Writer)
 	fs.IntVar(&opts.Callbacks, "callbacks", 0, "payments prepared for the callback phase (default: concurrency + 3x the wallet confirmations per second for the duration)")
 	fs.StringVar(&opts.ProfileDir, "cpuprofile-dir", "", "write a CPU profile of each phase here (<phase>.pprof)")
 	fs.BoolVar(&opts.NoSignals, "no-signals", false, "record no fraud signals on the hold and confirmation paths: the cost of recording, against a run without it")
+	fs.DurationVar(&opts.SignalsAB, "signals-ab", 0, "instead of the usual phases, measure recording's cost: service holds for this long with fraud recording off and on in alternate 1 s slices (e.g. 20s)")
 	fs.IntVar(&opts.SpreadShards, "spread-shards", 0, "add a phase cycling holds over this many shards at once (default 12 with --redis-cluster, else off)")
 	cluster := fs.String("redis-cluster", "", "run on this Redis Cluster (host:port,...) instead of REDIS_URL, and spread shards over its masters")
 	if err := parse(fs, args); err != nil {

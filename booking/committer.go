@@ -524,7 +524,7 @@ func (c *Committer) queuePassengers(b *pgx.Batch, batch []*pendingHold, keys [][
 // transaction (one narrow row; fraud.Drain writes them later). An invalid
 // signal is logged and dropped, never a hold.
 func (c *Committer) queueSignals(ctx context.Context, b *pgx.Batch, batch []*pendingHold, inserted map[uuid.UUID]bool) error {
-	if c.fraud == nil || c.fraud.BenchDiscard || len(inserted) == 0 {
+	if c.fraud == nil || c.fraud.Discarding() || len(inserted) == 0 {
 		return nil
 	}
 	sigs := make([]fraud.Signal, 0, len(inserted))

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -52,11 +53,12 @@ import (
 // services). Fields under "tests" are tuning for the test stacks; the
 // binary leaves them zero.
 type Options struct {
-	// BenchNoSignals records no fraud signals (fraud.Recorder.BenchDiscard):
-	// tatkal bench --no-signals only, the hold path's figure without them.
-	BenchNoSignals bool
-	Work           bool // run the River workers and the waiting room's controller
-	Serve          bool // serve the web pages and /v1 on cfg.Addr, /metrics on cfg.MetricsAddr
+	// BenchSignalsOff, while set, records no fraud signals
+	// (fraud.Recorder.BenchDiscard): tatkal bench only, the hold path's
+	// figure without them. Nil everywhere else.
+	BenchSignalsOff *atomic.Bool
+	Work            bool // run the River workers and the waiting room's controller
+	Serve           bool // serve the web pages and /v1 on cfg.Addr, /metrics on cfg.MetricsAddr
 	// Simulators runs the gateways, the reservation core and the messaging
 	// gateway in this process, each on a free loopback port (cfg.PSPURL,
 	// PRSURL and MsgURL are set to them; tatkal dev, rehearse, tests).
@@ -377,7 +379,7 @@ func (a *App) build() error {
 	}
 	a.Booking = booking.NewService(booking.ServiceConfig{Pool: a.Pool, Store: a.Store, Jobs: client, Rules: rules, Core: core, Funnel: a.Funnel,
 		Levers: a.Levers, Log: log, Catalog: catalog, SweepGrace: opts.SweepGrace, Pause: opts.Pause,
-		Admission: a.Admission, Refunds: payment.NewRefunds(client), Fraud: &fraud.Recorder{Key: []byte(cfg.FraudKey), BenchDiscard: opts.BenchNoSignals}})
+		Admission: a.Admission, Refunds: payment.NewRefunds(client), Fraud: &fraud.Recorder{Key: []byte(cfg.FraudKey), BenchDiscard: opts.BenchSignalsOff}})
 	pt := opts.Payment
 	a.Payments = payment.New(payment.Config{Pool: a.Pool, Redis: a.Redis, Prefix: cfg.RedisPrefix, Booking: a.Booking, Jobs: client,
 		Funnel: a.Funnel, Levers: a.Levers, Gateways: cfg.Gateways(), Log: log, Pause: opts.Pause,

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -280,7 +281,10 @@ func Bench(ctx context.Context, cfg Config, opts bench.Options, out io.Writer) e
 	if err := Migrate(ctx, cfg, io.Discard); err != nil {
 		return err
 	}
-	a, err := New(ctx, cfg, Options{Serve: true, BenchNoSignals: opts.NoSignals})
+	signalsOff := new(atomic.Bool)
+	signalsOff.Store(opts.NoSignals)
+	opts.SignalsOff = signalsOff
+	a, err := New(ctx, cfg, Options{Serve: true, BenchSignalsOff: signalsOff})
 	if err != nil {
 		return err
 	}

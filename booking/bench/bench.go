@@ -21,6 +21,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -98,6 +99,13 @@ type Options struct {
 	// app.Bench on the app it starts), for the figure before and after
 	// recording; the report says so.
 	NoSignals bool
+	// SignalsOff switches the server's fraud recording off while set (the
+	// server's fraud.Recorder.BenchDiscard); SignalsAB > 0 uses it: instead
+	// of the usual phases, after the raw ceilings, service holds run for
+	// SignalsAB with recording switched off and on in alternate slices of
+	// one second, so both halves see the same machine.
+	SignalsOff *atomic.Bool
+	SignalsAB  time.Duration
 }
 
 // DefaultOptions are what `tatkal bench` uses without flags.
@@ -208,6 +216,12 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	if opts.SignalsAB > 0 {
+		if opts.SignalsOff == nil {
+			return Report{}, errors.New("bench: SignalsAB needs the server's SignalsOff switch")
+		}
+		opts.Payments, opts.SpreadShards = nil, 0
+	}
 	rep := Report{
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
 		Duration: opts.Duration, Concurrency: opts.Concurrency, Berths: opts.Berths,
@@ -253,6 +267,14 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		{name: "service", out: &rep.Service, run: serviceHolds},
 		{name: "http", out: &rep.HTTP, run: httpHolds},
 		{name: "rush", out: &rep.Rush, run: httpRush},
+	}
+	if opts.SignalsAB > 0 {
+		// Only what the comparison needs: the ceilings, then the A/B.
+		phases = append(phases[:3], phase{name: "signals-ab", out: &rep.SignalsAB.Phase, run: func(ctx context.Context, env *runEnv) (Phase, error) {
+			ph, ab, err := signalsAB(ctx, env)
+			rep.SignalsAB = ab
+			return ph, err
+		}})
 	}
 	if opts.SpreadShards > 0 {
 		phases = append(phases, phase{name: "spread", out: &rep.Spread, run: spreadCycle, prep: prepareSpread})
@@ -403,20 +425,24 @@ func prepare(ctx context.Context, opts Options) (*runEnv, error) {
 	// phases need a fresh user for every durable hold they may get.
 	fresh := opts.FreshUsers
 	if fresh <= 0 {
-		fresh = opts.Concurrency + int(8000*opts.Duration.Seconds())
+		fresh = opts.Concurrency + int(8000*max(opts.Duration, opts.SignalsAB).Seconds())
 	}
 	rushN := env.rushShard.Total + env.rushShard.WaitlistCap + opts.Concurrency
 	hash, err := auth.HashPassword(randHex(8), auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	ids, err := seed.Users(ctx, opts.Pool, seed.UsersSpec{Count: opts.Concurrency + 2*fresh + rushN,
+	second := fresh // the HTTP phase's, which the signals A/B does not run
+	if opts.SignalsAB > 0 {
+		second = 0
+	}
+	ids, err := seed.Users(ctx, opts.Pool, seed.UsersSpec{Count: opts.Concurrency + fresh + second + rushN,
 		Prefix: "bench" + env.runID + "_", PasswordHash: hash, CreatedAt: env.created})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	env.cycle, ids = ids[:opts.Concurrency], ids[opts.Concurrency:]
-	env.fresh[0], env.fresh[1], env.rush = ids[:fresh], ids[fresh:2*fresh], ids[2*fresh:]
+	env.fresh[0], env.fresh[1], env.rush = ids[:fresh], ids[fresh:fresh+second], ids[fresh+second:]
 	if opts.Payments != nil {
 		if env.walletUsers, err = seed.Users(ctx, opts.Pool, seed.UsersSpec{Count: opts.WalletUsers, Prefix: "bench" + env.runID + "w_",
 			PasswordHash: hash, CreatedAt: env.created, WalletRupees: walletRupees}); err != nil {

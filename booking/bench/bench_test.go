@@ -3,12 +3,14 @@ package bench_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"tatkal/booking/bench"
+	"tatkal/booking/fraud"
 	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
@@ -171,4 +173,56 @@ func TestBenchSpreadsShardsOverClusterMasters(t *testing.T) {
 			t.Errorf("report lacks the spread phase")
 		}
 	})
+}
+
+// TestSignalsABSwitchesRecording runs the recording A/B briefly: both halves
+// must hold, and the switch must reach the server's recorder: some of the
+// phase's holds have their fraud signals recorded and some do not.
+func TestSignalsABSwitchesRecording(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL and Redis")
+	}
+	off := new(atomic.Bool)
+	st := teststack.New(t, teststack.Options{SignalsOff: off})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := bench.DefaultOptions()
+	opts.Duration, opts.Concurrency, opts.Berths, opts.FreshUsers = 200*time.Millisecond, 8, 64, 8_000
+	opts.SignalsAB, opts.SignalsOff = 4*time.Second, off
+	opts.Pool, opts.Redis, opts.Service = st.Pool, st.Redis, st.Service
+	opts.SessionKey = []byte(strings.Repeat("b", 32))
+	rep, err := bench.Run(ctx, opts)
+	if err != nil {
+		t.Fatalf("bench: %v", err)
+	}
+	out := rep.String()
+	t.Log("\n" + out)
+	ab := rep.SignalsAB
+	if len(ab.On) != 2 || len(ab.Off) != 2 || len(ab.Errors) > 0 {
+		t.Fatalf("slices on %v off %v, errors %v; want 2 and 2", ab.On, ab.Off, ab.Errors)
+	}
+	for _, r := range append(ab.On, ab.Off...) {
+		if !(r > 0) {
+			t.Errorf("a slice held nothing: on %v off %v", ab.On, ab.Off)
+		}
+	}
+	if off.Load() {
+		t.Error("the switch was left off after the run")
+	}
+	if _, err := fraud.Drain(ctx, st.Pool); err != nil {
+		t.Fatal(err)
+	}
+	var with, without int
+	if err := st.Pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE EXISTS (SELECT 1 FROM fraud_signals s WHERE s.hold_id = h.id)),
+		       count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM fraud_signals s WHERE s.hold_id = h.id))
+		FROM holds h WHERE h.idempotency_key LIKE 'bench-%-a-%'`).Scan(&with, &without); err != nil {
+		t.Fatal(err)
+	}
+	if with == 0 || without == 0 {
+		t.Errorf("A/B holds: %d with signals, %d without; want some of each", with, without)
+	}
+	if !rep.OK() || !strings.Contains(out, "with / without:") {
+		t.Errorf("invariants or report: ok %v", rep.OK())
+	}
 }

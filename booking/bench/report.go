@@ -58,6 +58,9 @@ type Report struct {
 	// PayCheck is the money check after the payment phases (nil when they
 	// did not run).
 	PayCheck *PayCheck
+	// SignalsAB is the recording cost measured within the run (--signals-ab),
+	// which then runs only the raw ceilings beside it.
+	SignalsAB SignalsAB
 }
 
 // OK reports whether every shard was checked, the payments too when they
@@ -142,6 +145,10 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "fraud signals: NOT recorded (--no-signals: the hold path without them, for comparison only)\n")
 	}
 	fmt.Fprintln(&b)
+	if r.SignalsAB.Ran() {
+		r.writeSignalsAB(&b)
+		return b.String()
+	}
 
 	a, b2 := r.RawLua.Rate(), r.RawPG.Rate()
 	rows := []row{
@@ -399,4 +406,25 @@ func soldOutAfter(p Phase) string {
 		return "never (not within the phase)"
 	}
 	return p.FillTime.Round(time.Millisecond).String()
+}
+
+// writeSignalsAB is the report of a --signals-ab run: the ceilings, the
+// A/B, and the checks.
+func (r Report) writeSignalsAB(b *strings.Builder) {
+	ab := r.SignalsAB
+	fmt.Fprintf(b, "raw A  Lua hold-style script        %s\n", rate(r.RawLua.Rate(), "ops/s"))
+	fmt.Fprintf(b, "raw B  PG group commit of hold-like rows  %s\n", rate(r.RawPG.Rate(), "rows/s"))
+	fmt.Fprint(b, ab.report(r.RawPG.Rate()))
+	fmt.Fprintf(b, "  p50 %s, p99 %s over both halves; CPU: tatkal %s, redis %s, rest %s cores of %d\n", ms(ab.P50), ms(ab.P99),
+		cores(ab.CPU.Process), cores(ab.CPU.Redis), cores(ab.CPU.Other()), r.NumCPU)
+	for k, v := range ab.Errors {
+		fmt.Fprintf(b, "  error: %s x%d\n", k, v)
+	}
+	for _, c := range r.Checks {
+		if c.OK() {
+			fmt.Fprintf(b, "invariants: shard %d OK\n", c.ShardID)
+		} else {
+			fmt.Fprintf(b, "invariants: shard %d has %d VIOLATION(S)\n%s", c.ShardID, len(c.Violations), c.String())
+		}
+	}
 }

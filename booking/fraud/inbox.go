@@ -46,7 +46,7 @@ const inboxInsert = `INSERT INTO fraud_signal_inbox (rows) VALUES ($1)`
 
 // inboxRow is sigs' inbox row, or nil when there is nothing to record.
 func (r Recorder) inboxRow(ctx context.Context, sigs []Signal) ([]byte, error) {
-	if len(sigs) == 0 || r.BenchDiscard {
+	if len(sigs) == 0 || r.Discarding() {
 		return nil, nil
 	}
 	b, err := r.prepare(sigs, func(s Signal, err error) {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -55,12 +56,16 @@ type Passenger struct {
 // instruments: both are low-entropy, so a plain hash could be reversed.
 type Recorder struct {
 	Key []byte
-	// BenchDiscard makes Record write nothing, and the live path skip its
-	// signals: only `tatkal bench --no-signals` sets it, to measure the
-	// hold path without recording beside with it. The passenger limit,
-	// which keys on Key, still runs. Never set in serve or worker.
-	BenchDiscard bool
+	// BenchDiscard, while set, makes Record write nothing and the live
+	// path skip its signals: only `tatkal bench` sets it (--no-signals, or
+	// switching it on and off within one run with --signals-ab), to measure
+	// the hold path without recording beside with it. The passenger limit,
+	// which keys on Key, still runs. Nil in serve and worker.
+	BenchDiscard *atomic.Bool
 }
+
+// Discarding reports whether the bench has switched recording off.
+func (r Recorder) Discarding() bool { return r.BenchDiscard != nil && r.BenchDiscard.Load() }
 
 // Caps of one batch and one field, so a caller's bug cannot write unbounded rows.
 const (
@@ -78,7 +83,7 @@ var ErrInvalid = errors.New("fraud: invalid signal")
 // any invalid signal is refused whole. The live path does not call it: it
 // Enqueues, and Drain records.
 func (r Recorder) Record(ctx context.Context, q Querier, sigs []Signal) error {
-	if len(sigs) == 0 || r.BenchDiscard {
+	if len(sigs) == 0 || r.Discarding() {
 		return nil
 	}
 	b, err := r.prepare(sigs, nil)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,6 +104,8 @@ type Options struct {
 	// (zero: a second).
 	MsgFaults                                *notify.Faults
 	RelayInterval, ReceiptPoll, MsgRetryBase time.Duration
+	// SignalsOff is the bench's switch of fraud recording (app.Options.BenchSignalsOff).
+	SignalsOff *atomic.Bool
 	// Lab gives the console a rehearsal lab (booking/rehearse.NewLab).
 	Lab func(*app.App) app.LabCloser
 	// PassengerLimit keeps the rules' passenger limit across accounts on;
@@ -168,7 +171,8 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		Jobs:         app.JobTuning{Workers: 10, RescueStuckJobsAfter: opts.RescueStuckJobsAfter, JobTimeout: opts.RescueStuckJobsAfter},
 		Payment: app.PaymentTuning{HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
 			LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, NotCreatedAfter: opts.NotCreatedAfter},
-		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: opts.ChallengeBits, RiskyExtraBits: opts.RiskyExtraBits, Lab: opts.Lab})
+		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: opts.ChallengeBits, RiskyExtraBits: opts.RiskyExtraBits, Lab: opts.Lab,
+		BenchSignalsOff: opts.SignalsOff})
 	if err != nil {
 		t.Fatalf("build the stack: %v", err)
 	}

@@ -57,6 +57,7 @@ type Service struct {
 	refunds    Refunds
 	pause      PauseFunc
 	fraud      *fraud.Recorder
+	soldOut    *inventory.SoldOutCache
 }
 
 // Levers are the operator's switches the hold path obeys, read from a
@@ -125,6 +126,10 @@ type ServiceConfig struct {
 	// payment instrument at confirmation, and keys the passenger limit
 	// across accounts; nil records nothing and skips that limit.
 	Fraud *fraud.Recorder
+	// SoldOutRecheck bounds how long a sold-out shard is answered from
+	// memory after a seat comes back (inventory.SoldOutCache); zero means
+	// inventory.DefaultSoldOutRecheck, negative turns the cache off.
+	SoldOutRecheck time.Duration
 }
 
 // NewService returns a service. Run its committer with RunCommitter.
@@ -141,6 +146,15 @@ func NewService(cfg ServiceConfig) *Service {
 	background, stop := context.WithCancel(context.Background())
 	committer := NewCommitter(cfg.Pool, cfg.Jobs, cfg.Rules, cfg.Fraud, cfg.Log)
 	committer.pause = cfg.Pause
+	var soldOut *inventory.SoldOutCache
+	if cfg.Store != nil {
+		// The store's cache, since its scripts that give seats back drop
+		// its views; configured here with the service's bound and hooks.
+		if cfg.SoldOutRecheck >= 0 {
+			soldOut = inventory.NewSoldOutCache(cfg.Store, inventory.SoldOutConfig{Recheck: cfg.SoldOutRecheck, Pause: cfg.Pause})
+		}
+		cfg.Store.SetSoldOut(soldOut)
+	}
 	return &Service{
 		background: background,
 		stop:       stop,
@@ -161,6 +175,7 @@ func NewService(cfg ServiceConfig) *Service {
 		refunds:    cfg.Refunds,
 		pause:      cfg.Pause,
 		fraud:      cfg.Fraud,
+		soldOut:    soldOut,
 	}
 }
 
@@ -272,6 +287,17 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	if err != nil {
 		return HoldResult{}, shardID, err
 	}
+	ireq := inventory.HoldRequest{
+		ShardID: shard.ID, UserID: c.UserID, IdemKey: req.IdempotencyKey,
+		From: from, To: to, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
+		TokenKey: use.Key, TokenTTL: use.TTL,
+		AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
+	}
+	// A sold-out shard answers from memory what the script would; every
+	// check above ran as for any attempt (see inventory.SoldOutCache).
+	if s.soldOut.SoldOut(ctx, ireq) {
+		return HoldResult{Status: string(inventory.SoldOut)}, shardID, nil
+	}
 	fare := ComputeFare(shard.Fare, shard.Superfast, shard.Stops[to].Km-shard.Stops[from].Km, len(req.Passengers))
 	holdID, err := uuid.NewV7()
 	if err != nil {
@@ -279,14 +305,8 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	}
 	expires := now.Add(s.rules.HoldWindow).Truncate(time.Millisecond)
 	reqHash := holdRequestHash(shard, from, to, req.Passengers)
-	hold := func() (inventory.HoldResult, error) {
-		return s.store.Hold(ctx, inventory.HoldRequest{
-			ShardID: shard.ID, HoldID: holdID.String(), UserID: c.UserID, IdemKey: req.IdempotencyKey, RequestHash: reqHash,
-			From: from, To: to, ExpiresAt: expires, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
-			TokenKey: use.Key, TokenTTL: use.TTL,
-			AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
-		})
-	}
+	ireq.HoldID, ireq.RequestHash, ireq.ExpiresAt = holdID.String(), reqHash, expires
+	hold := func() (inventory.HoldResult, error) { return s.store.Hold(ctx, ireq) }
 	res, err := hold()
 	if err == nil && res.Replayed && res.Outcome != inventory.SoldOut {
 		// A key whose attempt was lost (never durable, its seats freed by
@@ -328,6 +348,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return out, shardID, err
 	}
 	if res.Outcome == inventory.SoldOut {
+		s.soldOut.Prime(ctx, shard.ID)
 		return HoldResult{Status: string(inventory.SoldOut)}, shardID, nil
 	}
 

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 	"time"
 
@@ -198,7 +197,21 @@ func (s *Service) Store() *inventory.Store { return s.store }
 // Rules returns the rules in force.
 func (s *Service) Rules() Rules { return s.rules }
 
-var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9:._-]{8,128}$`)
+// validIdemKey: 8-128 characters of letters, digits and :._- (a loop,
+// not a regexp: it runs on every hold, sold-out ones included).
+func validIdemKey(k string) bool {
+	if len(k) < 8 || len(k) > 128 {
+		return false
+	}
+	for i := range len(k) {
+		switch c := k[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == ':', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Hold decides one attempt to take seats. HELD and WAITLIST_OFFERED are
 // answered only once the hold is durable in PostgreSQL.
@@ -235,7 +248,7 @@ func (s *Service) Funnel() *funnel.Recorder { return s.funnel }
 
 func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult, int64, error) {
 	var shardID int64
-	if !idemKeyRE.MatchString(req.IdempotencyKey) {
+	if !validIdemKey(req.IdempotencyKey) {
 		return HoldResult{}, 0, Errorf(EINVALID, "BAD_IDEMPOTENCY_KEY", "The Idempotency-Key header must be 8-128 characters of letters, digits and :._-")
 	}
 	if req.Quota == "" {

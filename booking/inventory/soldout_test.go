@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"tatkal/booking/inventory"
+	"tatkal/booking/redisx"
+	"tatkal/booking/testenv"
 )
 
 // clock is a test clock the caches read.
@@ -42,8 +44,18 @@ func soldOutCache(s *inventory.Store, clk *clock) *inventory.SoldOutCache {
 // given back through its own store at once.
 func TestSoldOutCacheAnswersOnlyWhileSoldOut(t *testing.T) {
 	t.Parallel()
+	testenv.EachRedis(t, testSoldOutCacheAnswersOnlyWhileSoldOut)
+}
+
+func testSoldOutCacheAnswersOnlyWhileSoldOut(t *testing.T, redisURL string) {
 	ctx := context.Background()
-	s, rdb, prefix := newStore(t)
+	rdb, err := redisx.Open(redisURL, "", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	prefix := testenv.RedisPrefix(t, rdb)
+	s := inventory.New(rdb, prefix)
 	other := inventory.New(rdb, prefix) // a second process on the same Redis
 	clk := &clock{t: time.Unix(1e9, 0)}
 	c := soldOutCache(s, clk)

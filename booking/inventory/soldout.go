@@ -227,7 +227,8 @@ func (s *Store) soldOutState(ctx context.Context, shardID int64, cur *soldView, 
 	keys := []string{s.key(shardID, "meta"), s.key(shardID, "cnt"), s.key(shardID, "holds"),
 		s.key(shardID, "live"), s.key(shardID, "daily"), s.key(shardID, "seen")}
 	keys = append(keys, s.legKeys(shardID, 0, MaxLegs)...)
-	res, err := s.soldout.Run(ctx, s.rdb, keys, stamp).StringSlice()
+	keys = append(keys, s.typeKeys(shardID)...)
+	res, err := s.soldout.Run(ctx, s.rdb, keys, stamp, MaxLegs).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("sold-out state shard %d: %w", shardID, err)
 	}

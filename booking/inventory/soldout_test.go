@@ -274,3 +274,31 @@ func TestSoldOutCacheStopsWithinTheBoundAcrossProcesses(t *testing.T) {
 	}
 	mustHeld(t, s, req(shard, 3, 0, 2, "-"))
 }
+
+// A sold-out shard that loses part of its state (here a berth-type
+// bitmap) is left to the script, which refuses it NOT_READY and so has it
+// rebuilt, once the view needs vouching for.
+func TestSoldOutCacheLeavesAPartlyLostShardToTheScript(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, rdb, prefix := newStore(t)
+	clk := &clock{t: time.Unix(1e9, 0)}
+	c := soldOutCache(s, clk)
+	const shard = 34
+	mustLoad(t, s, shard, emptyShard(2, 1, 0))
+	mustHeld(t, s, req(shard, 1, 0, 2, "-"))
+	c.Prime(ctx, shard)
+	if !c.SoldOut(ctx, req(shard, 2, 0, 2, "L")) {
+		t.Fatal("sold out, primed: not answered")
+	}
+	if err := rdb.Del(ctx, shardKey(prefix, shard, "type:L")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Second)
+	if c.SoldOut(ctx, req(shard, 2, 0, 2, "L")) {
+		t.Fatal("a partly lost shard is answered SOLD_OUT from memory")
+	}
+	if res := mustHold(t, s, req(shard, 2, 0, 2, "L")); res.Outcome != inventory.NotReady {
+		t.Fatalf("the script on the partly lost shard: %+v, want NOT_READY", res)
+	}
+}

@@ -56,7 +56,6 @@ type Service struct {
 	refunds    Refunds
 	pause      PauseFunc
 	fraud      *fraud.Recorder
-	soldOut    *inventory.SoldOutCache
 }
 
 // Levers are the operator's switches the hold path obeys, read from a
@@ -145,10 +144,10 @@ func NewService(cfg ServiceConfig) *Service {
 	background, stop := context.WithCancel(context.Background())
 	committer := NewCommitter(cfg.Pool, cfg.Jobs, cfg.Rules, cfg.Fraud, cfg.Log)
 	committer.pause = cfg.Pause
-	var soldOut *inventory.SoldOutCache
 	if cfg.Store != nil {
-		// The store's cache, since its scripts that give seats back drop
-		// its views; configured here with the service's bound and hooks.
+		// The cache lives on the store, whose scripts that give seats back
+		// drop its views; configured here with the service's bound and hooks.
+		var soldOut *inventory.SoldOutCache
 		if cfg.SoldOutRecheck >= 0 {
 			soldOut = inventory.NewSoldOutCache(cfg.Store, inventory.SoldOutConfig{Recheck: cfg.SoldOutRecheck, Pause: cfg.Pause})
 		}
@@ -174,7 +173,6 @@ func NewService(cfg ServiceConfig) *Service {
 		refunds:    cfg.Refunds,
 		pause:      cfg.Pause,
 		fraud:      cfg.Fraud,
-		soldOut:    soldOut,
 	}
 }
 
@@ -308,7 +306,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	}
 	// A sold-out shard answers from memory what the script would; every
 	// check above ran as for any attempt (see inventory.SoldOutCache).
-	if s.soldOut.SoldOut(ctx, ireq) {
+	if s.store.SoldOut().SoldOut(ctx, ireq) {
 		return HoldResult{Status: string(inventory.SoldOut)}, shardID, nil
 	}
 	fare := ComputeFare(shard.Fare, shard.Superfast, shard.Stops[to].Km-shard.Stops[from].Km, len(req.Passengers))
@@ -361,7 +359,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return out, shardID, err
 	}
 	if res.Outcome == inventory.SoldOut {
-		s.soldOut.Prime(ctx, shard.ID)
+		s.store.SoldOut().Prime(ctx, shard.ID)
 		return HoldResult{Status: string(inventory.SoldOut)}, shardID, nil
 	}
 

@@ -76,6 +76,19 @@ func (w *soldOutWorld) try(s *teststack.Stack, u int64) (booking.HoldResult, err
 	return s.Service.Hold(context.Background(), teststack.Caller(u), holdReq(u, key, w.date, "MMCT", "NDLS", pax("Sold Out", 30, "F")))
 }
 
+// tryAsync is try in a goroutine (to be paused); its answer comes on the channel.
+func (w *soldOutWorld) tryAsync(t *testing.T, s *teststack.Stack, u int64) <-chan booking.HoldResult {
+	done := make(chan booking.HoldResult, 1)
+	go func() {
+		res, err := w.try(s, u)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	return done
+}
+
 // recheck is the bound both processes run with (the service's default).
 const recheck = inventory.DefaultSoldOutRecheck
 
@@ -189,14 +202,7 @@ func TestSoldOutReleaseBetweenTheCachesCheckAndItsAnswer(t *testing.T) {
 	p := &pauser{}
 	w := newSoldOutWorld(t, p)
 	reached, release := p.arm("soldout.answer")
-	done := make(chan booking.HoldResult, 1)
-	go func() {
-		res, err := w.try(w.a, w.users[30])
-		if err != nil {
-			t.Error(err)
-		}
-		done <- res
-	}()
+	done := w.tryAsync(t, w.a, w.users[30])
 	waitFor(t, reached, "the cache to decide SOLD_OUT")
 	if _, err := w.a.Service.Cancel(ctx, w.users[0], w.held.HoldID); err != nil {
 		t.Fatal(err)
@@ -227,14 +233,7 @@ func TestSoldOutReleaseDuringTheCachesRecheck(t *testing.T) {
 			}
 			time.Sleep(recheck) // the view needs vouching for again
 			reached, release := p.arm("soldout.checked")
-			done := make(chan booking.HoldResult, 1)
-			go func() {
-				res, err := w.try(w.a, w.users[30])
-				if err != nil {
-					t.Error(err)
-				}
-				done <- res
-			}()
+			done := w.tryAsync(t, w.a, w.users[30])
 			waitFor(t, reached, "the re-check to read Redis")
 			if _, err := canceller.Service.Cancel(ctx, w.users[0], w.held.HoldID); err != nil {
 				t.Fatal(err)

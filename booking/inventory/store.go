@@ -164,8 +164,8 @@ func (s *Store) typeKeys(shardID int64) []string {
 
 // familyKeys lists every state key of a shard (idempotency keys aside), in
 // the order LOAD expects: meta cnt holds exp live daily, the MaxLegs leg
-// bitmaps, the type bitmaps, then scratch keys and the keys of the earlier
-// one-string format, and the seen set (HOLD), so a load or a wipe leaves
+// bitmaps, the type bitmaps, then the seen set (HOLD), scratch keys and the
+// keys of the earlier one-string format, so a load or a wipe leaves
 // nothing of them behind.
 func (s *Store) familyKeys(shardID int64) []string {
 	keys := []string{
@@ -174,11 +174,11 @@ func (s *Store) familyKeys(shardID int64) []string {
 	}
 	keys = append(keys, s.legKeys(shardID, 0, MaxLegs)...)
 	keys = append(keys, s.typeKeys(shardID)...)
-	keys = append(keys, s.scratchKey(shardID, "free"), s.scratchKey(shardID, "avail"))
+	keys = append(keys, s.key(shardID, "seen"), s.scratchKey(shardID, "free"), s.scratchKey(shardID, "avail"))
 	for i := range len(berthCodes) {
 		keys = append(keys, s.scratchKey(shardID, string(berthCodes[i])))
 	}
-	return append(keys, s.key(shardID, "occ"), s.key(shardID, "btype"), s.key(shardID, "coach"), s.key(shardID, "seen"))
+	return append(keys, s.key(shardID, "occ"), s.key(shardID, "btype"), s.key(shardID, "coach"))
 }
 
 // Outcome is the decision of one hold attempt.

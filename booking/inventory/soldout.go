@@ -128,7 +128,8 @@ func (c *SoldOutCache) SoldOut(ctx context.Context, r HoldRequest) bool {
 		return false // none, or this process released seats since
 	}
 	if c.now().Sub(v.checked) >= c.recheck {
-		if v = c.refresh(ctx, sh, v); v == nil {
+		// The view published may predate a Drop that raced its Store.
+		if v = c.refresh(ctx, sh, v); v == nil || v.gen != sh.gen.Load() {
 			return false
 		}
 	}

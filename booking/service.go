@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 	"time"
 
@@ -125,6 +124,10 @@ type ServiceConfig struct {
 	// payment instrument at confirmation, and keys the passenger limit
 	// across accounts; nil records nothing and skips that limit.
 	Fraud *fraud.Recorder
+	// SoldOutRecheck bounds how long a sold-out shard is answered from
+	// memory after a seat comes back (inventory.SoldOutCache); zero means
+	// inventory.DefaultSoldOutRecheck, negative turns the cache off.
+	SoldOutRecheck time.Duration
 }
 
 // NewService returns a service. Run its committer with RunCommitter.
@@ -141,6 +144,15 @@ func NewService(cfg ServiceConfig) *Service {
 	background, stop := context.WithCancel(context.Background())
 	committer := NewCommitter(cfg.Pool, cfg.Jobs, cfg.Rules, cfg.Fraud, cfg.Log)
 	committer.pause = cfg.Pause
+	if cfg.Store != nil {
+		// The cache lives on the store, whose scripts that give seats back
+		// drop its views; configured here with the service's bound and hooks.
+		var soldOut *inventory.SoldOutCache
+		if cfg.SoldOutRecheck >= 0 {
+			soldOut = inventory.NewSoldOutCache(cfg.Store, inventory.SoldOutConfig{Recheck: cfg.SoldOutRecheck, Pause: cfg.Pause})
+		}
+		cfg.Store.SetSoldOut(soldOut)
+	}
 	return &Service{
 		background: background,
 		stop:       stop,
@@ -183,7 +195,21 @@ func (s *Service) Store() *inventory.Store { return s.store }
 // Rules returns the rules in force.
 func (s *Service) Rules() Rules { return s.rules }
 
-var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9:._-]{8,128}$`)
+// validIdemKey: 8-128 characters of letters, digits and :._- (a loop,
+// not a regexp: it runs on every hold, sold-out ones included).
+func validIdemKey(k string) bool {
+	if len(k) < 8 || len(k) > 128 {
+		return false
+	}
+	for i := range len(k) {
+		switch c := k[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == ':', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Hold decides one attempt to take seats. HELD and WAITLIST_OFFERED are
 // answered only once the hold is durable in PostgreSQL.
@@ -220,7 +246,7 @@ func (s *Service) Funnel() *funnel.Recorder { return s.funnel }
 
 func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult, int64, error) {
 	var shardID int64
-	if !idemKeyRE.MatchString(req.IdempotencyKey) {
+	if !validIdemKey(req.IdempotencyKey) {
 		return HoldResult{}, 0, Errorf(EINVALID, "BAD_IDEMPOTENCY_KEY", "The Idempotency-Key header must be 8-128 characters of letters, digits and :._-")
 	}
 	if req.Quota == "" {
@@ -272,6 +298,17 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	if err != nil {
 		return HoldResult{}, shardID, err
 	}
+	ireq := inventory.HoldRequest{
+		ShardID: shard.ID, UserID: c.UserID, IdemKey: req.IdempotencyKey,
+		From: from, To: to, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
+		TokenKey: use.Key, TokenTTL: use.TTL,
+		AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
+	}
+	// A sold-out shard answers from memory what the script would; every
+	// check above ran as for any attempt (see inventory.SoldOutCache).
+	if s.store.SoldOut().SoldOut(ctx, ireq) {
+		return HoldResult{Status: string(inventory.SoldOut)}, shardID, nil
+	}
 	fare := ComputeFare(shard.Fare, shard.Superfast, shard.Stops[to].Km-shard.Stops[from].Km, len(req.Passengers))
 	holdID, err := uuid.NewV7()
 	if err != nil {
@@ -279,14 +316,8 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	}
 	expires := now.Add(s.rules.HoldWindow).Truncate(time.Millisecond)
 	reqHash := holdRequestHash(shard, from, to, req.Passengers)
-	hold := func() (inventory.HoldResult, error) {
-		return s.store.Hold(ctx, inventory.HoldRequest{
-			ShardID: shard.ID, HoldID: holdID.String(), UserID: c.UserID, IdemKey: req.IdempotencyKey, RequestHash: reqHash,
-			From: from, To: to, ExpiresAt: expires, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
-			TokenKey: use.Key, TokenTTL: use.TTL,
-			AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
-		})
-	}
+	ireq.HoldID, ireq.RequestHash, ireq.ExpiresAt = holdID.String(), reqHash, expires
+	hold := func() (inventory.HoldResult, error) { return s.store.Hold(ctx, ireq) }
 	res, err := hold()
 	if err == nil && res.Replayed && res.Outcome != inventory.SoldOut {
 		// A key whose attempt was lost (never durable, its seats freed by
@@ -328,6 +359,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return out, shardID, err
 	}
 	if res.Outcome == inventory.SoldOut {
+		s.store.SoldOut().Prime(ctx, shard.ID)
 		return HoldResult{Status: string(inventory.SoldOut)}, shardID, nil
 	}
 

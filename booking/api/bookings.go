@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -52,6 +53,16 @@ type holdResponse struct {
 	PaymentOptions []string            `json:"payment_options,omitempty"`
 	Message        string              `json:"message"`
 }
+
+// soldOutBody is the SOLD_OUT answer, encoded once as reply.JSON would:
+// a sold-out rush answers it with no JSON work.
+var soldOutBody = func() []byte {
+	b, err := json.Marshal(holdResponse{Status: "SOLD_OUT", Message: "No seats are left for this journey and the Tatkal waitlist is full."})
+	if err != nil {
+		panic(err)
+	}
+	return append(b, '\n')
+}()
 
 func fareOf(f booking.Fare) *fareJSON {
 	return &fareJSON{TotalPaise: f.TotalPaise, TotalRupees: booking.Rupees(f.TotalPaise), Breakup: f.Breakup}
@@ -106,8 +117,9 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if res.Status == "SOLD_OUT" {
-		reply.JSON(w, http.StatusOK, holdResponse{Status: res.Status,
-			Message: "No seats are left for this journey and the Tatkal waitlist is full."})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(soldOutBody) //nolint:errcheck
 		return
 	}
 	if res.Status != "HELD" && res.Status != "WAITLIST_OFFERED" {

@@ -12,10 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// rawHoldLua is the least a hold can be: check a counter, take from it,
+// RawHoldLua is the least a hold can be: check a counter, take from it,
 // record the hold. The real HOLD script does this plus per-user limits, an
 // idempotency record and a scan of every berth's leg mask.
-const rawHoldLua = `
+const RawHoldLua = `
 local left = tonumber(redis.call('GET', KEYS[1]) or '0')
 local n = tonumber(ARGV[3])
 if left < n then return 0 end
@@ -32,7 +32,7 @@ func rawKeys(ctx context.Context, env *runEnv, name string) ([]string, *redis.Sc
 	if err := rdb.Set(ctx, keys[0], 1<<50, time.Hour).Err(); err != nil {
 		return nil, nil, nil, fmt.Errorf("raw lua keys: %w", err)
 	}
-	script := redis.NewScript(rawHoldLua)
+	script := redis.NewScript(RawHoldLua)
 	if err := script.Load(ctx, rdb).Err(); err != nil {
 		return nil, nil, nil, fmt.Errorf("raw lua load: %w", err)
 	}

@@ -187,6 +187,7 @@ func (s *Store) loadState(ctx context.Context, shardID int64, st ShardState, ext
 		args = append(args, string(bitmap(n, func(b int) bool { return st.BerthTypes[b] == berthCodes[i] })))
 	}
 	res, err := s.load.Run(ctx, s.rdb, s.familyKeys(shardID), args...).StringSlice()
+	s.SoldOut().Drop(shardID)
 	if err != nil {
 		return false, fmt.Errorf("load shard %d: %w", shardID, err)
 	}

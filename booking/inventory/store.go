@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +47,8 @@ var (
 	forgetLua string
 	//go:embed lua/promote.lua
 	promoteLua string
+	//go:embed lua/soldout.lua
+	soldoutLua string
 )
 
 // MaxLegs is the most legs a shard can track (a berth's legs fit the
@@ -73,13 +76,17 @@ type Store struct {
 	ready    *redis.Script
 	forget   *redis.Script
 	promote  *redis.Script
+	soldout  *redis.Script
+	// sold is the process's sold-out cache over this store (nil: none); the
+	// scripts that give seats back drop its view of their shard.
+	sold atomic.Pointer[SoldOutCache]
 }
 
 // New returns a Store whose keys start with prefix (one per deployment, so
 // several can share a Redis).
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	script := func(body string) *redis.Script { return redis.NewScript(commonLua + "\n" + body) }
-	return &Store{
+	st := &Store{
 		rdb:      rdb,
 		prefix:   prefix,
 		hold:     script(holdLua),
@@ -91,8 +98,18 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		ready:    script(readyLua),
 		forget:   script(forgetLua),
 		promote:  script(promoteLua),
+		soldout:  script(soldoutLua),
 	}
+	st.sold.Store(NewSoldOutCache(st, SoldOutConfig{}))
+	return st
 }
+
+// SoldOut returns the store's sold-out cache (nil when turned off). New
+// gives each store one with the defaults.
+func (s *Store) SoldOut() *SoldOutCache { return s.sold.Load() }
+
+// SetSoldOut replaces the store's sold-out cache; nil turns it off.
+func (s *Store) SetSoldOut(c *SoldOutCache) { s.sold.Store(c) }
 
 // Redis returns the client, for health checks.
 func (s *Store) Redis() redis.UniversalClient { return s.rdb }
@@ -147,8 +164,9 @@ func (s *Store) typeKeys(shardID int64) []string {
 
 // familyKeys lists every state key of a shard (idempotency keys aside), in
 // the order LOAD expects: meta cnt holds exp live daily, the MaxLegs leg
-// bitmaps, the type bitmaps, then scratch keys and the keys of the earlier
-// one-string format, so a load or a wipe leaves nothing of them behind.
+// bitmaps, the type bitmaps, then the seen set (HOLD), scratch keys and the
+// keys of the earlier one-string format, so a load or a wipe leaves
+// nothing of them behind.
 func (s *Store) familyKeys(shardID int64) []string {
 	keys := []string{
 		s.key(shardID, "meta"), s.key(shardID, "cnt"), s.key(shardID, "holds"),
@@ -156,7 +174,7 @@ func (s *Store) familyKeys(shardID int64) []string {
 	}
 	keys = append(keys, s.legKeys(shardID, 0, MaxLegs)...)
 	keys = append(keys, s.typeKeys(shardID)...)
-	keys = append(keys, s.scratchKey(shardID, "free"), s.scratchKey(shardID, "avail"))
+	keys = append(keys, s.key(shardID, "seen"), s.scratchKey(shardID, "free"), s.scratchKey(shardID, "avail"))
 	for i := range len(berthCodes) {
 		keys = append(keys, s.scratchKey(shardID, string(berthCodes[i])))
 	}
@@ -260,6 +278,7 @@ func (s *Store) Hold(ctx context.Context, r HoldRequest) (HoldResult, error) {
 	for _, c := range codes {
 		keys = append(keys, s.scratchKey(r.ShardID, string(c)))
 	}
+	keys = append(keys, s.key(r.ShardID, "seen"))
 	args := []any{
 		r.HoldID, r.UserID, r.From, r.To, r.ExpiresAt.UnixMilli(), r.DailyCap, string(r.Prefs),
 		boolArg(r.IDOK), boolArg(r.AllowWaitlist), int64(r.IdemTTL / time.Second), r.MaxPassengers,
@@ -389,6 +408,7 @@ func (s *Store) Release(ctx context.Context, shardID int64, holdID string, mode 
 	}
 	keys = append(keys, s.legKeys(shardID, 0, MaxLegs)...)
 	res, err := s.release.Run(ctx, s.rdb, keys, holdID, string(mode)).StringSlice()
+	s.SoldOut().Drop(shardID)
 	if err != nil {
 		return "", fmt.Errorf("release hold %s: %w", holdID, err)
 	}
@@ -470,7 +490,9 @@ func (s *Store) Available(ctx context.Context, shardID int64, from, to int) (Ava
 // (their answers name the old epoch, so they are not replayed). Tests and
 // the console's guarded rebuild use it.
 func (s *Store) Wipe(ctx context.Context, shardID int64) error {
-	if err := s.rdb.Del(ctx, s.familyKeys(shardID)...).Err(); err != nil {
+	err := s.rdb.Del(ctx, s.familyKeys(shardID)...).Err()
+	s.SoldOut().Drop(shardID)
+	if err != nil {
 		return fmt.Errorf("wipe shard %d: %w", shardID, err)
 	}
 	return nil
@@ -588,6 +610,7 @@ func (s *Store) Promote(ctx context.Context, shardID, epoch int64, cancelled []s
 	keys := []string{s.key(shardID, "meta"), s.key(shardID, "cnt"), s.key(shardID, "holds"), s.key(shardID, "exp"), s.key(shardID, "live")}
 	keys = append(keys, s.legKeys(shardID, 0, MaxLegs)...)
 	res, err := s.promote.Run(ctx, s.rdb, keys, strconv.FormatInt(epoch-1, 10), strconv.FormatInt(epoch, 10), drops.String(), promos.String()).StringSlice()
+	s.SoldOut().Drop(shardID)
 	if err != nil {
 		return "", fmt.Errorf("promote shard %d: %w", shardID, err)
 	}

@@ -2,6 +2,8 @@
 -- KEYS: 1 meta 2 exp 3 idem 4 scratch (the journey's free berths) 5 holds 6 live
 --       7 daily 8 cnt, then ARGV[12] leg bitmaps (the journey's legs in order),
 --       then one berth-type bitmap per code of ARGV[13], then as many scratch keys
+--       then the shard's seen set (users given HELD or WAITLIST_OFFERED: the
+--       sold-out cache sends them to this script, see SoldOutCache)
 -- When ARGV[14] (an admission token's mark lifetime, ms) is not 0, the last
 -- KEY is that token's used-mark: a used token is refused, and a decision
 -- (HELD, WAITLIST_OFFERED, SOLD_OUT) marks it used in this same step.
@@ -232,6 +234,14 @@ local function remember(answer, took)
   redis.call('SET', KEYS[3], epoch .. '|' .. answer .. '|' .. req_hash, 'EX', ARGV[10])
   if tok_key then redis.call('SET', tok_key, hold_id .. '|' .. took, 'PX', tok_ttl) end
 end
+-- A hold or a waitlist offer gives the user state on the shard (a live
+-- hold, the day's count, a replayable key) and changes the shard: a
+-- process's sold-out cache re-reads it (chg) and sends this user to the
+-- script from then on (seen).
+local function changed()
+  redis.call('HINCRBY', KEYS[1], 'chg', '1')
+  redis.call('SADD', KEYS[9 + nleg + 2 * ntype], user)
+end
 
 if best then
   local bstr = {}
@@ -246,6 +256,7 @@ if best then
   redis.call('HINCRBY', KEYS[7], user, '1')
   local answer = 'HELD|' .. hold_id .. '|' .. ARGV[5] .. '|' .. csv
   remember(answer, string.format('%d', npax * nleg))
+  changed()
   return { 'HELD', epoch, answer }
 end
 
@@ -260,6 +271,7 @@ if ARGV[9] == '1' and not retake and tonumber(wl[2] or '0') + npax <= tonumber(w
   redis.call('HINCRBY', KEYS[7], user, '1')
   local answer = 'WAITLIST_OFFERED|' .. hold_id .. '|' .. ARGV[5] .. '|' .. wlno
   remember(answer, '0')
+  changed()
   return { 'WAITLIST_OFFERED', epoch, answer }
 end
 

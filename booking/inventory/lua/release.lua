@@ -56,4 +56,7 @@ if unsold and mode ~= 'cancel' then
   if left <= 0 then redis.call('HDEL', KEYS[6], r.user) end
 end
 if mode == 'undo' then forget() end
+-- Seats or waitlist places came back: a process's sold-out cache re-reads
+-- the shard when chg moves (SoldOutCache).
+redis.call('HINCRBY', KEYS[1], 'chg', '1')
 return { 'RELEASED' }

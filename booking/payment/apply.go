@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
@@ -35,8 +36,15 @@ var errAmountUnknown = errors.New("the gateway's success answer carries no amoun
 // success, or captures another amount, raises a payment review instead of
 // being ignored.
 func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool) error {
+	return s.applyAnd(ctx, id, p, cause, pulled, nil)
+}
+
+// applyAnd is apply with record, if not nil, run in its transaction once
+// the answer is applied (a callback's event is recorded so).
+func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool,
+	record func(context.Context, pgx.Tx) error) error {
 	var after []func()
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+	body := func(tx pgx.Tx) error {
 		after = after[:0]
 		var state, purpose string
 		var amount, userID, shardID int64
@@ -60,12 +68,16 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 		}
 		detail := map[string]any{"psp_ref": p.PSPRef, "gateway_status": p.Status}
 		set := func(to string, extra string, args ...any) error {
+			// The change and its event in one round trip.
 			q := `UPDATE payments SET state = $2, psp_ref = coalesce(nullif($3, ''), psp_ref), bank_ref = coalesce(nullif($4, ''), bank_ref),
 				updated_at = now()` + extra + ` WHERE id = $1`
-			if _, err := tx.Exec(ctx, q, append([]any{id, to, p.PSPRef, p.BankRef}, args...)...); err != nil {
+			b := &pgx.Batch{}
+			b.Queue(q, append([]any{id, to, p.PSPRef, p.BankRef}, args...)...).Exec(func(pgconn.CommandTag) error { return nil })
+			queueEvent(b, id, state, to, cause, detail)
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return fmt.Errorf("payment %s to %s: %w", id, to, err)
 			}
-			return event(ctx, tx, id, state, to, cause, detail)
+			return nil
 		}
 		captured := state == Success || state == Refunded
 		if p.Status == pspapi.StatusSuccess {
@@ -184,6 +196,15 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			return s.settle(ctx, tx, id, holdID, userID, amount, &after)
 		}
 		return fmt.Errorf("unknown gateway status %q", p.Status)
+	}
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := body(tx); err != nil || record == nil {
+			return err
+		}
+		if err := record(ctx, tx); err != nil {
+			return fmt.Errorf("record %s: %w", cause, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -256,14 +277,20 @@ func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, id uuid.UUID, s
 // ticket, a refund of a second charge, or (the hold having lapsed) a retake
 // of its seats or a refund.
 func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, userID, amount int64, after *[]func()) error {
-	h, err := booking.LockHoldTx(ctx, tx, holdID)
-	if err != nil {
-		return err
-	}
+	// The hold's lock and the hold's other captures, in one round trip.
+	var h booking.HoldInfo
 	var others int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM payments WHERE hold_id = $1 AND id <> $2 AND state IN ('SUCCESS', 'REFUNDED')`,
-		holdID, id).Scan(&others); err != nil {
-		return fmt.Errorf("other payments of hold %s: %w", holdID, err)
+	b := &pgx.Batch{}
+	booking.QueueLockHold(b, holdID, &h)
+	b.Queue(`SELECT count(*) FROM payments WHERE hold_id = $1 AND id <> $2 AND state IN ('SUCCESS', 'REFUNDED')`,
+		holdID, id).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&others); err != nil {
+			return fmt.Errorf("other payments of hold %s: %w", holdID, err)
+		}
+		return nil
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
 	}
 	refund := func(reason, msgKey string) error {
 		if _, _, err := s.RequestRefundTx(ctx, tx, id, reason, 0); err != nil {

@@ -39,10 +39,11 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 	return s.applyAnd(ctx, id, p, cause, pulled, nil)
 }
 
-// applyAnd is apply with record, if not nil, run in its transaction once
-// the answer is applied (a callback's event is recorded so).
+// applyAnd is apply with record, if not nil, queueing statements that
+// commit with the answer applied, or not at all: a callback's event is
+// recorded so.
 func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool,
-	record func(context.Context, pgx.Tx) error) error {
+	record func(*pgx.Batch)) error {
 	var after []func()
 	body := func(tx pgx.Tx) error {
 		after = after[:0]
@@ -50,11 +51,22 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 		var amount, userID, shardID int64
 		var hold uuid.NullUUID
 		var confirmedAt *time.Time
-		err := tx.QueryRow(ctx, `SELECT p.state, p.purpose, p.amount_paise, p.user_id, p.hold_id, coalesce(h.shard_id, 0), p.gateway_confirmed_at
+		b := &pgx.Batch{}
+		b.Queue(`SELECT p.state, p.purpose, p.amount_paise, p.user_id, p.hold_id, coalesce(h.shard_id, 0), p.gateway_confirmed_at
 			FROM payments p LEFT JOIN holds h ON h.id = p.hold_id WHERE p.id = $1 FOR UPDATE OF p`, id).
-			Scan(&state, &purpose, &amount, &userID, &hold, &shardID, &confirmedAt)
-		if err != nil {
-			return fmt.Errorf("lock payment: %w", err)
+			QueryRow(func(row pgx.Row) error {
+				if err := row.Scan(&state, &purpose, &amount, &userID, &hold, &shardID, &confirmedAt); err != nil {
+					return fmt.Errorf("lock payment: %w", err)
+				}
+				return nil
+			})
+		if record != nil {
+			// Under the payment's lock, in its round trip; an error later
+			// rolls it back with the rest.
+			record(b)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
 		}
 		holdID := hold.UUID
 		topUp := purpose == PurposeTopUp
@@ -197,16 +209,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 		}
 		return fmt.Errorf("unknown gateway status %q", p.Status)
 	}
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := body(tx); err != nil || record == nil {
-			return err
-		}
-		if err := record(ctx, tx); err != nil {
-			return fmt.Errorf("record %s: %w", cause, err)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := db.Transact(ctx, s.pool, body); err != nil {
 		return err
 	}
 	for _, f := range after {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"tatkal/booking"
 	"tatkal/booking/db"
@@ -77,10 +78,9 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 	}
 	// The event is recorded in the transaction that applies it: recorded
 	// means applied, and the callback costs one commit.
-	record := func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO webhook_events (gateway, event_id, payment_id, status) VALUES ($1, $2, $3, $4)
-			ON CONFLICT DO NOTHING`, gw, w.EventID, id, w.Status)
-		return err
+	record := func(b *pgx.Batch) {
+		b.Queue(`INSERT INTO webhook_events (gateway, event_id, payment_id, status) VALUES ($1, $2, $3, $4)
+			ON CONFLICT DO NOTHING`, gw, w.EventID, id, w.Status).Exec(func(pgconn.CommandTag) error { return nil })
 	}
 	if err := s.applyAnd(ctx, id, p, "webhook "+w.EventID, false, record); err != nil {
 		var be *booking.Error

@@ -37,25 +37,39 @@ type HoldInfo struct {
 // LockHoldTx reads a hold FOR UPDATE in tx.
 func LockHoldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (HoldInfo, error) {
 	var h HoldInfo
+	err := scanHoldInfo(tx.QueryRow(ctx, lockHoldSQL, id), id, &h)
+	return h, err
+}
+
+// QueueLockHold is LockHoldTx as one statement of a batch: h is filled in
+// when the batch's results are read (its Close returns the error), so the
+// statements queued after it run under the hold's lock in the same round
+// trip.
+func QueueLockHold(b *pgx.Batch, id uuid.UUID, h *HoldInfo) {
+	b.Queue(lockHoldSQL, id).QueryRow(func(row pgx.Row) error { return scanHoldInfo(row, id, h) })
+}
+
+const lockHoldSQL = `SELECT id, user_id, shard_id, idempotency_key, kind, state, from_seq, to_seq, berths, passengers,
+	fare_paise, created_at, expires_at, updated_at, extended FROM holds WHERE id = $1 FOR UPDATE`
+
+func scanHoldInfo(row pgx.Row, id uuid.UUID, h *HoldInfo) error {
 	var pax []byte
 	var berths []int32
-	err := tx.QueryRow(ctx, `SELECT id, user_id, shard_id, idempotency_key, kind, state, from_seq, to_seq, berths, passengers,
-		fare_paise, created_at, expires_at, updated_at, extended FROM holds WHERE id = $1 FOR UPDATE`, id).
-		Scan(&h.ID, &h.UserID, &h.ShardID, &h.IdemKey, &h.Kind, &h.State, &h.From, &h.To, &berths, &pax,
-			&h.FarePaise, &h.CreatedAt, &h.ExpiresAt, &h.UpdatedAt, &h.Extended)
+	err := row.Scan(&h.ID, &h.UserID, &h.ShardID, &h.IdemKey, &h.Kind, &h.State, &h.From, &h.To, &berths, &pax,
+		&h.FarePaise, &h.CreatedAt, &h.ExpiresAt, &h.UpdatedAt, &h.Extended)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return h, Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
+		return Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
 	}
 	if err != nil {
-		return h, fmt.Errorf("lock hold %s: %w", id, err)
+		return fmt.Errorf("lock hold %s: %w", id, err)
 	}
 	for _, b := range berths {
 		h.Berths = append(h.Berths, int(b))
 	}
 	if err := json.Unmarshal(pax, &h.Passengers); err != nil {
-		return h, fmt.Errorf("hold %s passengers: %w", id, err)
+		return fmt.Errorf("hold %s passengers: %w", id, err)
 	}
-	return h, nil
+	return nil
 }
 
 // ExtendHoldTx moves a HELD hold's expiry later, never earlier. With once,

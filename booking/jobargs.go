@@ -14,6 +14,9 @@ import (
 type JobInserter interface {
 	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 	InsertManyFastTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) (int, error)
+	// InsertManyTx puts a few jobs in with one statement (InsertManyFastTx
+	// is COPY, for many).
+	InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
 }
 
 // QueueHolds carries hold expiry and seat-state sync, kept apart from slower

@@ -17,6 +17,7 @@ import (
 	"tatkal/booking/db"
 	"tatkal/booking/fraud"
 	"tatkal/booking/funnel"
+	"tatkal/booking/i18n"
 	"tatkal/booking/india"
 	"tatkal/booking/inventory"
 )
@@ -127,9 +128,15 @@ func (s *Service) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (Confi
 
 // confirmTx is ConfirmTx; with lapsed it also confirms an EXPIRED or
 // RELEASED hold whose seats a retake has just taken back (RetakeAndConfirm).
+//
+// It costs four round trips whatever the party: the hold read, one batch
+// for the shard lock, the state change and the booking with its passengers
+// (one statement), one batch for the e-ticket and the fraud signal, and the
+// two River jobs in one insert. A confirmation is the busiest write of a
+// rush; each round trip it saves is PostgreSQL work saved.
 func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed bool) (ConfirmResult, error) {
 	res := ConfirmResult{HoldID: id}
-	var state, kind string
+	var state, kind, lang string
 	var userID int64
 	var from, to, wl int
 	var fare int64
@@ -137,16 +144,18 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 	var berths []int32
 	var heldAt time.Time
 	var instrument string
-	// The payment's instrument is read here for the fraud signal: the
-	// confirmation pays one round trip for it, not one of its own.
+	// The payment's instrument (for the fraud signal) and the passenger's
+	// language (for the e-ticket) come with the hold, not in round trips of
+	// their own.
 	err := tx.QueryRow(ctx, `SELECT h.shard_id, h.user_id, h.state, h.kind, h.from_seq, h.to_seq, coalesce(h.waitlist_no, 0),
 		h.fare_paise, h.passengers, h.berths, h.created_at,
 		coalesce((SELECT CASE WHEN p.method = 'UPI' THEN 'upi:' || p.vpa ELSE p.instrument_ref END
 			FROM payments p WHERE p.hold_id = h.id AND p.state IN ('SUCCESS', 'PENDING_AT_BANK', 'UNKNOWN')
 			AND ((p.method = 'UPI' AND p.vpa <> '') OR (p.method IN ('CARD', 'NB') AND p.instrument_ref <> ''))
-			ORDER BY p.initiated_at DESC LIMIT 1), '')
+			ORDER BY p.initiated_at DESC LIMIT 1), ''),
+		coalesce((SELECT u.lang FROM users u WHERE u.id = h.user_id), '')
 		FROM holds h WHERE h.id = $1 FOR UPDATE OF h`, id).
-		Scan(&res.ShardID, &userID, &state, &kind, &from, &to, &wl, &fare, &pax, &berths, &heldAt, &instrument)
+		Scan(&res.ShardID, &userID, &state, &kind, &from, &to, &wl, &fare, &pax, &berths, &heldAt, &instrument, &lang)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return res, Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
 	}
@@ -161,9 +170,6 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 	if state != HoldHeld && !(lapsed && (state == HoldExpired || state == HoldReleased)) {
 		return res, Errorf(ECONFLICT, "HOLD_"+state, "Hold %s is %s and can no longer be confirmed.", id, state)
 	}
-	if err := inventory.LockShardShared(ctx, tx, res.ShardID); err != nil {
-		return res, err
-	}
 	shard, err := s.catalog.ByIDTx(ctx, tx, res.ShardID)
 	if err != nil {
 		return res, err
@@ -172,23 +178,67 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 	if err := json.Unmarshal(pax, &passengers); err != nil {
 		return res, fmt.Errorf("passengers: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE holds SET state = 'CONFIRMED', updated_at = now(),
-		state_version = state_version + 1 WHERE id = $1`, id); err != nil {
-		return res, err
-	}
 	status := BookingConfirmed
 	var wlPtr *int
 	if kind == KindWaitlist {
 		status, wlPtr = BookingWaitlisted, &wl
+	}
+	n := len(passengers)
+	seqs, ages, idxs, nos := make([]int32, n), make([]int32, n), make([]*int32, n), make([]*int32, n)
+	names, genders, idTypes, idRefs, coaches, btypes := make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+		make([]*string, n), make([]*string, n)
+	var seats []string
+	for i, p := range passengers {
+		seqs[i], names[i], ages[i], genders[i], idTypes[i], idRefs[i] = int32(i+1), p.Name, int32(p.Age), p.Gender, p.IDType, p.IDRef
+		if kind == KindSeat {
+			b := int(berths[i])
+			info := berthInfo(shard, b)
+			idx, no := int32(b), int32(info.BerthNo)
+			idxs[i], coaches[i], nos[i], btypes[i] = &idx, &info.Coach, &no, &info.Type
+			seats = append(seats, fmt.Sprintf("%s %s/%d %s", p.Name, info.Coach, info.BerthNo, info.Type))
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		pnr, err := NewPNR(shard.OriginRegion, s.rules.BookingLocation)
 		if err != nil {
 			return res, err
 		}
-		err = tx.QueryRow(ctx, `INSERT INTO bookings (pnr, hold_id, user_id, shard_id, from_seq, to_seq, status, waitlist_no, fare_paise)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (pnr) DO NOTHING RETURNING id`,
-			pnr, id, userID, res.ShardID, from, to, status, wlPtr, fare).Scan(&res.BookingID)
+		// The shard lock orders this writer against a rebuild; the hold's
+		// compare-and-set is already decided by its row lock, taken above.
+		// A PNR already taken inserts nothing (no booking, no passengers)
+		// and the next attempt tries another; the hold's update is sent once.
+		b := &pgx.Batch{}
+		if attempt == 0 {
+			inventory.QueueLockShardShared(b, res.ShardID)
+			b.Queue(`UPDATE holds SET state = 'CONFIRMED', updated_at = now(), state_version = state_version + 1 WHERE id = $1`, id)
+		}
+		b.Queue(`WITH b AS (
+				INSERT INTO bookings (pnr, hold_id, user_id, shard_id, from_seq, to_seq, status, waitlist_no, fare_paise)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (pnr) DO NOTHING RETURNING id),
+			p AS (
+				INSERT INTO booking_passengers (booking_id, seq, shard_id, name, age, gender, id_type, id_ref,
+					berth_idx, coach, berth_no, berth_type, from_seq, to_seq, status)
+				SELECT b.id, x.seq, $4, x.name, x.age, x.gender, x.id_type, x.id_ref, x.idx, x.coach, x.no, x.btype, $5, $6, $7
+				FROM b, unnest($10::int[], $11::text[], $12::int[], $13::text[], $14::text[], $15::text[], $16::int[], $17::text[],
+					$18::int[], $19::text[]) AS x(seq, name, age, gender, id_type, id_ref, idx, coach, no, btype))
+			SELECT id FROM b`,
+			pnr, id, userID, res.ShardID, from, to, status, wlPtr, fare,
+			seqs, names, ages, genders, idTypes, idRefs, idxs, coaches, nos, btypes)
+		br := tx.SendBatch(ctx, b)
+		if attempt == 0 {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return res, fmt.Errorf("lock shard %d: %w", res.ShardID, err)
+			}
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return res, fmt.Errorf("confirm hold: %w", err)
+			}
+		}
+		err = br.QueryRow().Scan(&res.BookingID)
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
 		if err == nil {
 			res.PNR = pnr
 			break
@@ -197,49 +247,40 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 			return res, fmt.Errorf("insert booking: %w", err)
 		}
 	}
-	batch := &pgx.Batch{}
-	var seats []string
-	for i, p := range passengers {
-		var idx *int
-		var coach *string
-		var no *int
-		var btype *string
-		if kind == KindSeat {
-			b := int(berths[i])
-			info := berthInfo(shard, b)
-			idx, coach, no, btype = &b, &info.Coach, &info.BerthNo, &info.Type
-			seats = append(seats, fmt.Sprintf("%s %s/%d %s", p.Name, info.Coach, info.BerthNo, info.Type))
-		}
-		batch.Queue(`INSERT INTO booking_passengers (booking_id, seq, shard_id, name, age, gender, id_type, id_ref,
-			berth_idx, coach, berth_no, berth_type, from_seq, to_seq, status)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-			res.BookingID, i+1, res.ShardID, p.Name, p.Age, p.Gender, p.IDType, p.IDRef, idx, coach, no, btype, from, to, status)
-	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return res, fmt.Errorf("insert passengers: %w", err)
-	}
 	journey := fmt.Sprintf("%s %s %s %s-%s on %s", shard.Train, shard.TrainName, shard.Class, shard.Stops[from].Code,
 		shard.Stops[to].Code, shard.Date.Format("2 Jan 2006"))
+	lang = i18n.Norm(lang)
+	b := &pgx.Batch{}
 	if kind == KindWaitlist {
-		err = NotifyT(ctx, tx, userID, "ETICKET", res.PNR, "msg.eticketwl", res.PNR, wl, journey, Rupees(fare))
+		queueNotify(b, lang, userID, "ETICKET", res.PNR, "msg.eticketwl", res.PNR, wl, journey, Rupees(fare))
 	} else {
-		err = NotifyT(ctx, tx, userID, "ETICKET", res.PNR, "msg.eticket", res.PNR, journey, strings.Join(seats, ", "), Rupees(fare))
-	}
-	if err != nil {
-		return res, err
-	}
-	if _, err := s.jobs.InsertTx(ctx, tx, CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR}, nil); err != nil {
-		return res, err
+		queueNotify(b, lang, userID, "ETICKET", res.PNR, "msg.eticket", res.PNR, journey, strings.Join(seats, ", "), Rupees(fare))
 	}
 	if s.fraud != nil {
-		if err := s.fraud.Enqueue(ctx, tx, []fraud.Signal{{HoldID: id, BookingID: res.BookingID, ShardID: res.ShardID, UserID: userID,
+		if err := s.fraud.QueueInbox(ctx, b, []fraud.Signal{{HoldID: id, BookingID: res.BookingID, ShardID: res.ShardID, UserID: userID,
 			SolveMS: -1, HeldAt: heldAt, Instrument: instrument}}); err != nil {
 			return res, err
 		}
 	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return res, fmt.Errorf("e-ticket and fraud signal of hold %s: %w", id, err)
+	}
 	// The seat-sync job repeats AfterConfirm should it not land: a Redis
 	// record left held would turn a later cancellation into a lost seat.
-	return res, s.seatSyncLaterTx(ctx, tx, id, res.ShardID)
+	if _, err := s.jobs.InsertManyTx(ctx, tx, []river.InsertManyParams{
+		{Args: CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR}},
+		seatSyncLater(id, res.ShardID, s.now()),
+	}); err != nil {
+		return res, fmt.Errorf("enqueue core sync and seat sync of hold %s: %w", id, err)
+	}
+	return res, nil
+}
+
+// seatSyncLater is seatSyncLaterTx's job as one of several inserted
+// together.
+func seatSyncLater(holdID uuid.UUID, shardID int64, now time.Time) river.InsertManyParams {
+	return river.InsertManyParams{Args: SeatSyncArgs{HoldID: holdID, ShardID: shardID},
+		InsertOpts: &river.InsertOpts{ScheduledAt: now.Add(seatSyncDelay)}}
 }
 
 // AfterConfirm marks the seats sold in Redis once ConfirmTx has committed,

@@ -12,15 +12,15 @@ import (
 // Notify puts a message for a passenger into the outbox, by SMS and email,
 // in tx. The same (kind, ref) is sent once however often it is asked for.
 func Notify(ctx context.Context, tx pgx.Tx, userID int64, kind, ref, subject, body string) error {
-	for _, ch := range []string{"SMS", "EMAIL"} {
-		if _, err := tx.Exec(ctx, `INSERT INTO notifications (user_id, channel, kind, ref, subject, body)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (kind, ref, channel) DO NOTHING`,
-			userID, ch, kind, ref, subject, body); err != nil {
-			return fmt.Errorf("notify %s %s: %w", kind, ref, err)
-		}
+	if _, err := tx.Exec(ctx, notifySQL, userID, kind, ref, subject, body); err != nil {
+		return fmt.Errorf("notify %s %s: %w", kind, ref, err)
 	}
 	return nil
 }
+
+// notifySQL writes one message on both channels in one statement.
+const notifySQL = `INSERT INTO notifications (user_id, channel, kind, ref, subject, body)
+	SELECT $1, ch, $2, $3, $4, $5 FROM unnest('{SMS,EMAIL}'::text[]) AS ch ON CONFLICT (kind, ref, channel) DO NOTHING`
 
 // NotifyT is Notify with the subject and body written in the passenger's
 // language (users.lang, set by the site's language switch) from the one
@@ -31,6 +31,12 @@ func NotifyT(ctx context.Context, tx pgx.Tx, userID int64, kind, ref, key string
 		return fmt.Errorf("notify %s %s: %w", kind, ref, err)
 	}
 	return Notify(ctx, tx, userID, kind, ref, i18n.Format(lang, key+".subject", args...), i18n.Format(lang, key+".body", args...))
+}
+
+// queueNotify is NotifyT as one statement of the caller's batch, for a
+// caller that has read the passenger's language already (i18n.Norm'd).
+func queueNotify(b *pgx.Batch, lang string, userID int64, kind, ref, key string, args ...any) {
+	b.Queue(notifySQL, userID, kind, ref, i18n.Format(lang, key+".subject", args...), i18n.Format(lang, key+".body", args...))
 }
 
 // LanguageTx is the language a passenger reads messages in ("en" or "hi").

@@ -20,11 +20,19 @@ const ShardLockClass = 4242
 
 // LockShardShared takes the writer's side of the shard lock in tx.
 func LockShardShared(ctx context.Context, tx pgx.Tx, shardID int64) error {
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1, $2)", ShardLockClass, int32(shardID)); err != nil {
+	if _, err := tx.Exec(ctx, lockSharedSQL, ShardLockClass, int32(shardID)); err != nil {
 		return fmt.Errorf("lock shard %d: %w", shardID, err)
 	}
 	return nil
 }
+
+// QueueLockShardShared is LockShardShared as one statement of a batch sent
+// in the writer's transaction, before its writes.
+func QueueLockShardShared(b *pgx.Batch, shardID int64) {
+	b.Queue(lockSharedSQL, ShardLockClass, int32(shardID))
+}
+
+const lockSharedSQL = "SELECT pg_advisory_xact_lock_shared($1, $2)"
 
 // HoldRecord is one hold as the Redis state keeps it.
 type HoldRecord struct {

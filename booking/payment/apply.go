@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
@@ -35,18 +36,37 @@ var errAmountUnknown = errors.New("the gateway's success answer carries no amoun
 // success, or captures another amount, raises a payment review instead of
 // being ignored.
 func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool) error {
+	return s.applyAnd(ctx, id, p, cause, pulled, nil)
+}
+
+// applyAnd is apply with record, if not nil, queueing statements that
+// commit with the answer applied, or not at all: a callback's event is
+// recorded so.
+func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool,
+	record func(*pgx.Batch)) error {
 	var after []func()
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+	body := func(tx pgx.Tx) error {
 		after = after[:0]
 		var state, purpose string
 		var amount, userID, shardID int64
 		var hold uuid.NullUUID
 		var confirmedAt *time.Time
-		err := tx.QueryRow(ctx, `SELECT p.state, p.purpose, p.amount_paise, p.user_id, p.hold_id, coalesce(h.shard_id, 0), p.gateway_confirmed_at
+		b := &pgx.Batch{}
+		b.Queue(`SELECT p.state, p.purpose, p.amount_paise, p.user_id, p.hold_id, coalesce(h.shard_id, 0), p.gateway_confirmed_at
 			FROM payments p LEFT JOIN holds h ON h.id = p.hold_id WHERE p.id = $1 FOR UPDATE OF p`, id).
-			Scan(&state, &purpose, &amount, &userID, &hold, &shardID, &confirmedAt)
-		if err != nil {
-			return fmt.Errorf("lock payment: %w", err)
+			QueryRow(func(row pgx.Row) error {
+				if err := row.Scan(&state, &purpose, &amount, &userID, &hold, &shardID, &confirmedAt); err != nil {
+					return fmt.Errorf("lock payment: %w", err)
+				}
+				return nil
+			})
+		if record != nil {
+			// Under the payment's lock, in its round trip; an error later
+			// rolls it back with the rest.
+			record(b)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
 		}
 		holdID := hold.UUID
 		topUp := purpose == PurposeTopUp
@@ -60,12 +80,16 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 		}
 		detail := map[string]any{"psp_ref": p.PSPRef, "gateway_status": p.Status}
 		set := func(to string, extra string, args ...any) error {
+			// The change and its event in one round trip.
 			q := `UPDATE payments SET state = $2, psp_ref = coalesce(nullif($3, ''), psp_ref), bank_ref = coalesce(nullif($4, ''), bank_ref),
 				updated_at = now()` + extra + ` WHERE id = $1`
-			if _, err := tx.Exec(ctx, q, append([]any{id, to, p.PSPRef, p.BankRef}, args...)...); err != nil {
+			b := &pgx.Batch{}
+			b.Queue(q, append([]any{id, to, p.PSPRef, p.BankRef}, args...)...).Exec(func(pgconn.CommandTag) error { return nil })
+			queueEvent(b, id, state, to, cause, detail)
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return fmt.Errorf("payment %s to %s: %w", id, to, err)
 			}
-			return event(ctx, tx, id, state, to, cause, detail)
+			return nil
 		}
 		captured := state == Success || state == Refunded
 		if p.Status == pspapi.StatusSuccess {
@@ -184,8 +208,8 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 			return s.settle(ctx, tx, id, holdID, userID, amount, &after)
 		}
 		return fmt.Errorf("unknown gateway status %q", p.Status)
-	})
-	if err != nil {
+	}
+	if err := db.Transact(ctx, s.pool, body); err != nil {
 		return err
 	}
 	for _, f := range after {
@@ -256,14 +280,20 @@ func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, id uuid.UUID, s
 // ticket, a refund of a second charge, or (the hold having lapsed) a retake
 // of its seats or a refund.
 func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, userID, amount int64, after *[]func()) error {
-	h, err := booking.LockHoldTx(ctx, tx, holdID)
-	if err != nil {
-		return err
-	}
+	// The hold's lock and the hold's other captures, in one round trip.
+	var h booking.HoldInfo
 	var others int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM payments WHERE hold_id = $1 AND id <> $2 AND state IN ('SUCCESS', 'REFUNDED')`,
-		holdID, id).Scan(&others); err != nil {
-		return fmt.Errorf("other payments of hold %s: %w", holdID, err)
+	b := &pgx.Batch{}
+	booking.QueueLockHold(b, holdID, &h)
+	b.Queue(`SELECT count(*) FROM payments WHERE hold_id = $1 AND id <> $2 AND state IN ('SUCCESS', 'REFUNDED')`,
+		holdID, id).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&others); err != nil {
+			return fmt.Errorf("other payments of hold %s: %w", holdID, err)
+		}
+		return nil
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
 	}
 	refund := func(reason, msgKey string) error {
 		if _, _, err := s.RequestRefundTx(ctx, tx, id, reason, 0); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"tatkal/booking"
 	"tatkal/booking/db"
@@ -53,7 +54,10 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 		return reject(booking.Errorf(booking.EINVALID, "UNKNOWN_PAYMENT", "The callback names no payment of ours."))
 	}
 	var gateway, pspRef string
-	err = s.pool.QueryRow(ctx, `SELECT psp, coalesce(psp_ref, '') FROM payments WHERE id = $1`, id).Scan(&gateway, &pspRef)
+	var seen bool
+	err = s.pool.QueryRow(ctx, `SELECT psp, coalesce(psp_ref, ''),
+		EXISTS (SELECT 1 FROM webhook_events WHERE gateway = $2 AND event_id = $3) FROM payments WHERE id = $1`, id, gw, w.EventID).
+		Scan(&gateway, &pspRef, &seen)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && gateway != gw) {
 		return reject(booking.Errorf(booking.EINVALID, "UNKNOWN_PAYMENT", "The callback names no payment of ours at %s.", gw))
 	}
@@ -62,10 +66,6 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 	}
 	if pspRef != "" && w.PSPRef != pspRef {
 		return reject(booking.Errorf(booking.EINVALID, "REF_MISMATCH", "The callback's gateway reference does not match the payment's."))
-	}
-	var seen bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_events WHERE gateway = $1 AND event_id = $2)`, gw, w.EventID).Scan(&seen); err != nil {
-		return fmt.Errorf("webhook %s: %w", w.EventID, err)
 	}
 	if seen {
 		s.seen.add(key)
@@ -76,7 +76,13 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 	if w.AmountPaise <= 0 {
 		return reject(booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The callback carries no amount."))
 	}
-	if err := s.apply(ctx, id, p, "webhook "+w.EventID, false); err != nil {
+	// The event is recorded in the transaction that applies it: recorded
+	// means applied, and the callback costs one commit.
+	record := func(b *pgx.Batch) {
+		b.Queue(`INSERT INTO webhook_events (gateway, event_id, payment_id, status) VALUES ($1, $2, $3, $4)
+			ON CONFLICT DO NOTHING`, gw, w.EventID, id, w.Status).Exec(func(pgconn.CommandTag) error { return nil })
+	}
+	if err := s.applyAnd(ctx, id, p, "webhook "+w.EventID, false, record); err != nil {
 		var be *booking.Error
 		if errors.As(err, &be) {
 			if r := be.Reason; r == "AMOUNT_MISMATCH" || r == "CURRENCY_MISMATCH" {
@@ -90,10 +96,6 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 			return reject(be)
 		}
 		return err
-	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO webhook_events (gateway, event_id, payment_id, status) VALUES ($1, $2, $3, $4)
-		ON CONFLICT DO NOTHING`, gw, w.EventID, id, w.Status); err != nil {
-		return fmt.Errorf("webhook %s: %w", w.EventID, err)
 	}
 	s.seen.add(key)
 	return nil

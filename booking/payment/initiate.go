@@ -158,15 +158,19 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 		var holdID *uuid.UUID
 		var h booking.HoldInfo
 		if o.purpose == PurposeHold {
-			var err error
-			h, err = booking.LockHoldTx(ctx, tx, o.holdID)
-			if err != nil {
+			// The hold's lock and its payments so far, in one round trip:
+			// the payments are read under the lock.
+			b := &pgx.Batch{}
+			booking.QueueLockHold(b, o.holdID, &h)
+			var paid paidSoFar
+			queuePaidSoFar(b, o.holdID, &paid)
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return err
 			}
 			if h.UserID != c.UserID {
 				return booking.Errorf(booking.ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", o.holdID)
 			}
-			if err := s.checkPayable(ctx, tx, h, now); err != nil {
+			if err := payable(h, paid, now); err != nil {
 				return err
 			}
 			holdID, shardID, amount = &h.ID, h.ShardID, h.FarePaise
@@ -176,17 +180,20 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 				return err
 			}
 		}
+		// The debit, the payment and its first event in one round trip.
+		b := &pgx.Batch{}
 		state, deadline := Initiated, now.Add(s.cfg.ResolutionDeadline)
 		if o.method == Wallet {
 			state, deadline = Success, now
-			if _, err := walletPost(ctx, tx, c.UserID, "DEBIT", id.String(), -amount); err != nil {
-				return err
-			}
+			var posted bool
+			queueWalletPost(b, c.UserID, "DEBIT", id.String(), -amount, &posted)
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO payments (id, purpose, hold_id, user_id, psp, route, method, amount_paise, state, idempotency_key,
+		b.Queue(`INSERT INTO payments (id, purpose, hold_id, user_id, psp, route, method, amount_paise, state, idempotency_key,
 			request_hash, deadline, vpa, bank, resolved_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 			id, o.purpose, holdID, c.UserID, gateway, gatewayMethod(o.method), o.method, amount, state, o.key,
-			hash, deadline, o.vpa, o.bank, resolvedAt(state, now))
+			hash, deadline, o.vpa, o.bank, resolvedAt(state, now)).Exec(func(pgconn.CommandTag) error { return nil })
+		queueEvent(b, id, "", state, "initiated", map[string]any{"method": o.method, "gateway": gateway, "purpose": o.purpose})
+		err := tx.SendBatch(ctx, b).Close()
 		if db.IsUniqueViolation(err) {
 			if constraintOf(err) == "payments_user_key" {
 				return errKeyRace
@@ -194,10 +201,10 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 			return booking.Errorf(booking.ECONFLICT, "PAYMENT_IN_PROGRESS", "A payment for this hold is already in progress; wait for it to finish.")
 		}
 		if err != nil {
+			if booking.ErrorCode(err) != booking.EINTERNAL {
+				return err // INSUFFICIENT_BALANCE
+			}
 			return fmt.Errorf("insert payment: %w", err)
-		}
-		if err := event(ctx, tx, id, "", state, "initiated", map[string]any{"method": o.method, "gateway": gateway, "purpose": o.purpose}); err != nil {
-			return err
 		}
 		if o.method == Wallet {
 			confirmed, err = s.booking.ConfirmTx(ctx, tx, h.ID)
@@ -328,9 +335,33 @@ func (s *Service) byKey(ctx context.Context, userID int64, key string) (View, er
 	return v, nil
 }
 
-// checkPayable refuses to take money for a hold that cannot become a ticket
+// paidSoFar is the latest payment of a hold that did not fail, if any.
+type paidSoFar struct {
+	found         bool
+	state, method string
+	started       time.Time
+}
+
+// queuePaidSoFar reads a hold's latest payment that did not fail, as one
+// statement of the caller's batch (after the hold's lock).
+func queuePaidSoFar(b *pgx.Batch, holdID uuid.UUID, p *paidSoFar) {
+	b.Queue(`SELECT state, method, initiated_at FROM payments WHERE hold_id = $1
+		AND state NOT IN ('FAILED') ORDER BY initiated_at DESC LIMIT 1`, holdID).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&p.state, &p.method, &p.started)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("payments of hold %s: %w", holdID, err)
+		}
+		p.found = true
+		return nil
+	})
+}
+
+// payable refuses to take money for a hold that cannot become a ticket
 // now, or that is already being paid for.
-func (s *Service) checkPayable(ctx context.Context, tx pgx.Tx, h booking.HoldInfo, now time.Time) error {
+func payable(h booking.HoldInfo, paid paidSoFar, now time.Time) error {
 	if h.State != booking.HoldHeld {
 		return booking.Errorf(booking.ECONFLICT, "HOLD_"+h.State, "This hold is %s; hold seats again to pay.", h.State)
 	}
@@ -338,22 +369,15 @@ func (s *Service) checkPayable(ctx context.Context, tx pgx.Tx, h booking.HoldInf
 		return booking.Errorf(booking.ECONFLICT, "HOLD_EXPIRED", "This hold ran out at %s IST; hold seats again to pay.",
 			h.ExpiresAt.In(booking.IST).Format("15:04:05"))
 	}
-	var open, method string
-	var started time.Time
-	err := tx.QueryRow(ctx, `SELECT state, method, initiated_at FROM payments WHERE hold_id = $1
-		AND state NOT IN ('FAILED') ORDER BY initiated_at DESC LIMIT 1`, h.ID).Scan(&open, &method, &started)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if !paid.found {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("payments of hold %s: %w", h.ID, err)
-	}
-	if open == Success || open == Refunded {
+	if paid.state == Success || paid.state == Refunded {
 		return booking.Errorf(booking.ECONFLICT, "ALREADY_PAID", "This hold is already paid for.")
 	}
 	return booking.Errorf(booking.ECONFLICT, "PAYMENT_IN_PROGRESS",
 		"A %s payment started at %s IST for this hold is still in progress. Wait for it: you get a ticket or your money back automatically.",
-		methodNames[method], started.In(booking.IST).Format("15:04:05"))
+		methodNames[paid.method], paid.started.In(booking.IST).Format("15:04:05"))
 }
 
 // sendToGateway creates the payment at its gateway and records the answer.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -285,13 +286,23 @@ func (s *Service) SetRouteWeight(ctx context.Context, gw, method string, weight 
 
 // event records a state change with its cause, in tx.
 func event(ctx context.Context, tx pgx.Tx, id uuid.UUID, from, to, cause string, detail map[string]any) error {
-	d, _ := json.Marshal(detail)
-	if detail == nil {
-		d = []byte("{}")
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO payment_events (payment_id, from_state, to_state, cause, detail) VALUES ($1, $2, $3, $4, $5)`,
-		id, from, to, cause, d); err != nil {
+	if _, err := tx.Exec(ctx, eventSQL, id, from, to, cause, eventDetail(detail)); err != nil {
 		return fmt.Errorf("payment %s event: %w", id, err)
 	}
 	return nil
+}
+
+// queueEvent is event as one statement of the caller's batch.
+func queueEvent(b *pgx.Batch, id uuid.UUID, from, to, cause string, detail map[string]any) {
+	b.Queue(eventSQL, id, from, to, cause, eventDetail(detail)).Exec(func(pgconn.CommandTag) error { return nil })
+}
+
+const eventSQL = `INSERT INTO payment_events (payment_id, from_state, to_state, cause, detail) VALUES ($1, $2, $3, $4, $5)`
+
+func eventDetail(detail map[string]any) []byte {
+	if detail == nil {
+		return []byte("{}")
+	}
+	d, _ := json.Marshal(detail)
+	return d
 }

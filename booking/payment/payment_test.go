@@ -360,6 +360,49 @@ func TestWalletPaysAndConfirmsInOneTransaction(t *testing.T) {
 // A webhook with a bad signature, an old timestamp, a changed amount, an
 // unknown gateway or a malformed body is refused and changes nothing; the
 // genuine one confirms; its duplicate changes nothing.
+// Wallet payments for one hold sent at once, with one key and with several:
+// one debit, one ticket; every other answer is the same payment replayed
+// or a refusal, and the ledger adds up.
+func TestConcurrentWalletPaymentsDebitOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, teststack.Options{Routes: fastRoutes(nil)}, 4, 1)
+	ctx := context.Background()
+	h := w.hold(t, w.users[0], "wallet-race-hold")
+	keys := []string{"wallet-race-a", "wallet-race-a", "wallet-race-a", "wallet-race-b", "wallet-race-c", "wallet-race-d"}
+	views := make([]payment.View, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() {
+			views[i], errs[i] = w.s.Payments.Initiate(ctx, teststack.Caller(w.users[0]),
+				payment.InitiateRequest{HoldID: h.HoldID, Method: payment.Wallet, IdempotencyKey: k})
+		})
+	}
+	wg.Wait()
+	paid := map[uuid.UUID]bool{}
+	for i, err := range errs {
+		switch r := booking.ErrorReason(err); {
+		case err == nil && views[i].State == payment.Success:
+			paid[views[i].ID] = true
+		case r == "HOLD_CONFIRMED" || r == "ALREADY_PAID":
+		default:
+			t.Errorf("payment %d (key %s): %+v %v", i, keys[i], views[i], err)
+		}
+	}
+	var debits, bookings, payments int
+	if err := w.s.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM wallet_entries WHERE user_id = $1 AND kind = 'DEBIT'),
+		(SELECT count(*) FROM bookings WHERE hold_id = $2), (SELECT count(*) FROM payments WHERE hold_id = $2)`, w.users[0], h.HoldID).
+		Scan(&debits, &bookings, &payments); err != nil {
+		t.Fatal(err)
+	}
+	if len(paid) != 1 || debits != 1 || bookings != 1 || payments != 1 {
+		t.Fatalf("%d payments answered SUCCESS, %d debits, %d bookings, %d payment rows; want one of each", len(paid), debits, bookings, payments)
+	}
+	if bad, err := payment.CheckLedger(ctx, w.s.Pool); err != nil || len(bad) > 0 {
+		t.Fatalf("ledger: %v %v", bad, err)
+	}
+}
+
 func TestTamperedCallbacksChangeNothing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, teststack.Options{Routes: fastRoutes(func(rc *pspapi.RouteConfig) { rc.AutoApproveMs = -1 })}, 4, 1)
@@ -394,10 +437,11 @@ func TestTamperedCallbacksChangeNothing(t *testing.T) {
 	}
 	state := func() string {
 		var s string
-		var events, bookings int
-		w.s.Pool.QueryRow(ctx, `SELECT p.state, (SELECT count(*) FROM payment_events WHERE payment_id = p.id), (SELECT count(*) FROM bookings)
-			FROM payments p WHERE p.id = $1`, v.ID).Scan(&s, &events, &bookings) //nolint:errcheck
-		return fmt.Sprintf("%s events=%d bookings=%d", s, events, bookings)
+		var events, bookings, hooks int
+		w.s.Pool.QueryRow(ctx, `SELECT p.state, (SELECT count(*) FROM payment_events WHERE payment_id = p.id), (SELECT count(*) FROM bookings),
+			(SELECT count(*) FROM webhook_events WHERE payment_id = p.id)
+			FROM payments p WHERE p.id = $1`, v.ID).Scan(&s, &events, &bookings, &hooks) //nolint:errcheck
+		return fmt.Sprintf("%s events=%d hooks=%d bookings=%d", s, events, hooks, bookings)
 	}
 	before := state()
 	body, _ := json.Marshal(genuine)
@@ -430,11 +474,22 @@ func TestTamperedCallbacksChangeNothing(t *testing.T) {
 			t.Fatalf("%s changed state: %s -> %s", tc.name, before, after)
 		}
 	}
-	if code, resp := send(v.Gateway, time.Now(), body, pspapi.Sign(secret, time.Now(), body)); code != 200 {
-		t.Fatalf("genuine callback: %d %s", code, resp)
+	// The genuine event, delivered several times at once (a gateway
+	// retrying on a slow answer): one confirmation, one recorded event,
+	// recorded in the transaction that applied it.
+	var wg sync.WaitGroup
+	codes := make([]int, 6)
+	for i := range codes {
+		wg.Go(func() { codes[i], _ = send(v.Gateway, time.Now(), body, pspapi.Sign(secret, time.Now(), body)) })
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if code != 200 {
+			t.Fatalf("genuine callback, delivery %d: %d", i, code)
+		}
 	}
 	after := state()
-	if !strings.HasPrefix(after, "SUCCESS") || !strings.HasSuffix(after, "bookings=1") {
+	if !strings.HasPrefix(after, "SUCCESS") || !strings.HasSuffix(after, "hooks=1 bookings=1") {
 		t.Fatalf("after the genuine callback: %s", after)
 	}
 	if code, _ := send(v.Gateway, time.Now(), body, pspapi.Sign(secret, time.Now(), body)); code != 200 {

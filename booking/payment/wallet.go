@@ -2,11 +2,11 @@ package payment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"tatkal/booking"
 )
@@ -29,30 +29,45 @@ type Entry struct {
 // (negative for a debit) and may never go below zero. The same (kind, ref)
 // is applied once; applying it again returns false and changes nothing.
 func walletPost(ctx context.Context, tx pgx.Tx, userID int64, kind, ref string, amount int64) (bool, error) {
-	var seen bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM wallet_entries WHERE kind = $1 AND ref = $2)`, kind, ref).Scan(&seen); err != nil {
-		return false, fmt.Errorf("wallet %s %s: %w", kind, ref, err)
+	var posted bool
+	b := &pgx.Batch{}
+	queueWalletPost(b, userID, kind, ref, amount, &posted)
+	return posted, tx.SendBatch(ctx, b).Close()
+}
+
+// queueWalletPost is walletPost as statements of the caller's batch: the
+// batch's Close returns its error (INSUFFICIENT_BALANCE among them), and
+// posted says whether the entry was new.
+func queueWalletPost(b *pgx.Batch, userID int64, kind, ref string, amount int64, posted *bool) {
+	if amount >= 0 {
+		// A debit needs no account: without one the balance is too low.
+		b.Queue(`INSERT INTO wallet_accounts (user_id) VALUES ($1) ON CONFLICT DO NOTHING`, userID).Exec(func(pgconn.CommandTag) error { return nil })
 	}
-	if seen {
-		return false, nil
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO wallet_accounts (user_id) VALUES ($1) ON CONFLICT DO NOTHING`, userID); err != nil {
-		return false, fmt.Errorf("wallet account %d: %w", userID, err)
-	}
-	var balance int64
-	err := tx.QueryRow(ctx, `UPDATE wallet_accounts SET balance_paise = balance_paise + $2, updated_at = now()
-		WHERE user_id = $1 AND balance_paise + $2 >= 0 RETURNING balance_paise`, userID, amount).Scan(&balance)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, booking.Errorf(booking.ECONFLICT, "INSUFFICIENT_BALANCE", "Your wallet balance is too low for this payment; top up or choose another method.")
-	}
-	if err != nil {
-		return false, fmt.Errorf("wallet %s %s: %w", kind, ref, err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO wallet_entries (user_id, kind, ref, amount_paise, balance_after) VALUES ($1, $2, $3, $4, $5)`,
-		userID, kind, ref, amount, balance); err != nil {
-		return false, fmt.Errorf("wallet %s %s: %w", kind, ref, err)
-	}
-	return true, nil
+	// One statement: the look for an earlier (kind, ref), the guarded move
+	// of the balance and the ledger line, which the unique (kind, ref)
+	// still protects against a concurrent twin.
+	b.Queue(`WITH seen AS (SELECT EXISTS (SELECT 1 FROM wallet_entries WHERE kind = $2 AND ref = $3) AS seen),
+		moved AS (UPDATE wallet_accounts SET balance_paise = balance_paise + $4, updated_at = now()
+			WHERE user_id = $1 AND balance_paise + $4 >= 0 AND NOT (SELECT seen FROM seen) RETURNING balance_paise),
+		entry AS (INSERT INTO wallet_entries (user_id, kind, ref, amount_paise, balance_after)
+			SELECT $1, $2, $3, $4, balance_paise FROM moved)
+		SELECT (SELECT seen FROM seen), (SELECT balance_paise FROM moved)`, userID, kind, ref, amount).
+		QueryRow(func(row pgx.Row) error {
+			var seen bool
+			var balance *int64
+			if err := row.Scan(&seen, &balance); err != nil {
+				return fmt.Errorf("wallet %s %s: %w", kind, ref, err)
+			}
+			switch {
+			case seen:
+				*posted = false
+				return nil
+			case balance == nil:
+				return booking.Errorf(booking.ECONFLICT, "INSUFFICIENT_BALANCE", "Your wallet balance is too low for this payment; top up or choose another method.")
+			}
+			*posted = true
+			return nil
+		})
 }
 
 // Wallet returns the balance and the latest limit ledger entries.

@@ -33,9 +33,10 @@ type Population struct {
 	// WithinLimits plans the sharing within the live limits (a device and
 	// a customer on two accounts, a UPI address on three), as it must be
 	// to go through the API, where past them a ring is refused and falls
-	// back on its own. Without it (the direct path's tests) rings and
-	// families share as much as they draw: more links than the live path
-	// lets a ring make.
+	// back on its own. Its scripts still try customers past the passenger
+	// limit first (Account.Attempt): refused, and recorded as such. Without
+	// it (the direct path's tests) rings and families share as much as
+	// they draw: more links than the live path lets a ring make.
 	WithinLimits bool
 }
 

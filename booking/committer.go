@@ -282,7 +282,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		// The passenger keys and the fraud signals go in one round trip.
 		after := &pgx.Batch{}
 		c.queuePassengers(after, batch, paxKeys, inserted)
-		if err := c.queueSignals(ctx, after, batch, inserted); err != nil {
+		if err := c.queueSignals(ctx, after, batch, inserted, paxRefused); err != nil {
 			return err
 		}
 		if after.Len() > 0 {
@@ -521,16 +521,19 @@ func (c *Committer) queuePassengers(b *pgx.Batch, batch []*pendingHold, keys [][
 }
 
 // queueSignals queues the inserted holds' fraud signals in the batch's
-// transaction (one narrow row; fraud.Drain writes them later). An invalid
-// signal is logged and dropped, never a hold.
-func (c *Committer) queueSignals(ctx context.Context, b *pgx.Batch, batch []*pendingHold, inserted map[uuid.UUID]bool) error {
-	if c.fraud == nil || c.fraud.Discarding() || len(inserted) == 0 {
+// transaction (one narrow row; fraud.Drain writes them later), and in the
+// same row the attempts the passenger limit refused: a third account
+// trying a passenger two others hold is a ring's evidence that nothing else
+// records. An invalid signal is logged and dropped, never a hold.
+func (c *Committer) queueSignals(ctx context.Context, b *pgx.Batch, batch []*pendingHold, inserted map[uuid.UUID]bool, refused map[int]bool) error {
+	if c.fraud == nil || c.fraud.Discarding() || len(inserted)+len(refused) == 0 {
 		return nil
 	}
 	sigs := make([]fraud.Signal, 0, len(inserted))
-	for _, p := range batch {
+	var tried []fraud.Signal
+	for i, p := range batch {
 		r := p.row
-		if !inserted[r.ID] {
+		if !inserted[r.ID] && !refused[i] {
 			continue
 		}
 		s := fraud.Signal{HoldID: r.ID, ShardID: r.ShardID, UserID: r.UserID, DeviceID: r.Client.DeviceID, IP: r.Client.IP,
@@ -538,9 +541,13 @@ func (c *Committer) queueSignals(ctx context.Context, b *pgx.Batch, batch []*pen
 		for _, ps := range r.Passengers {
 			s.Passengers = append(s.Passengers, fraud.Passenger{Name: ps.Name, Age: ps.Age, IDType: ps.IDType, IDRef: ps.IDRef})
 		}
-		sigs = append(sigs, s)
+		if refused[i] {
+			tried = append(tried, s)
+		} else {
+			sigs = append(sigs, s)
+		}
 	}
-	return c.fraud.QueueInbox(ctx, b, sigs)
+	return c.fraud.QueueInbox(ctx, b, sigs, tried)
 }
 
 func intArrayLiteral(xs []int) string {

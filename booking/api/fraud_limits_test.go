@@ -90,6 +90,30 @@ func TestPassengerAcrossAccountsLimit(t *testing.T) {
 	if sigs != 4 || pax != 4 {
 		t.Errorf("fraud signals: %d holds, %d passengers; want 4 and 4", sigs, pax)
 	}
+	// The refused attempts are recorded too, for clustering (a third
+	// account reaching for a passenger is a ring's evidence), not as holds'
+	// signals, and the ID number only keyed-hashed.
+	rows, err := s.Pool.Query(ctx, `SELECT user_id, name_norms[1], id_hashes[1] <> '' AND id_hashes[1] !~* 'ABCDE|PQRST', device_id,
+		coalesce(host(ip), '') FROM fraud_refused_attempts ORDER BY attempted_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tried []string
+	for rows.Next() {
+		var uid int64
+		var name, dev, ip string
+		var hashed bool
+		if err := rows.Scan(&uid, &name, &hashed, &dev, &ip); err != nil {
+			t.Fatal(err)
+		}
+		tried = append(tried, fmt.Sprintf("%d %s %v %s", uid, name, hashed, ip))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{fmt.Sprintf("%d ramesh kumar true 127.0.0.1", u[2]), fmt.Sprintf("%d ramesh kumar true 127.0.0.1", u[3])}; strings.Join(tried, "; ") != strings.Join(want, "; ") {
+		t.Errorf("refused attempts recorded %q, want %q", tried, want)
+	}
 	var raw int
 	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM fraud_signal_passengers WHERE id_hash LIKE '%ABCDE%' OR name_norm = ''`).Scan(&raw); err != nil || raw != 0 {
 		t.Errorf("%d passenger rows keep the raw ID (err %v)", raw, err)

@@ -29,6 +29,13 @@ const (
 	KindLoginSeq      = "login_seq"      // sequential logins or the same mailbox
 	KindHoldBurst     = "hold_burst"     // holds within a few ms of each other
 	KindSameSolve     = "same_solve"     // identical challenge solve time
+	// KindRefusedPassenger links an account whose hold the passenger limit
+	// refused with the accounts holding (or also trying) that passenger:
+	// a third account reaching for someone two others already booked that
+	// day. A family's third sibling trying the grandmother does it too, so
+	// it weighs as a shared passenger ID and families stay spared by their
+	// size and their kinship, as for any link.
+	KindRefusedPassenger = "refused_passenger"
 )
 
 // Config holds the clustering thresholds; DefaultConfig is calibrated on
@@ -55,6 +62,7 @@ func DefaultConfig() Config {
 		Weights: map[string]float64{
 			KindDevice: 0.4, KindInstrument: 0.5, KindPassengerID: 0.6, KindPassengerName: 0.3,
 			KindNet24Early: 0.2, KindLoginSeq: 0.35, KindHoldBurst: 0.15, KindSameSolve: 0.15,
+			KindRefusedPassenger: 0.6,
 		},
 		EdgeThreshold: 0.55,
 		MinMembers:    4,
@@ -178,6 +186,22 @@ WITH sig AS MATERIALIZED (
 		       replace(split_part(lower(u.login), '+', 1), '.', '') || CASE WHEN position('@' IN u.login) > 0 THEN '@' || split_part(lower(u.login), '@', 2) ELSE '' END AS mailbox
 		FROM users u WHERE u.id IN (SELECT user_id FROM sig)
 	) l
+), tried AS MATERIALIZED (
+	-- the passengers of the window's attempts the passenger limit refused,
+	-- keyed by ID number, or by name and age when the attempt gave none:
+	-- names and ages coincide among strangers (passenger_name weighs
+	-- little for that), so an attempt with an ID is matched by its ID only
+	SELECT DISTINCT CASE WHEN t.h <> '' THEN 'i' || t.h ELSE 'n' || t.n || '|' || t.a END COLLATE "C" AS k, r.user_id
+	FROM fraud_refused_attempts r CROSS JOIN LATERAL unnest(r.id_hashes, r.name_norms, r.ages) AS t(h, n, a)
+	WHERE r.window_opens_at = $1 AND 'refused_passenger' = ANY($8)
+), sought AS MATERIALIZED (
+	-- every account on those keys: their holders (by either key), and the
+	-- others that tried them
+	SELECT k, user_id FROM tried
+	UNION
+	SELECT x.k, s.user_id FROM sig s JOIN fraud_signal_passengers p USING (hold_id)
+	CROSS JOIN LATERAL (VALUES (('i' || p.id_hash) COLLATE "C"), (('n' || p.name_norm || '|' || p.age) COLLATE "C")) x(k)
+	WHERE x.k IN (SELECT k FROM tried)
 ), seq AS (
 	SELECT user_id, num, lead(user_id) OVER w AS next_user, lead(num) OVER w AS next_num
 	FROM (SELECT user_id, stem, substr(local, length(stem) + 1)::numeric AS num FROM logins
@@ -195,6 +219,12 @@ WITH sig AS MATERIALIZED (
 	UNION ALL
 	SELECT 'login_seq', LEAST(a.user_id, b.user_id), GREATEST(a.user_id, b.user_id), 2
 	FROM logins a JOIN logins b ON a.mailbox = b.mailbox AND a.user_id < b.user_id
+	UNION ALL
+	-- one row per passenger key an account tried and another holds or tried
+	SELECT 'refused_passenger', ua, ub, 2 FROM (
+		SELECT DISTINCT t.k, LEAST(t.user_id, o.user_id) AS ua, GREATEST(t.user_id, o.user_id) AS ub
+		FROM tried t JOIN sought o ON o.k = t.k AND o.user_id <> t.user_id
+	) r
 	UNION ALL
 	-- bursts as an anchor (only when a low threshold makes them one): per
 	-- hold, an index range scan for the next holds within BurstMS, at most
@@ -434,9 +464,14 @@ func kinship(ctx context.Context, q Querier, window time.Time, clusters []Cluste
 	if len(users) == 0 {
 		return nil
 	}
+	// The passengers they tried to book and were refused count too: a
+	// relative refused the grandmother tried a relative.
 	rows, err := q.Query(ctx, `
 		SELECT s.user_id, split_part(p.name_norm, ' ', -1) FROM fraud_signals s JOIN fraud_signal_passengers p USING (hold_id)
-		WHERE s.window_opens_at = $1 AND s.user_id = ANY($2) AND p.name_norm <> ''`, window, users)
+		WHERE s.window_opens_at = $1 AND s.user_id = ANY($2) AND p.name_norm <> ''
+		UNION ALL
+		SELECT r.user_id, split_part(n, ' ', -1) FROM fraud_refused_attempts r CROSS JOIN LATERAL unnest(r.name_norms) AS n
+		WHERE r.window_opens_at = $1 AND r.user_id = ANY($2) AND n <> ''`, window, users)
 	if err != nil {
 		return fmt.Errorf("fraud cluster %s: surnames: %w", window, err)
 	}

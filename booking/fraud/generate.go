@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -31,9 +33,10 @@ type Population struct {
 	// WithinLimits plans the sharing within the live limits (a device and
 	// a customer on two accounts, a UPI address on three), as it must be
 	// to go through the API, where past them a ring is refused and falls
-	// back on its own. Without it (the direct path's tests) rings and
-	// families share as much as they draw: more links than the live path
-	// lets a ring make.
+	// back on its own. Its scripts still try customers past the passenger
+	// limit first (Account.Attempt): refused, and recorded as such. Without
+	// it (the direct path's tests) rings and families share as much as
+	// they draw: more links than the live path lets a ring make.
 	WithinLimits bool
 }
 
@@ -79,7 +82,22 @@ type Account struct {
 	// SolveMS, HeldAt, Passengers, and Instrument, how it pays, spelt
 	// "upi:<address>" or "card:<number>".
 	Signal Signal
+	// Attempt, within the live limits, is what the account tries first at
+	// its moment: passengers of whom one is already on two other accounts'
+	// holds, as a tout's script books the customers it was given. The
+	// passenger limit refuses it (the uniform answer) and the account then
+	// holds Signal.Passengers, its own. Empty for most accounts.
+	Attempt []Passenger
 }
+
+// AttemptLead is how long before its hold a planned refused attempt is
+// made on the direct path (through the API the hold follows the refusal).
+const AttemptLead = 30 * time.Millisecond
+
+// attemptMargin is how much earlier than an attempt both holders of its
+// refused passenger must hold, so that through the API, at twice real
+// speed and under load, their holds are durable before it arrives.
+const attemptMargin = 1500 * time.Millisecond
 
 // Plan is a population's accounts, before anything is written.
 type Plan struct {
@@ -217,6 +235,9 @@ func PlanPopulation(p Population) (Plan, error) {
 		burst := time.Duration(r.IntN(1500)) * time.Millisecond
 		spread := 2000 + r.IntN(28000) // µs
 		solve := 700 + r.IntN(300)
+		first := len(pl.Accounts)
+		wants := make([]int, p.RingSize)
+		perms := make([][]int, p.RingSize)
 		for i := range p.RingSize {
 			login := ""
 			if r.Float64() < d-0.2 {
@@ -250,19 +271,50 @@ func PlanPopulation(p Population) (Plan, error) {
 			if r.Float64() < d-0.3 {
 				s.SolveMS = solve + r.IntN(4)
 			}
-			want := 2 + r.IntN(3)
-			for _, j := range r.Perm(len(customers)) {
+			wants[i], perms[i] = 2+r.IntN(3), r.Perm(len(customers))
+			pl.Accounts = append(pl.Accounts, u)
+		}
+		// Customers in the order the ring's holds land: the third account
+		// to reach for a customer is refused by the passenger limit.
+		ring := pl.Accounts[first:]
+		order := make([]int, len(ring))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return ring[order[a]].Signal.HeldAt.Before(ring[order[b]].Signal.HeldAt) })
+		holders := make([][]time.Time, len(customers)) // when each customer's accounts held
+		for _, i := range order {
+			u := &ring[i]
+			s := &u.Signal
+			want, perm := wants[i], perms[i]
+			if p.WithinLimits {
+				// The script tries the customers it was given; one already on
+				// two earlier holds makes the live path refuse the attempt.
+				// Only a customer whose second hold came well before counts: a
+				// closer one might not be durable yet when the attempt arrives.
+				refused := false
+				for _, j := range perm[:want] {
+					n := len(holders[j])
+					refused = refused || n >= planAccountsPerPassenger && holders[j][n-1].Before(s.HeldAt.Add(-attemptMargin))
+				}
+				if refused {
+					for _, j := range perm[:want] {
+						u.Attempt = append(u.Attempt, customers[j])
+					}
+				}
+			}
+			for _, j := range perm {
 				if len(s.Passengers) == want {
 					break
 				}
-				if share(fmt.Sprintf("cust-%d-%d", k, j), planAccountsPerPassenger) {
+				if !p.WithinLimits || len(holders[j]) < planAccountsPerPassenger {
 					s.Passengers = append(s.Passengers, customers[j])
+					holders[j] = append(holders[j], s.HeldAt)
 				}
 			}
 			if len(s.Passengers) == 0 { // every customer taken twice: a new one
 				s.Passengers = append(s.Passengers, Passenger{Name: name(""), Age: 18 + r.IntN(50), IDType: "AADHAAR", IDRef: ident()})
 			}
-			pl.Accounts = append(pl.Accounts, u)
 		}
 	}
 	for f := range p.Families {
@@ -292,6 +344,8 @@ func PlanPopulation(p Population) (Plan, error) {
 			elders = append(elders, Passenger{Name: name(surname), Age: 60 + r.IntN(25), IDType: "AADHAAR", IDRef: ident()})
 		}
 		forElders := 0
+		var elderHolds []time.Time
+		first := len(pl.Accounts)
 		for j := range size {
 			u := account(-1, f, honestLogin(), opens.Add(-time.Duration(30+r.IntN(3000))*24*time.Hour), r.IntN(3) > 0)
 			s := &u.Signal
@@ -311,9 +365,22 @@ func PlanPopulation(p Population) (Plan, error) {
 			s.Passengers = append(s.Passengers, Passenger{Name: name(kin), Age: 18 + r.IntN(50), IDType: "AADHAAR", IDRef: ident()})
 			if forElders < planAccountsPerPassenger && r.Float64() < 0.3+0.2*float64(size-3) { // relatives booking for the grandparents
 				s.Passengers = append(s.Passengers, elders...)
+				elderHolds = append(elderHolds, s.HeldAt)
 				forElders++
 			}
 			pl.Accounts = append(pl.Accounts, u)
+		}
+		if p.WithinLimits && forElders == planAccountsPerPassenger {
+			// Within the live limits a third relative may try to book the
+			// grandparents too, be refused, and book only their own: a
+			// family leaves refused attempts as a ring does.
+			for j := range pl.Accounts[first:] {
+				u := &pl.Accounts[first+j]
+				late := u.Signal.HeldAt.Add(-attemptMargin)
+				if len(u.Signal.Passengers) == 1 && elderHolds[0].Before(late) && elderHolds[1].Before(late) && r.IntN(2) == 0 {
+					u.Attempt = append(slices.Clone(u.Signal.Passengers), elders...)
+				}
+			}
 		}
 	}
 	for i := range p.Honest {
@@ -418,6 +485,24 @@ func Generate(ctx context.Context, q Querier, rec Recorder, p Population) (Gener
 	}
 	if err := rec.Record(ctx, q, sigs); err != nil {
 		return who, err
+	}
+	// The attempts the passenger limit refused, as the group commit queues them.
+	var tried []Signal
+	for _, u := range pl.Accounts {
+		if len(u.Attempt) == 0 {
+			continue
+		}
+		s := u.Signal
+		s.HoldID, s.UserID, s.ShardID = uuid.New(), ids[u.Login], g.ShardID
+		s.HeldAt, s.Passengers, s.Instrument = s.HeldAt.Add(-AttemptLead), u.Attempt, ""
+		tried = append(tried, s)
+	}
+	for len(tried) > 0 {
+		n := min(len(tried), maxBatch)
+		if err := rec.RecordRefused(ctx, q, tried[:n]); err != nil {
+			return who, err
+		}
+		tried = tried[n:]
 	}
 	return who, nil
 }

@@ -22,7 +22,7 @@ import (
 // logged and left out; the others go on, and so does the caller's
 // transaction: only the database failing the insert is an error.
 func (r Recorder) Enqueue(ctx context.Context, q Querier, sigs []Signal) error {
-	raw, err := r.inboxRow(ctx, sigs)
+	raw, err := r.inboxRow(ctx, sigs, nil)
 	if err != nil || raw == nil {
 		return err
 	}
@@ -32,9 +32,13 @@ func (r Recorder) Enqueue(ctx context.Context, q Querier, sigs []Signal) error {
 	return nil
 }
 
-// QueueInbox is Enqueue as one more statement of the caller's batch.
-func (r Recorder) QueueInbox(ctx context.Context, b *pgx.Batch, sigs []Signal) error {
-	raw, err := r.inboxRow(ctx, sigs)
+// QueueInbox is Enqueue as one more statement of the caller's batch, for
+// the group commit: sigs are its holds' signals and refused the attempts
+// its passenger limit refused (each HoldID the id the refused hold would
+// have had), which ride the same row. A refused attempt is a tout's ring
+// reaching past the limit, and nothing else records it.
+func (r Recorder) QueueInbox(ctx context.Context, b *pgx.Batch, sigs, refused []Signal) error {
+	raw, err := r.inboxRow(ctx, sigs, refused)
 	if err != nil || raw == nil {
 		return err
 	}
@@ -44,9 +48,10 @@ func (r Recorder) QueueInbox(ctx context.Context, b *pgx.Batch, sigs []Signal) e
 
 const inboxInsert = `INSERT INTO fraud_signal_inbox (rows) VALUES ($1)`
 
-// inboxRow is sigs' inbox row, or nil when there is nothing to record.
-func (r Recorder) inboxRow(ctx context.Context, sigs []Signal) ([]byte, error) {
-	if len(sigs) == 0 || r.Discarding() {
+// inboxRow is the inbox row of sigs and refused, or nil when there is
+// nothing to record.
+func (r Recorder) inboxRow(ctx context.Context, sigs, refused []Signal) ([]byte, error) {
+	if (len(sigs) == 0 && len(refused) == 0) || r.Discarding() {
 		return nil, nil
 	}
 	b, err := r.prepare(sigs, func(s Signal, err error) {
@@ -56,7 +61,17 @@ func (r Recorder) inboxRow(ctx context.Context, sigs []Signal) ([]byte, error) {
 		slog.WarnContext(ctx, "fraud signals not recorded; the holds are", "signals", len(sigs), "err", err)
 		return nil, nil
 	}
-	if len(b.Holds) == 0 {
+	if len(refused) > 0 {
+		rb, err := r.prepare(refused, func(s Signal, err error) {
+			slog.WarnContext(ctx, "refused attempt not recorded", "attempt", s.HoldID, "err", err)
+		})
+		if err != nil {
+			slog.WarnContext(ctx, "refused attempts not recorded", "attempts", len(refused), "err", err)
+		} else if len(rb.Holds) > 0 {
+			b.Refused = &rb
+		}
+	}
+	if b.empty() {
 		return nil, nil
 	}
 	raw, err := json.Marshal(b)
@@ -164,7 +179,7 @@ func drainOnce(ctx context.Context, pool *pgxpool.Pool) (written int, more bool,
 
 // writeGroup writes b under a savepoint; a refusal is logged and dropped.
 func writeGroup(ctx context.Context, tx pgx.Tx, b batch) (int, error) {
-	if len(b.Holds) == 0 {
+	if b.empty() {
 		return 0, nil
 	}
 	sp, err := tx.Begin(ctx)

@@ -25,8 +25,12 @@ func SeedAbuseDirect(ctx context.Context, pool *pgxpool.Pool, key []byte, p Popu
 	if err != nil {
 		return fmt.Errorf("seed abuse: %w", err)
 	}
-	fmt.Fprintf(out, "window %s (shard %d): %d ring accounts in %d rings, %d family accounts in %d families, %d honest (signals written directly)\n",
-		g.OpensAt.Format(time.RFC3339), g.ShardID, len(g.Ring), p.Rings, len(g.Family), p.Families, len(g.Honest))
+	var tried int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM fraud_refused_attempts WHERE window_opens_at = $1`, g.OpensAt).Scan(&tried); err != nil {
+		return fmt.Errorf("seed abuse: %w", err)
+	}
+	fmt.Fprintf(out, "window %s (shard %d): %d ring accounts in %d rings, %d family accounts in %d families, %d honest (signals written directly; %d attempts the passenger limit refused)\n",
+		g.OpensAt.Format(time.RFC3339), g.ShardID, len(g.Ring), p.Rings, len(g.Family), p.Families, len(g.Honest), tried)
 	if !cluster {
 		fmt.Fprintln(out, "the window is clustered by the worker once its shard has closed, or now with --cluster")
 		return nil

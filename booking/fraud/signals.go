@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"sync/atomic"
@@ -93,6 +94,21 @@ func (r Recorder) Record(ctx context.Context, q Querier, sigs []Signal) error {
 	return b.write(ctx, q)
 }
 
+// RecordRefused writes attempts the passenger limit refused (each Signal's
+// HoldID the id the refused hold would have had; no booking, no
+// instrument), as the drain writes those the group commit queued: the
+// direct path's (Generate). A batch with any invalid attempt is refused whole.
+func (r Recorder) RecordRefused(ctx context.Context, q Querier, attempts []Signal) error {
+	if len(attempts) == 0 || r.Discarding() {
+		return nil
+	}
+	b, err := r.prepare(attempts, nil)
+	if err != nil {
+		return err
+	}
+	return b.writeRefused(ctx, q)
+}
+
 // batch is signals as the columns they are written in: validated,
 // normalised and hashed, so that it may wait in the inbox without a raw ID
 // number or payment instrument in it.
@@ -113,6 +129,17 @@ type batch struct {
 	PName []string    `json:"p_name"`
 	PAge  []int32     `json:"p_age"`
 	PID   []string    `json:"p_id"`
+
+	// Refused are the attempts the passenger limit refused in the same
+	// group commit, in the same columns (Holds: the ids the refused holds
+	// would have had; no booking nor instrument). They ride the holds'
+	// inbox row and are written to fraud_refused_attempts, not as signals.
+	Refused *batch `json:"refused,omitempty"`
+}
+
+// empty reports whether b has nothing to write.
+func (b batch) empty() bool {
+	return len(b.Holds) == 0 && (b.Refused == nil || len(b.Refused.Holds) == 0)
 }
 
 // prepare validates and hashes sigs. With skip nil an invalid signal
@@ -195,10 +222,21 @@ func (b *batch) merge(o batch) {
 	b.Devices, b.IPs, b.Attested, b.Solves = append(b.Devices, o.Devices...), append(b.IPs, o.IPs...), append(b.Attested, o.Attested...), append(b.Solves, o.Solves...)
 	b.Helds, b.Instrs = append(b.Helds, o.Helds...), append(b.Instrs, o.Instrs...)
 	b.PHold, b.PSeq, b.PName, b.PAge, b.PID = append(b.PHold, o.PHold...), append(b.PSeq, o.PSeq...), append(b.PName, o.PName...), append(b.PAge, o.PAge...), append(b.PID, o.PID...)
+	if o.Refused != nil {
+		if b.Refused == nil {
+			b.Refused = &batch{}
+		}
+		b.Refused.merge(*o.Refused)
+	}
 }
 
 // write upserts b: the signals, then their passengers.
 func (b batch) write(ctx context.Context, q Querier) error {
+	if b.Refused != nil {
+		if err := b.Refused.writeRefused(ctx, q); err != nil {
+			return err
+		}
+	}
 	n := len(b.Holds)
 	if n == 0 {
 		return nil
@@ -243,6 +281,45 @@ func (b batch) write(ctx context.Context, q Querier) error {
 	}
 	if int(tag.RowsAffected()) != n {
 		return fmt.Errorf("%w: %d of %d signals name an unknown user or shard", ErrInvalid, n-int(tag.RowsAffected()), n)
+	}
+	return nil
+}
+
+// writeRefused inserts b as refused attempts, each with its passengers
+// gathered into arrays. An attempt already written (a drain retried) is
+// kept as it was.
+func (b batch) writeRefused(ctx context.Context, q Querier) error {
+	n := len(b.Holds)
+	if n == 0 {
+		return nil
+	}
+	tag, err := q.Exec(ctx, `
+		WITH p AS (
+			SELECT hold_id, array_agg(name ORDER BY seq) AS names, array_agg(age ORDER BY seq) AS ages,
+			       array_agg(id ORDER BY seq) AS ids
+			FROM unnest($9::uuid[], $10::int[], $11::text[], $12::int[], $13::text[]) AS p(hold_id, seq, name, age, id)
+			GROUP BY hold_id
+		)
+		INSERT INTO fraud_refused_attempts (attempt_id, shard_id, user_id, window_opens_at, device_id, ip, ip_net24,
+			attested, solve_ms, attempted_at, since_open_ms, name_norms, ages, id_hashes)
+		SELECT v.id, v.shard_id, v.user_id, s.window_opens_at, v.device_id, v.ip::inet,
+			network(set_masklen(v.ip::inet, CASE WHEN family(v.ip::inet) = 6 THEN 48 ELSE 24 END))::cidr,
+			v.attested, v.solve_ms, v.at, floor(extract(epoch FROM v.at - s.window_opens_at) * 1000)::bigint,
+			p.names, p.ages, p.ids
+		FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::bool[], $7::int[], $8::timestamptz[])
+		     AS v(id, shard_id, user_id, device_id, ip, attested, solve_ms, at)
+		JOIN p ON p.hold_id = v.id
+		JOIN users u ON u.id = v.user_id
+		JOIN inventory_shards s ON s.id = v.shard_id
+		ON CONFLICT (attempt_id) DO NOTHING`,
+		b.Holds, b.Shards, b.Users, b.Devices, b.IPs, b.Attested, b.Solves, b.Helds, b.PHold, b.PSeq, b.PName, b.PAge, b.PID)
+	if err != nil {
+		return fmt.Errorf("fraud record refused attempts: %w", err)
+	}
+	if tag.RowsAffected() < int64(n) {
+		// Dropped by a join (no passengers, an unknown user or shard) or
+		// already written: worth a line, never an error.
+		slog.WarnContext(ctx, "fraud refused attempts not all recorded", "attempts", n, "written", tag.RowsAffected())
 	}
 	return nil
 }

@@ -63,8 +63,12 @@ type AbuseReport struct {
 	// WithDevice and WithInstrument count the window's signals that carry
 	// a bound device and a payment instrument, as the live path recorded.
 	WithDevice, WithInstrument int
-	Quality                    *fraud.Quality
-	Elapsed                    time.Duration
+	// Tries counts the accounts whose script first tried customers past the
+	// passenger limit (fraud.Account.Attempt), and TriesRecorded the
+	// refused attempts the live path recorded for the window.
+	Tries, TriesRecorded int
+	Quality              *fraud.Quality
+	Elapsed              time.Duration
 }
 
 // String is the report in lines.
@@ -73,7 +77,8 @@ func (r AbuseReport) String() string {
 	fmt.Fprintf(&b, "window %s (shard %d): %d accounts (%d in rings, %d in families, %d honest), %d held, %d booked through the API in %s\n",
 		r.Generated.OpensAt.Format(time.RFC3339), r.Generated.ShardID, r.Accounts, len(r.Generated.Ring), len(r.Generated.Family),
 		len(r.Generated.Honest), r.Held, r.Booked, r.Elapsed.Round(time.Second))
-	fmt.Fprintf(&b, "signals recorded by the live path: %d with a bound device, %d with a payment instrument\n", r.WithDevice, r.WithInstrument)
+	fmt.Fprintf(&b, "signals recorded by the live path: %d with a bound device, %d with a payment instrument; %d refused attempts recorded (%d planned)\n",
+		r.WithDevice, r.WithInstrument, r.TriesRecorded, r.Tries)
 	if len(r.Refused) > 0 {
 		keys := make([]string, 0, len(r.Refused))
 		for k := range r.Refused {
@@ -132,6 +137,11 @@ func Abuse(ctx context.Context, cfg app.Config, o AbuseOptions) (AbuseReport, er
 	}
 	defer t.close()
 	rep := AbuseReport{Accounts: len(pl.Accounts), Refused: map[string]int{}}
+	for _, a := range pl.Accounts {
+		if len(a.Attempt) > 0 {
+			rep.Tries++
+		}
+	}
 	var refusedMu sync.Mutex
 	refused := func(step string, a answer) {
 		code := a.str("reason")
@@ -238,8 +248,9 @@ func Abuse(ctx context.Context, cfg app.Config, o AbuseOptions) (AbuseReport, er
 	if _, err := fraud.Drain(ctx, t.pool); err != nil {
 		return rep, err
 	}
-	if err := t.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE device_id <> ''), count(*) FILTER (WHERE instrument_fp <> '')
-		FROM fraud_signals WHERE window_opens_at = $1`, opens).Scan(&rep.WithDevice, &rep.WithInstrument); err != nil {
+	if err := t.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE device_id <> ''), count(*) FILTER (WHERE instrument_fp <> ''),
+		(SELECT count(*) FROM fraud_refused_attempts WHERE window_opens_at = $1)
+		FROM fraud_signals WHERE window_opens_at = $1`, opens).Scan(&rep.WithDevice, &rep.WithInstrument, &rep.TriesRecorded); err != nil {
 		return rep, fmt.Errorf("count signals: %w", err)
 	}
 	rep.Elapsed = time.Since(started)
@@ -323,23 +334,59 @@ func (a *abuser) rush(ctx context.Context, planOpens time.Time, speed float64, r
 			return false
 		}
 	}
-	var hold answer
-	for attempt := 0; attempt < 4; attempt++ {
-		if !sleepUntil(at.Add(-time.Duration(a.acct.Signal.SolveMS) * time.Millisecond)) {
-			return false
-		}
+	challenge := func(key string) (tok, nonce string, ok bool) {
 		ch := a.call(ctx, "POST", "/v1/challenge", nil, fmt.Sprintf(`{"attempt":%q}`, key), false)
 		if ch.code != 200 {
 			refused("challenge", ch)
 			at = time.Now().Add(time.Duration(retryAfterMs(ch.header)) * time.Millisecond)
-			continue
+			return "", "", false
 		}
-		tok := ch.str("challenge")
-		nonce := token.Solve(tok, int(ch.num("difficulty_bits")))
+		tok = ch.str("challenge")
+		return tok, token.Solve(tok, int(ch.num("difficulty_bits"))), true
+	}
+	var tok, nonce string
+	ready := false
+	if len(a.acct.Attempt) > 0 {
+		// The script first books the customers it was given, one of whom two
+		// other accounts already hold: the passenger limit refuses it with
+		// the uniform answer (and records the attempt), and the script falls
+		// back on the account's own passengers at once, with a challenge
+		// fetched beside the first.
+		if !sleepUntil(at.Add(-time.Duration(a.acct.Signal.SolveMS) * time.Millisecond)) {
+			return false
+		}
+		tryKey := key + "-try"
+		tryTok, tryNonce, ok := challenge(tryKey)
+		if ok {
+			tok, nonce, ready = challenge(key)
+			if !sleepUntil(at) {
+				return false
+			}
+			try := a.call(ctx, "POST", "/v1/bookings/hold", map[string]string{"Idempotency-Key": tryKey},
+				a.holdBody(a.acct.Attempt, tryTok, tryNonce), true)
+			if try.code == http.StatusCreated { // the limit let it through after all: the script keeps it
+				a.payFor(ctx, try.str("hold_id"), refused)
+				return true
+			}
+			refused("try", try)
+		}
+	}
+	var hold answer
+	for attempt := 0; attempt < 4; attempt++ {
+		if !ready {
+			if !sleepUntil(at.Add(-time.Duration(a.acct.Signal.SolveMS) * time.Millisecond)) {
+				return false
+			}
+			var ok bool
+			if tok, nonce, ok = challenge(key); !ok {
+				continue
+			}
+		}
+		ready = false
 		if !sleepUntil(at) {
 			return false
 		}
-		hold = a.call(ctx, "POST", "/v1/bookings/hold", map[string]string{"Idempotency-Key": key}, a.holdBody(tok, nonce), true)
+		hold = a.call(ctx, "POST", "/v1/bookings/hold", map[string]string{"Idempotency-Key": key}, a.holdBody(a.acct.Signal.Passengers, tok, nonce), true)
 		if hold.code == http.StatusCreated {
 			break
 		}
@@ -356,9 +403,9 @@ func (a *abuser) rush(ctx context.Context, planOpens time.Time, speed float64, r
 	return true
 }
 
-func (a *abuser) holdBody(challenge, nonce string) string {
+func (a *abuser) holdBody(pax []fraud.Passenger, challenge, nonce string) string {
 	var ps []string
-	for i, p := range a.acct.Signal.Passengers {
+	for i, p := range pax {
 		ps = append(ps, fmt.Sprintf(`{"name":%q,"age":%d,"gender":"%s","id_type":%q,"id_ref":%q}`,
 			p.Name, p.Age, []string{"M", "F"}[(a.Index+i)%2], p.IDType, p.IDRef))
 	}

@@ -12,7 +12,8 @@ import (
 // TestAbuseThroughAPI is issue 13's measure in the suite, through the live
 // path: a small abuse population (4 rings of 6, 15 families, 150 honest)
 // signs in, verifies, binds its devices, holds in one window with the
-// rings' shared devices, addresses, cards and customers, and pays at the
+// rings' shared devices, addresses, cards and customers (first trying
+// customers past the passenger limit, refused), and pays at the
 // gateway's page, all through the HTTP API of a running stack; the window's
 // signals are what the group commit and the confirmations recorded.
 // Clustering them must find ≥ 95 % of the ring accounts and flag ≤ 1 % of
@@ -34,6 +35,12 @@ func TestAbuseThroughAPI(t *testing.T) {
 	if q.Signals != rep.Held || rep.WithDevice != rep.Held || rep.WithInstrument != rep.Booked {
 		t.Errorf("%d signals for %d holds, %d with a device, %d with an instrument for %d bookings",
 			q.Signals, rep.Held, rep.WithDevice, rep.WithInstrument, rep.Booked)
+	}
+	// The rings' scripts tried customers past the passenger limit; each
+	// refusal was recorded (a try the limit let through, its holders not
+	// yet durable, is a hold instead).
+	if rep.Tries == 0 || rep.TriesRecorded < rep.Tries*8/10 || rep.TriesRecorded > rep.Tries {
+		t.Errorf("%d refused attempts recorded of %d planned", rep.TriesRecorded, rep.Tries)
 	}
 	if q.Recall() < 0.95 {
 		t.Errorf("ring recall %d/%d = %.3f < 0.95", q.RingFound, q.Rings, q.Recall())

@@ -258,7 +258,7 @@ func (s *Service) confirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed
 	}
 	if s.fraud != nil {
 		if err := s.fraud.QueueInbox(ctx, b, []fraud.Signal{{HoldID: id, BookingID: res.BookingID, ShardID: res.ShardID, UserID: userID,
-			SolveMS: -1, HeldAt: heldAt, Instrument: instrument}}); err != nil {
+			SolveMS: -1, HeldAt: heldAt, Instrument: instrument}}, nil); err != nil {
 			return res, err
 		}
 	}

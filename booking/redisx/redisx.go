@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,6 +115,20 @@ func (h *followFailover) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		h.after(err)
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			// The node the slot map names is gone, so the command was never
+			// sent: once the map is reloaded (and names the replica that
+			// took over, if one has) it is sent again, once.
+			h.c.ReloadState(ctx)
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(300 * time.Millisecond):
+			}
+			cmd.SetErr(nil)
+			err = next(ctx, cmd)
+		}
 		return err
 	}
 }

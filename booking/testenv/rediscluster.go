@@ -142,3 +142,46 @@ func waitClusterOK(ctx context.Context, addr string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// ReplicaOf is the replica of master.
+func (rc *RedisCluster) ReplicaOf(t testing.TB, master *RedisNode) *RedisNode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range rc.Nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr})
+		role, err := c.Do(ctx, "ROLE").Slice()
+		c.Close()
+		if err == nil && len(role) >= 3 && role[0] == "slave" && fmt.Sprintf("%v:%v", role[1], role[2]) == master.Addr {
+			return n
+		}
+	}
+	t.Fatalf("no replica of %s", master.Addr)
+	return nil
+}
+
+// WaitFailover waits until replica has taken over from its dead master
+// and the cluster serves every slot again. The cluster elects it by itself
+// within a few node timeouts; past 5 s the replica is told to take over
+// (CLUSTER FAILOVER TAKEOVER), as an operator would, and forced says so.
+func (rc *RedisCluster) WaitFailover(replica *RedisNode) (forced bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer c.Close()
+	force := time.Now().Add(5 * time.Second)
+	for {
+		role, err := c.Do(ctx, "ROLE").Slice()
+		if err == nil && len(role) > 0 && role[0] == "master" {
+			return forced, waitClusterOK(ctx, replica.Addr)
+		}
+		if time.Now().After(force) {
+			c.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER") //nolint:errcheck // checked by ROLE
+			forced, force = true, time.Now().Add(5*time.Second)
+		}
+		if ctx.Err() != nil {
+			return forced, fmt.Errorf("replica %s did not take over: %v %v", replica.Addr, role, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

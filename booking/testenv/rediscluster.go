@@ -83,8 +83,28 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 		if err := waitClusterOK(ctx, n.Addr); err != nil {
 			t.Fatalf("redis cluster node %s: %v", n.Addr, err)
 		}
+		if err := waitSynced(ctx, n.Addr); err != nil {
+			t.Fatalf("redis cluster node %s: %v", n.Addr, err)
+		}
 	}
 	return rc
+}
+
+// waitSynced waits until a replica has its master's data (a no-op on a
+// master): before that, a failover would promote an empty copy.
+func waitSynced(ctx context.Context, addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("replica not in sync: %v %s", err, info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Master is the node that serves key's slot now.

@@ -81,34 +81,22 @@ func TestSeveralProcessesSurviveKillsAndWipes(t *testing.T) {
 
 	c := newClient(urls, date)
 	travellers := newTravellers(st, users)
-	var done atomic.Int64
-	var faults sync.WaitGroup
-	faults.Add(1)
 	// The faults, at fixed points of the rush.
-	go func() {
-		defer faults.Done()
-		wait := func(n int64) {
-			for done.Load() < n {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
+	c.rushWith(ctx, travellers, func(wait func(n int64), done func() int64) {
 		if err := serves[0].WaitFor("paused at commit.before-commit", time.Minute); err != nil {
 			t.Error(err)
 		}
 		serves[0].Kill()
-		t.Logf("killed serve 1 of 3 mid-group-commit after %d travellers", done.Load())
+		t.Logf("killed serve 1 of 3 mid-group-commit after %d travellers", done())
 		wait(int64(len(users)) * 7 / 20)
 		workers[0].Kill()
-		t.Logf("killed worker 1 of 2 after %d travellers", done.Load())
+		t.Logf("killed worker 1 of 2 after %d travellers", done())
 		wait(int64(len(users)) / 2)
 		if err := st.Service.Store().Wipe(ctx, shardID); err != nil {
 			t.Errorf("wipe the shard: %v", err)
 		}
-		t.Logf("wiped the shard's seat state from Redis after %d travellers", done.Load())
-	}()
-
-	c.rush(ctx, travellers, &done)
-	faults.Wait()
+		t.Logf("wiped the shard's seat state from Redis after %d travellers", done())
+	})
 
 	held := report(t, travellers, c)
 	checkInvariants(t, st, shardID, date, held)
@@ -171,6 +159,25 @@ func (c *client) rush(ctx context.Context, travellers []*traveller, done *atomic
 		next <- tv
 	}
 	close(next)
+	wg.Wait()
+}
+
+// rushWith runs the rush and, beside it, faults, which may wait(n) until n
+// travellers are done before breaking something; both have ended when it
+// returns.
+func (c *client) rushWith(ctx context.Context, travellers []*traveller, faults func(wait func(n int64), done func() int64)) {
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		faults(func(n int64) {
+			for done.Load() < n {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}, done.Load)
+	}()
+	c.rush(ctx, travellers, &done)
 	wg.Wait()
 }
 

@@ -42,28 +42,20 @@ func TestSeveralProcessesSurviveRedisFailover(t *testing.T) {
 		}
 	}
 	travellers := newTravellers(st, users)
-	var done atomic.Int64
-	var faults sync.WaitGroup
-	faults.Add(1)
-	go func() {
-		defer faults.Done()
-		for done.Load() < int64(len(users))/4 {
-			time.Sleep(5 * time.Millisecond)
-		}
+	c.rushWith(ctx, travellers, func(wait func(n int64), done func() int64) {
+		wait(int64(len(users)) / 4)
 		after.Store(true)
 		master.Kill()
 		killed := time.Now()
-		t.Logf("killed the shard's Redis master %s after %d travellers", master.Addr, done.Load())
+		t.Logf("killed the shard's Redis master %s after %d travellers", master.Addr, done())
 		forced, err := rc.WaitFailover(replica)
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		t.Logf("replica %s took over in %s (told to: %v), after %d travellers", replica.Addr,
-			time.Since(killed).Round(time.Millisecond), forced, done.Load())
-	}()
-	c.rush(ctx, travellers, &done)
-	faults.Wait()
+			time.Since(killed).Round(time.Millisecond), forced, done())
+	})
 
 	mu.Lock()
 	t.Logf("refusals after the kill: %v", reasons)

@@ -49,29 +49,21 @@ func TestSeveralProcessesSurvivePostgresRestart(t *testing.T) {
 		}
 	}
 	travellers := newTravellers(st, users)
-	var done atomic.Int64
-	var faults sync.WaitGroup
-	faults.Add(1)
-	go func() {
-		defer faults.Done()
-		for done.Load() < int64(len(users))/4 {
-			time.Sleep(5 * time.Millisecond)
-		}
+	c.rushWith(ctx, travellers, func(wait func(n int64), done func() int64) {
+		wait(int64(len(users)) / 4)
 		down.Store(true)
 		if err := pg.Stop(); err != nil {
 			t.Error(err)
 		}
-		t.Logf("stopped PostgreSQL after %d travellers", done.Load())
+		t.Logf("stopped PostgreSQL after %d travellers", done())
 		time.Sleep(pgDown)
 		if err := pg.Start(); err != nil {
 			t.Error(err)
 		}
 		down.Store(false)
 		up.Store(true)
-		t.Logf("started PostgreSQL again after %d travellers", done.Load())
-	}()
-	c.rush(ctx, travellers, &done)
-	faults.Wait()
+		t.Logf("started PostgreSQL again after %d travellers", done())
+	})
 
 	mu.Lock()
 	t.Logf("answers while PostgreSQL was down (0: no answer): %v, reasons %v; after: %v", whileDown, reasons, afterUp)

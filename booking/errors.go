@@ -116,8 +116,13 @@ func Unreachable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// Class 08 is connection exceptions; 57P01-03 are the server shutting
-		// down or not yet accepting connections.
-		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		// down or not yet accepting connections; 53300 is every connection
+		// slot taken (a burst of clients, or a restart's reconnections).
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "53300":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
 	}
 	var connectErr *pgconn.ConnectError
 	var opErr *net.OpError

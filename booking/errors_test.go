@@ -26,6 +26,7 @@ func TestUnreachableStoresAreUnavailable(t *testing.T) {
 		"redis refused":     fmt.Errorf("hold script: %w", redisErr),
 		"postgres shutdown": &pgconn.PgError{Code: "57P01"},
 		"starting up":       &pgconn.PgError{Code: "57P03"},
+		"too many clients":  fmt.Errorf("connect: %w", &pgconn.PgError{Code: "53300"}),
 		"closed conn":       fmt.Errorf("x: %w", pgconn.ErrConnClosed),
 	} {
 		if err == nil || ErrorCode(err) != EUNAVAIL || ErrorReason(err) != "UNREACHABLE" {

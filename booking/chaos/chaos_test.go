@@ -50,8 +50,12 @@ func TestMain(m *testing.M) {
 const holdWindow = 20 * time.Second
 
 // env is the processes' environment beside the stack's: the short hold
-// window, and a sweeper every 2 s.
-var env = []string{"TATKAL_HOLD_WINDOW=" + holdWindow.String(), teststack.SweepIntervalEnv + "=2s"}
+// window, a sweeper every 2 s, and a payment the gateway has no record of
+// failed after 15 s, not the default 2 min (a creation lost with a killed
+// process or a stopped PostgreSQL; the simulator answers real ones within
+// a second), so the drain stays short.
+var env = []string{"TATKAL_HOLD_WINDOW=" + holdWindow.String(), teststack.SweepIntervalEnv + "=2s",
+	teststack.NotCreatedAfterEnv + "=15s"}
 
 // traveller is one passenger of the rush and what the stack told them.
 type traveller struct {

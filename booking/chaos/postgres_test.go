@@ -3,7 +3,6 @@ package chaos_test
 import (
 	"context"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,11 +28,7 @@ func TestSeveralProcessesSurvivePostgresRestart(t *testing.T) {
 	pg := testenv.StartPostgres(t)
 	st, shardID, date, users := newRush(t, teststack.Options{Postgres: pg}, 100)
 	serves := []*teststack.Process{st.StartProcess(t, true, env...), st.StartProcess(t, true, env...)}
-	// The gateway simulators keep their state in the same PostgreSQL, so a
-	// payment's creation may be lost with it; such a payment is failed 15 s
-	// on, not after the default 2 min, to keep the drain short.
-	wenv := append(slices.Clone(env), teststack.NotCreatedAfterEnv+"=15s")
-	workers := []*teststack.Process{st.StartProcess(t, false, wenv...), st.StartProcess(t, false, wenv...)}
+	workers := []*teststack.Process{st.StartProcess(t, false, env...), st.StartProcess(t, false, env...)}
 
 	c := newClient([]string{serves[0].URL, serves[1].URL}, date)
 	// What was answered while PostgreSQL was down, and after it was back.

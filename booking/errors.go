@@ -3,6 +3,13 @@ package booking
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/go-redis/v9"
 )
 
 // Code is a stable, machine-readable error class shared by the API, the
@@ -51,14 +58,14 @@ func HighDemand() error {
 // IsHighDemand reports whether err is the high-demand refusal.
 func IsHighDemand(err error) bool { return ErrorReason(err) == "HIGH_DEMAND" }
 
-// ErrorCode returns the code of the first *Error in err's chain, or
+// ErrorCode returns the code of the first *Error in err's chain,
+// EUNAVAIL for a store that could not be reached (Unreachable), or
 // EINTERNAL for anything else (nil gives "").
 func ErrorCode(err error) Code {
 	if err == nil {
 		return ""
 	}
-	var e *Error
-	if errors.As(err, &e) {
+	if e := asError(err); e != nil {
 		return e.Code
 	}
 	return EINTERNAL
@@ -66,8 +73,7 @@ func ErrorCode(err error) Code {
 
 // ErrorMessage returns the human message of err, hiding internal details.
 func ErrorMessage(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
+	if e := asError(err); e != nil {
 		return e.Message
 	}
 	return "Internal error."
@@ -75,11 +81,67 @@ func ErrorMessage(err error) string {
 
 // ErrorReason returns the refined reason of err, if any.
 func ErrorReason(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
+	if e := asError(err); e != nil {
 		return e.Reason
 	}
 	return ""
+}
+
+// errUnreachable is how a failure to reach PostgreSQL or Redis is shown:
+// a 503 with Retry-After, as the outage is brief (a restart, a failover)
+// and a retry with the same Idempotency-Key is safe.
+var errUnreachable = Errorf(EUNAVAIL, "UNREACHABLE", "The service is briefly unreachable; please retry in a moment.")
+
+// asError is the first *Error in err's chain, errUnreachable for a store
+// that could not be reached, or nil.
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if Unreachable(err) {
+		return errUnreachable
+	}
+	return nil
+}
+
+// Unreachable reports whether err says that PostgreSQL or Redis could not
+// be reached or went away mid-request (refused, reset, shutting down,
+// starting up, a cluster failing over), rather than that the request was
+// wrong: such a request is retried, not reported as our fault.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08 is connection exceptions; 57P01-03 are the server shutting
+		// down or not yet accepting connections; 53300 is every connection
+		// slot taken (a burst of clients, or a restart's reconnections).
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "53300":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
+	}
+	var connectErr *pgconn.ConnectError
+	var opErr *net.OpError
+	if errors.As(err, &connectErr) || errors.As(err, &opErr) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var redisErr redis.Error
+	if errors.As(err, &redisErr) {
+		// A cluster without a master for the slot, or a node still loading.
+		msg := redisErr.Error()
+		for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "LOADING", "MASTERDOWN"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ReasonKeyReused refuses an idempotency key sent again with a different

@@ -199,6 +199,13 @@ func (w *inquiryWorker) Work(ctx context.Context, job *river.Job[payment.Inquiry
 	return snoozeAfter(wait, err)
 }
 
+// NextRetry asks again soon after an inquiry that failed (PostgreSQL
+// restarting, the gateway down): River's default waits hours by the tenth
+// attempt, while the payment's traveller and its hold are waiting now.
+func (w *inquiryWorker) NextRetry(job *river.Job[payment.InquiryArgs]) time.Time {
+	return time.Now().Add(min(time.Duration(job.Attempt*job.Attempt)*time.Second+time.Second, 5*time.Minute))
+}
+
 type lateSuccessWorker struct {
 	river.WorkerDefaults[payment.LateSuccessArgs]
 	svc *Services

@@ -49,6 +49,14 @@ func TestMain(m *testing.M) {
 // is swept within the test.
 const holdWindow = 20 * time.Second
 
+// env is the processes' environment beside the stack's: the short hold
+// window, a sweeper every 2 s, and a payment the gateway has no record of
+// failed after 15 s, not the default 2 min (a creation lost with a killed
+// process or a stopped PostgreSQL; the simulator answers real ones within
+// a second), so the drain stays short.
+var env = []string{"TATKAL_HOLD_WINDOW=" + holdWindow.String(), teststack.SweepIntervalEnv + "=2s",
+	teststack.NotCreatedAfterEnv + "=15s"}
+
 // traveller is one passenger of the rush and what the stack told them.
 type traveller struct {
 	user      int64
@@ -64,6 +72,45 @@ func TestSeveralProcessesSurviveKillsAndWipes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs five processes on PostgreSQL and Redis")
 	}
+	ctx := context.Background()
+	st, shardID, date, users := newRush(t, teststack.Options{}, 120)
+	// The first serve process stops for good inside its fifth group
+	// commit, between the batch's statements and COMMIT, where it is killed.
+	serves := []*teststack.Process{st.StartProcess(t, true, append(env, teststack.PauseEnv+"=commit.before-commit@5")...)}
+	for range 2 {
+		serves = append(serves, st.StartProcess(t, true, env...))
+	}
+	workers := []*teststack.Process{st.StartProcess(t, false, env...), st.StartProcess(t, false, env...)}
+	urls := []string{serves[0].URL, serves[1].URL, serves[2].URL}
+
+	c := newClient(urls, date)
+	travellers := newTravellers(st, users)
+	// The faults, at fixed points of the rush.
+	c.rushWith(ctx, travellers, func(wait func(n int64), done func() int64) {
+		if err := serves[0].WaitFor("paused at commit.before-commit", time.Minute); err != nil {
+			t.Error(err)
+		}
+		serves[0].Kill()
+		t.Logf("killed serve 1 of 3 mid-group-commit after %d travellers", done())
+		wait(int64(len(users)) * 7 / 20)
+		workers[0].Kill()
+		t.Logf("killed worker 1 of 2 after %d travellers", done())
+		wait(int64(len(users)) / 2)
+		if err := st.Service.Store().Wipe(ctx, shardID); err != nil {
+			t.Errorf("wipe the shard: %v", err)
+		}
+		t.Logf("wiped the shard's seat state from Redis after %d travellers", done())
+	})
+
+	held := report(t, travellers, c)
+	checkInvariants(t, st, shardID, date, held)
+}
+
+// newRush starts a stack (opts, with the rush's rules and gateways) and
+// seeds the rush: a shard of 40 berths and n travellers with money in
+// their wallets.
+func newRush(t *testing.T, opts teststack.Options, n int) (*teststack.Stack, int64, time.Time, []int64) {
+	t.Helper()
 	rules := booking.DefaultRules()
 	rules.HoldWindow = holdWindow
 	// In process: the simulators and the gateways' callback endpoint.
@@ -76,56 +123,30 @@ func TestSeveralProcessesSurviveKillsAndWipes(t *testing.T) {
 		rc.AutoApproveMs, rc.AbandonRate, rc.CapacityTPS = 300, 0, 0
 		routes = append(routes, rc)
 	}
-	st := teststack.New(t, teststack.Options{Rules: &rules, Routes: routes})
+	opts.Rules, opts.Routes = &rules, routes
+	st := teststack.New(t, opts)
 	ctx := context.Background()
 	shardID, date := st.DemoShard(t, 40, 0)
 	hash, err := auth.HashPassword("chaos", auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1})
 	teststack.Must(t, err, "hash")
-	users, err := seed.Users(ctx, st.Pool, seed.UsersSpec{Count: 120, Prefix: "chaos_", PasswordHash: hash, WalletRupees: 20_000,
+	users, err := seed.Users(ctx, st.Pool, seed.UsersSpec{Count: n, Prefix: "chaos_", PasswordHash: hash, WalletRupees: 20_000,
 		CreatedAt: time.Now().AddDate(0, 0, -30)})
 	teststack.Must(t, err, "seed users")
 
-	env := []string{"TATKAL_HOLD_WINDOW=" + holdWindow.String(), teststack.SweepIntervalEnv + "=2s"}
-	// The first serve process stops for good inside its fifth group
-	// commit, between the batch's statements and COMMIT, where it is killed.
-	serves := []*teststack.Process{st.StartProcess(t, true, append(env, teststack.PauseEnv+"=commit.before-commit@5")...)}
-	for range 2 {
-		serves = append(serves, st.StartProcess(t, true, env...))
-	}
-	workers := []*teststack.Process{st.StartProcess(t, false, env...), st.StartProcess(t, false, env...)}
-	urls := []string{serves[0].URL, serves[1].URL, serves[2].URL}
+	return st, shardID, date, users
+}
 
+func newTravellers(st *teststack.Stack, users []int64) []*traveller {
 	travellers := make([]*traveller, len(users))
 	for i, u := range users {
 		travellers[i] = &traveller{user: u, token: st.Token(u)}
 	}
-	c := &client{http: &http.Client{Timeout: 10 * time.Second}, urls: urls, date: date.Format(time.DateOnly)}
-	var done atomic.Int64
-	var faults sync.WaitGroup
-	faults.Add(1)
-	// The faults, at fixed points of the rush.
-	go func() {
-		defer faults.Done()
-		wait := func(n int64) {
-			for done.Load() < n {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-		if err := serves[0].WaitFor("paused at commit.before-commit", time.Minute); err != nil {
-			t.Error(err)
-		}
-		serves[0].Kill()
-		t.Logf("killed serve 1 of 3 mid-group-commit after %d travellers", done.Load())
-		wait(int64(len(users)) * 7 / 20)
-		workers[0].Kill()
-		t.Logf("killed worker 1 of 2 after %d travellers", done.Load())
-		wait(int64(len(users)) / 2)
-		if err := st.Service.Store().Wipe(ctx, shardID); err != nil {
-			t.Errorf("wipe the shard: %v", err)
-		}
-		t.Logf("wiped the shard's seat state from Redis after %d travellers", done.Load())
-	}()
+	return travellers
+}
 
+// rush sends every traveller through the serve processes, 24 at a time,
+// counting in done those whose journey has ended.
+func (c *client) rush(ctx context.Context, travellers []*traveller, done *atomic.Int64) {
 	var wg sync.WaitGroup
 	next := make(chan *traveller)
 	for g := range 24 {
@@ -143,8 +164,33 @@ func TestSeveralProcessesSurviveKillsAndWipes(t *testing.T) {
 	}
 	close(next)
 	wg.Wait()
-	faults.Wait()
+}
 
+// rushWith runs the rush and, beside it, faults, which may wait(n) until n
+// travellers are done before breaking something; both have ended when it
+// returns.
+func (c *client) rushWith(ctx context.Context, travellers []*traveller, faults func(wait func(n int64), done func() int64)) {
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		faults(func(n int64) {
+			for done.Load() < n {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}, done.Load)
+	}()
+	c.rush(ctx, travellers, &done)
+	wg.Wait()
+}
+
+// report logs what the rush's travellers were told and returns the holds
+// answered HELD or WAITLIST_OFFERED; a rush that neither filled nor sold
+// out the shard, or that was answered an error other than 503 with
+// Retry-After, fails the test.
+func report(t *testing.T, travellers []*traveller, c *client) []string {
+	t.Helper()
 	var held []string
 	failures := map[string]int{}
 	soldOut := 0
@@ -160,10 +206,23 @@ func TestSeveralProcessesSurviveKillsAndWipes(t *testing.T) {
 		}
 	}
 	t.Logf("rush: %d held, %d sold out, refusals %v", len(held), soldOut, failures)
+	if n := c.badAnswers.Load(); n != 0 {
+		t.Errorf("%d answers were a 5xx other than 503 with Retry-After (last: %v)", n, c.lastBad.Load())
+	}
 	if len(held) == 0 || soldOut == 0 {
 		t.Fatalf("the rush neither filled nor sold out the shard: %d held, %d sold out", len(held), soldOut)
 	}
 
+	return held
+}
+
+// checkInvariants waits for the stack to drain and checks the shard's
+// invariants against PostgreSQL, Redis and the reservation core: every
+// HELD answer durable, no berth sold twice, every payment one ticket or a
+// full refund, each PNR once in the core, the wallets and the money.
+func checkInvariants(t *testing.T, st *teststack.Stack, shardID int64, date time.Time, held []string) {
+	t.Helper()
+	ctx := context.Background()
 	drain(t, st, shardID)
 
 	// Every HELD answer has its durable row.
@@ -292,6 +351,17 @@ type client struct {
 	http *http.Client
 	urls []string
 	date string // the shard's journey date
+	// badAnswers counts 5xx answers other than 503 with Retry-After
+	// (lastBad is the last of them): a store that is down is a 503 to retry.
+	badAnswers atomic.Int64
+	lastBad    atomic.Value
+	// seen, when set, is told every answer's status (0: no answer) and
+	// reason.
+	seen func(status int, reason string)
+}
+
+func newClient(urls []string, date time.Time) *client {
+	return &client{http: &http.Client{Timeout: 10 * time.Second}, urls: urls, date: date.Format(time.DateOnly)}
 }
 
 type answer struct {
@@ -319,13 +389,24 @@ func (c *client) call(ctx context.Context, g int, method, path, token, idem stri
 		req.Header.Set("Idempotency-Key", idem)
 		resp, err := c.http.Do(req)
 		if err != nil {
+			if c.seen != nil {
+				c.seen(0, "")
+			}
 			last = err
+			time.Sleep(10 * time.Millisecond)
 			continue
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		a := answer{status: resp.StatusCode}
 		json.Unmarshal(b, &a.body) //nolint:errcheck // a body that is not JSON reads as empty
+		if c.seen != nil {
+			c.seen(resp.StatusCode, a.str("reason"))
+		}
+		if resp.StatusCode >= 500 && (resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "") {
+			c.badAnswers.Add(1)
+			c.lastBad.Store(fmt.Sprintf("%s %s: %d %s %s", method, path, resp.StatusCode, a.str("reason"), a.str("detail")))
+		}
 		if resp.StatusCode >= 500 {
 			last = fmt.Errorf("%d %s", resp.StatusCode, a.str("reason"))
 			time.Sleep(time.Duration(min(50*(attempt+1), 1000)) * time.Millisecond)

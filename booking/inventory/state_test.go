@@ -270,3 +270,33 @@ func TestRebuildKeepsCancelledBookingsInTheDailyCount(t *testing.T) {
 		t.Fatalf("check after rebuild: %v\n%s", err, rep)
 	}
 }
+
+// A shard whose state was loaded on another node (a replica promoted by a
+// failover may have missed the last writes) is not ready: hold and
+// promote refuse it and Ready says so, so the service rebuilds it; the
+// rebuild, on this node, heals it. Outside a cluster a node's id is "", so
+// a foreign id written into meta stands in for the failover here.
+func TestStateLoadedOnAnotherNodeIsNotReady(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, rdb, prefix := newStore(t)
+	mustLoad(t, s, testShard, stateShard())
+	mustHeld(t, s, req(testShard, 50, 0, 3, "L-"))
+	rdb.HSet(ctx, shardKey(prefix, testShard, "meta"), "node", "a-node-that-failed-over")
+	if ok, _, err := s.Ready(ctx, testShard); ok || err != nil {
+		t.Fatalf("ready on another node's state: %v %v", ok, err)
+	}
+	if got := mustHold(t, s, req(testShard, 51, 0, 3, "L-")); got.Outcome != inventory.NotReady {
+		t.Fatalf("hold: %+v, want NOT_READY", got)
+	}
+	if _, err := s.Promote(ctx, testShard, 2, nil, nil); !errors.Is(err, inventory.ErrNotReady) {
+		t.Fatalf("promote: %v, want ErrNotReady", err)
+	}
+	st := stateShard()
+	st.Epoch = 2
+	mustLoad(t, s, testShard, st)
+	if ok, epoch, _ := s.Ready(ctx, testShard); !ok || epoch != 2 {
+		t.Fatalf("ready after the rebuild: %v %d", ok, epoch)
+	}
+	mustHeld(t, s, req(testShard, 51, 0, 3, "L-"))
+}

@@ -5,9 +5,13 @@ package redisx
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -54,8 +58,87 @@ func Open(url, clusterAddrs string, poolSize int) (redis.UniversalClient, error)
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("no Redis Cluster addresses in %q", seeds)
 	}
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: base.Username, Password: base.Password,
-		TLSConfig: base.TLSConfig, PoolSize: poolSize}), nil
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: base.Username, Password: base.Password,
+		TLSConfig: base.TLSConfig, PoolSize: poolSize})
+	c.AddHook(&followFailover{c: c})
+	return c, nil
+}
+
+// ReloadEvery is how often a cluster client in use reloads its slot map.
+// go-redis reloads it on a MOVED answer only; after a failover the dead
+// master's slots are tried on it (and refused) until some command happens
+// to be redirected. A second bounds how long a failover goes unnoticed.
+const ReloadEvery = time.Second
+
+// followFailover reloads a cluster client's slot map every ReloadEvery
+// while the client is used, and at once (at most every 100 ms) after a
+// command fails: a node gone, or a slot without a master, is what a
+// failover looks like from here. The reload runs in go-redis's own
+// short-lived goroutine, so no goroutine outlives the client.
+type followFailover struct {
+	c    *redis.ClusterClient
+	last atomic.Int64 // unix nanoseconds of the last reload asked for
+}
+
+func (h *followFailover) reload(after time.Duration) {
+	now, last := time.Now().UnixNano(), h.last.Load()
+	if now-last >= int64(after) && h.last.CompareAndSwap(last, now) {
+		h.c.ReloadState(context.Background())
+	}
+}
+
+func (h *followFailover) after(err error) {
+	if errors.Is(err, redis.ErrClosed) {
+		return // closed by us: nothing to follow
+	}
+	if err != nil && err != redis.Nil && !isReply(err) {
+		h.reload(100 * time.Millisecond)
+		return
+	}
+	h.reload(ReloadEvery)
+}
+
+// isReply: an error the node answered that says nothing of the cluster's
+// shape (a script's refusal, NOSCRIPT); CLUSTERDOWN and TRYAGAIN do.
+func isReply(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return !strings.HasPrefix(msg, "CLUSTERDOWN") && !strings.HasPrefix(msg, "TRYAGAIN") && !strings.HasPrefix(msg, "MASTERDOWN")
+}
+
+func (h *followFailover) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *followFailover) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.after(err)
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			// The node the slot map names is gone, so the command was never
+			// sent: once the map is reloaded (and names the replica that
+			// took over, if one has) it is sent again, once.
+			h.c.ReloadState(ctx)
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(300 * time.Millisecond):
+			}
+			cmd.SetErr(nil)
+			err = next(ctx, cmd)
+		}
+		return err
+	}
+}
+
+func (h *followFailover) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.after(err)
+		return err
+	}
 }
 
 // Addr names where rdb points, for error messages.

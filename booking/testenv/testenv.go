@@ -131,13 +131,27 @@ func NewWithPool(t testing.TB, size int32) *Env {
 // NewOn is NewWithPool on the Redis at redisURL (a node or a cluster).
 func NewOn(t testing.TB, redisURL string, size int32) *Env {
 	t.Helper()
+	return newOn(t, BaseURL(), redisURL, size)
+}
+
+// NewOnPostgres is NewOn with the database on pg, a test's private
+// PostgreSQL (StartPostgres).
+func NewOnPostgres(t testing.TB, pg *Postgres, redisURL string, size int32) *Env {
+	t.Helper()
+	return newOn(t, pg.BaseURL, redisURL, size)
+}
+
+// newOn creates the test's database on the server at base, migrated by
+// cloning the server's template database.
+func newOn(t testing.TB, base, redisURL string, size int32) *Env {
+	t.Helper()
 	ctx := context.Background()
-	tmpl, err := template(ctx)
+	tmpl, err := template(ctx, base)
 	if err != nil {
 		t.Fatalf("test template database: %v", err)
 	}
 	name := "tatkal_t_" + randHex(6)
-	url := withDatabase(BaseURL(), name)
+	url := withDatabase(base, name)
 	if err := db.CreateDatabaseFrom(ctx, url, tmpl); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
@@ -155,7 +169,7 @@ func NewOn(t testing.TB, redisURL string, size int32) *Env {
 		pool.Close()
 		env.WipeRedis(t)
 		rdb.Close()
-		dropDatabase(name)
+		dropDatabase(base, name)
 	})
 	return env
 }
@@ -163,10 +177,10 @@ func NewOn(t testing.TB, redisURL string, size int32) *Env {
 // WipeRedis deletes every key of this test, as a Redis restart would.
 func (e *Env) WipeRedis(t testing.TB) { wipe(t, e.Redis, e.KeyPrefix) }
 
-func dropDatabase(name string) {
+func dropDatabase(base, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, BaseURL())
+	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		return
 	}
@@ -175,8 +189,9 @@ func dropDatabase(name string) {
 }
 
 // template returns the name of a migrated database to clone, building it
-// once per schema version (the name carries a hash of the migrations).
-func template(ctx context.Context) (string, error) {
+// once per schema version (the name carries a hash of the migrations) on
+// the server at base.
+func template(ctx context.Context, base string) (string, error) {
 	h := sha256.New()
 	fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error { //nolint:errcheck
 		if err == nil && !d.IsDir() {
@@ -187,7 +202,7 @@ func template(ctx context.Context) (string, error) {
 		return nil
 	})
 	name := "tatkal_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
-	conn, err := pgx.Connect(ctx, BaseURL())
+	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		return "", fmt.Errorf("reach PostgreSQL: %w", err)
 	}
@@ -206,7 +221,7 @@ func template(ctx context.Context) (string, error) {
 	}
 	building := name + "_build"
 	conn.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)") //nolint:errcheck
-	url := withDatabase(BaseURL(), building)
+	url := withDatabase(base, building)
 	if err := db.CreateDatabase(ctx, url); err != nil {
 		return "", err
 	}

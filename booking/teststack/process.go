@@ -120,6 +120,18 @@ func (p *Process) WaitFor(prefix string, timeout time.Duration) error {
 	}
 }
 
+// Alive reports whether the process is still running (not ended, nor a
+// zombie waiting to be reaped).
+func (p *Process) Alive() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return rest != "" && rest[0] != 'Z' && rest[0] != 'X'
+}
+
 // Kill ends the process with SIGKILL, as a crash would, and waits for it.
 func (p *Process) Kill() {
 	p.Cmd.Process.Kill() //nolint:errcheck // it may have ended already

@@ -116,6 +116,9 @@ type Options struct {
 	// RedisURL: the Redis (a node, or a cluster's nodes) of this stack;
 	// empty: the tests' single node.
 	RedisURL string
+	// Postgres: a private PostgreSQL (testenv.StartPostgres) for this
+	// stack's database, which the test may restart; nil: the tests' server.
+	Postgres *testenv.Postgres
 	// SimulatorsOf: a stack whose simulators this one uses, with their
 	// secrets, as a second process of one deployment does (nil: its own).
 	SimulatorsOf *Stack
@@ -126,10 +129,14 @@ type Options struct {
 // New builds and starts a stack on a fresh database.
 func New(t testing.TB, opts Options) *Stack {
 	t.Helper()
-	if opts.RedisURL == "" {
-		return Start(t, testenv.New(t), opts)
+	redisURL := opts.RedisURL
+	if redisURL == "" {
+		redisURL = testenv.RedisURL()
 	}
-	return Start(t, testenv.NewOn(t, opts.RedisURL, testenv.PoolSize()), opts)
+	if opts.Postgres != nil {
+		return Start(t, testenv.NewOnPostgres(t, opts.Postgres, redisURL, testenv.PoolSize()), opts)
+	}
+	return Start(t, testenv.NewOn(t, redisURL, testenv.PoolSize()), opts)
 }
 
 // config is the process configuration of a stack on env: port 0 for the

@@ -19,6 +19,11 @@ const WorkerEnv = "TATKAL_TEST_WORKER"
 // hour, so the sweeper stays out of the tests' way).
 const SweepIntervalEnv = "TATKAL_TEST_SWEEP_INTERVAL"
 
+// NotCreatedAfterEnv sets how long a worker process's payments wait for a
+// gateway with no record of them before failing them (default: the
+// payment package's 2 min), for a test whose gateway lost creations.
+const NotCreatedAfterEnv = "TATKAL_TEST_NOT_CREATED_AFTER"
+
 // WorkerEnviron is the environment that makes a test binary run as a
 // worker of this stack (see RunWorkerFromEnv): the variables tatkal worker
 // reads.
@@ -72,7 +77,13 @@ func RunWorkerFromEnv() error {
 			return fmt.Errorf("%s: %w", SweepIntervalEnv, err)
 		}
 	}
-	return runUntilKilled(ctx, cfg, app.Options{Work: true,
+	var pay app.PaymentTuning
+	if v := os.Getenv(NotCreatedAfterEnv); v != "" {
+		if pay.NotCreatedAfter, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("%s: %w", NotCreatedAfterEnv, err)
+		}
+	}
+	return runUntilKilled(ctx, cfg, app.Options{Work: true, Payment: pay,
 		Jobs: app.JobTuning{Workers: 4, RescueStuckJobsAfter: 3 * time.Second, JobTimeout: 2 * time.Second}},
 		func(*app.App) string { return "worker ready" })
 }

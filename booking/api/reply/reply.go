@@ -94,11 +94,15 @@ func Error(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) 
 		return
 	}
 	p := problemOf(err)
-	if p.Code == string(booking.EINTERNAL) {
-		if log == nil {
-			log = slog.Default()
-		}
+	if log == nil {
+		log = slog.Default()
+	}
+	switch {
+	case p.Code == string(booking.EINTERNAL):
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	case booking.Unreachable(err):
+		// Answered 503 to retry; the outage itself is worth a line.
+		log.Warn("request failed: a store is unreachable", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if p.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
 		h.Set("Retry-After", "1")

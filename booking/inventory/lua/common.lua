@@ -17,6 +17,22 @@
 -- is a partial loss. No hold id, user id or counter is ever PAD.
 local PAD = '|'
 
+-- The node running the script (CLUSTER MYID), '' outside a cluster. LOAD
+-- records it in meta as 'node'.
+local function node_id()
+  local id = redis.pcall('CLUSTER', 'MYID')
+  if type(id) == 'string' then return id end
+  return ''
+end
+
+-- Whether the shard's state was loaded on another node than this one: a
+-- replica promoted by a failover, whose copy (replicated asynchronously)
+-- may have missed the last writes. Such a shard is not ready until it is
+-- rebuilt from PostgreSQL. loaded_by is meta's 'node' (nil before it was kept).
+local function moved_node(loaded_by)
+  return loaded_by ~= nil and loaded_by ~= false and loaded_by ~= '' and loaded_by ~= node_id()
+end
+
 -- Hold record: state|user|from|to|expires_ms|berths(csv)|waitlist_no|passengers
 -- state: H held, W waitlist offer held, C confirmed, X waitlisted booking.
 -- Berths stay strings; n_str is the passenger count as written.

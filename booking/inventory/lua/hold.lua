@@ -21,9 +21,9 @@
 -- Every redis.call and every table costs here: the script keeps both few.
 local idem_ttl = tonumber(ARGV[10])
 if not idem_ttl or idem_ttl < 1 then return redis.error_reply('hold: idempotency ttl must be at least 1 second') end
-local meta = redis.call('HMGET', KEYS[1], 'epoch', 'legs', 'nberths', 'coaches')
+local meta = redis.call('HMGET', KEYS[1], 'epoch', 'legs', 'nberths', 'coaches', 'node')
 local epoch = meta[1]
-if not epoch then return { 'NOT_READY' } end
+if not epoch or moved_node(meta[5]) then return { 'NOT_READY' } end
 
 -- A replayed key returns the prior answer, but only one given under the
 -- current epoch: after a rebuild, PostgreSQL's unique key is the judge.

@@ -26,7 +26,8 @@ end
 for k, v in string.gmatch(ARGV[10], '([^=\n]+)=([^\n]*)\n') do redis.call('HSET', KEYS[5], k, v) end
 for k, v in string.gmatch(ARGV[11], '([^=\n]+)=([^\n]*)\n') do redis.call('HSET', KEYS[6], k, v) end
 -- meta last: its epoch is what makes the shard ready.
--- (HOLD reads the first four fields on every call: they come first.)
+-- (HOLD reads the first five fields on every call: they come first.)
+-- 'node' is the node that loaded it (see moved_node).
 redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'legs', ARGV[3], 'nberths', ARGV[2], 'coaches', ARGV[7],
-  'wlcap', ARGV[4], 'wlcount', ARGV[5], 'wlnext', ARGV[6])
+  'node', node_id(), 'wlcap', ARGV[4], 'wlcount', ARGV[5], 'wlnext', ARGV[6])
 return { 'LOADED', ARGV[1] }

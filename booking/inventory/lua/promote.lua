@@ -12,8 +12,8 @@
 -- ARGV: 1 epoch the promotion started from 2 its epoch
 --       3 cancelled hold ids "id\n..." (absent ones are skipped)
 --       4 promotions "hold_id=b1,b2\n..." (berths in passenger order)
-local cur = redis.call('HGET', KEYS[1], 'epoch')
-if not cur then return { 'NOT_READY' } end
+local cur, loaded_by = unpack(redis.call('HMGET', KEYS[1], 'epoch', 'node'))
+if not cur or moved_node(loaded_by) then return { 'NOT_READY' } end
 if cur ~= ARGV[1] then return { 'STALE', cur } end
 local legs = tonumber(redis.call('HGET', KEYS[1], 'legs'))
 local needed = { KEYS[2], KEYS[3] }

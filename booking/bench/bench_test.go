@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -224,5 +225,22 @@ func TestSignalsABSwitchesRecording(t *testing.T) {
 	}
 	if !rep.OK() || !strings.Contains(out, "with / without:") {
 		t.Errorf("invariants or report: ok %v", rep.OK())
+	}
+}
+
+// TestSignalsABInterval: the pair ratios' geometric mean and its interval,
+// exact when every pair agrees and widening as they disagree.
+func TestSignalsABInterval(t *testing.T) {
+	same := bench.SignalsAB{On: []float64{110, 220, 330}, Off: []float64{100, 200, 300}}
+	if mid, lo, hi := same.PairInterval(); math.Abs(mid-1.1) > 1e-9 || math.Abs(lo-1.1) > 1e-9 || math.Abs(hi-1.1) > 1e-9 {
+		t.Errorf("agreeing pairs: %v %v %v, want 1.1 three times", mid, lo, hi)
+	}
+	noisy := bench.SignalsAB{On: []float64{50, 200, 100, 100}, Off: []float64{100, 100, 100, 100}}
+	mid, lo, hi := noisy.PairInterval()
+	if !(lo < mid && mid < hi) || math.Abs(mid-1) > 1e-9 {
+		t.Errorf("noisy pairs: %v %v %v, want a geometric mean of 1 inside a wider interval", mid, lo, hi)
+	}
+	if r := same.Ratio(); math.Abs(r-1.1) > 1e-9 {
+		t.Errorf("ratio of the means %v, want 1.1", r)
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -42,6 +43,29 @@ func (s SignalsAB) Ratio() float64 {
 		return 0
 	}
 	return mean(s.On) / mean(s.Off)
+}
+
+// PairInterval is the geometric mean of the pair ratios and its 95 %
+// interval (two standard errors of the mean log ratio): the cost of
+// recording with the slice-to-slice noise it carries.
+func (s SignalsAB) PairInterval() (mid, lo, hi float64) {
+	n := min(len(s.On), len(s.Off))
+	var logs []float64
+	for i := range n {
+		if s.On[i] > 0 && s.Off[i] > 0 {
+			logs = append(logs, math.Log(s.On[i]/s.Off[i]))
+		}
+	}
+	if len(logs) < 2 {
+		return 0, 0, 0
+	}
+	m := mean(logs)
+	var ss float64
+	for _, l := range logs {
+		ss += (l - m) * (l - m)
+	}
+	se := math.Sqrt(ss/float64(len(logs)-1)) / math.Sqrt(float64(len(logs)))
+	return math.Exp(m), math.Exp(m - 2*se), math.Exp(m + 2*se)
 }
 
 // PairRatios are on/off of each neighbouring pair of slices (on, off) in
@@ -161,8 +185,10 @@ func (s SignalsAB) report(rawB float64) string {
 	fmt.Fprintf(&b, "  durable holds/s with recording     %s (of raw B %.3f)   slices %s\n", rate(mean(s.On), "/s"), mean(s.On)/rawB, rates(s.On))
 	fmt.Fprintf(&b, "  durable holds/s without recording  %s (of raw B %.3f)   slices %s\n", rate(mean(s.Off), "/s"), mean(s.Off)/rawB, rates(s.Off))
 	if len(pr) > 0 {
-		fmt.Fprintf(&b, "  with / without: %.3f (mean of each half); pairs: median %.3f, range %.3f-%.3f over %d pairs\n",
+		mid, lo, hi := s.PairInterval()
+		fmt.Fprintf(&b, "  with / without: %.3f (mean of each half); pairs: median %.3f, range %.3f-%.3f over %d pairs;\n",
 			s.Ratio(), pr[len(pr)/2], pr[0], pr[len(pr)-1], len(pr))
+		fmt.Fprintf(&b, "  geometric mean of the pairs %.3f, 95 %% interval %.3f-%.3f\n", mid, lo, hi)
 	}
 	return b.String()
 }

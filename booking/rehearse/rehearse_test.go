@@ -3,6 +3,7 @@ package rehearse_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -81,6 +82,10 @@ func TestSmallRehearsal(t *testing.T) {
 		}
 		if rr.Booked == 0 {
 			t.Errorf("%s: nothing booked", name)
+		} else if reached := float64(rr.BackendRequests-rr.BackendRefused) / float64(rr.Booked); rr.BackendRefused < 0 ||
+			rr.BackendRefused > rr.BackendRequests || math.Abs(rr.BackendReachedPerBooking-reached) > 0.001 {
+			t.Errorf("%s: %d backend calls, %d refused, %d booked: %.3f reached per booking, want %.3f",
+				name, rr.BackendRequests, rr.BackendRefused, rr.Booked, rr.BackendReachedPerBooking, reached)
 		}
 		// No bound of bookings by berths: the shard's journeys are of mixed
 		// segments, so a berth sells once per leg (42 bookings on 40 berths
@@ -165,14 +170,16 @@ func TestReportHasSeeds001Rows(t *testing.T) {
 	if err := o.Check(); err != nil {
 		t.Fatal(err)
 	}
-	rep := &rehearse.Report{Options: o, Runs: []rehearse.RunReport{{Mode: rehearse.Direct, Seed: o.Seed, Booked: 3},
+	rep := &rehearse.Report{Options: o, Runs: []rehearse.RunReport{{Mode: rehearse.Direct, Seed: o.Seed, Booked: 3,
+		BackendRequests: 15, BackendRefused: 9, BackendPerBooking: 5, BackendReachedPerBooking: 2},
 		{Mode: rehearse.Queue, Seed: o.Seed, Booked: 4, AdmissionViolations: &one}}}
 	md := rep.Markdown()
 	for _, row := range []string{"Run status", "Elapsed time after opening", "Successful bookings", "Bookings / min", "requests / successful booking",
 		"Total edge requests", "Origin rejections · retryable", "p95 completed backend call latency", "p95 opening → terminal result",
 		"Ordinary traveller booking success", "Aggressive traveller booking success", "Still waiting or in progress",
 		"Declined / expired / sold out / refund due", "Observed admission invariant violations", "Oversold berth-legs",
-		"Payments unresolved after drain", "Money in and out", "CPU used", "| Metric | Direct booking | Queue-controlled |", "| Not applicable | 1 |"} {
+		"Payments unresolved after drain", "Money in and out", "CPU used", "| Metric | Direct booking | Queue-controlled |", "| Not applicable | 1 |",
+		"| Backend (hold + payment) requests / successful booking | 2.00 |", "5.00 (9 refused retryably before the core)"} {
 		if !strings.Contains(md, row) {
 			t.Errorf("the report lacks %q:\n%s", row, md)
 		}

@@ -36,30 +36,37 @@ type Followed struct {
 // RunReport is one mode of one seed: seeds/001's comparison table's
 // column, and what the model cannot show.
 type RunReport struct {
-	Mode                string         `json:"mode"`
-	Seed                uint64         `json:"seed"`
-	ShardID             int64          `json:"shard_id"`
-	Status              string         `json:"status"`
-	ElapsedS            float64        `json:"elapsed_s"`
-	Booked              int            `json:"booked"`
-	BookingsPerMin      float64        `json:"bookings_per_min"`
-	BackendPerBooking   float64        `json:"backend_per_booking"`
-	BackendRequests     int64          `json:"backend_requests"`
-	EdgeRequests        int64          `json:"edge_requests"`
-	RetryableRejections int64          `json:"retryable_rejections"`
-	TransportErrors     int64          `json:"transport_errors"`
-	P95BackendS         float64        `json:"p95_backend_s"`
-	P95TerminalS        float64        `json:"p95_terminal_s"`
-	OrdinarySuccess     float64        `json:"ordinary_success"`
-	AggressiveSuccess   float64        `json:"aggressive_success"`
-	SuccessRatio        float64        `json:"aggressive_over_ordinary"`
-	StillWaiting        int            `json:"still_waiting"`
-	Declined            int            `json:"declined"`
-	Expired             int            `json:"expired"`
-	SoldOut             int            `json:"sold_out"`
-	RefundDue           int            `json:"refund_due"`
-	Errors              int            `json:"errors"`
-	ErrorKinds          map[string]int `json:"error_kinds,omitempty"`
+	Mode              string  `json:"mode"`
+	Seed              uint64  `json:"seed"`
+	ShardID           int64   `json:"shard_id"`
+	Status            string  `json:"status"`
+	ElapsedS          float64 `json:"elapsed_s"`
+	Booked            int     `json:"booked"`
+	BookingsPerMin    float64 `json:"bookings_per_min"`
+	BackendPerBooking float64 `json:"backend_per_booking"`
+	BackendRequests   int64   `json:"backend_requests"`
+	// BackendRefused are the hold and payment calls refused retryably
+	// (503, 429) before they reached the core: seeds/001 counts such
+	// "rejected buffer entries" as origin traffic, and its "PRS requests
+	// per successful booking" as the calls that reached it
+	// (BackendReachedPerBooking). BackendPerBooking counts every call sent.
+	BackendRefused           int64          `json:"backend_refused"`
+	BackendReachedPerBooking float64        `json:"backend_reached_per_booking"`
+	EdgeRequests             int64          `json:"edge_requests"`
+	RetryableRejections      int64          `json:"retryable_rejections"`
+	TransportErrors          int64          `json:"transport_errors"`
+	P95BackendS              float64        `json:"p95_backend_s"`
+	P95TerminalS             float64        `json:"p95_terminal_s"`
+	OrdinarySuccess          float64        `json:"ordinary_success"`
+	AggressiveSuccess        float64        `json:"aggressive_success"`
+	SuccessRatio             float64        `json:"aggressive_over_ordinary"`
+	StillWaiting             int            `json:"still_waiting"`
+	Declined                 int            `json:"declined"`
+	Expired                  int            `json:"expired"`
+	SoldOut                  int            `json:"sold_out"`
+	RefundDue                int            `json:"refund_due"`
+	Errors                   int            `json:"errors"`
+	ErrorKinds               map[string]int `json:"error_kinds,omitempty"`
 	// RejectionKinds are the retryable refusals (503, 429) by step, status and reason.
 	RejectionKinds      map[string]int `json:"rejection_kinds,omitempty"`
 	AdmissionViolations *int           `json:"admission_violations"` // nil: not applicable (direct)
@@ -86,7 +93,7 @@ type RunReport struct {
 // report sums up the travellers of a finished window.
 func (mr *modeRun) report(ts []*traveller) RunReport {
 	st := mr.stats
-	rr := RunReport{Mode: mr.mode, Seed: mr.seed, ShardID: mr.shardID, EdgeRequests: st.edge.Load(), BackendRequests: st.backend.Load(),
+	rr := RunReport{Mode: mr.mode, Seed: mr.seed, ShardID: mr.shardID, EdgeRequests: st.edge.Load(), BackendRequests: st.backend.Load(), BackendRefused: st.backendRejected.Load(),
 		RetryableRejections: st.rejected.Load(), TransportErrors: st.transport.Load(), Seconds: st.snapshot()}
 	st.mu.Lock()
 	rr.P95BackendS = quantile(st.latencies, 0.95)
@@ -149,6 +156,7 @@ func (mr *modeRun) report(ts []*traveller) RunReport {
 	}
 	if rr.Booked > 0 {
 		rr.BackendPerBooking = round3(float64(rr.BackendRequests) / float64(rr.Booked))
+		rr.BackendReachedPerBooking = round3(float64(rr.BackendRequests-rr.BackendRefused) / float64(rr.Booked))
 	}
 	rr.P95TerminalS = quantile(terminal, 0.95)
 	rr.OrdinarySuccess = round3(float64(rr.ordinaryOK) / float64(max(rr.ordinaryN, 1)))

@@ -36,6 +36,7 @@ var figures = []struct {
 	{"booked", func(r RunReport) float64 { return float64(r.Booked) }},
 	{"bookings_per_min", func(r RunReport) float64 { return r.BookingsPerMin }},
 	{"backend_per_booking", func(r RunReport) float64 { return r.BackendPerBooking }},
+	{"backend_reached_per_booking", func(r RunReport) float64 { return r.BackendReachedPerBooking }},
 	{"edge_requests", func(r RunReport) float64 { return float64(r.EdgeRequests) }},
 	{"retryable_rejections", func(r RunReport) float64 { return float64(r.RetryableRejections) }},
 	{"p95_backend_s", func(r RunReport) float64 { return r.P95BackendS }},
@@ -145,9 +146,10 @@ func Rows(rr RunReport) [][2]string {
 	if rr.AdmissionViolations != nil {
 		adm = fmt.Sprint(*rr.AdmissionViolations)
 	}
-	perBooking := "—"
+	perBooking, sentPerBooking := "—", "—"
 	if rr.Booked > 0 {
-		perBooking = fmt.Sprintf("%.2f", rr.BackendPerBooking)
+		perBooking = fmt.Sprintf("%.2f", rr.BackendReachedPerBooking)
+		sentPerBooking = fmt.Sprintf("%.2f (%d refused retryably before the core)", rr.BackendPerBooking, rr.BackendRefused)
 	}
 	cpu := []string{}
 	for _, k := range []string{"rehearse (app, workers, simulators, travellers)", "postgresql (every backend on the machine)", "redis-server"} {
@@ -165,6 +167,7 @@ func Rows(rr RunReport) [][2]string {
 		{"Successful bookings", fmt.Sprint(rr.Booked)},
 		{"Bookings / min · elapsed average", fmt.Sprintf("%.1f", rr.BookingsPerMin)},
 		{"Backend (hold + payment) requests / successful booking", perBooking},
+		{"… counting the calls refused at the origin too", sentPerBooking},
 		{"Total edge requests", fmt.Sprint(rr.EdgeRequests)},
 		{"Origin rejections · retryable", fmt.Sprint(rr.RetryableRejections)},
 		{"p95 completed backend call latency", secs(rr.P95BackendS)},

@@ -182,10 +182,13 @@ func (v *soldView) soldOut(r HoldRequest) bool {
 func (c *SoldOutCache) refresh(ctx context.Context, sh *soldShard, v *soldView) *soldView {
 	sh.check.Lock()
 	defer sh.check.Unlock()
-	if cur := sh.view.Load(); cur != v {
+	cur := sh.view.Load()
+	if cur != v && (cur == nil || c.now().Sub(cur.checked) < c.recheck) {
 		return cur // another caller asked meanwhile (or dropped it)
 	}
-	return c.read(ctx, sh, v)
+	// Ours, or one vouched for by a check sent longer ago than the bound
+	// (a slow Redis): ask again rather than answer from it.
+	return c.read(ctx, sh, cur)
 }
 
 // read runs SOLDOUT and publishes what it says (cur, when it still holds,

@@ -302,3 +302,75 @@ func TestSoldOutCacheLeavesAPartlyLostShardToTheScript(t *testing.T) {
 		t.Fatalf("the script on the partly lost shard: %+v, want NOT_READY", res)
 	}
 }
+
+// After a failover the promoted replica's copy of a shard is refused by
+// HOLD (it was loaded on another node) and rebuilt; the cache must not go
+// on answering SOLD_OUT from it either.
+func TestSoldOutCacheRefusesAShardLoadedOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, rdb, prefix := newStore(t)
+	clk := &clock{t: time.Unix(1e9, 0)}
+	c := soldOutCache(s, clk)
+	const shard = 32
+	mustLoad(t, s, shard, emptyShard(3, 1, 0))
+	mustHeld(t, s, req(shard, 1, 0, 3, "-"))
+	if res := mustHold(t, s, req(shard, 2, 0, 3, "-")); res.Outcome != inventory.SoldOut {
+		t.Fatalf("second hold on a one-berth shard: %+v", res)
+	}
+	c.Prime(ctx, shard)
+	if !c.SoldOut(ctx, req(shard, 3, 0, 3, "-")) {
+		t.Fatal("a sold-out shard, primed, is not answered from memory")
+	}
+	rdb.HSet(ctx, shardKey(prefix, shard, "meta"), "node", "a-node-that-failed-over")
+	clk.add(2 * time.Second) // past the recheck bound
+	if c.SoldOut(ctx, req(shard, 3, 0, 3, "-")) {
+		t.Fatal("the cache answered SOLD_OUT for a shard HOLD refuses as loaded on another node")
+	}
+}
+
+// A caller waiting for another's re-check must not answer from what that
+// check read when it was sent longer ago than the bound: with Redis slow,
+// a seat given back meanwhile in another process would be refused past
+// the bound. Forced: the first re-check is held at soldout.checked while
+// the seat comes back and the clock passes the bound.
+func TestSoldOutWaiterDoesNotTakeAStaleRecheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, rdb, prefix := newStore(t)
+	other := inventory.New(rdb, prefix)
+	clk := &clock{t: time.Unix(1e9, 0)}
+	hold, release := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
+	c := inventory.NewSoldOutCache(s, inventory.SoldOutConfig{Recheck: time.Second, Now: clk.now,
+		Pause: func(ctx context.Context, point string) {
+			if point == "soldout.checked" && armed.CompareAndSwap(true, false) {
+				close(hold)
+				<-release
+			}
+		}})
+	s.SetSoldOut(c)
+	const shard = 33
+	mustLoad(t, s, shard, emptyShard(3, 1, 0))
+	held := mustHeld(t, other, req(shard, 1, 0, 3, "-"))
+	if res := mustHold(t, s, req(shard, 2, 0, 3, "-")); res.Outcome != inventory.SoldOut {
+		t.Fatalf("second hold on a one-berth shard: %+v", res)
+	}
+	c.Prime(ctx, shard)
+	clk.add(2 * time.Second) // the view needs a re-check
+
+	armed.Store(true)
+	first := make(chan bool)
+	go func() { first <- c.SoldOut(ctx, req(shard, 3, 0, 3, "-")) }()
+	<-hold // its SOLDOUT has read the shard still sold out
+	waiter := make(chan bool)
+	go func() { waiter <- c.SoldOut(ctx, req(shard, 4, 0, 3, "-")) }()
+	time.Sleep(50 * time.Millisecond) // let the waiter queue behind the re-check
+	mustRelease(t, other, shard, held.HoldID, inventory.ReleaseHold, 1, "", "RELEASED")
+	clk.add(2 * time.Second) // the held re-check is now older than the bound
+	close(release)
+	<-first // answered from its own fresh check: either way within the bound
+	if <-waiter {
+		t.Fatal("the waiter answered SOLD_OUT from a re-check sent past the bound, after the seat came back")
+	}
+}

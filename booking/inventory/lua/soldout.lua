@@ -11,8 +11,10 @@
 -- leg's bitmap, then every user with state here (live, daily, seen; HOLD
 -- answers those by their state, not SOLD_OUT). A shard partly or wholly
 -- lost answers NOT_READY, as HOLD would refuse it.
-local m = redis.call('HMGET', KEYS[1], 'epoch', 'legs', 'chg', 'wlcap', 'wlcount')
-if not m[1] or not m[2] then return { 'NOT_READY' } end
+local m = redis.call('HMGET', KEYS[1], 'epoch', 'legs', 'chg', 'wlcap', 'wlcount', 'node')
+-- Loaded on another node (a failover's replica may lack the last writes):
+-- HOLD refuses it and has it rebuilt, so the cache must not answer for it.
+if not m[1] or not m[2] or moved_node(m[6]) then return { 'NOT_READY' } end
 local legs = tonumber(m[2])
 local needed = { KEYS[2], KEYS[3], KEYS[4], KEYS[5] }
 for l = 1, legs do needed[#needed + 1] = KEYS[6 + l] end

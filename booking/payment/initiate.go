@@ -183,9 +183,9 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 		// The debit, the payment and its first event in one round trip.
 		b := &pgx.Batch{}
 		state, deadline := Initiated, now.Add(s.cfg.ResolutionDeadline)
+		posted := true
 		if o.method == Wallet {
 			state, deadline = Success, now
-			var posted bool
 			queueWalletPost(b, c.UserID, "DEBIT", id.String(), -amount, &posted)
 		}
 		b.Queue(`INSERT INTO payments (id, purpose, hold_id, user_id, psp, route, method, amount_paise, state, idempotency_key,
@@ -194,6 +194,11 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 			hash, deadline, o.vpa, o.bank, resolvedAt(state, now)).Exec(func(pgconn.CommandTag) error { return nil })
 		queueEvent(b, id, "", state, "initiated", map[string]any{"method": o.method, "gateway": gateway, "purpose": o.purpose})
 		err := tx.SendBatch(ctx, b).Close()
+		if err == nil && !posted {
+			// The debit's ref is this payment's fresh id: seen already, it
+			// is not this payment's money, and SUCCESS must not commit.
+			err = fmt.Errorf("wallet debit %s was already applied", id)
+		}
 		if db.IsUniqueViolation(err) {
 			if constraintOf(err) == "payments_user_key" {
 				return errKeyRace

@@ -32,7 +32,8 @@ func walletPost(ctx context.Context, tx pgx.Tx, userID int64, kind, ref string, 
 	var posted bool
 	b := &pgx.Batch{}
 	queueWalletPost(b, userID, kind, ref, amount, &posted)
-	return posted, tx.SendBatch(ctx, b).Close()
+	err := tx.SendBatch(ctx, b).Close() // runs the callback that sets posted
+	return posted, err
 }
 
 // queueWalletPost is walletPost as statements of the caller's batch: the

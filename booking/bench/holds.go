@@ -105,9 +105,17 @@ func (env *runEnv) holdThenCancel(ctx context.Context, t *tally, rng *rand.Rand,
 // journeys are random.
 func holdOnly(ctx context.Context, env *runEnv, name string, users []int64, rush bool,
 	call func(g, n int, user int64, from, to int) (durable bool, failure string)) Phase {
+	t, elapsed := holdLoop(ctx, env, users, env.opts.Duration, time.Now(), rush, rush, call)
+	return t.phase(name, elapsed)
+}
+
+// holdLoop is holdOnly's clients for d: a fresh user per durable answer,
+// the whole route when wholeRoute, and with track the end of each decision
+// recorded (since begin).
+func holdLoop(ctx context.Context, env *runEnv, users []int64, d time.Duration, begin time.Time, wholeRoute, track bool,
+	call func(g, n int, user int64, from, to int) (durable bool, failure string)) (tally, time.Duration) {
 	var next atomic.Int64
-	begin := time.Now()
-	t, elapsed := closedLoop(ctx, env.opts.Concurrency, env.opts.Duration, func(g int, t *tally, more func() bool) {
+	return closedLoop(ctx, env.opts.Concurrency, d, func(g int, t *tally, more func() bool) {
 		take := func() (int64, bool) {
 			i := next.Add(1) - 1
 			if i >= int64(len(users)) {
@@ -119,7 +127,7 @@ func holdOnly(ctx context.Context, env *runEnv, name string, users []int64, rush
 		user, ok := take()
 		for n := 0; ok && more(); n++ {
 			from, to := 0, len(env.stops)-1
-			if !rush {
+			if !wholeRoute {
 				from, to = journey(rng, len(env.stops))
 			}
 			start := time.Now()
@@ -130,7 +138,7 @@ func holdOnly(ctx context.Context, env *runEnv, name string, users []int64, rush
 				continue
 			}
 			t.ops++
-			if rush {
+			if track {
 				t.events = append(t.events, event{end: time.Since(begin), durable: durable})
 			}
 			if !durable {
@@ -144,7 +152,6 @@ func holdOnly(ctx context.Context, env *runEnv, name string, users []int64, rush
 			t.fail("ran out of fresh users (raise FreshUsers)")
 		}
 	})
-	return t.phase(name, elapsed)
 }
 
 // serviceHolds is the hold path without HTTP: Service.Hold on the hot
@@ -152,16 +159,22 @@ func holdOnly(ctx context.Context, env *runEnv, name string, users []int64, rush
 // HELD while a berth is free for the journey, WAITLIST_OFFERED after, each
 // the same script and the same group-committed write.
 func serviceHolds(ctx context.Context, env *runEnv) (Phase, error) {
+	return holdOnly(ctx, env, "service: Service.Hold, fresh users", env.fresh[0], false, env.serviceHold(ctx, "s")), nil
+}
+
+// serviceHold is one Service.Hold on the hot shard with the phase's key
+// prefix, as holdOnly's call.
+func (env *runEnv) serviceHold(ctx context.Context, prefix string) func(g, n int, user int64, from, to int) (bool, string) {
 	svc, sh := env.opts.Service, env.shard
-	return holdOnly(ctx, env, "service: Service.Hold, fresh users", env.fresh[0], false, func(g, n int, user int64, from, to int) (bool, string) {
+	return func(g, n int, user int64, from, to int) (bool, string) {
 		res, err := svc.Hold(ctx, booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}, booking.HoldRequest{
-			UserID: user, IdempotencyKey: env.idemKey("s", g, n), Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota,
+			UserID: user, IdempotencyKey: env.idemKey(prefix, g, n), Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota,
 			From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g, user)}})
 		if err != nil {
 			return false, "hold: " + reasonOf(err)
 		}
 		return res.Status != "SOLD_OUT", ""
-	}), nil
+	}
 }
 
 // httpHolds is serviceHolds through the HTTP API.

@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"tatkal/booking"
 )
 
 // abSlice is how long recording stays on or off in the signals A/B, and
@@ -96,17 +92,14 @@ func mean(xs []float64) float64 {
 // switching the server's recording each slice, and counts the durable
 // holds that end inside each slice (after its settling time).
 func signalsAB(ctx context.Context, env *runEnv) (Phase, SignalsAB, error) {
-	svc, sh, sw := env.opts.Service, env.shard, env.opts.SignalsOff
+	sw := env.opts.SignalsOff
 	slicesN := max(2, int(env.opts.SignalsAB/abSlice)&^1) // whole pairs
 	run := time.Duration(slicesN) * abSlice
-	users := env.fresh[0]
-	var next atomic.Int64
-	var begin time.Time
 	sw.Store(!abRecording(0))
 	defer sw.Store(false)
 	stop := make(chan struct{})
 	switched := make(chan struct{})
-	begin = time.Now()
+	begin := time.Now()
 	go func() {
 		defer close(switched)
 		t := time.NewTicker(abSlice)
@@ -120,38 +113,7 @@ func signalsAB(ctx context.Context, env *runEnv) (Phase, SignalsAB, error) {
 			}
 		}
 	}()
-	t, elapsed := closedLoop(ctx, env.opts.Concurrency, run, func(g int, t *tally, more func() bool) {
-		take := func() (int64, bool) {
-			i := next.Add(1) - 1
-			return users[min(i, int64(len(users)-1))], i < int64(len(users))
-		}
-		rng := rand.New(rand.NewPCG(uint64(g), 5))
-		user, ok := take()
-		for n := 0; ok && more(); n++ {
-			from, to := journey(rng, len(env.stops))
-			start := time.Now()
-			res, err := svc.Hold(ctx, booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}, booking.HoldRequest{
-				UserID: user, IdempotencyKey: env.idemKey("a", g, n), Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota,
-				From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g, user)}})
-			t.lat = append(t.lat, time.Since(start))
-			if err != nil {
-				t.fail("hold: " + reasonOf(err))
-				continue
-			}
-			t.ops++
-			durable := res.Status != "SOLD_OUT"
-			t.events = append(t.events, event{end: time.Since(begin), durable: durable})
-			if !durable {
-				t.soldOut++
-				continue
-			}
-			t.durable++
-			user, ok = take()
-		}
-		if !ok {
-			t.fail("ran out of fresh users (raise FreshUsers)")
-		}
-	})
+	t, elapsed := holdLoop(ctx, env, env.fresh[0], run, begin, false, true, env.serviceHold(ctx, "a"))
 	close(stop)
 	<-switched
 	counts := make([]int, slicesN)

@@ -394,6 +394,10 @@ func (ph *phone) payAndTicket(s *teststack.Stack, core *coreGate, prefix string)
 	ph.shot(prefix + "08-return")
 	ph.accessible(prefix + "08-return")
 	ph.submit("see booking", `[data-testid=booking-link]`)
+	// The gateway's webhook may land after the browser: until it does the
+	// page says "Waiting for your bank" and refreshes itself, as the
+	// passenger sees it.
+	ph.do("the bank's answer", chromedp.WaitVisible(chromedp.CSS(`[data-testid=booking][data-state=CONFIRMING]`)))
 
 	// The core has not answered yet (held at coresync.before-send), so the
 	// ticket is CONFIRMING; once it answers, the page updates itself.

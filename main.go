@@ -21,6 +21,7 @@ import (
 
 	"tatkal/booking/app"
 	"tatkal/booking/bench"
+	"tatkal/booking/chaos"
 	"tatkal/booking/rehearse"
 	"tatkal/booking/seed"
 	"tatkal/jobs/backoffice"
@@ -51,6 +52,7 @@ Commands:
   verify-window  recompute a waiting-room window's fair order from its revealed seed
   rehearse  one Tatkal rush through the real API, direct and through the waiting room, with faults
   bench     measure the hold path against the raw Redis and PostgreSQL ceilings
+  chaos     a rush over several serve and worker processes, a fault mid-rush, the invariants after drain
   recon     reconciliation: ingest a settlement, bank or core file, run a day, export its workbook
 
 Configuration (environment; secrets have no defaults outside dev, see SECURITY.md):
@@ -59,7 +61,7 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   REDIS_URL            default redis://127.0.0.1:6379/0 (several, comma-separated: a Redis Cluster)
   REDIS_CLUSTER_ADDRS  host:port,... of a Redis Cluster's nodes (overrides REDIS_URL)
   TATKAL_ADDR          default :8080
-  TATKAL_METRICS_ADDR  default 127.0.0.1:9090 (/metrics, off the public listener; "off" for none)
+  TATKAL_METRICS_ADDR  default 127.0.0.1:9090 (/metrics and /debug/pprof/heap, off the public listener; "off" for none)
   TATKAL_PUBLIC_URL    default http://127.0.0.1:8080 (gateway callbacks and returns come here;
                        https here means Secure cookies and HSTS)
   TATKAL_TRUSTED_PROXIES  CIDRs of the load balancers whose X-Forwarded-For names the client
@@ -68,6 +70,8 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   TATKAL_HOLD_WINDOW   default 3m
   TATKAL_MAX_HOLDS_IN_FLIGHT  default 512 (the excess is shed with 503)
   TATKAL_COMMIT_WRITERS  default 1 (group-commit writers; one lets batches grow while it flushes)
+  TATKAL_MEMORY_LIMIT  soft memory limit, e.g. 300MiB (default: serve --workers=false 200MiB, others none;
+                       GOMEMLIMIT wins when set)
   TATKAL_PSP_URL       default http://127.0.0.1:8081 (the gateways)
   TATKAL_PRS_URL       default http://127.0.0.1:8082 (the reservation core)
   TATKAL_MSG_URL       default http://127.0.0.1:8083 (the messaging gateway: SMS, e-mail)
@@ -88,7 +92,7 @@ type command func(context.Context, app.Config, []string, io.Writer) error
 var commands = map[string]command{
 	"dev": cmdDev, "serve": cmdServe, "worker": cmdWorker, "migrate": cmdMigrate, "seed": cmdSeed, "check": cmdCheck,
 	"verify-window": cmdVerifyWindow, "bench": cmdBench, "psp": cmdPSP, "prs": cmdPRS, "msg": cmdMsg, "recon": cmdRecon,
-	"rehearse": cmdRehearse,
+	"rehearse": cmdRehearse, "chaos": cmdChaos,
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -275,6 +279,8 @@ func cmdRehearse(ctx context.Context, cfg app.Config, args []string, out io.Writ
 	fs.StringVar(&o.Mode, "mode", o.Mode, "direct, queue or both")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "first seed (travellers' kinds, parties, journeys, payments and declines)")
 	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds to run (seed, seed+1, ...): the report gives mean and spread")
+	fs.Float64Var(&o.Capacity, "capacity", o.Capacity, "backend capacity in hold and payment calls / s (a quarter during core-slow): the report's load figures")
+	fs.BoolVar(&o.Parallel, "parallel", false, "run the seeds at once, each on a stack of its own")
 	fs.Var(faultFlags{&o.Faults}, "fault", "NAME@FROM-TO after the opening, e.g. core-slow@20s-40s (repeatable)")
 	fs.StringVar(&o.URL, "url", "", "rehearse against this running deployment (its DATABASE_URL, REDIS_URL, TATKAL_REDIS_PREFIX) instead of an own stack")
 	fs.IntVar(&o.Follow, "follow", 1, "traveller whose path the report follows (1-based)")
@@ -288,6 +294,31 @@ func cmdRehearse(ctx context.Context, cfg app.Config, args []string, out io.Writ
 		return usageError{err}
 	}
 	return rehearse.Command(ctx, cfg, o, *dir, out)
+}
+
+func cmdChaos(ctx context.Context, cfg app.Config, args []string, out io.Writer) error {
+	fs := flags("chaos", "Run a rush over several serve and worker processes of this binary (a scratch database and Redis prefix,\n"+
+		"the simulators in this process; removed after), pull one fault a quarter into the rush, wait for the stack to drain\n"+
+		"by itself and check the invariants: every HELD answer durable, no berth sold twice, every payment a ticket or a\n"+
+		"refund, each PNR once in the core, the ledger balanced. Exits 1 on any violation. Faults: "+strings.Join(chaos.FaultNames, ", ")+
+		"\n(the last two start a private PostgreSQL cluster or Redis Cluster for the run: PostgreSQL binaries under\n"+
+		"/usr/lib/postgresql/*/bin, run as the postgres user when root; redis-server and redis-cli).",
+		"tatkal chaos --fault serve-kill --users 120 --serves 3 --workers 2", out)
+	o := chaos.DefaultOptions()
+	fs.StringVar(&o.Fault, "fault", o.Fault, "the fault: "+strings.Join(chaos.FaultNames, ", "))
+	fs.IntVar(&o.Users, "users", o.Users, "travellers in the rush")
+	fs.IntVar(&o.Berths, "berths", o.Berths, "berths on the rush's shard")
+	fs.IntVar(&o.Serves, "serves", o.Serves, "serve processes the rush is spread over")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "worker processes")
+	fs.DurationVar(&o.HoldWindow, "hold-window", o.HoldWindow, "the processes' hold window (short: a hold whose answer died is swept within the run)")
+	fs.DurationVar(&o.Drain, "drain", o.Drain, "how long the stack has to drain by itself after the rush")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := o.Check(); err != nil {
+		return usageError{err}
+	}
+	return chaos.Command(ctx, cfg, o, out)
 }
 
 func cmdPSP(ctx context.Context, cfg app.Config, args []string, out io.Writer) error {

@@ -172,7 +172,7 @@ func TestCommandLine(t *testing.T) {
 	if code := run(context.Background(), []string{"--help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "Commands:") {
 		t.Fatalf("--help: %d %q", code, out.String())
 	}
-	for _, cmd := range []string{"dev", "serve", "worker", "migrate", "check", "bench"} {
+	for _, cmd := range []string{"dev", "serve", "worker", "migrate", "check", "bench", "chaos"} {
 		out.Reset()
 		errOut.Reset()
 		if code := run(context.Background(), []string{cmd, "--help"}, &out, &errOut); code != 0 {
@@ -187,6 +187,14 @@ func TestCommandLine(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"serve", "--no-such-flag"}, &out, &errOut); code != 2 {
 		t.Errorf("bad flag exited %d, want 2", code)
+	}
+	// tatkal chaos refuses a fault it does not know and a rush too small
+	// to test anything before it connects to anything.
+	for _, args := range [][]string{{"chaos", "--fault", "meteor"}, {"chaos", "--users", "1"}, {"chaos", "--serves", "1"}} {
+		errOut.Reset()
+		if code := run(context.Background(), args, &out, &errOut); code != 2 {
+			t.Errorf("%v exited %d, want 2: %s", args, code, errOut.String())
+		}
 	}
 }
 

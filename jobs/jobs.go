@@ -23,6 +23,16 @@ import (
 	"tatkal/console/levers"
 )
 
+// DefaultRescueStuckJobsAfter is how long a job may stay running before
+// River takes it for one a dead worker left and runs it again. River's own
+// default is an hour: a worker killed mid-job at 10:00 would leave its
+// expiries, refunds and seat syncs stuck until 11:00. Two minutes is twice
+// River's default job timeout (one minute, which every job here but
+// clustering keeps; River counts a worker's own longer timeout before
+// rescuing its jobs), and every job is idempotent, so a rescue that races
+// a slow run does no harm.
+const DefaultRescueStuckJobsAfter = 2 * time.Minute
+
 // Config sets how the River client runs.
 type Config struct {
 	Work          bool          // run workers here (false: insert-only client)
@@ -30,7 +40,7 @@ type Config struct {
 	Workers       int           // per queue
 	Logger        *slog.Logger
 	// RescueStuckJobsAfter: a job left running by a dead process is retried
-	// after this long (River's default: an hour).
+	// after this long (zero: DefaultRescueStuckJobsAfter).
 	RescueStuckJobsAfter time.Duration
 	// JobTimeout bounds one run of a job (River's default: a minute).
 	JobTimeout time.Duration
@@ -56,6 +66,9 @@ type Services struct {
 // the periodic jobs; without, it only inserts (the services need one to
 // enqueue effects in their transactions before the workers exist).
 func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx.Tx], error) {
+	if cfg.RescueStuckJobsAfter == 0 {
+		cfg.RescueStuckJobsAfter = DefaultRescueStuckJobsAfter
+	}
 	rc := &river.Config{Logger: cfg.Logger, RescueStuckJobsAfter: cfg.RescueStuckJobsAfter, JobTimeout: cfg.JobTimeout}
 	if cfg.Work {
 		if cfg.Workers == 0 {

@@ -30,8 +30,12 @@ type Config struct {
 	HoldWindow       time.Duration
 	MaxHoldsInFlight int
 	CommitWriters    int
-	SweepInterval    time.Duration
-	PublicURL        string
+	// ConfirmWriters: payment confirmation groups written at once
+	// (TATKAL_CONFIRM_WRITERS); 0, the default: no grouping, each
+	// confirmation its own transaction (grouping showed no gain).
+	ConfirmWriters int
+	SweepInterval  time.Duration
+	PublicURL      string
 	// TrustedProxies may set X-Forwarded-For (TATKAL_TRUSTED_PROXIES).
 	TrustedProxies []netip.Prefix
 	PSPURL         string
@@ -63,6 +67,11 @@ type Config struct {
 	// RedisClusterAddrs (REDIS_CLUSTER_ADDRS, host:port,...) selects a
 	// Redis Cluster; so does a REDIS_URL listing several nodes.
 	RedisClusterAddrs string
+
+	// MemoryLimit is the Go runtime's soft memory limit in bytes
+	// (TATKAL_MEMORY_LIMIT, e.g. 200MiB; 0: the command's default, see
+	// MemoryLimitFor). GOMEMLIMIT, when set, wins over both.
+	MemoryLimit int64
 }
 
 // Secret variables, by the commands that need them.
@@ -141,6 +150,13 @@ func FromEnv() (Config, error) {
 		}
 		cfg.CommitWriters = n
 	}
+	if v := os.Getenv("TATKAL_CONFIRM_WRITERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 16 {
+			return cfg, fmt.Errorf("TATKAL_CONFIRM_WRITERS %q: want 0-16", v)
+		}
+		cfg.ConfirmWriters = n
+	}
 	if v := os.Getenv("TATKAL_RECON_MAX_FILE_MB"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 64<<10 {
@@ -154,6 +170,13 @@ func FromEnv() (Config, error) {
 			return cfg, fmt.Errorf("TATKAL_RECON_APPROVAL_RUPEES %q: want whole rupees, 1-10000000", v)
 		}
 		cfg.ReconApprovalLimitPaise = n * 100
+	}
+	if v := os.Getenv("TATKAL_MEMORY_LIMIT"); v != "" {
+		n, err := ParseBytes(v)
+		if err != nil || n < 32<<20 {
+			return cfg, fmt.Errorf("TATKAL_MEMORY_LIMIT %q: want a size of at least 32MiB, e.g. 200MiB, 1GiB or a number of bytes", v)
+		}
+		cfg.MemoryLimit = n
 	}
 	if v := os.Getenv("TATKAL_MAX_HOLDS_IN_FLIGHT"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -285,4 +308,22 @@ func env(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// Environ is the environment that gives a child process (tatkal serve or
+// worker, started by tatkal chaos) this configuration's stores, peers and
+// secrets; the rest of the parent's environment is kept before it.
+func (c Config) Environ() []string {
+	env := append(os.Environ(),
+		"DATABASE_URL="+c.DatabaseURL, "REDIS_URL="+c.RedisURL, "TATKAL_REDIS_PREFIX="+c.RedisPrefix,
+		"TATKAL_PSP_URL="+c.PSPURL, "TATKAL_PRS_URL="+c.PRSURL, "TATKAL_MSG_URL="+c.MsgURL,
+		EnvSessionKey+"="+hex.EncodeToString(c.SessionKey), envPRSKey+"="+c.PRSKey, EnvFraudKey+"="+c.FraudKey,
+		EnvMsgKey+"="+c.MsgKey, envPSPAPIKeys+"="+c.PSPAPIKeys.String(), envWebhookSecrets+"="+c.WebhookSecrets.String())
+	if c.RedisClusterAddrs != "" {
+		env = append(env, "REDIS_CLUSTER_ADDRS="+c.RedisClusterAddrs)
+	}
+	if c.HoldWindow > 0 {
+		env = append(env, "TATKAL_HOLD_WINDOW="+c.HoldWindow.String())
+	}
+	return env
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -52,6 +53,31 @@ func TestRotationListsReachBothSides(t *testing.T) {
 	for _, g := range cfg.SimGateways() {
 		if g.ID == "swiftpay" && (string(g.WebhookSecret) != newS || len(g.APIKeys) != 2 || g.APIKeys[0] != newK || g.APIKeys[1] != oldK) {
 			t.Errorf("simulator side of swiftpay: %+v", g)
+		}
+	}
+}
+
+// serve without workers gets a soft memory limit by default; the variable
+// overrides it for every command; a bad size is refused at start.
+func TestMemoryLimit(t *testing.T) {
+	if got := MemoryLimitFor(Config{}, Options{Serve: true}); got != DefaultServeMemoryLimit {
+		t.Errorf("serve without workers: %d, want %d", got, DefaultServeMemoryLimit)
+	}
+	if got := MemoryLimitFor(Config{}, Options{Serve: true, Work: true}); got != math.MaxInt64 {
+		t.Errorf("serve with workers: %d, want no limit", got)
+	}
+	t.Setenv("TATKAL_MEMORY_LIMIT", "300MiB")
+	cfg, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := MemoryLimitFor(cfg, Options{Work: true}); got != 300<<20 {
+		t.Errorf("TATKAL_MEMORY_LIMIT=300MiB: %d", got)
+	}
+	for _, bad := range []string{"lots", "-5MiB", "1MiB", "12TB"} {
+		t.Setenv("TATKAL_MEMORY_LIMIT", bad)
+		if _, err := FromEnv(); err == nil {
+			t.Errorf("TATKAL_MEMORY_LIMIT=%s was taken", bad)
 		}
 	}
 }

@@ -2,11 +2,9 @@ package chaos_test
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
+	"tatkal/booking/chaos"
 	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
@@ -27,39 +25,22 @@ func TestSeveralProcessesSurviveRedisFailover(t *testing.T) {
 	st, shardID, date, users := newRush(t, teststack.Options{RedisURL: rc.URL}, 100)
 	serves := []*teststack.Process{st.StartProcess(t, true, env...), st.StartProcess(t, true, env...)}
 	workers := []*teststack.Process{st.StartProcess(t, false, env...), st.StartProcess(t, false, env...)}
-	master := rc.Master(t, st.Service.Store().MetaKey(shardID))
-	replica := rc.ReplicaOf(t, master)
+	fault, err := chaos.NewRedisFailover(ctx, rc.RedisCluster, st.Service.Store().MetaKey(shardID))
+	teststack.Must(t, err, "find the shard's master")
 
-	c := newClient([]string{serves[0].URL, serves[1].URL}, date)
-	var after atomic.Bool
-	var mu sync.Mutex
-	reasons := map[string]int{}
-	c.seen = func(status int, reason string) {
-		if after.Load() && reason != "" {
-			mu.Lock()
-			reasons[reason]++
-			mu.Unlock()
-		}
-	}
+	c := chaos.NewClient([]string{serves[0].URL, serves[1].URL}, date)
+	tally := chaos.NewTally()
+	c.Seen = tally.Seen
 	travellers := newTravellers(st, users)
-	c.rushWith(ctx, travellers, func(wait func(n int64), done func() int64) {
+	c.Rush(ctx, travellers, func(wait func(n int64), done func() int64) {
 		wait(int64(len(users)) / 4)
-		after.Store(true)
-		master.Kill()
-		killed := time.Now()
-		t.Logf("killed the shard's Redis master %s after %d travellers", master.Addr, done())
-		forced, err := rc.WaitFailover(replica)
-		if err != nil {
+		if err := fault.Pull(tally, done, t.Logf); err != nil {
 			t.Error(err)
-			return
 		}
-		t.Logf("replica %s took over in %s (told to: %v), after %d travellers", replica.Addr,
-			time.Since(killed).Round(time.Millisecond), forced, done())
 	})
 
-	mu.Lock()
-	t.Logf("refusals after the kill: %v", reasons)
-	mu.Unlock()
+	during, after := tally.Counts()
+	t.Logf("answers from the kill to the takeover (0: no answer): %v; after: %v", during, after)
 	held := report(t, travellers, c)
 	checkInvariants(t, st, shardID, date, held)
 	for i, p := range append(serves, workers...) {

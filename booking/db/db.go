@@ -236,3 +236,29 @@ func IsUniqueViolation(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
+
+// WithDatabase replaces the database of a PostgreSQL URL, keeping its query.
+func WithDatabase(url, name string) string {
+	base, query, _ := strings.Cut(url, "?")
+	if i := strings.LastIndex(base, "/"); i > len("postgres://") {
+		base = base[:i]
+	}
+	out := base + "/" + name
+	if query != "" {
+		out += "?" + query
+	}
+	return out
+}
+
+// DropDatabase removes a scratch database, forcing its connections
+// closed; a failure is left for the next run (best effort).
+func DropDatabase(url, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, WithDatabase(url, "postgres"))
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)") //nolint:errcheck
+}

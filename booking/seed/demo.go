@@ -62,6 +62,10 @@ type trainDef struct {
 	coaches      []coachDef
 }
 
+// Stations12951 are the stops of the demo's train 12951 in order, for
+// journeys that tests and rushes book.
+var Stations12951 = []string{"MMCT", "BVI", "ST", "BRC", "RTM", "NAD", "KOTA", "NDLS"}
+
 // demoTrains are DOMAIN.md's demo trains. Intermediate times and distances
 // are invented but plausible (about 80-90 km/h for the Rajdhanis).
 func demoTrains() []trainDef {

@@ -151,7 +151,7 @@ func newOn(t testing.TB, base, redisURL string, size int32) *Env {
 		t.Fatalf("test template database: %v", err)
 	}
 	name := "tatkal_t_" + randHex(6)
-	url := withDatabase(base, name)
+	url := db.WithDatabase(base, name)
 	if err := db.CreateDatabaseFrom(ctx, url, tmpl); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
@@ -221,7 +221,7 @@ func template(ctx context.Context, base string) (string, error) {
 	}
 	building := name + "_build"
 	conn.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)") //nolint:errcheck
-	url := withDatabase(base, building)
+	url := db.WithDatabase(base, building)
 	if err := db.CreateDatabase(ctx, url); err != nil {
 		return "", err
 	}
@@ -238,19 +238,6 @@ func template(ctx context.Context, base string) (string, error) {
 		return "", err
 	}
 	return name, nil
-}
-
-func withDatabase(url, name string) string {
-	// Replace the path of the URL, keeping its query.
-	base, query, _ := strings.Cut(url, "?")
-	if i := strings.LastIndex(base, "/"); i > len("postgres://") {
-		base = base[:i]
-	}
-	out := base + "/" + name
-	if query != "" {
-		out += "?" + query
-	}
-	return out
 }
 
 func randHex(n int) string {

@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"tatkal/booking"
 	"tatkal/booking/app"
+	"tatkal/booking/testenv"
 )
 
 // PauseEnv (point@n) stops a serve process for good the nth time it
@@ -189,4 +192,18 @@ func (s *Stack) StartProcess(t testing.TB, serve bool, extraEnv ...string) *Proc
 		p.URL = ""
 	}
 	return p
+}
+
+// Main is the TestMain of a package whose tests start processes of the
+// stack: the binary runs the process the environment asks for, else the
+// tests, checked for leaked goroutines.
+func Main(m *testing.M) {
+	if ok, err := RunProcessFromEnv(); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	goleak.VerifyTestMain(m, testenv.LeakOptions()...)
 }

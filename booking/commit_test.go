@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
@@ -26,7 +29,16 @@ type pgProxy struct {
 	target  string
 	armed   atomic.Bool
 	dropped atomic.Int32
+	// cutBeforeCommit, when armed, plays PostgreSQL going away just as the
+	// hold batch's COMMIT is sent: the COMMIT never reaches the server
+	// (which rolls the transaction back), and every connection, old or new,
+	// fails until down is cleared.
+	cutBeforeCommit atomic.Bool
+	down            atomic.Bool
 }
+
+// commitQuery is the simple-protocol message pgx sends to commit.
+var commitQuery = []byte("Q\x00\x00\x00\x0bcommit\x00")
 
 func startPGProxy(t *testing.T, target string) *pgProxy {
 	t.Helper()
@@ -49,6 +61,10 @@ func startPGProxy(t *testing.T, target string) *pgProxy {
 }
 
 func (p *pgProxy) serve(client net.Conn) {
+	if p.down.Load() {
+		client.Close()
+		return
+	}
 	server, err := net.Dial("tcp", p.target)
 	if err != nil {
 		client.Close()
@@ -64,10 +80,19 @@ func (p *pgProxy) serve(client net.Conn) {
 		var tail []byte
 		for {
 			n, err := client.Read(buf)
+			if p.down.Load() {
+				return
+			}
 			if n > 0 {
 				seen := append(tail, buf[:n]...)
 				if bytes.Contains(seen, []byte(marker)) {
 					hot.Store(true)
+				}
+				if hot.Load() && bytes.Contains(buf[:n], commitQuery) && p.cutBeforeCommit.CompareAndSwap(true, false) {
+					p.down.Store(true)
+					p.dropped.Add(1)
+					client.Close()
+					return
 				}
 				tail = append([]byte(nil), seen[max(0, len(seen)-len(marker)):]...)
 				if _, err := server.Write(buf[:n]); err != nil {
@@ -83,7 +108,7 @@ func (p *pgProxy) serve(client net.Conn) {
 	r := bufio.NewReader(server)
 	hdr := make([]byte, 5)
 	for {
-		if _, err := io.ReadFull(r, hdr); err != nil {
+		if _, err := io.ReadFull(r, hdr); err != nil || p.down.Load() {
 			return
 		}
 		body := make([]byte, int(binary.BigEndian.Uint32(hdr[1:]))-4)
@@ -100,12 +125,10 @@ func (p *pgProxy) serve(client net.Conn) {
 	}
 }
 
-// Problem 11: the group commit's COMMIT succeeds but its answer is lost. The
-// committer must read the rows back instead of undoing Redis under a
-// durable hold: the passenger is told HELD and Redis keeps the seats.
-func TestCommitWhoseAnswerIsLostIsNotUndone(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// proxiedStack is a test stack whose pool reaches PostgreSQL through a
+// pgProxy (the simulators' pools go direct).
+func proxiedStack(t *testing.T) (*teststack.Stack, *pgProxy) {
+	t.Helper()
 	env := testenv.New(t)
 	u, err := url.Parse(env.DatabaseURL)
 	if err != nil {
@@ -113,13 +136,22 @@ func TestCommitWhoseAnswerIsLostIsNotUndone(t *testing.T) {
 	}
 	proxy := startPGProxy(t, u.Host)
 	u.Host = proxy.ln.Addr().String()
-	pool, err := db.Open(ctx, u.String(), 20)
+	pool, err := db.Open(context.Background(), u.String(), 20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	env.Pool = pool
-	s := teststack.Start(t, env, teststack.Options{})
+	return teststack.Start(t, env, teststack.Options{}), proxy
+}
+
+// Problem 11: the group commit's COMMIT succeeds but its answer is lost. The
+// committer must read the rows back instead of undoing Redis under a
+// durable hold: the passenger is told HELD and Redis keeps the seats.
+func TestCommitWhoseAnswerIsLostIsNotUndone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, proxy := proxiedStack(t)
 	shardID, date := s.DemoShard(t, 2, 0)
 	users := s.Users(t, "lc", 1)
 
@@ -140,6 +172,51 @@ func TestCommitWhoseAnswerIsLostIsNotUndone(t *testing.T) {
 	again, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "lost-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F")))
 	if err != nil || again.HoldID != res.HoldID {
 		t.Fatalf("retry: %+v %v, want hold %s", again, err, res.HoldID)
+	}
+	s.CheckInvariants(t, shardID)
+}
+
+// PostgreSQL goes away as the group commit sends its COMMIT and stays away
+// past the committer's read-back: the hold is in doubt, so Redis keeps its
+// seats and the passenger is told NOT_SAVED. Once PostgreSQL is back the
+// service finds the hold never committed and undoes it, so the retry holds
+// afresh within seconds instead of hearing IN_PROGRESS until the hold would
+// have lapsed.
+func TestHoldInDoubtIsSettledWhenPostgresReturns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, proxy := proxiedStack(t)
+	shardID, date := s.DemoShard(t, 2, 0)
+	users := s.Users(t, "doubt", 1)
+	req := holdReq(users[0], "doubt-key-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F"))
+
+	proxy.cutBeforeCommit.Store(true)
+	_, err := s.Service.Hold(ctx, teststack.Caller(users[0]), req)
+	if proxy.dropped.Load() != 1 {
+		t.Fatalf("the COMMIT was not cut (%d)", proxy.dropped.Load())
+	}
+	if code := booking.ErrorReason(err); code != "NOT_SAVED" {
+		t.Fatalf("hold while PostgreSQL is away: %v (%q), want NOT_SAVED", err, code)
+	}
+	proxy.down.Store(false)
+
+	deadline := time.Now().Add(20 * time.Second)
+	var answers []string
+	for {
+		res, err := s.Service.Hold(ctx, teststack.Caller(users[0]), req)
+		if err == nil && res.Status == "HELD" {
+			break
+		}
+		answers = append(answers, fmt.Sprintf("%s %v", res.Status, err))
+		if time.Now().After(deadline) {
+			t.Fatalf("the retry never held within 20 s of PostgreSQL's return: %v", answers)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("answers before the retry held: %v", answers)
+	var n int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE user_id = $1 AND state = 'HELD'`, users[0]).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("live hold rows %d %v, want 1", n, err)
 	}
 	s.CheckInvariants(t, shardID)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
@@ -34,6 +35,9 @@ type Error struct {
 	Code    Code
 	Reason  string
 	Message string
+	// RetryAfter, on a 503, is when a retry may succeed (the next slot of a
+	// throttle); zero leaves the writer's default.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -57,6 +61,30 @@ func HighDemand() error {
 
 // IsHighDemand reports whether err is the high-demand refusal.
 func IsHighDemand(err error) bool { return ErrorReason(err) == "HIGH_DEMAND" }
+
+// ReasonThrottled is a call an operator's shard_throttle turned away before
+// it reached the booking core.
+const ReasonThrottled = "THROTTLED"
+
+// Throttled is the refusal of a call over a shard's throttle: shed at the
+// door like HIGH_DEMAND (EOVERLOADED, 503), but it names its reason, as it
+// says nothing about the caller, and tells when the next slot comes.
+func Throttled(message string, wait time.Duration) error {
+	e := Errorf(EOVERLOADED, ReasonThrottled, "%s", message)
+	e.RetryAfter = wait
+	return e
+}
+
+// IsThrottled reports whether err is a throttle's refusal.
+func IsThrottled(err error) bool { return ErrorReason(err) == ReasonThrottled }
+
+// RetryAfterOf is the wait err asks for, if it names one.
+func RetryAfterOf(err error) time.Duration {
+	if e := asError(err); e != nil {
+		return e.RetryAfter
+	}
+	return 0
+}
 
 // ErrorCode returns the code of the first *Error in err's chain,
 // EUNAVAIL for a store that could not be reached (Unreachable), or

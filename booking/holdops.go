@@ -34,6 +34,19 @@ type HoldInfo struct {
 	Extended   bool
 }
 
+// HoldShard is the shard of userID's hold id, without a lock; ok is false
+// when there is no such hold of theirs.
+func HoldShard(ctx context.Context, q db.Querier, id uuid.UUID, userID int64) (shardID int64, ok bool, err error) {
+	err = q.QueryRow(ctx, `SELECT shard_id FROM holds WHERE id = $1 AND user_id = $2`, id, userID).Scan(&shardID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("shard of hold %s: %w", id, err)
+	}
+	return shardID, true, nil
+}
+
 // LockHoldTx reads a hold FOR UPDATE in tx.
 func LockHoldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (HoldInfo, error) {
 	var h HoldInfo

@@ -42,11 +42,11 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 	rebuilds  singleflight.Group
-	// background bounds the rebuilds TriggerRebuild starts; Close ends it
-	// and waits for them.
+	// background bounds the work started beside a request (rebuilds,
+	// holds in doubt); Close ends it and waits for it.
 	background context.Context
 	stop       context.CancelFunc
-	rebuilding sync.WaitGroup
+	working    sync.WaitGroup
 	avail      *availCache
 	sweepGrace time.Duration
 	core       CoreClient
@@ -56,6 +56,7 @@ type Service struct {
 	refunds    Refunds
 	pause      PauseFunc
 	fraud      *fraud.Recorder
+	throttle   *Throttle
 }
 
 // Levers are the operator's switches the hold path obeys, read from a
@@ -128,6 +129,9 @@ type ServiceConfig struct {
 	// memory after a seat comes back (inventory.SoldOutCache); zero means
 	// inventory.DefaultSoldOutRecheck, negative turns the cache off.
 	SoldOutRecheck time.Duration
+	// Throttle paces hold calls by the shard_throttle lever (NewThrottle);
+	// nil paces nothing.
+	Throttle *Throttle
 }
 
 // NewService returns a service. Run its committer with RunCommitter.
@@ -173,14 +177,15 @@ func NewService(cfg ServiceConfig) *Service {
 		refunds:    cfg.Refunds,
 		pause:      cfg.Pause,
 		fraud:      cfg.Fraud,
+		throttle:   cfg.Throttle,
 	}
 }
 
-// Close stops the rebuilds started in the background and waits for them;
-// the process calls it before closing Redis and the pool.
+// Close stops the work started in the background and waits for it; the
+// process calls it before closing Redis and the pool.
 func (s *Service) Close() {
 	s.stop()
-	s.rebuilding.Wait()
+	s.working.Wait()
 }
 
 // RunCommitter runs the group-commit writers until ctx ends.
@@ -217,6 +222,14 @@ func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	start := time.Now()
 	s.pause.At(ctx, "hold.begin")
 	res, shardID, err := s.hold(ctx, c, req)
+	if IsThrottled(err) {
+		// Turned away at the door: origin traffic, not core load, so it is
+		// neither a hold attempt nor a refusal (whose rate and latency the
+		// adaptive admission rate follows), but shed on its shard.
+		s.funnel.Add(shardID, funnel.Shed, 1)
+		metrics.Hold.WithLabelValues("throttled").Observe(time.Since(start).Seconds())
+		return res, err
+	}
 	s.funnel.Add(shardID, funnel.HoldAttempt, 1)
 	outcome := "other"
 	switch {
@@ -298,6 +311,12 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	if err != nil {
 		return HoldResult{}, shardID, err
 	}
+	// The operator's pace for this shard, before any seat work (the
+	// sold-out answer included, as that too is the core's); the checks
+	// above cost no backend call, so a malformed request spends no slot.
+	if err := s.throttle.Admit(ctx, shard.ID, PaceHold); err != nil {
+		return HoldResult{}, shardID, err
+	}
 	ireq := inventory.HoldRequest{
 		ShardID: shard.ID, UserID: c.UserID, IdemKey: req.IdempotencyKey,
 		From: from, To: to, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
@@ -332,7 +351,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	}
 	if err != nil {
 		s.log.Error("hold script failed", "shard", shard.Key(), "err", err)
-		return HoldResult{}, shardID, Errorf(EUNAVAIL, "SEATS_UNREACHABLE", "The seat service is not reachable right now. Nothing was held; please retry.")
+		return HoldResult{}, shardID, Errorf(EUNAVAIL, ReasonSeatsUnreachable, "The seat service is not reachable right now. Nothing was held; please retry.")
 	}
 	switch res.Outcome {
 	case inventory.NotReady:
@@ -374,17 +393,23 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		HeldAt: now, Client: req.Client,
 	}
 	cr := s.committer.Submit(ctx, row)
-	if (cr.err != nil && !cr.unknown) || (cr.err == nil && cr.verdict != committed) {
+	undo := func(ctx context.Context) {
 		// Not durable: take the seats back as if the attempt never happened.
-		if _, err := s.store.Release(context.WithoutCancel(ctx), shard.ID, holdID.String(), inventory.ReleaseUndo, c.UserID, req.IdempotencyKey); err != nil {
+		if _, err := s.store.Release(ctx, shard.ID, holdID.String(), inventory.ReleaseUndo, c.UserID, req.IdempotencyKey); err != nil {
 			s.log.Error("undo hold failed; the sweeper will free it at expiry", "hold", holdID, "err", err)
 		}
 		if use.Key != "" {
 			// Nothing was held, so the admission token may be used again.
-			if err := s.admission.UndoUse(context.WithoutCancel(ctx), use); err != nil {
+			if err := s.admission.UndoUse(ctx, use); err != nil {
 				s.log.Error("admission token stays used after a hold that was not saved", "hold", holdID, "err", err)
 			}
 		}
+	}
+	switch {
+	case (cr.err != nil && !cr.unknown) || (cr.err == nil && cr.verdict != committed):
+		undo(context.WithoutCancel(ctx))
+	case cr.err != nil:
+		s.settleUnknown(holdID, expires, undo)
 	}
 	switch {
 	case cr.err != nil:
@@ -552,13 +577,49 @@ func (s *Service) TriggerRebuild(shardID int64) {
 	if s.background.Err() != nil {
 		return // closed
 	}
-	s.rebuilding.Go(func() {
+	s.working.Go(func() {
 		s.rebuilds.Do(fmt.Sprint(shardID), func() (any, error) { //nolint:errcheck
 			ctx, cancel := context.WithTimeout(s.background, 30*time.Second)
 			defer cancel()
 			_, err := s.RebuildIfNeeded(ctx, shardID)
 			return nil, err
 		})
+	})
+}
+
+// settleUnknown finishes a hold whose group commit could not be read back
+// (PostgreSQL went away mid-commit and stayed away). Redis keeps its seats
+// meanwhile: freeing them under a row that did commit would sell them
+// twice. Once PostgreSQL answers, a hold that did not commit is undone, so
+// the passenger's retry holds afresh at once instead of being told
+// IN_PROGRESS until the hold would have lapsed. The answer is final when it
+// comes: a transaction whose connection was lost before its COMMIT was
+// processed is rolled back by the server, and the first read-back already
+// waited seconds. If this process ends first, the sweeper frees the seats
+// at expiry, as before.
+func (s *Service) settleUnknown(holdID uuid.UUID, expires time.Time, undo func(context.Context)) {
+	if s.background.Err() != nil {
+		return // closed
+	}
+	s.working.Go(func() {
+		ctx, cancel := context.WithDeadline(s.background, expires)
+		defer cancel()
+		for wait := 500 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			durable, err := s.committer.durable(ctx, []uuid.UUID{holdID})
+			if err != nil {
+				continue
+			}
+			if !durable {
+				s.log.Warn("hold whose commit was in doubt did not commit; undone", "hold", holdID)
+				undo(ctx)
+			}
+			return
+		}
 	})
 }
 

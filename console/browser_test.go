@@ -14,6 +14,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
+	"tatkal/console/levers"
 )
 
 // TestBrowserOpsAndApproval drives the console in headless Chromium: ops
@@ -60,7 +61,26 @@ func TestBrowserOpsAndApproval(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// An operator throttles the shard: the open page shows it, live.
+	throttleSel := fmt.Sprintf(`[data-testid="throttle-%d"]`, shard)
+	if got := text(throttleSel); got != "off" {
+		t.Fatalf("throttle before any lever: %q, want off", got)
+	}
+	setThrottle := func(v string) {
+		t.Helper()
+		if _, err := s.Console.Levers().Propose(context.Background(), actor(t, s, "ops1"),
+			propose(levers.ShardThrottle, fmt.Sprintf("shard:%d", shard), v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setThrottle("11")
+	for deadline = time.Now().Add(10 * time.Second); text(throttleSel) != "11 holds + 11 payments /s"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never showed the throttle: %q", text(throttleSel))
+		}
+	}
 	shot("funnel")
+	setThrottle("off")
 
 	// 2. The window closes; a hold is refused.
 	ctxb := context.Background()

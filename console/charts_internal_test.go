@@ -20,7 +20,7 @@ func TestLabChartsUseTheSharedChart(t *testing.T) {
 		pts = append(pts, views.LabPoint{Mode: "queue", T: s, Backend: n, QueueDepth: 10 * n})
 	}
 	charts := labCharts(pts)
-	if len(charts) != 4 || charts[0].Key != "lab-backend" || charts[3].Key != "lab-depth" {
+	if len(charts) != 7 || charts[0].Key != "lab-backend" || charts[3].Key != "lab-depth" || charts[6].Key != "lab-admitted" {
 		t.Fatalf("charts %+v", charts)
 	}
 	backend := charts[0]
@@ -38,14 +38,45 @@ func TestLabChartsUseTheSharedChart(t *testing.T) {
 	if d := charts[3]; d.Peak != "20 waiting" || len(d.Lines) != 1 || d.Lines[0].ID != "queue" {
 		t.Fatalf("depth chart %+v", d)
 	}
-	// A direct-only run: no queue line and no queue depth chart.
+	// A direct-only run: no queue line, no queue depth or admissions chart.
 	charts = labCharts(pts[:5])
-	if len(charts) != 3 || len(charts[0].Lines) != 1 || charts[0].Lines[0].ID != "direct" {
+	if len(charts) != 5 || len(charts[0].Lines) != 1 || charts[0].Lines[0].ID != "direct" {
 		t.Fatalf("direct-only run: %+v", charts)
 	}
 	// Before the first second: every chart, every mode, no points yet.
-	if charts = labCharts(nil); len(charts) != 4 || len(charts[0].Lines) != 2 || charts[0].Lines[0].N != 0 {
+	if charts = labCharts(nil); len(charts) != 7 || len(charts[0].Lines) != 2 || charts[0].Lines[0].N != 0 {
 		t.Fatalf("a run with no seconds yet: %+v", charts)
+	}
+}
+
+// The backend chart draws the backend's capacity as a line of its own,
+// second by second (a quarter while the core is slowed), and tops at it
+// when the load stays under it; the other charts draw no capacity.
+func TestLabChartDrawsCapacity(t *testing.T) {
+	var pts []views.LabPoint
+	for s, n := range []int64{0, 4, 8, 2, 0} {
+		c := 12.0
+		if s >= 2 {
+			c = 3
+		}
+		pts = append(pts, views.LabPoint{Mode: "direct", T: s, Backend: n, Capacity: c}, views.LabPoint{Mode: "queue", T: s, Backend: 1, Capacity: c})
+	}
+	charts := labCharts(pts)
+	backend := charts[0]
+	if backend.Peak != "12/s" || len(backend.Lines) != 3 {
+		t.Fatalf("backend chart %+v", backend)
+	}
+	// 12 at the top, then 3 of 12 from the third second.
+	if c := backend.Lines[2]; c.ID != "capacity" || c.Class != "cap" || c.Label != "backend capacity" || c.N != 5 ||
+		c.Points != "0,1 120,1 240,74.5 360,74.5 480,74.5" {
+		t.Fatalf("capacity line %+v", c)
+	}
+	for _, c := range charts[1:] {
+		for _, l := range c.Lines {
+			if l.ID == "capacity" {
+				t.Errorf("chart %s draws the capacity", c.Key)
+			}
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"tatkal/booking/teststack"
 	"tatkal/console"
+	"tatkal/console/levers"
 	"tatkal/views"
 )
 
@@ -111,10 +112,27 @@ func TestFunnelOverWebsocket(t *testing.T) {
 			t.Fatalf("the funnel never showed the rush: %+v", f)
 		}
 	}
+	// An operator throttles the shard in the other process: the pushed
+	// snapshot says so, and so does the page without JS.
+	if f := shardOf(first, shard); f.Throttle != "off" {
+		t.Fatalf("before any throttle the shard reads %q, want off", f.Throttle)
+	}
+	if _, err := s.Console.Levers().Propose(context.Background(), actor(t, s, "ops1"),
+		propose(levers.ShardThrottle, fmt.Sprintf("shard:%d", shard), "11")); err != nil {
+		t.Fatal(err)
+	}
+	for f := shardOf(read(), shard); f.Throttle != "11 holds + 11 payments /s"; f = shardOf(read(), shard) {
+		if ctx.Err() != nil {
+			t.Fatalf("the funnel never showed the throttle: %q", f.Throttle)
+		}
+	}
 	// The page without JS is the same snapshot, server-rendered.
 	_, body, _ := b.get("/console/funnel")
 	if !strings.Contains(body, fmt.Sprintf(`data-testid="total-%d-held">8<`, shard)) {
 		t.Fatalf("server-rendered funnel lacks the held total:\n%.3000s", body)
+	}
+	if !strings.Contains(body, fmt.Sprintf(`data-testid="throttle-%d">11 holds + 11 payments /s<`, shard)) {
+		t.Fatalf("server-rendered funnel lacks the shard's throttle:\n%.3000s", body)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 var leverScopes = map[string]string{
 	levers.KillSwitch: strings.Join(levers.KillScopes, ", "), levers.HoldWindow: strings.Join(levers.HoldWindowMethods, ", "),
 	levers.AdmissionPaused: "global, shard:N", levers.AdmissionRate: "global, shard:N", levers.Route: "gateway/METHOD",
-	levers.WindowClosesAt: "shard:N",
+	levers.WindowClosesAt: "shard:N", levers.ShardThrottle: "global, shard:N",
 }
 
 // leversPage shows the levers in force and the changes.

@@ -11,6 +11,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
+	"tatkal/console/levers"
 	"tatkal/views"
 )
 
@@ -21,7 +22,7 @@ type Snapshot = views.FunnelView
 var stageLabels = map[string]string{
 	funnel.QueueEntered: "queue entered", funnel.Admitted: "admitted", funnel.HoldAttempt: "hold attempts",
 	funnel.Held: "held", funnel.Waitlisted: "waitlisted", funnel.SoldOut: "sold out", funnel.HoldRefused: "refused",
-	funnel.Shed: "shed (overload)", funnel.PayInitiated: "payments initiated", funnel.PaySucceeded: "payments succeeded",
+	funnel.Shed: "shed (overload, throttle)", funnel.PayInitiated: "payments initiated", funnel.PaySucceeded: "payments succeeded",
 	funnel.PayFailed: "payments failed", funnel.PayUnknown: "payments unknown", funnel.Confirmed: "confirmed",
 	funnel.Expired: "expired (seats back)", funnel.Released: "released (seats back)", funnel.RefundStarted: "refunds started",
 	funnel.RefundDone: "refunds done",
@@ -198,7 +199,8 @@ func (c *Console) snapshot(ctx context.Context) (Snapshot, error) {
 	for i := range snap.Shards {
 		if id := snap.Shards[i].ID; id != 0 {
 			snap.Shards[i].Paused = c.isPaused(snap.Levers, id)
-			snap.Shards[i].Rate = admissionRate(snap.Levers, id)
+			snap.Shards[i].Rate = shardLever(snap.Levers, levers.AdmissionRate, id, "adaptive")
+			snap.Shards[i].Throttle = throttleText(shardLever(snap.Levers, levers.ShardThrottle, id, "off"))
 			snap.Shards[i].Waiting, snap.Shards[i].Admitted = depth[id][0], depth[id][1]
 		}
 	}
@@ -210,16 +212,28 @@ func (c *Console) isPaused(inForce []string, id int64) bool {
 		slices.Contains(inForce, fmt.Sprintf("admission_paused shard:%d = on", id))
 }
 
-// admissionRate is the shard's admission rate lever: its own, else the global one.
-func admissionRate(inForce []string, id int64) string {
-	for _, prefix := range []string{fmt.Sprintf("admission_rate shard:%d = ", id), "admission_rate global = "} {
+// shardLever is a per-shard lever's value in force for the shard (the
+// admission rate, the throttle): its own, else the global one, else unset.
+// A shard set to the unset value ("adaptive", "off") has nothing of its
+// own and falls back to the global one, as the levers' reader does.
+func shardLever(inForce []string, name string, id int64, unset string) string {
+	for _, prefix := range []string{fmt.Sprintf("%s shard:%d = ", name, id), name + " global = "} {
 		for _, l := range inForce {
-			if v, ok := strings.CutPrefix(l, prefix); ok {
+			if v, ok := strings.CutPrefix(l, prefix); ok && v != unset {
 				return v
 			}
 		}
 	}
-	return "adaptive"
+	return unset
+}
+
+// throttleText says what a shard_throttle value lets through: a budget
+// for holds and as many for payment starts, every second.
+func throttleText(v string) string {
+	if v == "off" {
+		return v
+	}
+	return v + " holds + " + v + " payments /s"
 }
 
 func active(stages []views.FunnelStage) bool {

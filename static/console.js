@@ -58,7 +58,7 @@
       // A shard that turns busy opens; one that turns quiet stays as the operator left it.
       if (el.classList.contains("quiet") && !s.quiet) { el.classList.remove("quiet"); el.open = true; }
       if (s.id !== 0) {
-        set(el, "seats", s.seats_left); set(el, "held", s.held); set(el, "confirmed", s.confirmed); set(el, "epoch", s.epoch); set(el, "rate", s.admission_rate); set(el, "waiting", s.queue_waiting); set(el, "admitted", s.queue_admitted);
+        set(el, "seats", s.seats_left); set(el, "held", s.held); set(el, "confirmed", s.confirmed); set(el, "epoch", s.epoch); set(el, "rate", s.admission_rate); set(el, "throttle", s.shard_throttle); set(el, "waiting", s.queue_waiting); set(el, "admitted", s.queue_admitted);
         var inv = el.querySelector('[data-k="inv"]');
         if (inv && s.checked) {
           inv.className = "pill " + (!s.ready ? "amber" : s.invariant_ok ? "green" : "red");

@@ -100,9 +100,12 @@ type FunnelShard struct {
 	Checked     bool          `json:"checked"`
 	Paused      bool          `json:"admission_paused"`
 	Rate        string        `json:"admission_rate"`
-	Waiting     int64         `json:"queue_waiting"`
-	Admitted    int64         `json:"queue_admitted"`
-	Quiet       bool          `json:"quiet"` // few or no events lately: shown collapsed to one line
+	// Throttle is the shard_throttle in force: "off", or the hold calls
+	// and payment starts a second let through to the core.
+	Throttle string `json:"shard_throttle"`
+	Waiting  int64  `json:"queue_waiting"`
+	Admitted int64  `json:"queue_admitted"`
+	Quiet    bool   `json:"quiet"` // few or no events lately: shown collapsed to one line
 }
 
 // FunnelStage is one stage's figures.

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -377,15 +378,17 @@ func (a *App) build() error {
 	if err != nil {
 		return err
 	}
+	// One throttle paces holds and payment initiations by the shard_throttle lever.
+	throttle := booking.NewThrottle(a.Levers, a.Store, log)
 	a.Booking = booking.NewService(booking.ServiceConfig{Pool: a.Pool, Store: a.Store, Jobs: client, Rules: rules, Core: core, Funnel: a.Funnel,
-		Levers: a.Levers, Log: log, Catalog: catalog, SweepGrace: opts.SweepGrace, Pause: opts.Pause,
+		Levers: a.Levers, Throttle: throttle, Log: log, Catalog: catalog, SweepGrace: opts.SweepGrace, Pause: opts.Pause,
 		Admission: a.Admission, Refunds: payment.NewRefunds(client), Fraud: &fraud.Recorder{Key: []byte(cfg.FraudKey), BenchDiscard: opts.BenchSignalsOff}})
 	pt := opts.Payment
 	a.Payments = payment.New(payment.Config{Pool: a.Pool, Redis: a.Redis, Prefix: cfg.RedisPrefix, Booking: a.Booking, Jobs: client,
-		Funnel: a.Funnel, Levers: a.Levers, Gateways: cfg.Gateways(), Log: log, Pause: opts.Pause,
+		Funnel: a.Funnel, Levers: a.Levers, Throttle: throttle, Gateways: cfg.Gateways(), Log: log, Pause: opts.Pause,
 		CallbackURL: cfg.PublicURL + "/v1/internal/payments/callback", ReturnURL: cfg.PublicURL + "/payments/return",
 		HoldWindows: pt.HoldWindows, Extension: pt.Extension, ResolutionDeadline: pt.ResolutionDeadline, LateGrace: pt.LateGrace,
-		CreateTimeout: pt.CreateTimeout, NotCreatedAfter: pt.NotCreatedAfter})
+		CreateTimeout: pt.CreateTimeout, NotCreatedAfter: pt.NotCreatedAfter, ConfirmWriters: cfg.ConfirmWriters})
 	if err := secrets.Check(EnvMsgKey, cfg.MsgKey); err != nil {
 		return err
 	}
@@ -429,6 +432,9 @@ func (a *App) build() error {
 	if s := a.find("metrics"); s != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", a.Console.Metrics())
+		// The heap profile, for finding where a rush's memory goes (the
+		// serve benchmark); like /metrics, never on the public listener.
+		mux.Handle("GET /debug/pprof/heap", pprof.Handler("heap"))
 		s.srv = httpx.NewServer(mux)
 	}
 	return nil

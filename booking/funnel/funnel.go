@@ -41,7 +41,7 @@ const (
 	Released      = "released" // cancelled or failed holds whose seats went back
 	RefundStarted = "refund_started"
 	RefundDone    = "refund_done"
-	Shed          = "shed" // turned away at the door
+	Shed          = "shed" // turned away at the door (overload, or a shard_throttle)
 )
 
 // Stages lists every stage in funnel order.

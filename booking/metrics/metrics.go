@@ -24,7 +24,7 @@ var (
 		Name: "tatkal_funnel_events_total", Help: "Funnel events seen by this process, by stage.",
 	}, []string{"stage"})
 	// Hold times a hold attempt from the service's entry to its answer,
-	// by outcome (held, waitlisted, sold_out, replayed, refused).
+	// by outcome (held, waitlisted, sold_out, replayed, refused, throttled).
 	Hold = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "tatkal_hold_duration_seconds", Help: "Time to decide a hold attempt, by outcome.", Buckets: latencyBuckets,
 	}, []string{"outcome"})

@@ -26,6 +26,7 @@ const (
 	Route           = "route"            // scope gateway/METHOD; value "weight,on|off"
 	WindowClosesAt  = "window_closes_at" // scope shard:N; value RFC 3339 time
 	ShardMode       = "shard_mode"       // scope shard:N; value direct|queue (only before its window opens)
+	ShardThrottle   = "shard_throttle"   // scope global|shard:N; value off or hold calls (and, apart, payment initiations) per second
 )
 
 // Bounds and ceilings.
@@ -35,6 +36,9 @@ const (
 	AdmissionMax     = 20000
 	AdmissionCeiling = 5000 // above this, a second admin approves
 	RouteWeightMax   = 1000
+	ThrottleMin      = 1
+	ThrottleMax      = 20000
+	ThrottleCeiling  = 5000 // above this, a second admin approves, as for admission
 	// A window may close at most this long after it opened.
 	WindowMaxLength = 12 * time.Hour
 )
@@ -62,10 +66,25 @@ var Defs = []Def{
 	{Name: AdmissionRate, Title: "Admission rate", Help: "admissions per second, or adaptive; above 5,000 needs a second admin", Min: ptr(0), Max: ptr(AdmissionMax)},
 	{Name: Route, Title: "Payment route weight", Help: "weight 0-1000 and on/off; turning off the last route of a method needs a second admin", Min: ptr(0), Max: ptr(RouteWeightMax)},
 	{Name: WindowClosesAt, Title: "Hold or extend a window", Help: "when the shard's Tatkal window closes; always needs a second admin"},
+	{Name: ShardThrottle, Title: "Throttle holds and payments", Help: "off, or at most this many hold calls a second, and as many payment initiations, reach the booking core for the shard (global: for each shard without its own); the rest are told to retry in a second; above 5,000 needs a second admin", Min: ptr(ThrottleMin), Max: ptr(ThrottleMax)},
 	{Name: ShardMode, Title: "Waiting room or direct", Help: "queue sends the shard's passengers through the waiting room, direct lets them hold at once (load shedding applies); only before the window opens"},
 }
 
 func ptr(n int64) *int64 { return &n }
+
+// wordOrCount normalises a rate lever's value: word (any case), or a whole
+// number from lo to hi; anything else is refused with msg.
+func wordOrCount(value, word string, lo, hi int64, msg string) (string, error) {
+	v := strings.ToLower(strings.TrimSpace(value))
+	if v == word {
+		return v, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return "", invalid("%s", msg)
+	}
+	return strconv.FormatInt(n, 10), nil
+}
 
 // DefOf returns the definition of name.
 func DefOf(name string) (Def, bool) {
@@ -159,15 +178,12 @@ func normalize(ctx context.Context, q db.Querier, p Proposal) (string, error) {
 		if _, err := shardScopeExists(ctx, q, p.Scope, true); err != nil {
 			return "", err
 		}
-		v := strings.ToLower(strings.TrimSpace(p.Value))
-		if v == "adaptive" {
-			return v, nil
+		return wordOrCount(p.Value, "adaptive", 0, AdmissionMax, fmt.Sprintf("An admission rate is adaptive or 0 to %d per second.", AdmissionMax))
+	case ShardThrottle:
+		if _, err := shardScopeExists(ctx, q, p.Scope, true); err != nil {
+			return "", err
 		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 || n > AdmissionMax {
-			return "", invalid("An admission rate is adaptive or 0 to %d per second.", AdmissionMax)
-		}
-		return strconv.FormatInt(n, 10), nil
+		return wordOrCount(p.Value, "off", ThrottleMin, ThrottleMax, fmt.Sprintf("A throttle is off or %d to %d calls per second.", ThrottleMin, ThrottleMax))
 	case Route:
 		gw, method, ok := strings.Cut(p.Scope, "/")
 		if !ok {
@@ -278,7 +294,7 @@ func contains(list []string, s string) bool {
 // Defaults of levers with no row.
 func defaultValue(name, scope string) string {
 	switch name {
-	case KillSwitch, AdmissionPaused:
+	case KillSwitch, AdmissionPaused, ShardThrottle:
 		return "off"
 	case AdmissionRate:
 		return "adaptive"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +41,15 @@ func NewReader(pool *pgxpool.Pool, log *slog.Logger) *Reader {
 }
 
 func (r *Reader) get(name, scope string) (string, bool) {
+	v, ok := r.snapshot()[name+"|"+scope]
+	return v, ok
+}
+
+// snapshot is the levers in force (name|scope -> value), fresh within a
+// second; nil for a nil reader.
+func (r *Reader) snapshot() map[string]string {
 	if r == nil {
-		return "", false
+		return nil
 	}
 	r.mu.Lock()
 	vals, age := r.vals, time.Since(r.loadedAt)
@@ -59,8 +67,7 @@ func (r *Reader) get(name, scope string) (string, bool) {
 		default:
 		}
 	}
-	v, ok := vals[name+"|"+scope]
-	return v, ok
+	return vals
 }
 
 // Run performs the background refreshes the hot path asks for, until ctx
@@ -174,4 +181,32 @@ func (r *Reader) WindowClosesAt(shardID int64) (time.Time, bool) {
 // ShardMode is the shard's mode set by the lever (direct or queue), if any.
 func (r *Reader) ShardMode(shardID int64) (string, bool) {
 	return r.get(ShardMode, "shard:"+strconv.FormatInt(shardID, 10))
+}
+
+// ShardThrottle returns how many hold calls (and, counted apart, payment
+// initiations) a second may reach the booking core for the shard: the
+// shard's own throttle, else the global one; ok is false when both are off
+// or unset. A shard set off falls back to the global value, as
+// AdmissionRate's adaptive does: off means "nothing of its own".
+func (r *Reader) ShardThrottle(shardID int64) (perSecond int, ok bool) {
+	for _, scope := range []string{"shard:" + strconv.FormatInt(shardID, 10), "global"} {
+		if v, ok := r.get(ShardThrottle, scope); ok && v != "off" {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				return n, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Throttling reports whether any shard_throttle is set (not off), so a
+// path that must look its shard up first (a payment knows only its hold)
+// does so only while some throttle is in force.
+func (r *Reader) Throttling() bool {
+	for k, v := range r.snapshot() {
+		if v != "off" && strings.HasPrefix(k, ShardThrottle+"|") {
+			return true
+		}
+	}
+	return false
 }

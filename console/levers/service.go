@@ -236,6 +236,12 @@ func effect(name, scope, old, v string) string {
 		return fmt.Sprintf("The waiting room resumes admitting to %s.", scope)
 	case AdmissionRate:
 		return fmt.Sprintf("Admission to %s runs at %s (was %s).", scope, v, display(old))
+	case ShardThrottle:
+		if v == "off" {
+			return fmt.Sprintf("Holds and payments on %s are no longer paced (was %s); a global throttle still applies to a shard.", scope, display(old))
+		}
+		return fmt.Sprintf("At most %s hold calls a second, and %s payment initiations, reach the booking core for %s (was %s); the rest are told to retry in a second.",
+			v, v, throttleWhere(scope), display(old))
 	case Route:
 		return fmt.Sprintf("Route %s goes from %s to %s; every process routes by it within a second.", scope, old, v)
 	case WindowClosesAt:
@@ -260,6 +266,10 @@ func (s *Service) dangerous(ctx context.Context, q db.Querier, name, scope, old,
 		if n, err := parseInt(v); err == nil && n > AdmissionCeiling {
 			return true, fmt.Sprintf("admission above the ceiling of %d per second", AdmissionCeiling), nil
 		}
+	case ShardThrottle:
+		if n, err := parseInt(v); err == nil && n > ThrottleCeiling {
+			return true, fmt.Sprintf("a throttle above the ceiling of %d per second", ThrottleCeiling), nil
+		}
 	case Route:
 		w, en, _ := parseRoute(v)
 		if en && w > 0 {
@@ -276,6 +286,14 @@ func (s *Service) dangerous(ctx context.Context, q db.Querier, name, scope, old,
 		}
 	}
 	return false, "", nil
+}
+
+// throttleWhere says which shards a throttle's scope paces.
+func throttleWhere(scope string) string {
+	if scope == "global" {
+		return "each shard without its own throttle"
+	}
+	return scope
 }
 
 func parseInt(v string) (int64, error) {

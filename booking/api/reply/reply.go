@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"tatkal/booking"
 	"tatkal/booking/payment"
@@ -81,7 +82,8 @@ func encode(p Problem) []byte {
 
 // Error answers err as a problem document; internal errors are logged
 // (with the request) and shown only as "Internal error.". A 503 carries
-// Retry-After (1 s unless the caller set one); the high-demand answer is
+// Retry-After (1 s, or the error's own wait rounded up, unless the caller
+// set one); the high-demand answer is
 // always the same bytes with the same headers.
 func Error(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	h := w.Header()
@@ -105,7 +107,11 @@ func Error(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) 
 		log.Warn("request failed: a store is unreachable", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if p.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
-		h.Set("Retry-After", "1")
+		secs := 1
+		if d := booking.RetryAfterOf(err); d > time.Second {
+			secs = int((d + time.Second - 1) / time.Second) // the next slot, rounded up
+		}
+		h.Set("Retry-After", strconv.Itoa(secs))
 	}
 	w.WriteHeader(p.Status)
 	w.Write(encode(p)) //nolint:errcheck

@@ -45,7 +45,9 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool,
 	record func(*pgx.Batch)) error {
 	var after []func()
-	body := func(tx pgx.Tx) error {
+	// ctx is the caller's without its cancellation when the body runs in a
+	// confirmation group (group.go).
+	body := func(ctx context.Context, tx pgx.Tx) error {
 		after = after[:0]
 		var state, purpose string
 		var amount, userID, shardID int64
@@ -209,7 +211,9 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 		}
 		return fmt.Errorf("unknown gateway status %q", p.Status)
 	}
-	if err := db.Transact(ctx, s.pool, body); err != nil {
+	// Grouped with other confirmations by the payment's row, which the body
+	// locks first.
+	if err := s.group.run(ctx, s.pool, id, body); err != nil {
 		return err
 	}
 	for _, f := range after {

@@ -135,6 +135,9 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 		return View{}, booking.Errorf(booking.EUNAVAIL, "METHOD_UNAVAILABLE",
 			"Payments by %s are switched off right now.%s", methodNames[o.method], o.stillHeld())
 	}
+	if err := s.pace(ctx, c.UserID, o); err != nil {
+		return View{}, err
+	}
 	if o.method != Wallet {
 		var err error
 		gateway, err = s.routes.pick(ctx, o.method, func(id string) bool { return s.gateways[id] != nil })
@@ -154,7 +157,13 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 	var confirmed booking.ConfirmResult
 	var shardID int64
 	amount := o.amount
-	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+	// A wallet payment confirms at once: grouped with other confirmations by
+	// the hold, which its body locks first. The others run alone.
+	var group *confirmGroup
+	if o.method == Wallet {
+		group = s.group
+	}
+	err = group.run(ctx, s.pool, o.holdID, func(ctx context.Context, tx pgx.Tx) error {
 		var holdID *uuid.UUID
 		var h booking.HoldInfo
 		if o.purpose == PurposeHold {
@@ -242,12 +251,39 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 		s.booking.AfterConfirm(ctx, confirmed)
 		return s.Get(ctx, c.UserID, id)
 	}
+	// The payment is ours now: its create goes to the gateway even if the
+	// caller hangs up (a phone losing signal at the bank's button), or the
+	// gateway would never hear of it and the payment would wait minutes
+	// for "no such payment" before it could fail, the seats held for it.
+	ctx = context.WithoutCancel(ctx)
+	s.cfg.Pause.At(ctx, "pay.before-gateway")
 	start := time.Now()
 	s.sendToGateway(ctx, id, gateway, o, shardID, amount)
 	if o.purpose == PurposeHold {
 		s.funnel.Observe(funnel.PayInitiated, time.Since(start))
 	}
 	return s.Get(ctx, c.UserID, id)
+}
+
+// pace spends a slot of the hold's shard's throttle on a new payment for
+// a hold (an idempotent replay has been answered already, so a retry of a
+// payment made never waits for a slot), before any money moves or any
+// gateway is called. Only while some throttle is in force does it look
+// the hold's shard up; a hold that is not the caller's spends nothing (the
+// transaction refuses it).
+func (s *Service) pace(ctx context.Context, userID int64, o order) error {
+	if o.purpose != PurposeHold || !s.cfg.Throttle.Active() {
+		return nil
+	}
+	shardID, ok, err := booking.HoldShard(ctx, s.pool, o.holdID, userID)
+	if err != nil || !ok {
+		return err
+	}
+	err = s.cfg.Throttle.Admit(ctx, shardID, booking.PacePayment)
+	if booking.IsThrottled(err) {
+		s.funnel.Add(shardID, funnel.Shed, 1) // turned away at the door, as a shed hold
+	}
+	return err
 }
 
 // stillHeld reassures a passenger refused a method that the seats wait.

@@ -97,8 +97,15 @@ type Config struct {
 	// Levers are the operator's kill switches and hold windows
 	// (console/levers.Reader); nil: none.
 	Levers Levers
+	// Throttle paces payment initiations by the shard_throttle lever, the
+	// booking service's own (booking.NewThrottle); nil paces nothing.
+	Throttle *booking.Throttle
 	// Pause is a test hook between the steps of a path; nil in production.
 	Pause booking.PauseFunc
+	// ConfirmWriters: confirmation groups written at once, each on one
+	// connection (group.go); 0: no grouping, each confirmation its own
+	// transaction.
+	ConfirmWriters int
 }
 
 // Levers are the operator switches the payment path obeys.
@@ -123,6 +130,9 @@ type Service struct {
 	log      *slog.Logger
 	funnel   *funnel.Recorder
 	seen     *seenEvents
+	// group gathers confirmations into shared transactions; nil: each runs
+	// alone.
+	group *confirmGroup
 	// lateSlots bounds the late-success resolutions at once: each holds a
 	// pool connection for its lock while its steps take others, so as many
 	// as the pool has connections would wait on each other for ever.
@@ -162,6 +172,9 @@ func New(cfg Config) *Service {
 		slots = max(1, cfg.Pool.Config().MaxConns/3)
 	}
 	s.lateSlots = make(chan struct{}, slots)
+	if cfg.Pool != nil && cfg.ConfirmWriters > 0 {
+		s.group = newConfirmGroup(cfg.Pool, cfg.ConfirmWriters, cfg.Pause, cfg.Log)
+	}
 	for _, g := range cfg.Gateways {
 		s.gateways[g.ID] = &gatewayClient{cfg: g, http: cfg.HTTPClient}
 	}

@@ -744,3 +744,41 @@ func TestLostCreateAnswerShowsThePageSoon(t *testing.T) {
 	}
 	t.Logf("the bank's page after %s", time.Since(started).Round(100*time.Millisecond))
 }
+
+// A passenger whose connection drops once the payment is recorded (the
+// phone losing signal at the bank's button): the gateway still gets the
+// create, so the payment shows the bank's page at once and can resolve,
+// instead of waiting minutes for the gateway's "no such payment" with the
+// seats held for it. Forced: the caller hangs up between the payment's
+// commit and the call to the gateway.
+func TestCallerHangingUpStillCreatesAtTheGateway(t *testing.T) {
+	t.Parallel()
+	callerCtx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	w := newWorld(t, teststack.Options{Work: true, Routes: fastRoutes(func(rc *pspapi.RouteConfig) { rc.AutoApproveMs = -1 }),
+		Pause: func(_ context.Context, point string) {
+			if point == "pay.before-gateway" {
+				hangUp()
+			}
+		}}, 4, 1)
+	h := w.hold(t, w.users[0], "hang-up-hold")
+	_, err := w.s.Payments.Initiate(callerCtx, teststack.Caller(w.users[0]),
+		payment.InitiateRequest{HoldID: h.HoldID, Method: payment.UPI, VPA: "meera@okbank", IdempotencyKey: "hang-up-pay"})
+	if callerCtx.Err() == nil {
+		t.Fatal("the caller never hung up: the pause point was not reached")
+	}
+	t.Logf("the caller, gone, was answered %v", err)
+	var id uuid.UUID
+	var state, gw string
+	if err := w.s.Pool.QueryRow(context.Background(), `SELECT id, state, psp FROM payments WHERE hold_id = $1`, h.HoldID).Scan(&id, &state, &gw); err != nil {
+		t.Fatalf("the payment recorded before the hang-up: %v", err)
+	}
+	if state != payment.AwaitingUser {
+		t.Errorf("after the caller hung up the payment is %s, want %s (the gateway created it)", state, payment.AwaitingUser)
+	}
+	if p, ok := w.gatewayPayment(t, gw, id); !ok {
+		t.Error("the gateway never heard of the payment")
+	} else if p.Status != pspapi.StatusCreated {
+		t.Errorf("at the gateway the payment is %s, want %s", p.Status, pspapi.StatusCreated)
+	}
+}

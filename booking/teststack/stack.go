@@ -93,6 +93,9 @@ type Options struct {
 	// RescueStuckJobsAfter: how soon a job left running by a dead worker is
 	// retried; a job's run is bounded by it too (River refuses a longer one).
 	RescueStuckJobsAfter time.Duration
+	// ConfirmWriters: payment confirmation groups written at once (0: no
+	// grouping, as in production).
+	ConfirmWriters int
 	// Pause is called at named points of the booking and payment paths
 	// (booking.PauseFunc), for tests that force an interleaving.
 	Pause booking.PauseFunc
@@ -166,6 +169,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	}
 	cfg.MaxHoldsInFlight, cfg.SweepInterval = opts.MaxHoldsInFlight, opts.SweepInterval
 	cfg.ReconMaxFileBytes = opts.ReconMaxFileBytes
+	cfg.ConfirmWriters = opts.ConfirmWriters
 	if p := opts.SimulatorsOf; p != nil {
 		pc := p.App.Config
 		cfg.PSPURL, cfg.PRSURL, cfg.MsgURL = pc.PSPURL, pc.PRSURL, pc.MsgURL
@@ -259,8 +263,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Stations of train 12951 in order, for journeys in tests.
-var Stations12951 = []string{"MMCT", "BVI", "ST", "BRC", "RTM", "NAD", "KOTA", "NDLS"}
+// Stations12951 are the stops of train 12951 in order (seed's).
+var Stations12951 = seed.Stations12951
 
 // Must fails the test on err.
 func Must(t testing.TB, err error, what string, args ...any) {

@@ -1,0 +1,361 @@
+package payment_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"tatkal/booking"
+	"tatkal/booking/payment"
+	"tatkal/booking/payment/pspapi"
+	"tatkal/booking/teststack"
+)
+
+// groupGate watches the confirmation groups (booking/payment/group.go)
+// through their pause points: it counts queued confirmations and groups
+// reaching COMMIT and, once armed, holds the first group before its COMMIT
+// until released and runs atCommit, if set, before each later group's
+// COMMIT. (A UPI payment's create answer is a confirmation group too, so
+// the fixtures are made before arming.)
+type groupGate struct {
+	mu       sync.Mutex
+	armed    bool
+	queued   int
+	groups   int
+	paused   chan struct{} // closed when the first group waits before COMMIT
+	release  chan struct{} // closed by the test to let it commit
+	atCommit func(ctx context.Context, group int)
+}
+
+func newGroupGate() *groupGate {
+	return &groupGate{paused: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *groupGate) pause(ctx context.Context, point string) {
+	switch point {
+	case "confirm.queued":
+		g.mu.Lock()
+		g.queued++
+		g.mu.Unlock()
+	case "confirm.before-commit":
+		g.mu.Lock()
+		g.groups++
+		n, at, armed := g.groups, g.atCommit, g.armed
+		g.mu.Unlock()
+		if !armed {
+			return
+		}
+		if n == 1 {
+			close(g.paused)
+			select {
+			case <-g.release:
+			case <-ctx.Done():
+			}
+		}
+		if at != nil {
+			at(ctx, n)
+		}
+	}
+}
+
+// arm starts counting afresh and holding the first group.
+func (g *groupGate) arm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed, g.queued, g.groups = true, 0, 0
+}
+
+func (g *groupGate) counts() (queued, groups int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.queued, g.groups
+}
+
+// waitQueued waits until n confirmations have been queued in all.
+func (g *groupGate) waitQueued(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if q, _ := g.counts(); q >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			q, _ := g.counts()
+			t.Fatalf("%d confirmations queued, want %d", q, n)
+		}
+	}
+}
+
+// awaiting makes a UPI payment for a fresh hold of user, left AWAITING_USER
+// (the customer never answers), and returns the SUCCESS webhook its gateway
+// would send.
+func (w *world) awaiting(t *testing.T, user int64, key string) (payment.View, pspapi.Webhook) {
+	t.Helper()
+	h := w.hold(t, user, key+"-hold")
+	v, err := w.pay(t, user, h.HoldID, payment.UPI, key)
+	if err != nil || v.State != payment.AwaitingUser {
+		t.Fatalf("upi pay: %+v %v", v, err)
+	}
+	var pspRef string
+	if err := w.s.Pool.QueryRow(context.Background(), `SELECT psp_ref FROM payments WHERE id = $1`, v.ID).Scan(&pspRef); err != nil {
+		t.Fatal(err)
+	}
+	return v, pspapi.Webhook{EventID: "evt-" + key, PSPRef: pspRef, MerchantRef: v.ID.String(), Gateway: v.Gateway, Method: "UPI",
+		Status: pspapi.StatusSuccess, AmountPaise: v.AmountPaise, BankEventTime: time.Now()}
+}
+
+// noAnswer: routes whose customer never approves, so a UPI payment waits
+// for the webhook the test sends.
+var noAnswer = func(rc *pspapi.RouteConfig) { rc.AutoApproveMs = -1 }
+
+// Wallet payments and signed callbacks confirming at once share
+// transactions, and every one ends as it would alone: CONFIRMED, one
+// booking and one PNR per hold, one debit per wallet payment, the ledger
+// balanced.
+func TestConcurrentConfirmationsShareTransactions(t *testing.T) {
+	t.Parallel()
+	const n = 120 // of each kind
+	gate := newGroupGate()
+	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 16}, 2*n+8, 2*n)
+	ctx := context.Background()
+	holds := make([]uuid.UUID, n)
+	hooks := make([]pspapi.Webhook, n)
+	for i := range n {
+		holds[i] = w.hold(t, w.users[i], fmt.Sprintf("group-wallet-hold-%d", i)).HoldID
+		_, hooks[i] = w.awaiting(t, w.users[n+i], fmt.Sprintf("group-cb-pay-%d", i))
+	}
+	q0, g0 := gate.counts()
+	var wg sync.WaitGroup
+	errs := make([]error, 2*n)
+	for i := range n {
+		wg.Go(func() {
+			v, err := w.s.Payments.Initiate(ctx, teststack.Caller(w.users[i]),
+				payment.InitiateRequest{HoldID: holds[i], Method: payment.Wallet, IdempotencyKey: fmt.Sprintf("group-wallet-pay-%d", i)})
+			if err == nil && v.State != payment.Success {
+				err = fmt.Errorf("wallet payment %s", v.State)
+			}
+			errs[i] = err
+		})
+		wg.Go(func() {
+			if code := sendWebhook(t, w, hooks[i].Gateway, hooks[i]); code != 200 && code != 204 {
+				errs[n+i] = fmt.Errorf("callback answered %d", code)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("confirmation %d: %v", i, err)
+		}
+	}
+	q, g := gate.counts()
+	q, g = q-q0, g-g0
+	t.Logf("%d confirmations in %d groups", q, g)
+	if q != 2*n || g >= q {
+		t.Errorf("%d confirmations queued in %d groups: want %d sharing transactions", q, g, 2*n)
+	}
+	var holdsOK, bookings, pnrs, succeeded, debits int
+	if err := w.s.Pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM holds WHERE state = 'CONFIRMED'),
+		(SELECT count(*) FROM bookings),
+		(SELECT count(DISTINCT pnr) FROM bookings),
+		(SELECT count(*) FROM payments WHERE state = 'SUCCESS'),
+		(SELECT count(*) FROM wallet_entries WHERE kind = 'DEBIT')`).Scan(&holdsOK, &bookings, &pnrs, &succeeded, &debits); err != nil {
+		t.Fatal(err)
+	}
+	if holdsOK != 2*n || bookings != 2*n || pnrs != 2*n || succeeded != 2*n || debits != n {
+		t.Errorf("%d holds CONFIRMED, %d bookings, %d PNRs, %d payments SUCCESS, %d debits; want %d, %d, %d, %d, %d",
+			holdsOK, bookings, pnrs, succeeded, debits, 2*n, 2*n, 2*n, 2*n, n)
+	}
+	w.checkMoney(t)
+}
+
+// One failing confirmation in a group undoes only itself: a wallet payment
+// whose berth a confirmation earlier in the same group has just taken (the
+// exclusion constraint refuses it after its debit was written) and one for a
+// lapsed hold are told their own errors and leave no trace, while a wallet
+// payment and a callback in that group commit.
+func TestFailingConfirmationUndoesOnlyItself(t *testing.T) {
+	t.Parallel()
+	gate := newGroupGate()
+	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 16, 6)
+	ctx := context.Background()
+	// One writer: the first group (user 5's payment) waits before its COMMIT
+	// while the others queue, so they form the next group together.
+	first := w.hold(t, w.users[5], "group-first-hold")
+	taker := w.hold(t, w.users[0], "group-taker-hold")
+	clash := w.hold(t, w.users[1], "group-clash-hold") // after taker's: sorted after it in the group
+	lapsed := w.hold(t, w.users[2], "group-lapsed-hold")
+	good := w.hold(t, w.users[3], "group-good-hold")
+	cbView, hook := w.awaiting(t, w.users[4], "group-cb-pay")
+	if _, err := w.s.Pool.Exec(ctx, `UPDATE holds SET berths = (SELECT berths FROM holds WHERE id = $1) WHERE id = $2`,
+		taker.HoldID, clash.HoldID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.s.Pool.Exec(ctx, `UPDATE holds SET expires_at = now() - interval '1 second' WHERE id = $1`, lapsed.HoldID); err != nil {
+		t.Fatal(err)
+	}
+	pay := func(i int, h uuid.UUID) (payment.View, error) {
+		return w.s.Payments.Initiate(ctx, teststack.Caller(w.users[i]),
+			payment.InitiateRequest{HoldID: h, Method: payment.Wallet, IdempotencyKey: fmt.Sprintf("wallet-pay-%d", i)})
+	}
+	gate.arm()
+	var wg sync.WaitGroup
+	var firstErr error
+	wg.Go(func() { _, firstErr = pay(5, first.HoldID) })
+	<-gate.paused
+	views := make([]payment.View, 4)
+	errs := make([]error, 4)
+	for i, h := range []uuid.UUID{taker.HoldID, clash.HoldID, lapsed.HoldID, good.HoldID} {
+		wg.Go(func() { views[i], errs[i] = pay(i, h) })
+	}
+	var cbCode int
+	wg.Go(func() { cbCode = sendWebhook(t, w, hook.Gateway, hook) })
+	gate.waitQueued(t, 6)
+	close(gate.release)
+	wg.Wait()
+	if _, groups := gate.counts(); groups != 2 {
+		t.Errorf("%d groups for the first confirmation and five queued behind it: want 2", groups)
+	}
+	if firstErr != nil {
+		t.Errorf("first group: %v", firstErr)
+	}
+	if errs[0] != nil || views[0].State != payment.Success {
+		t.Errorf("taker: %+v %v", views[0], errs[0])
+	}
+	if pgErr := (*pgconn.PgError)(nil); !errors.As(errs[1], &pgErr) || pgErr.Code != "23P01" {
+		t.Errorf("clash: %+v %v; want the exclusion constraint's refusal", views[1], errs[1])
+	}
+	if r := booking.ErrorReason(errs[2]); r != "HOLD_EXPIRED" {
+		t.Errorf("lapsed: %+v %v; want HOLD_EXPIRED", views[2], errs[2])
+	}
+	if errs[3] != nil || views[3].State != payment.Success {
+		t.Errorf("good: %+v %v", views[3], errs[3])
+	}
+	if cbCode != 200 && cbCode != 204 {
+		t.Errorf("callback answered %d", cbCode)
+	}
+	state := func(h uuid.UUID) (hold string, payments, debits int) {
+		t.Helper()
+		if err := w.s.Pool.QueryRow(ctx, `SELECT h.state, (SELECT count(*) FROM payments p WHERE p.hold_id = h.id),
+			(SELECT count(*) FROM wallet_entries e WHERE e.user_id = h.user_id AND e.kind = 'DEBIT')
+			FROM holds h WHERE h.id = $1`, h).Scan(&hold, &payments, &debits); err != nil {
+			t.Fatal(err)
+		}
+		return hold, payments, debits
+	}
+	for _, c := range []struct {
+		name             string
+		hold             uuid.UUID
+		state            string
+		payments, debits int
+	}{
+		{"first", first.HoldID, booking.HoldConfirmed, 1, 1},
+		{"taker", taker.HoldID, booking.HoldConfirmed, 1, 1},
+		{"clash", clash.HoldID, booking.HoldHeld, 0, 0},
+		{"lapsed", lapsed.HoldID, booking.HoldHeld, 0, 0},
+		{"good", good.HoldID, booking.HoldConfirmed, 1, 1},
+		{"callback", cbView.HoldID, booking.HoldConfirmed, 1, 0},
+	} {
+		if s, p, d := state(c.hold); s != c.state || p != c.payments || d != c.debits {
+			t.Errorf("%s: hold %s with %d payments and %d debits; want %s, %d, %d", c.name, s, p, d, c.state, c.payments, c.debits)
+		}
+	}
+	if bad, err := payment.CheckLedger(ctx, w.s.Pool); err != nil || len(bad) > 0 {
+		t.Errorf("ledger: %v %v", bad, err)
+	}
+}
+
+// A group whose COMMIT fails (its connection killed just before) tells
+// every caller in it the failure, and nothing of it is durable: the wallet
+// payments' retries and the gateway's repeated callback then confirm once.
+func TestFailedGroupCommitTellsEveryCaller(t *testing.T) {
+	t.Parallel()
+	gate := newGroupGate()
+	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 16, 4)
+	ctx := context.Background()
+	var killed int
+	gate.atCommit = func(ctx context.Context, group int) {
+		if group != 2 {
+			return
+		}
+		// The group's transaction is the one connection idle inside one.
+		if err := w.s.Pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> pg_backend_pid()`).Scan(&killed); err != nil {
+			t.Error(err)
+		}
+	}
+	first := w.hold(t, w.users[3], "group-first-hold")
+	a := w.hold(t, w.users[0], "group-a-hold")
+	b := w.hold(t, w.users[1], "group-b-hold")
+	cbView, hook := w.awaiting(t, w.users[2], "group-cb-pay")
+	pay := func(i int, h uuid.UUID) (payment.View, error) {
+		return w.s.Payments.Initiate(ctx, teststack.Caller(w.users[i]),
+			payment.InitiateRequest{HoldID: h, Method: payment.Wallet, IdempotencyKey: fmt.Sprintf("wallet-pay-%d", i)})
+	}
+	gate.arm()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := pay(3, first.HoldID); err != nil {
+			t.Errorf("first group: %v", err)
+		}
+	})
+	<-gate.paused
+	errs := make([]error, 2)
+	for i, h := range []uuid.UUID{a.HoldID, b.HoldID} {
+		wg.Go(func() { _, errs[i] = pay(i, h) })
+	}
+	var cbCode int
+	wg.Go(func() { cbCode = sendWebhook(t, w, hook.Gateway, hook) })
+	gate.waitQueued(t, 4)
+	close(gate.release)
+	wg.Wait()
+	if killed != 1 {
+		t.Fatalf("killed %d connections before the second group's COMMIT, want 1", killed)
+	}
+	for i, err := range errs {
+		if err == nil {
+			t.Errorf("wallet payment %d told success though its group's COMMIT failed", i)
+		}
+	}
+	if cbCode < 500 {
+		t.Errorf("callback answered %d though its group's COMMIT failed; want a 5xx for the gateway to retry", cbCode)
+	}
+	var confirmed, payments, debits int
+	check := func() {
+		t.Helper()
+		if err := w.s.Pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM holds WHERE id = ANY($1) AND state = 'CONFIRMED'),
+			(SELECT count(*) FROM payments WHERE hold_id = ANY($1) AND state = 'SUCCESS'),
+			(SELECT count(*) FROM wallet_entries WHERE kind = 'DEBIT' AND user_id = ANY($2))`,
+			[]uuid.UUID{a.HoldID, b.HoldID, cbView.HoldID}, w.users[:3]).Scan(&confirmed, &payments, &debits); err != nil {
+			t.Fatal(err)
+		}
+		if bad, err := payment.CheckLedger(ctx, w.s.Pool); err != nil || len(bad) > 0 {
+			t.Errorf("ledger: %v %v", bad, err)
+		}
+	}
+	check()
+	if confirmed != 0 || payments != 0 || debits != 0 {
+		t.Fatalf("after the failed COMMIT: %d holds confirmed, %d payments SUCCESS, %d debits; want none", confirmed, payments, debits)
+	}
+	// As a passenger retries with the same key and the gateway repeats its
+	// callback.
+	for i, h := range []uuid.UUID{a.HoldID, b.HoldID} {
+		if v, err := pay(i, h); err != nil || v.State != payment.Success {
+			t.Errorf("retry of wallet payment %d: %+v %v", i, v, err)
+		}
+	}
+	if code := sendWebhook(t, w, hook.Gateway, hook); code != 200 && code != 204 {
+		t.Errorf("repeated callback answered %d", code)
+	}
+	check()
+	if confirmed != 3 || payments != 3 || debits != 2 {
+		t.Errorf("after the retries: %d holds confirmed, %d payments SUCCESS, %d debits; want 3, 3, 2", confirmed, payments, debits)
+	}
+}

@@ -42,7 +42,7 @@ func (c *Console) windowsPage(w http.ResponseWriter, r *http.Request) {
 			fw.Rho = fmt.Sprintf("%.3f", *f.SpearmanRho)
 			fw.RhoOK = *f.SpearmanRho > -0.05 && *f.SpearmanRho < 0.05
 		}
-		fw.Verified, fw.VerifyNote = f.Verified, f.VerifyNote
+		fw.Verified, fw.VerifyNote, fw.DrawsReopened = f.Verified, f.VerifyNote, f.DrawsReopened
 		for _, g := range []struct {
 			title string
 			rates []admission.Rate

@@ -16,7 +16,7 @@ func TestWindowsPageShowsFairnessFigures(t *testing.T) {
 	shard, _ := s.DemoShard(t, 2, 0)
 	ctx := context.Background()
 	figures := `{"window_id":` + itoa(shard) + `,"computed_at":"2026-12-01T04:40:00Z","entrants":1200,"with_arrival":1100,
-		"spearman_rho":-0.012,"verified":false,"verify_note":"cohort hash differs",
+		"spearman_rho":-0.012,"verified":false,"verify_note":"cohort hash differs","draws_reopened":1,
 		"by_client":[{"group":"ordinary","entrants":1000,"booked":300,"rate":0.3},{"group":"aggressive","entrants":200,"booked":58,"rate":0.29}],
 		"by_account_age":[{"group":"3+ years","entrants":600,"booked":180,"rate":0.3}],
 		"by_arrival_second":[{"group":"+0","entrants":700,"booked":211,"rate":0.3014}],"method":"synthetic"}`
@@ -37,7 +37,8 @@ func TestWindowsPageShowsFairnessFigures(t *testing.T) {
 	}
 	art := body[i:]
 	art = art[:strings.Index(art, "</article>")]
-	for _, want := range []string{"-0.012", "|ρ| &lt; 0.05", "draw does NOT verify", "cohort hash differs", "aggressive", "29.0 %", "3+ years", "30.1 %", "1200 entrants"} {
+	for _, want := range []string{"-0.012", "|ρ| &lt; 0.05", "draw does NOT verify", "cohort hash differs", "aggressive", "29.0 %", "3+ years", "30.1 %", "1200 entrants",
+		`data-testid="draws-reopened">The queue was lost before its seal 1 time(s)`} {
 		if !strings.Contains(art, want) {
 			t.Errorf("window %d lacks %q:\n%s", shard, want, art)
 		}

@@ -33,12 +33,17 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
+// script is lua/name.lua with lua/common.lua's helpers before it.
 func script(name string) *redis.Script {
+	common, err := luaFS.ReadFile("lua/common.lua")
+	if err != nil {
+		panic(err)
+	}
 	b, err := luaFS.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic(err)
 	}
-	return redis.NewScript(string(b))
+	return redis.NewScript(string(common) + "\n" + string(b))
 }
 
 // Levers are the operator's admission switches (console/levers.Reader).
@@ -67,6 +72,10 @@ type Config struct {
 
 	Prequeue  time.Duration // the queue opens this long before the window (15m)
 	Randomise time.Duration // entrants until opening + this get a random place (10s)
+	// Reopen is how long the draw reopens when the queue was lost before
+	// its seal (30s): everyone who joins again in it gets the place the
+	// seed gives them, the same as before for those who had one.
+	Reopen time.Duration
 	// OfferTTL is an admission offer's pick-up window, from when it is made
 	// (60s): the admitted must fetch their token (claim it) by then.
 	OfferTTL time.Duration
@@ -138,6 +147,9 @@ func (c *Config) defaults() {
 	if c.Randomise <= 0 {
 		c.Randomise = 10 * time.Second
 	}
+	if c.Reopen <= 0 {
+		c.Reopen = 30 * time.Second
+	}
 	if c.OfferTTL <= 0 {
 		c.OfferTTL = 60 * time.Second
 	}
@@ -197,7 +209,7 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 
-	enter, status, admit, lease, unlease, maxset *redis.Script
+	enter, status, admit, lease, unlease, maxset, rebuild *redis.Script
 
 	windows    sync.Map // shard id -> *Window
 	windowRead booking.Flight[int64, *Window]
@@ -231,7 +243,7 @@ func New(cfg Config) (*Service, error) {
 		ticketKey: token.Derive(cfg.Secret, "ticket"), otpKey: token.Derive(cfg.Secret, "otp"),
 		verifier: token.NewVerifier(ring, dev), log: cfg.Log, now: cfg.Now,
 		enter: script("enter"), status: script("status"), admit: script("admit"),
-		lease: script("lease"), unlease: script("unlease"), maxset: script("maxset"),
+		lease: script("lease"), unlease: script("unlease"), maxset: script("maxset"), rebuild: script("rebuild"),
 		gate: make(chan struct{}, cfg.MaxInFlight),
 	}
 	s.polls.init()

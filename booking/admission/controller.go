@@ -96,21 +96,30 @@ type Controller struct {
 	s   *Service
 	cfg ControllerConfig
 
-	mu       sync.Mutex
-	fence    int64
-	shards   map[int64]*shardState
-	active   []int64
-	activeAt time.Time
+	mu    sync.Mutex
+	fence int64
+	// fenceFloor is the largest fence a queue showed us that our lease's
+	// was below: the fence counter went back (lost with Redis), and the
+	// next lease is taken above it.
+	fenceFloor int64
+	shards     map[int64]*shardState
+	active     []int64
+	activeAt   time.Time
 
 	abandon atomic.Bool // tests: stop as if crashed, keeping the lease
 }
 
 type shardState struct {
 	rate, carry float64
-	pace        float64 // admissions a second, measured (moving average over ~5 s)
-	last        time.Time
-	sigAt       time.Time
-	released    int // what the queue was last told: 0 not yet, 1 open, 2 sold out
+	// good is the rate that last ran without distress, which the rate
+	// climbs back to quickly once the distress is over; cutAt is when the
+	// rate was last cut.
+	good     float64
+	cutAt    time.Time
+	pace     float64 // admissions a second, measured (moving average over ~5 s)
+	last     time.Time
+	sigAt    time.Time
+	released int // what the queue was last told: 0 not yet, 1 open, 2 sold out, 3 every place held
 	// exhausted: admitted travellers' holds keep finding no seats, though
 	// berths are free on some legs (fragments no party fits). The queue is
 	// told sold out and nobody more is admitted until berth-legs come back
@@ -119,6 +128,11 @@ type shardState struct {
 	exhausted     bool
 	exhaustedFree int // berth-legs free when it was declared (or the lowest since); -1 not yet read
 	evidenceFrom  time.Time
+	// logged is how many of the shard's admissions PostgreSQL is known to
+	// hold (-1: not read yet): a queue with fewer admitted lost writes.
+	logged int64
+	// witnessAt is when the cohort was last witnessed (witness).
+	witnessAt time.Time
 }
 
 // NewController returns a controller over s.
@@ -174,7 +188,10 @@ func (c *Controller) release() {
 // Step takes or renews the lease and, when leading, admits on every
 // active queue-mode shard once.
 func (c *Controller) Step(ctx context.Context) error {
-	f, err := c.s.lease.Run(ctx, c.s.rdb, c.leaseKeys(), c.cfg.ID, c.cfg.LeaseTTL.Milliseconds()).Int64()
+	c.mu.Lock()
+	floor := c.fenceFloor
+	c.mu.Unlock()
+	f, err := c.s.lease.Run(ctx, c.s.rdb, c.leaseKeys(), c.cfg.ID, c.cfg.LeaseTTL.Milliseconds(), floor).Int64()
 	c.mu.Lock()
 	if err != nil {
 		c.fence = 0
@@ -234,13 +251,23 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 	if err != nil {
 		return err
 	}
-	if now.Before(w.RandomiseUntil.Add(c.cfg.Grace)) {
-		return nil // nobody from the cohort goes before the draw is closed
-	}
 	st := c.shards[id]
 	if st == nil {
-		st = &shardState{rate: c.cfg.BaseRate, pace: c.cfg.BaseRate, last: now.Add(-c.cfg.Tick)}
+		st = &shardState{rate: c.cfg.BaseRate, pace: c.cfg.BaseRate, last: now.Add(-c.cfg.Tick), logged: -1}
 		c.shards[id] = st
+	}
+	drawing := now.Before(w.RandomiseUntil.Add(c.cfg.Grace))
+	// Until the seal the cohort lives in Redis alone: witnessed once a
+	// second while the draw is open, and on every tick from its close to
+	// the seal, so the first admission is never from a lost queue.
+	if w.SealedAt == nil && (!drawing || now.Sub(st.witnessAt) >= time.Second) {
+		st.witnessAt = now
+		if lost, err := c.witness(ctx, shard, now); err != nil || lost {
+			return err
+		}
+	}
+	if drawing {
+		return nil // nobody from the cohort goes before the draw is closed
 	}
 	if now.Sub(st.sigAt) >= time.Second {
 		c.signals(ctx, shard, st, now)
@@ -282,17 +309,27 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 		if st.exhausted {
 			room, places = 0, 0
 		}
-		c.releaseQueue(ctx, shard, st, places, off, now)
+		held := 0
+		if places == 0 {
+			held = c.heldReach(ctx, shard.ID)
+		}
+		c.releaseQueue(ctx, shard, st, places, held, off, now)
 	}
-	res, err := s.admit.Run(ctx, s.rdb, s.queueKeys(id), fence, int64(n), now.UnixMilli(), room, w.keysExpireAt()).Slice()
+	if w.SealedAt != nil && st.logged < 0 {
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM admission_log WHERE shard_id = $1`, id).Scan(&st.logged); err != nil {
+			return fmt.Errorf("admissions logged: %w", err)
+		}
+	}
+	res, err := s.admit.Run(ctx, s.rdb, s.queueKeys(id), fence, int64(n), now.UnixMilli(), room, w.keysExpireAt(),
+		w.sealedFlag(), max(st.logged, 0)).Slice()
 	if err != nil {
 		return fmt.Errorf("admit: %w", err)
 	}
-	if res[0] == "STALE" {
-		c.mu.Lock()
-		c.fence = 0
-		c.mu.Unlock()
-		return fmt.Errorf("fence %d is stale (seen %v): no longer leading", fence, res[1])
+	switch res[0] {
+	case "LOST":
+		return c.rebuild(ctx, fence, shard, w, st)
+	case "STALE":
+		return c.stale(fence, res[1])
 	}
 	from, upto := res[1].(int64), res[2].(int64)
 	if upto > from {
@@ -308,7 +345,22 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 			return err
 		}
 	}
-	return c.logAdmissions(ctx, shard)
+	logged, err := c.logAdmissions(ctx, shard)
+	st.logged = max(st.logged, logged)
+	return err
+}
+
+// stale gives up leading after a queue refused fence for an older one
+// than it has seen. The lease may still be ours (the fence counter was
+// lost with Redis while the queues' fences survived in PostgreSQL's log):
+// it is given back, and the next one is taken above what was seen.
+func (c *Controller) stale(fence int64, seen any) error {
+	n, _ := strconv.ParseInt(fmt.Sprint(seen), 10, 64)
+	c.mu.Lock()
+	c.fenceFloor = max(c.fenceFloor, n)
+	c.mu.Unlock()
+	c.release()
+	return fmt.Errorf("fence %d is stale (seen %v): no longer leading", fence, seen)
 }
 
 // places reads the places left now: the most berths free on any leg plus
@@ -347,13 +399,14 @@ const partiesKnown = 10
 // several berths over several legs, so one offer per berth free on the
 // freest leg over-admits (about twice, with parties of 1-4 on mixed
 // segments) and the admitted race each other for the seats: the faster
-// poller wins. Once partiesKnown admitted parties have held, the berths
-// are offered at the berth-legs the parties took on average; the waitlist
-// places are offered one each.
+// poller wins. Until partiesKnown admitted parties have held, at most
+// that many offers are out at once (a probe, a second or two); then the
+// berths are offered at the berth-legs the parties took on average. The
+// waitlist places are offered one each.
 func (o offerCount) demand(places, wl, free int) int {
 	per, ok := o.perParty()
 	if !ok {
-		return places
+		return min(places, partiesKnown)
 	}
 	return min(places-wl, int(math.Ceil(float64(free)/per))) + wl
 }
@@ -461,12 +514,29 @@ func (c *Controller) offers(ctx context.Context, shard *booking.Shard, now time.
 // releaseQueue tells the queue what is left: the places not promised to an
 // outstanding offer (its odds), and sold out with alternatives once no
 // place is left at all. While places are left but all promised, the queue
-// waits: offers that lapse give their places back to it.
-func (c *Controller) releaseQueue(ctx context.Context, shard *booking.Shard, st *shardState, places int, off offerCount, now time.Time) {
+// waits: offers that lapse give their places back to it. While no place
+// is free but held parties are still paying, the queue waits too: a
+// payment that fails gives its berths back, and they go to the next in the
+// queue, not to nobody. Only so many waiters can be reached (held: the
+// held berth-legs); the ones behind them are told sold out now rather than
+// kept for nothing.
+func (c *Controller) releaseQueue(ctx context.Context, shard *booking.Shard, st *shardState, places, held int, off offerCount, now time.Time) {
 	s := c.s
 	m := s.qkey(shard.ID, "m")
 	s.rdb.HSet(ctx, m, "cap", strconv.Itoa(max(places-off.outstanding, 0))) //nolint:errcheck
 	switch {
+	case places == 0 && held > 0:
+		fields := []any{"reach", strconv.Itoa(held)}
+		if st.released != 3 { // those released for good are shown the other trains
+			alts, _ := json.Marshal(c.alternatives(ctx, shard, now))
+			fields = append(fields, "alts", string(alts))
+		}
+		if s.rdb.HSet(ctx, m, fields...).Err() == nil {
+			if st.released == 2 {
+				s.rdb.HDel(ctx, m, "soldout") //nolint:errcheck
+			}
+			st.released = 3
+		}
 	case places == 0 && st.released != 2:
 		alts, _ := json.Marshal(c.alternatives(ctx, shard, now))
 		why := "1" // every place taken
@@ -474,14 +544,34 @@ func (c *Controller) releaseQueue(ctx context.Context, shard *booking.Shard, st 
 			why = "2" // fragments left that the admitted parties could not use
 		}
 		if s.rdb.HSet(ctx, m, "soldout", why, "alts", string(alts)).Err() == nil {
+			s.rdb.HDel(ctx, m, "reach") //nolint:errcheck
 			st.released = 2
 		}
 	case places > 0 && st.released != 1:
-		if s.rdb.HDel(ctx, m, "soldout", "alts").Err() == nil {
+		if s.rdb.HDel(ctx, m, "soldout", "alts", "reach").Err() == nil {
 			st.released = 1
 		}
 	}
 }
+
+// heldReach bounds how many waiters the shard's holds still waiting for
+// their payment could serve if every one failed: the berth-legs they hold
+// (a party takes at least one; a failed end-to-end party of four gives back
+// enough for many short journeys). Unknown counts as one, so a read that
+// fails keeps the queue waiting rather than ending it wrongly.
+func (c *Controller) heldReach(ctx context.Context, shardID int64) int {
+	var n int
+	if err := c.s.pool.QueryRow(ctx, `SELECT coalesce(sum(seat_count * (to_seq - from_seq)), 0) FROM holds
+		WHERE shard_id = $1 AND state = 'HELD'`, shardID).Scan(&n); err != nil {
+		c.s.log.Warn("admission: held berth-legs unknown", "shard", shardID, "err", err)
+		return 1
+	}
+	return n
+}
+
+// signalSpan is how far back the rate's signals look: the holds and
+// payments of the last five seconds (up to a second ago).
+const signalSpan = 5 * time.Second
 
 // signals reads the live state the rate follows: hold latency and
 // refusals, payment success.
@@ -490,7 +580,7 @@ func (c *Controller) signals(ctx context.Context, shard *booking.Shard, st *shar
 	st.sigAt = now
 	m := s.qkey(shard.ID, "m")
 	// Adaptive rate: multiplicative decrease on distress, gentle increase otherwise.
-	from, to := time.Now().Add(-5*time.Second), time.Now().Add(-time.Second)
+	from, to := time.Now().Add(-signalSpan), time.Now().Add(-time.Second)
 	var attempts, refused, paid, failed, found, soldOut int64
 	var p95 time.Duration
 	var n int64
@@ -534,19 +624,44 @@ func (c *Controller) signals(ctx context.Context, shard *booking.Shard, st *shar
 			}
 		}
 	}
+	cut := 1.0 // no distress
 	switch {
 	case n >= 20 && p95 > c.cfg.HoldP95Target:
-		st.rate /= 2
+		cut = 0.5
 	case attempts >= 20 && float64(refused)/float64(attempts) > c.cfg.MaxErrorRate:
-		st.rate /= 2
+		cut = 0.5
 	case paid+failed >= 10 && float64(paid)/float64(paid+failed) < c.cfg.MinPaySuccess:
-		st.rate *= 0.7
+		cut = 0.7
+	}
+	st.adapt(now, cut, signalSpan, c.cfg)
+	// Waiters are told the cursor's measured speed, not the target.
+	s.rdb.HSet(ctx, m, "rate", strconv.FormatFloat(st.pace, 'f', 2, 64)) //nolint:errcheck
+}
+
+// adapt moves the adaptive rate one step: cut by the factor on distress
+// (cut < 1), otherwise grow. A spell of distress cuts once per span, the
+// time the signals look back: a cut's effect shows only in holds made
+// after it, and cutting every second on the same old evidence drove the
+// rate from 50 to its floor of 1 in one 8 s fault and kept it there long
+// after (issue 15: the queue then sold next to nothing). Once the distress
+// is over the rate doubles back to the last rate that ran without it, then
+// grows gently, probing for more.
+func (st *shardState) adapt(now time.Time, cut float64, span time.Duration, cfg ControllerConfig) {
+	switch {
+	case cut < 1 && now.Sub(st.cutAt) < span:
+		// the signals still describe holds made before the last cut
+	case cut < 1:
+		if st.cutAt.IsZero() || now.Sub(st.cutAt) >= 2*span {
+			st.good = st.rate // a new spell: remember what ran well
+		}
+		st.rate *= cut
+		st.cutAt = now
+	case st.rate < st.good:
+		st.rate = min(st.rate*2, st.good)
 	default:
 		st.rate = st.rate*1.1 + 1
 	}
-	st.rate = min(max(st.rate, c.cfg.MinRate), c.cfg.MaxRate)
-	// Waiters are told the cursor's measured speed, not the target.
-	s.rdb.HSet(ctx, m, "rate", strconv.FormatFloat(st.pace, 'f', 2, 64)) //nolint:errcheck
+	st.rate = min(max(st.rate, cfg.MinRate), cfg.MaxRate)
 }
 
 // alternatives lists other trains and classes on the same date whose
@@ -579,6 +694,100 @@ func (c *Controller) alternatives(ctx context.Context, shard *booking.Shard, now
 		}
 	}
 	return out
+}
+
+// witness keeps PostgreSQL's record of the cohort while it lives in Redis
+// alone (admission_windows.cohort_seen and cohort_mark: the entrants last
+// seen and the queue's mark, its creation time) and says whether the
+// queue was lost since: another mark (wiped and made again) or fewer
+// entrants than were seen. A lost queue reopens the draw (reopen).
+func (c *Controller) witness(ctx context.Context, shard *booking.Shard, now time.Time) (bool, error) {
+	s := c.s
+	mark, count, err := c.cohortInRedis(ctx, shard.ID)
+	if err != nil {
+		return false, err
+	}
+	seen, was, err := c.witnessed(ctx, shard.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // sealed meanwhile
+	}
+	if err != nil {
+		return false, err
+	}
+	if lostSince(seen, was, count, mark) {
+		return true, c.reopen(ctx, shard, seen, count, now)
+	}
+	if mark != was || count > seen {
+		if _, err := s.pool.Exec(ctx, `UPDATE admission_windows SET cohort_seen = $2, cohort_mark = $3 WHERE shard_id = $1 AND sealed_at IS NULL`,
+			shard.ID, count, mark); err != nil {
+			return false, fmt.Errorf("cohort witness: %w", err)
+		}
+	}
+	return false, nil
+}
+
+// witnessed is PostgreSQL's record of the cohort of an unsealed window:
+// the entrants last seen and the queue's mark (pgx.ErrNoRows once sealed).
+func (c *Controller) witnessed(ctx context.Context, shardID int64) (seen int64, mark string, err error) {
+	err = c.s.pool.QueryRow(ctx, `SELECT cohort_seen, cohort_mark FROM admission_windows WHERE shard_id = $1 AND sealed_at IS NULL`,
+		shardID).Scan(&seen, &mark)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("cohort witness: %w", err)
+	}
+	return seen, mark, err
+}
+
+// lostSince says whether the queue in Redis (its mark, count entrants of
+// the cohort) is not the one witnessed (seen entrants in a queue marked
+// was): another queue, or one missing entrants.
+func lostSince(seen int64, was string, count int64, mark string) bool {
+	return was != "" && (mark != was || count < seen)
+}
+
+// cohortInRedis is the queue's mark ("" for none) and how many entrants of
+// the randomised cohort it holds.
+func (c *Controller) cohortInRedis(ctx context.Context, shardID int64) (string, int64, error) {
+	s := c.s
+	pipe := s.rdb.Pipeline() // one hash tag: one slot, one node
+	mark := pipe.HGet(ctx, s.qkey(shardID, "m"), "created")
+	count := pipe.ZCount(ctx, s.qkey(shardID, "z"), "-inf", "("+strconv.FormatInt(LateBase, 10))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return "", 0, fmt.Errorf("cohort in Redis: %w", err)
+	}
+	return mark.Val(), count.Val(), nil
+}
+
+// reopen: the queue was lost before its seal (a wipe, a failover to a
+// replica that missed the entries), so the cohort PostgreSQL was to record
+// is gone. Sealing what is left would put everyone who joined in time
+// behind whoever joined again first, the fastest pollers; instead the
+// queue's keys are cleared and the draw reopens for Config.Reopen, and
+// everyone who joins again in it gets the place the seed gives them: the
+// same as before for those who had one (their arrival is the new entry).
+func (c *Controller) reopen(ctx context.Context, shard *booking.Shard, seen, left int64, now time.Time) error {
+	s := c.s
+	if err := s.rdb.Del(ctx, append(s.queueKeys(shard.ID), s.qkey(shard.ID, "at"))...).Err(); err != nil {
+		return fmt.Errorf("reopen the draw of window %d: %w", shard.ID, err)
+	}
+	until := now.Add(s.cfg.Reopen)
+	if _, err := s.pool.Exec(ctx, `UPDATE admission_windows SET randomise_until = greatest(randomise_until, $2), cohort_seen = 0, cohort_mark = '',
+		draws_reopened = draws_reopened + 1, draw_reopened_at = $3
+		WHERE shard_id = $1 AND sealed_at IS NULL`, shard.ID, until, now); err != nil {
+		return fmt.Errorf("reopen the draw of window %d: %w", shard.ID, err)
+	}
+	// The queue says so too: a process whose window predates the reopening
+	// (read up to windowReload ago) still gives the drawn place.
+	m := s.qkey(shard.ID, "m")
+	pipe := s.rdb.TxPipeline()
+	pipe.HSet(ctx, m, "reopened", until.UnixMilli())
+	pipe.PExpireAt(ctx, m, until.Add(time.Hour))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("reopen the draw of window %d: %w", shard.ID, err)
+	}
+	s.windows.Delete(shard.ID)
+	s.log.Error("admission: queue lost before its seal; the draw reopens for everyone to join again",
+		"shard", shard.ID, "entrants_seen", seen, "entrants_left", left, "randomise_until", until)
+	return nil
 }
 
 // seal records the randomised cohort in PostgreSQL and reveals the seed,
@@ -628,7 +837,24 @@ func (c *Controller) seal(ctx context.Context, shard *booking.Shard) error {
 			batch[j] = append(batch[j], enteredAt)
 		}
 	}
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+	// The cohort just read must be the one witnessed: lost between the
+	// first admission and here, it is not sealed (the next tick reopens).
+	mark, _, err := c.cohortInRedis(ctx, shard.ID)
+	if err != nil {
+		return err
+	}
+	seen, was, err := c.witnessed(ctx, shard.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		s.windows.Delete(shard.ID) // sealed by another leader meanwhile
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("seal window %d: %w", shard.ID, err)
+	}
+	if lostSince(seen, was, int64(len(entrants)), mark) {
+		return fmt.Errorf("seal window %d: the cohort was lost from Redis before its seal (%d entrants read, %d seen): not sealed", shard.ID, len(entrants), seen)
+	}
+	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE admission_windows SET sealed_at = $2, revealed_at = $2, cohort_size = $3
 			WHERE shard_id = $1 AND sealed_at IS NULL`, shard.ID, s.now(), len(entrants))
 		if err != nil || tag.RowsAffected() == 0 {
@@ -653,26 +879,27 @@ func (c *Controller) seal(ctx context.Context, shard *booking.Shard) error {
 }
 
 // logAdmissions writes admissions not yet in admission_log, in order; it
-// catches up after a leader died between admitting and logging.
-func (c *Controller) logAdmissions(ctx context.Context, shard *booking.Shard) error {
+// catches up after a leader died between admitting and logging. It returns
+// how many PostgreSQL holds now (as far as Redis knows).
+func (c *Controller) logAdmissions(ctx context.Context, shard *booking.Shard) (int64, error) {
 	s := c.s
 	keys := s.queueKeys(shard.ID)
 	mv, err := s.rdb.HMGet(ctx, keys[1], "admitted", "logged").Result()
 	if err != nil {
-		return fmt.Errorf("log admissions: %w", err)
+		return 0, fmt.Errorf("log admissions: %w", err)
 	}
 	admitted, logged := atoi64(mv[0]), atoi64(mv[1])
 	if logged >= admitted {
-		return nil
+		return logged, nil
 	}
 	upto := min(admitted, logged+5000)
 	members, err := s.rdb.ZRange(ctx, keys[0], logged, upto-1).Result()
 	if err != nil {
-		return fmt.Errorf("log admissions: %w", err)
+		return 0, fmt.Errorf("log admissions: %w", err)
 	}
 	batches, err := s.rdb.ZRangeByScoreWithScores(ctx, keys[2], &redis.ZRangeBy{Min: "(" + strconv.FormatInt(logged, 10), Max: "+inf"}).Result()
 	if err != nil {
-		return fmt.Errorf("log admissions: %w", err)
+		return 0, fmt.Errorf("log admissions: %w", err)
 	}
 	n := len(members)
 	tids, tickets, intents := make([]string, n), make([]string, n), make([]string, n)
@@ -685,7 +912,7 @@ func (c *Controller) logAdmissions(ctx context.Context, shard *booking.Shard) er
 			b++
 		}
 		if b == len(batches) {
-			return fmt.Errorf("log admissions: no batch for place %d", rank)
+			return 0, fmt.Errorf("log admissions: no batch for place %d", rank)
 		}
 		f := strings.Split(batches[b].Member.(string), ":")
 		ms, fence := atoi64(f[1]), atoi64(f[2])
@@ -698,9 +925,9 @@ func (c *Controller) logAdmissions(ctx context.Context, shard *booking.Shard) er
 	if _, err := s.pool.Exec(ctx, `INSERT INTO admission_log (token_id, user_id, intent, issued_at, shard_id, seq, ticket, fence, expires_at)
 		SELECT t, u, i, at, $9, q, k, f, e FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[], $7::bigint[], $8::timestamptz[])
 		AS x(t, u, i, at, q, k, f, e) ON CONFLICT DO NOTHING`, tids, uids, intents, issued, seqs, tickets, fences, expires, shard.ID); err != nil {
-		return fmt.Errorf("log admissions: %w", err)
+		return 0, fmt.Errorf("log admissions: %w", err)
 	}
-	return s.maxset.Run(ctx, s.rdb, keys[1:2], "logged", upto).Err()
+	return upto, s.maxset.Run(ctx, s.rdb, keys[1:2], "logged", upto).Err()
 }
 
 func atoi64(v any) int64 {

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -338,5 +339,102 @@ func TestFragmentsEndInSoldOut(t *testing.T) {
 	rank, err := b.env.Redis.ZRank(ctx, b.svc.queueKeys(shard.ID)[0], "8").Result()
 	if adm, _ := b.admitted(t, shard.ID); err == nil && rank < adm && off.lapsed < 1 {
 		t.Fatalf("traveller 8 (place %d of %d admitted) left, but its offer is not lapsed: %+v", rank, adm, off)
+	}
+}
+
+// TestHeldSeatsKeepTheQueueWaiting: every seat is held by travellers still
+// paying. That is not sold out: a failed payment gives its seat back, and
+// it goes to the next in the queue. So the queue waits, telling the first
+// waiters (as many as the berth-legs held: each party takes at least one)
+// that seats may come back and everyone behind them that none can reach
+// them; a released seat goes to
+// the next waiter in order; once no hold is left to fail, those still
+// waiting are told sold out. Before, the queue was told sold out as soon
+// as the seats were held, and a rehearsal's queue left a third of its
+// berth-legs unsold when payments failed.
+func TestHeldSeatsKeepTheQueueWaiting(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	shard := b.shard(t, "3A", 2, time.Now().Add(-time.Minute), "queue")
+	if shard.Total != 2 {
+		t.Skipf("seeded %d berths, want 2", shard.Total)
+	}
+	reach := 2 * int64(shard.Legs) // two end-to-end holds of one berth
+	b.fill(t, shard.ID, 1, int(reach)+5)
+	ctl := b.svc.NewController(ControllerConfig{BaseRate: 5, MaxRate: 5, Tick: 200 * time.Millisecond})
+	step := func() { // a tick's worth of admissions each
+		t.Helper()
+		time.Sleep(200 * time.Millisecond)
+		if err := ctl.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(uid int64) View {
+		t.Helper()
+		v, err := b.svc.Status(ctx, b.caller(uid), b.svc.Ticket(shard.ID, uid))
+		if err != nil {
+			t.Fatalf("status of %d: %v", uid, err)
+		}
+		return v
+	}
+	// Two other travellers hold both seats, durably (HELD rows), and pay.
+	holdIDs := make([]string, 2)
+	for i := range holdIDs {
+		var uid int64
+		if err := b.env.Pool.QueryRow(ctx, `INSERT INTO users (login, password_hash) VALUES ($1, 'x') RETURNING id`, fmt.Sprintf("payer%d", i)).Scan(&uid); err != nil {
+			t.Fatal(err)
+		}
+		holdIDs[i] = uuid.NewString()
+		res, err := b.env.Store.Hold(ctx, inventory.HoldRequest{ShardID: shard.ID, HoldID: holdIDs[i], UserID: uid, IdemKey: "pay-" + holdIDs[i],
+			From: 0, To: shard.Legs, ExpiresAt: time.Now().Add(3 * time.Minute), DailyCap: 2, Prefs: []byte("-"), IDOK: true, IdemTTL: time.Hour, MaxPassengers: 4})
+		if err != nil || res.Outcome != inventory.Held {
+			t.Fatalf("hold %d: %+v %v", i, res, err)
+		}
+		if _, err := b.env.Pool.Exec(ctx, `INSERT INTO holds (id, shard_id, user_id, idempotency_key, kind, from_seq, to_seq, seat_count,
+			passengers, fare_paise, fare_breakup, state, epoch, opening_day, expires_at)
+			VALUES ($1, $2, $3, $4, 'SEAT', 0, $5, 1, '[]', 100, '{}', 'HELD', 0, current_date, now() + interval '3 minutes')`,
+			holdIDs[i], shard.ID, uid, "pay-"+holdIDs[i], shard.Legs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	// The first reach waiters could get a seat back; the next cannot.
+	for _, uid := range []int64{2, reach} {
+		if v := status(uid); v.Status != Waiting || !strings.Contains(v.Odds, "held by travellers paying") {
+			t.Fatalf("waiter %d while every seat is held: %+v", uid, v)
+		}
+	}
+	if v := status(reach + 1); v.Status != SoldOut || !strings.Contains(v.Message, "would not reach you") {
+		t.Fatalf("waiter %d, behind every held berth-leg: %+v", reach+1, v)
+	}
+	if adm, _ := b.admitted(t, shard.ID); adm != 0 {
+		t.Fatalf("admitted %d while no seat was free, want 0", adm)
+	}
+	// One payment fails: its seat comes back and goes to waiter 1.
+	if got, err := b.env.Store.Release(ctx, shard.ID, holdIDs[0], inventory.ReleaseHold, 0, ""); err != nil || got != "RELEASED" {
+		t.Fatalf("release: %q %v", got, err)
+	}
+	if _, err := b.env.Pool.Exec(ctx, `UPDATE holds SET state = 'EXPIRED' WHERE id = $1`, holdIDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	step()
+	if v := status(1); v.Status != Admitted {
+		t.Fatalf("waiter 1 after a held seat came back: %+v", v)
+	}
+	// Waiter 1 takes it (as a hold of the store), the other payment
+	// succeeds: nothing is held any more, so waiter 2 is told sold out
+	// (when it next polls: its last answer is kept until then).
+	if res, err := b.env.Store.Hold(ctx, inventory.HoldRequest{ShardID: shard.ID, HoldID: uuid.NewString(), UserID: 1, IdemKey: "w1",
+		From: 0, To: shard.Legs, ExpiresAt: time.Now().Add(3 * time.Minute), DailyCap: 2, Prefs: []byte("-"), IDOK: true, IdemTTL: time.Hour, MaxPassengers: 4}); err != nil || res.Outcome != inventory.Held {
+		t.Fatalf("waiter 1's hold: %+v %v", res, err)
+	}
+	if _, err := b.env.Pool.Exec(ctx, `UPDATE holds SET state = 'CONFIRMED' WHERE id = $1`, holdIDs[1]); err != nil {
+		t.Fatal(err)
+	}
+	step()
+	b.clock.Set(time.Now().Add(time.Minute))
+	if v := status(2); v.Status != SoldOut || !strings.Contains(v.Message, "every seat and waitlist place") {
+		t.Fatalf("waiter 2 once nothing is held: %+v", v)
 	}
 }

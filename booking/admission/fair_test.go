@@ -96,16 +96,7 @@ func testFairOrder(t *testing.T, redisURL string) {
 	}
 
 	// Rank against arrival: Spearman's rho over the cohort must be near 0.
-	rows, err := b.env.Pool.Query(ctx, `SELECT user_id FROM admission_log WHERE shard_id = $1 ORDER BY seq`, shard.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var order []int64
-	for rows.Next() {
-		var u int64
-		rows.Scan(&u) //nolint:errcheck
-		order = append(order, u)
-	}
+	order := b.admissionOrder(t, shard.ID)
 	ranks := make([]int, cohort)
 	for seq, u := range order[:cohort] {
 		a := arrival[u]

@@ -56,9 +56,12 @@ type Figures struct {
 	SpearmanRho *float64 `json:"spearman_rho"`
 	Verified    bool     `json:"verified"`
 	VerifyNote  string   `json:"verify_note"`
-	ByClient    []Rate   `json:"by_client"`
-	ByAge       []Rate   `json:"by_account_age"`
-	BySecond    []Rate   `json:"by_arrival_second"`
+	// DrawsReopened: how often the queue was lost before its seal and the
+	// draw reopened for everyone to join again.
+	DrawsReopened int    `json:"draws_reopened"`
+	ByClient      []Rate `json:"by_client"`
+	ByAge         []Rate `json:"by_account_age"`
+	BySecond      []Rate `json:"by_arrival_second"`
 	// Method says how each figure is counted.
 	Method string `json:"method"`
 }
@@ -80,7 +83,8 @@ func (s *Service) ComputeFairness(ctx context.Context, shardID int64) (Figures, 
 	f := Figures{WindowID: shardID, ComputedAt: s.now().UTC().Truncate(time.Millisecond), Method: figuresMethod}
 	var opens time.Time
 	var sealed bool
-	err := s.pool.QueryRow(ctx, `SELECT opens_at, sealed_at IS NOT NULL FROM admission_windows WHERE shard_id = $1`, shardID).Scan(&opens, &sealed)
+	err := s.pool.QueryRow(ctx, `SELECT opens_at, sealed_at IS NOT NULL, draws_reopened FROM admission_windows WHERE shard_id = $1`,
+		shardID).Scan(&opens, &sealed, &f.DrawsReopened)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !sealed) {
 		return f, fmt.Errorf("window %d: not sealed yet", shardID)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"tatkal/booking"
 	"tatkal/booking/inventory"
 	"tatkal/booking/seed"
@@ -115,3 +117,17 @@ func (b *bundle) admitted(t testing.TB, shardID int64) (admitted, logged int64) 
 }
 
 func reasonOf(err error) string { return booking.ErrorReason(err) }
+
+// admissionOrder is who PostgreSQL logged as admitted to the shard, in order.
+func (b *bundle) admissionOrder(t testing.TB, shardID int64) []int64 {
+	t.Helper()
+	rows, err := b.env.Pool.Query(context.Background(), `SELECT user_id FROM admission_log WHERE shard_id = $1 ORDER BY seq`, shardID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return order
+}

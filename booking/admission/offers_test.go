@@ -126,9 +126,11 @@ func TestPacing(t *testing.T) {
 	}
 }
 
-// TestAdmitsPartiesNotBerths: once admitted parties have held, the places
-// left are offered at the berths a party took, not one offer a berth, so
-// the admitted do not race each other for too few seats.
+// TestAdmitsPartiesNotBerths: before any party has held, a probe of
+// partiesKnown offers goes out (one offer a berth would over-admit, and
+// the admitted would race each other for too few seats: the faster poller
+// wins); once they have held, the places left are offered at the berths a
+// party took, not one offer a berth.
 func TestAdmitsPartiesNotBerths(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -136,13 +138,13 @@ func TestAdmitsPartiesNotBerths(t *testing.T) {
 	shard, step := b.fastQueue(t, 40, 200)
 	t0 := time.Now()
 	step(3)
-	if adm, _ := b.admitted(t, shard.ID); adm != 40 {
-		t.Fatalf("admitted %d for 40 berths before any party held, want 40", adm)
+	if adm, _ := b.admitted(t, shard.ID); adm != partiesKnown {
+		t.Fatalf("admitted %d for 40 berths before any party held, want the probe's %d", adm, partiesKnown)
 	}
-	// The first twelve admitted hold parties of three end to end, with
-	// their tokens: 36 berths taken, 4 left on every leg.
-	first, err := b.env.Redis.ZRange(ctx, b.svc.queueKeys(shard.ID)[0], 0, 11).Result()
-	if err != nil || len(first) != 12 {
+	// The probe's ten hold parties of three end to end, with their
+	// tokens: 30 berths taken, 10 left on every leg.
+	first, err := b.env.Redis.ZRange(ctx, b.svc.queueKeys(shard.ID)[0], 0, partiesKnown-1).Result()
+	if err != nil || len(first) != partiesKnown {
 		t.Fatalf("first admitted: %v %v", first, err)
 	}
 	for _, m := range first {
@@ -155,16 +157,21 @@ func TestAdmitsPartiesNotBerths(t *testing.T) {
 			t.Fatalf("hold of %d: %+v %v", uid, res, err)
 		}
 	}
-	// The other 28 never come; once their offers lapse, the 4 berths left
-	// are two parties' worth (one offer a berth would be four), plus the
-	// no-show allowance: 28 lapsed of 40 offers, times those 2 places.
+	// 10 berths left are four parties of three's worth (one offer a
+	// berth would be ten).
+	step(3)
+	if adm, _ := b.admitted(t, shard.ID); adm != partiesKnown+4 {
+		t.Fatalf("after 10 parties of 3 held: admitted %d, want %d (4 parties for 10 berths)", adm, partiesKnown+4)
+	}
+	// Those four never come; once their offers lapse, their places go to
+	// the next four, plus the no-show allowance: 4 lapsed of 14 offers,
+	// times those 4 places.
 	b.clock.Set(t0.Add(61 * time.Second))
 	step(3)
 	adm, _ := b.admitted(t, shard.ID)
-	lapsed, used := 28.0, 12.0
-	allowance := int64(lapsed / (used + lapsed + 10) * 2)
-	if adm != 40+2+allowance {
-		t.Fatalf("after 12 parties of 3 held and 28 offers lapsed: admitted %d, want %d (2 parties for 4 berths, %d no-show allowance)",
-			adm, 40+2+allowance, allowance)
+	lapsed, used := 4.0, 10.0
+	allowance := int64(lapsed / (used + lapsed + 10) * 4)
+	if want := partiesKnown + 4 + 4 + allowance; adm != want {
+		t.Fatalf("after 4 offers lapsed: admitted %d, want %d (%d no-show allowance)", adm, want, allowance)
 	}
 }

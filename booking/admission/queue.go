@@ -133,19 +133,28 @@ func (s *Service) Enter(ctx context.Context, c Caller, in Intent) (View, error) 
 
 func (s *Service) enterShard(ctx context.Context, shardID int64, w *Window, c Caller, dev string, now time.Time) (View, error) {
 	ticket := s.Ticket(shardID, c.UserID)
-	cohort := ""
-	if now.Before(w.RandomiseUntil) {
+	// A drawn place while the draw is open; past it but before the seal,
+	// one the queue may take if its draw was reopened (Controller.reopen)
+	// since this process last read the window.
+	cohort, reopened := "", ""
+	switch {
+	case now.Before(w.RandomiseUntil):
 		cohort = strconv.FormatInt(Score(w.Seed, ticket), 10)
+	case w.SealedAt == nil:
+		reopened = strconv.FormatInt(Score(w.Seed, ticket), 10)
 	}
 	keys := append(s.queueKeys(shardID)[:2:2], s.qkey(shardID, "at"))
 	var en, st *redis.Cmd
 	if err := s.pipe(ctx, func(p redis.Pipeliner) {
-		en = s.enter.EvalSha(ctx, p, keys, c.UserID, cohort, w.keysExpireAt(), now.UnixMilli())
+		en = s.enter.EvalSha(ctx, p, keys, c.UserID, cohort, w.keysExpireAt(), now.UnixMilli(), w.sealedFlag(), reopened)
 		st = s.statusCmd(ctx, p, shardID, w, c.UserID, now)
 	}); err != nil {
 		return View{}, unreachable()
 	}
 	res, _ := en.Slice()
+	if len(res) > 0 && res[0] == "LOST" {
+		return View{}, recovering()
+	}
 	var created int64
 	if len(res) > 0 {
 		created, _ = res[0].(int64)
@@ -163,7 +172,17 @@ func (s *Service) enterShard(ctx context.Context, shardID int64, w *Window, c Ca
 // the pick-up window claims its offer in the same step.
 func (s *Service) statusCmd(ctx context.Context, p redis.Pipeliner, shardID int64, w *Window, member int64, now time.Time) *redis.Cmd {
 	k := s.queueKeys(shardID)
-	return s.status.EvalSha(ctx, p, []string{k[0], k[1], k[2], k[4]}, member, now.UnixMilli(), s.cfg.OfferTTL.Milliseconds(), w.keysExpireAt())
+	return s.status.EvalSha(ctx, p, []string{k[0], k[1], k[2], k[4]}, member, now.UnixMilli(), s.cfg.OfferTTL.Milliseconds(), w.keysExpireAt(), w.sealedFlag())
+}
+
+// sealedFlag tells the queue scripts whether PostgreSQL has sealed the
+// window: a sealed window's queue missing from Redis, or written on
+// another node, is lost (lua/common.lua, queue_lost).
+func (w *Window) sealedFlag() string {
+	if w.SealedAt != nil {
+		return "1"
+	}
+	return ""
 }
 
 // keysExpireAt is when a window's queue keys may go: a day after it closes.
@@ -232,9 +251,19 @@ func unreachable() error {
 	return booking.Errorf(booking.EUNAVAIL, "QUEUE_UNREACHABLE", "The waiting room is not reachable right now; please retry in a few seconds.")
 }
 
+// recovering is the answer while a queue that lost its Redis state waits
+// for the controller to rebuild it from PostgreSQL (Controller.rebuild):
+// nobody's place is known until then, so nobody is told one.
+func recovering() error {
+	return booking.Errorf(booking.EUNAVAIL, "QUEUE_RECOVERING", "The waiting room is restoring its queue after a fault; your place is kept. Please retry in a few seconds.")
+}
+
 // view turns a STATUS answer into what the passenger is told.
 func (s *Service) view(ctx context.Context, shardID int64, w *Window, c Caller, dev, ticket string, now time.Time, res []any) (View, error) {
-	if len(res) < 11 {
+	if len(res) > 0 && res[0] == "LOST" {
+		return View{}, recovering()
+	}
+	if len(res) < 12 {
 		return View{}, unreachable()
 	}
 	rank, _ := res[0].(int64)
@@ -276,6 +305,9 @@ func (s *Service) view(ctx context.Context, shardID int64, w *Window, c Caller, 
 		v.Message = "Sold out: every seat and waitlist place on this train and class is taken. Your place in this queue is released; try one of the alternatives."
 		why := "every seat and waitlist place taken; queue released"
 		switch {
+		case !soldout && str(11) != "":
+			v.Message = "Sold out for your place in the queue: every seat on this train and class is held by travellers paying now, and even if all of their payments failed, the seats coming back would not reach you. Your place in this queue is released; try one of the alternatives."
+			why = "every seat held; the held seats cannot reach this place; queue place released"
 		case !soldout: // reopened since: the answer it had stands
 			v.Message = "Sold out: this train and class sold out while you waited, and your place in this queue was released then. Seats that come back later go to those still in the queue; try one of the alternatives."
 			why = "told sold out earlier; queue place released"
@@ -328,7 +360,7 @@ func (s *Service) pollAfter(pos int64, rate float64) int {
 func odds(capLeft float64, waiting int64) string {
 	switch {
 	case capLeft <= 0:
-		return "No seats are free right now; seats come back only when others' holds lapse."
+		return "No seats are free right now: they are held by travellers paying. A seat whose payment fails comes back to this queue, in order."
 	case capLeft >= float64(waiting):
 		return "Most people in this queue should get a seat."
 	}

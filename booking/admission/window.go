@@ -48,7 +48,11 @@ type Window struct {
 	SealedAt        *time.Time
 	RevealedAt      *time.Time
 	CohortSize      *int
-	loaded          time.Time
+	// DrawsReopened: how often the queue was lost before its seal and the
+	// draw reopened (Controller.reopen); DrawReopenedAt the last time.
+	DrawsReopened  int
+	DrawReopenedAt *time.Time
+	loaded         time.Time
 }
 
 // Revealed reports whether the seed may be shown.
@@ -109,9 +113,10 @@ func (s *Service) WindowFor(ctx context.Context, shard *booking.Shard) (*Window,
 
 func (s *Service) loadWindow(ctx context.Context, shardID int64) (*Window, error) {
 	w := &Window{ShardID: shardID, loaded: time.Now()}
-	err := s.pool.QueryRow(ctx, `SELECT seed, seed_sha256, prequeue_opens_at, opens_at, randomise_until, sealed_at, revealed_at, cohort_size
+	err := s.pool.QueryRow(ctx, `SELECT seed, seed_sha256, prequeue_opens_at, opens_at, randomise_until, sealed_at, revealed_at, cohort_size,
+		draws_reopened, draw_reopened_at
 		FROM admission_windows WHERE shard_id = $1`, shardID).Scan(&w.Seed, &w.Commitment, &w.PrequeueOpensAt, &w.OpensAt,
-		&w.RandomiseUntil, &w.SealedAt, &w.RevealedAt, &w.CohortSize)
+		&w.RandomiseUntil, &w.SealedAt, &w.RevealedAt, &w.CohortSize, &w.DrawsReopened, &w.DrawReopenedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, booking.Errorf(booking.ENOTFOUND, "NO_SUCH_WINDOW", "Window %d has no waiting room.", shardID)
 	}
@@ -133,8 +138,12 @@ type Fairness struct {
 	Seed            string     `json:"seed,omitempty"`
 	RevealedAt      *time.Time `json:"revealed_at,omitempty"`
 	CohortSize      *int       `json:"cohort_size,omitempty"`
-	Admitted        int64      `json:"admitted"`
-	Method          string     `json:"method"`
+	// DrawsReopened: the queue was lost before its seal this many times and
+	// the draw reopened until randomise_until (the last at DrawReopenedAt).
+	DrawsReopened  int        `json:"draws_reopened"`
+	DrawReopenedAt *time.Time `json:"draw_reopened_at,omitempty"`
+	Admitted       int64      `json:"admitted"`
+	Method         string     `json:"method"`
 	// Entrants: the cohort's tickets with their scores, in admission order
 	// (only once revealed, and only when asked for).
 	Entrants []Entrant `json:"entrants,omitempty"`
@@ -151,6 +160,7 @@ type Entrant struct {
 
 const method = "Everyone who joined the queue by randomise_until gets score = first 52 bits of HMAC-SHA256(key = seed, message = ticket); " +
 	"they are admitted in ascending (score, ticket) order, and everyone who joined later is admitted after them in arrival order. " +
+	"If the queue was lost before its seal, the draw reopened until randomise_until (draws_reopened) and everyone who joined again by then was drawn. " +
 	"Check SHA-256(seed) = seed_sha256, then recompute the order from the entrants."
 
 // Fairness returns the published facts of shard's window.
@@ -167,7 +177,7 @@ func (s *Service) Fairness(ctx context.Context, shardID int64, withEntrants bool
 		return Fairness{}, err
 	}
 	f := Fairness{WindowID: shardID, Intent: shard.Key(), SeedSHA256: w.Commitment, PrequeueOpensAt: w.PrequeueOpensAt,
-		OpensAt: w.OpensAt, RandomiseUntil: w.RandomiseUntil, Method: method}
+		OpensAt: w.OpensAt, RandomiseUntil: w.RandomiseUntil, DrawsReopened: w.DrawsReopened, DrawReopenedAt: w.DrawReopenedAt, Method: method}
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM admission_log WHERE shard_id = $1`, shardID).Scan(&f.Admitted); err != nil {
 		return Fairness{}, fmt.Errorf("fairness %d: %w", shardID, err)
 	}

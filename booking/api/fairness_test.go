@@ -32,14 +32,13 @@ import (
 // bound devices on one queue-mode shard of 64 berths (TQWL cap 38), 30 %
 // aggressive (they poll and retry four times as fast and ignore pacing),
 // 70 % ordinary (they wait poll_after_ms and Retry-After, with jitter), all
-// entering inside the randomisation window, through the HTTP API, once with
-// every traveller behind ONE source address (three seeds) and once with each
-// on its own loopback address (one seed). Per run: aggressive / ordinary success ≤ 1.25, no
+// entering inside the randomisation window, through the HTTP API, every
+// traveller behind ONE source address. Aggressive / ordinary success ≤ 1.25, no
 // admitted traveller who comes back inside the pick-up window is refused a
 // hold, and the invariant check passes against the database after.
 //
 // Time is compressed (a 3 s draw, polls paced between 250 ms and 5 s; the
-// pick-up window stays 60 s) so the four runs fit in about a minute and a half. The draw
+// pick-up window stays 60 s) so the run takes about 20-40 s. The draw
 // itself is fair by construction (fair_test.go and verify-window prove
 // it); to measure what client behaviour does to the outcome rather than
 // the draw's sampling noise, the window seed comes from the rehearsal seed
@@ -48,44 +47,32 @@ import (
 // aggressive.
 func TestWaitingRoomRehearsal(t *testing.T) {
 	if testing.Short() {
-		t.Skip("rehearsal: 4 runs of 600 travellers")
+		t.Skip("rehearsal: 600 travellers")
 	}
-	for _, spread := range []bool{false, true} {
-		// Three seeds behind one address (the bug this guards against), one
-		// with an address each (the control): the suite's time is shared.
-		seeds := []uint64{1, 2, 3}
-		if spread {
-			seeds = seeds[:1]
-		}
-		for _, sd := range seeds {
-			name := fmt.Sprintf("one-address/seed-%d", sd)
-			if spread {
-				name = fmt.Sprintf("many-addresses/seed-%d", sd)
-			}
-			t.Run(name, func(t *testing.T) {
-				r := rehearse(t, &rehearsal{seed: sd, spread: spread, travellers: 600, berths: 64, waitlist: 38, aggressive: 0.3})
-				t.Log(r)
-				if r.admittedRefused > 0 {
-					t.Errorf("%d admitted travellers came back inside the pick-up window and were refused a hold", r.admittedRefused)
-				}
-				if r.ratio() > 1.25 {
-					t.Errorf("aggressive / ordinary success = %.2f, more than 1.25", r.ratio())
-				}
-				// Liveness depends on the machine: on a loaded one (or under
-				// -race) some may still be waiting at the 90 s deadline. The
-				// promises above hold whatever the speed; a stuck queue does not
-				// sell at all.
-				if r.ordinaryOK+r.aggressiveOK == 0 {
-					t.Errorf("nothing sold in 90 s")
-				}
-			})
-		}
+	// One run, every traveller behind one source address: the bug this
+	// guards against (the per-address limiter answered ordinary polls 503,
+	// and aggressive travellers won 9.57 times as often). The bound on the
+	// mean of three seeds, and the waiting room against direct booking, are
+	// booking/rehearse's TestSmallRehearsal (its travellers share one
+	// address too); a control with an address each never differed (README).
+	r := rehearse(t, &rehearsal{seed: 1, travellers: 600, berths: 64, waitlist: 38, aggressive: 0.3})
+	t.Log(r)
+	if r.admittedRefused > 0 {
+		t.Errorf("%d admitted travellers came back inside the pick-up window and were refused a hold", r.admittedRefused)
+	}
+	if r.ratio() > 1.25 {
+		t.Errorf("aggressive / ordinary success = %.2f, more than 1.25", r.ratio())
+	}
+	// Liveness depends on the machine: on a loaded one (or under -race)
+	// some may still be waiting at the 90 s deadline. The promises above
+	// hold whatever the speed; a stuck queue does not sell at all.
+	if r.ordinaryOK+r.aggressiveOK == 0 {
+		t.Errorf("nothing sold in 90 s")
 	}
 }
 
 type rehearsal struct {
 	seed                       uint64
-	spread                     bool
 	travellers, berths         int
 	waitlist                   int
 	aggressive                 float64
@@ -182,12 +169,7 @@ func rehearse(t *testing.T, r *rehearsal) *rehearsal {
 	shared := &http.Transport{MaxIdleConns: 4000, MaxIdleConnsPerHost: 4000, IdleConnTimeout: 30 * time.Second}
 	ts := make([]*traveller, len(ids))
 	for i, uid := range ids {
-		tr := shared
-		if r.spread { // each traveller from its own loopback address
-			addr := &net.TCPAddr{IP: net.IPv4(127, byte(1+i/250), byte(i%250+1), byte(2+int(r.seed)))}
-			tr = &http.Transport{DialContext: (&net.Dialer{LocalAddr: addr, Timeout: 5 * time.Second}).DialContext, MaxIdleConnsPerHost: 4}
-		}
-		ts[i] = &traveller{uid: uid, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}, token: s.Token(uid),
+		ts[i] = &traveller{uid: uid, http: &http.Client{Transport: shared, Timeout: 30 * time.Second}, token: s.Token(uid),
 			rng: rand.New(rand.NewPCG(r.seed, uint64(uid)))}
 	}
 	var wg sync.WaitGroup

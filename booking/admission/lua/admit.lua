@@ -2,15 +2,23 @@
 -- KEYS: z, m, ba (batches by count), bt (batch counts by time), cl (claims)
 -- ARGV: fence, n, now ms, room (most to admit now: places left minus the
 -- outstanding offers plus the no-show allowance, worked out by the
--- controller; -1 for no bound), expire-at ms
+-- controller; -1 for no bound), expire-at ms, sealed in PostgreSQL ('1' or
+-- ''), floor (admissions PostgreSQL is known to hold)
+-- A lost queue (queue_lost, or fewer admitted than PostgreSQL logged: a
+-- replica that missed the last writes) is refused ({'LOST'}): the caller
+-- rebuilds it (REBUILD) instead of offering places again from its start.
 -- A leader whose fence is older than one already seen is refused (STALE):
 -- fencing at the resource, so a paused old leader cannot admit. Admission
 -- moves a cursor over a fixed order, so no one is admitted twice. The first
 -- call seals the queue: the randomised cohort is final from then on.
+if queue_lost(KEYS[2], ARGV[6]) or
+   tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0') < tonumber(ARGV[7]) then
+  return {'LOST'}
+end
 local fence = tonumber(ARGV[1])
 local cur = tonumber(redis.call('HGET', KEYS[2], 'fence') or '0')
 if fence < cur then return {'STALE', tostring(cur)} end
-redis.call('HSET', KEYS[2], 'fence', ARGV[1], 'sealed', '1')
+redis.call('HSET', KEYS[2], 'fence', ARGV[1], 'sealed', '1', 'node', node_id())
 local admitted = tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0')
 local card = redis.call('ZCARD', KEYS[1])
 local n = tonumber(ARGV[2])

@@ -1,6 +1,11 @@
 -- LEASE: take or renew the controller lease. KEYS: leader, fence counter.
--- ARGV: instance id, ttl ms. Returns the holder's fence, or 0 when another
--- instance holds it. Every new holder gets a larger fence.
+-- ARGV: instance id, ttl ms, floor. Returns the holder's fence, or 0 when
+-- another instance holds it. Every new holder gets a larger fence, above
+-- floor too: a queue that has seen a fence larger than the counter's (the
+-- counter was lost with Redis) makes the next one larger still.
+if tonumber(ARGV[3] or '0') > tonumber(redis.call('GET', KEYS[2]) or '0') then
+  redis.call('SET', KEYS[2], ARGV[3])
+end
 local cur = redis.call('GET', KEYS[1])
 if not cur then
   local f = redis.call('INCR', KEYS[2])

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -123,7 +124,19 @@ func labCharts(points []views.LabPoint) []views.Chart {
 		ran[p.Mode] = true
 	}
 	var out []views.Chart
-	chart := func(key, title, unit string, val func(views.LabPoint) int64, modes ...string) {
+	// The backend's capacity, second by second (a quarter while the core
+	// is slowed), the same for both modes: seeds/001's capacity line.
+	var capacity []int64
+	for _, p := range points {
+		if p.T < 0 || p.Capacity <= 0 {
+			continue
+		}
+		for len(capacity) <= p.T {
+			capacity = append(capacity, 0)
+		}
+		capacity[p.T] = max(capacity[p.T], int64(math.Round(p.Capacity)))
+	}
+	chart := func(key, title, unit string, val func(views.LabPoint) int64, withCapacity bool, modes ...string) {
 		modes = slices.DeleteFunc(modes, func(m string) bool { return len(ran) > 0 && !ran[m] })
 		if len(modes) == 0 {
 			return
@@ -132,6 +145,11 @@ func labCharts(points []views.LabPoint) []views.Chart {
 		var top int64
 		for _, p := range points {
 			top = max(top, val(p))
+		}
+		withCapacity = withCapacity && len(capacity) > 0
+		if withCapacity {
+			top = max(top, slices.Max(capacity))
+			c.Describe = "one line per mode, and the backend's capacity"
 		}
 		c.Peak = fmt.Sprintf("%d%s", top, unit)
 		for _, m := range modes {
@@ -147,11 +165,17 @@ func labCharts(points []views.LabPoint) []views.Chart {
 			}
 			c.Lines = append(c.Lines, views.NewLine(m, m, modeClass[m], series, top, last+1))
 		}
+		if withCapacity {
+			c.Lines = append(c.Lines, views.NewLine("capacity", "backend capacity", "cap", capacity, top, last+1))
+		}
 		out = append(out, c)
 	}
-	chart("lab-backend", "Backend (hold + payment) requests per second", "/s", func(p views.LabPoint) int64 { return p.Backend }, "direct", "queue")
-	chart("lab-refused", "Retryable refusals per second", "/s", func(p views.LabPoint) int64 { return p.Rejected }, "direct", "queue")
-	chart("lab-booked", "Bookings per second", "/s", func(p views.LabPoint) int64 { return p.Booked }, "direct", "queue")
-	chart("lab-depth", "Queue depth", " waiting", func(p views.LabPoint) int64 { return p.QueueDepth }, "queue")
+	chart("lab-backend", "Backend (hold + payment) requests reaching the core per second", "/s", func(p views.LabPoint) int64 { return p.Backend - p.Rejected }, true, "direct", "queue")
+	chart("lab-refused", "Retryable refusals per second", "/s", func(p views.LabPoint) int64 { return p.Rejected }, false, "direct", "queue")
+	chart("lab-booked", "Bookings per second", "/s", func(p views.LabPoint) int64 { return p.Booked }, false, "direct", "queue")
+	chart("lab-depth", "Queue depth", " waiting", func(p views.LabPoint) int64 { return p.QueueDepth }, false, "queue")
+	chart("lab-holds", "Holds taken per second", "/s", func(p views.LabPoint) int64 { return p.Holds }, false, "direct", "queue")
+	chart("lab-payments", "Payments started per second", "/s", func(p views.LabPoint) int64 { return p.Payments }, false, "direct", "queue")
+	chart("lab-admitted", "Admissions per second", "/s", func(p views.LabPoint) int64 { return p.Admitted }, false, "queue")
 	return out
 }

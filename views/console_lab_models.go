@@ -19,6 +19,10 @@ type LabPoint struct {
 	Rejected   int64
 	Booked     int64
 	QueueDepth int64
+	Capacity   float64 // the backend's capacity in this second, calls / s
+	Admitted   int64   // travellers who saw their turn come
+	Holds      int64   // holds that took seats
+	Payments   int64   // payments started
 }
 
 // LabRun is one rehearsal as the Lab page shows it.

@@ -171,7 +171,7 @@ func Abuse(ctx context.Context, cfg app.Config, o AbuseOptions) (AbuseReport, er
 		http: &http.Client{Transport: transport, Timeout: 30 * time.Second},
 		noRedirect: &http.Client{Transport: transport, Timeout: 30 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		stats: newStats(time.Now().Add(time.Hour), time.Minute), decideCtx: ctx}
+		stats: newStats(time.Now().Add(time.Hour), &Options{Duration: time.Minute, Capacity: DefaultCapacity}), decideCtx: ctx}
 	as := make([]*abuser, len(pl.Accounts))
 	ts := make([]*traveller, len(pl.Accounts))
 	byTraveller := map[*traveller]*abuser{}

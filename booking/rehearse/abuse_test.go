@@ -19,7 +19,9 @@ import (
 // Clustering them must find ≥ 95 % of the ring accounts and flag ≤ 1 % of
 // the honest and family accounts. The rush runs at twice real speed.
 func TestAbuseThroughAPI(t *testing.T) {
-	t.Parallel()
+	// Not parallel: beside the small rehearsal's three stacks and the Lab's
+	// on two cores its gateway calls timed out and payments stayed UNKNOWN
+	// past its bound (CI, 3 Dec, twice); alone it runs before them.
 	start := time.Now()
 	rep, err := rehearse.Abuse(context.Background(), testConfig(), rehearse.AbuseOptions{
 		Population: fraud.Population{Rings: 4, RingSize: 6, Families: 15, Honest: 150, Seed: 1},

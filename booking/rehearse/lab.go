@@ -105,8 +105,7 @@ func (l *Lab) Start(ctx context.Context, by string, req views.LabRequest) (int64
 	l.mu.Unlock()
 	o.OnTick = func(t Tick) {
 		l.mu.Lock()
-		lr.points = append(lr.points, views.LabPoint{Mode: t.Mode, T: t.Second.T, Backend: t.Second.Backend, Rejected: t.Second.Rejected,
-			Booked: t.Second.Booked, QueueDepth: t.Second.QueueDepth})
+		lr.points = append(lr.points, labPoint(t.Mode, t.Second))
 		l.mu.Unlock()
 	}
 	l.wg.Add(1)
@@ -196,6 +195,12 @@ func (l *Lab) query(ctx context.Context, tail string, arg any) ([]views.LabRun, 
 	return out, err
 }
 
+// labPoint is one second of a mode on the Lab's charts.
+func labPoint(mode string, s second) views.LabPoint {
+	return views.LabPoint{Mode: mode, T: s.T, Backend: s.Backend, Rejected: s.Rejected, Booked: s.Booked, QueueDepth: s.QueueDepth, Capacity: s.Capacity,
+		Admitted: s.Admitted, Holds: s.Holds, Payments: s.Payments}
+}
+
 // fill puts a finished report on the page: the chart's points, the table
 // (first seed) and the followed traveller.
 func fill(run *views.LabRun, rep *Report) {
@@ -205,7 +210,7 @@ func fill(run *views.LabRun, rep *Report) {
 			continue
 		}
 		for _, s := range rr.Seconds {
-			run.Points = append(run.Points, views.LabPoint{Mode: rr.Mode, T: s.T, Backend: s.Backend, Rejected: s.Rejected, Booked: s.Booked, QueueDepth: s.QueueDepth})
+			run.Points = append(run.Points, labPoint(rr.Mode, s))
 		}
 		run.Modes = append(run.Modes, title(rr.Mode))
 		cols = append(cols, Rows(rr))

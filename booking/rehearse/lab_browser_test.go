@@ -19,7 +19,8 @@ import (
 
 // TestBrowserLab drives the console's Lab page in headless Chromium: ops
 // starts a small rehearsal (direct mode, 60 travellers, 12 berths, 12 s),
-// watches its live chart gain points while it runs, and reads the
+// watches its live chart gain points while it runs, sees the backend's
+// capacity drawn beside the load, and reads the
 // comparison table and the followed traveller when it ends; the run is in
 // the list and the start is in the audit log. Screenshots go to
 // $TATKAL_SCREENSHOTS when set.
@@ -78,8 +79,28 @@ func TestBrowserLab(t *testing.T) {
 	}
 	do("wait for the table", chromedp.WaitVisible(chromedp.CSS(`[data-testid=lab-table]`)))
 	shot("lab-done")
+	// The backend chart draws the backend's capacity beside the mode's
+	// load: a line over every second the run recorded, named in the legend.
+	const capLine = `[data-testid=chart-lab-backend] polyline[data-line=capacity]`
+	n, _ := strconv.Atoi(attr(capLine, "data-points"))
+	if direct, _ := strconv.Atoi(attr(`[data-testid=chart-lab-backend] polyline[data-line=direct]`, "data-points")); n < 2 || n != direct {
+		t.Errorf("the capacity line draws %d seconds, the direct line %d", n, direct)
+	}
+	if pts := attr(capLine, "points"); strings.Count(pts, ",") < 2 {
+		t.Errorf("the capacity line's points: %q", pts)
+	}
+	if got := text(`[data-testid=chart-lab-backend] .legend`); !strings.Contains(got, "backend capacity") {
+		t.Errorf("the backend chart's legend: %q", got)
+	}
 	if got := text(`[data-testid=lab-state]`); got != "DONE" {
 		t.Fatalf("ended %q: %s", got, text(`[data-testid=lab-run]`))
+	}
+	// The issue's live figures besides the load: holds, payments and (in
+	// queue mode) admissions, second by second.
+	for _, c := range []string{"lab-holds", "lab-payments"} {
+		if n, _ := strconv.Atoi(attr(`[data-testid=chart-`+c+`] polyline[data-line=direct]`, "data-points")); n < 2 {
+			t.Errorf("chart %s draws %d seconds of the direct run", c, n)
+		}
 	}
 	table := text(`[data-testid=lab-table]`)
 	for _, row := range []string{"Successful bookings", "Oversold berth-legs", "Payments unresolved after drain", "Money in and out"} {

@@ -3,10 +3,10 @@ package rehearse_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"tatkal/booking/testenv"
+	"tatkal/booking/teststack"
 )
 
-// Every goroutine a test starts is stopped by the end of the package's tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.LeakOptions()...) }
+// Every goroutine a test starts is stopped by the end of the package's
+// tests. The binary also runs as a worker process of a benchmark's stack
+// (teststack.StartProcess).
+func TestMain(m *testing.M) { teststack.Main(m) }

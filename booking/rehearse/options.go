@@ -85,6 +85,13 @@ type Options struct {
 	Seed            uint64        `json:"seed"`
 	Seeds           int           `json:"seeds"`
 	Faults          []Fault       `json:"faults"`
+	// Capacity is the backend's capacity in hold and payment calls a
+	// second (see capacityAt): the line the Lab chart draws and the
+	// report's load figures divide by.
+	Capacity float64 `json:"capacity_per_s"`
+	// Parallel runs the seeds at once, each on a stack of its own (not
+	// with URL): the wall time of one seed, not of all.
+	Parallel bool `json:"parallel,omitempty"`
 	// URL is a running deployment to rehearse against instead of a stack
 	// of our own (its database and Redis come from the configuration).
 	URL string `json:"url,omitempty"`
@@ -116,7 +123,34 @@ type Options struct {
 // Defaults are the command's defaults: seeds/001's rush.
 func Defaults() Options {
 	return Options{Travellers: 2000, Berths: 600, Aggressive: 0.1, RetryMultiplier: 4, Duration: 180 * time.Second, Mode: Both,
-		Seed: 42, Seeds: 1, Arrivals: 2 * time.Second, Drain: 60 * time.Second}
+		Seed: 42, Seeds: 1, Arrivals: 2 * time.Second, Drain: 60 * time.Second, Capacity: DefaultCapacity}
+}
+
+// DefaultCapacity is the backend capacity a rehearsal assumes, in hold
+// and payment calls a second. seeds/001 takes its PRS capacity as an
+// input; ours is a configured figure too (--capacity), not measured per
+// run: on a shared machine a measured service time swings tenfold with
+// the neighbours' load, and a capacity measured under the rush itself
+// would fall as direct mode overloads the backend, hiding the overload.
+// The default is what the own stack served on the 2-core machine without
+// its calls queueing (README, The rehearsal lab: queue mode's 86/s kept
+// the p95 backend call at 2.6 s, direct mode's 929/s took it to 23 s).
+const DefaultCapacity = 100
+
+// capacityAt is the backend capacity t after the opening: Capacity, and
+// a quarter of it while core-slow is pulled, as seeds/001's PRS slowdown.
+// core-slow makes the hold path four times slower (HoldSlowdown, and the
+// core's latency for the calls that reach it); with the concurrency
+// bounded, four times the service time is a quarter of the throughput
+// (Little's law).
+func (o *Options) capacityAt(t time.Duration) float64 {
+	c := o.Capacity
+	for _, f := range o.Faults {
+		if f.Name == FaultCoreSlow && t >= f.From && t < f.To {
+			return c / 4
+		}
+	}
+	return c
 }
 
 // Check says what is wrong with the options.
@@ -148,6 +182,9 @@ func (o *Options) Check() error {
 	}
 	if o.Drain <= 0 {
 		o.Drain = 60 * time.Second
+	}
+	if o.Capacity <= 0 {
+		o.Capacity = DefaultCapacity
 	}
 	o.DurationS = o.Duration.Seconds()
 	return errors.Join(errs...)

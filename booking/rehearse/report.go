@@ -73,16 +73,25 @@ type RunReport struct {
 	OversoldBerthLegs   int            `json:"oversold_berth_legs"`
 	// BerthLegsUnsold of BerthLegs (berths × legs) were free after the
 	// drain: what a sold-out answer left behind (fragments no party fit).
-	BerthLegsUnsold     int                `json:"berth_legs_unsold"`
-	BerthLegs           int                `json:"berth_legs"`
-	InvariantViolations []string           `json:"invariant_violations"`
-	UnresolvedPayments  int                `json:"unresolved_payments"`
-	DrainS              float64            `json:"drain_s"`
-	Money               Money              `json:"money"`
-	CPU                 map[string]float64 `json:"cpu_s"`
-	PeakBackendPerS     int64              `json:"peak_backend_per_s"`
-	Seconds             []second           `json:"seconds"`
-	Follow              Followed           `json:"follow"`
+	BerthLegsUnsold     int      `json:"berth_legs_unsold"`
+	BerthLegs           int      `json:"berth_legs"`
+	InvariantViolations []string `json:"invariant_violations"`
+	UnresolvedPayments  int      `json:"unresolved_payments"`
+	// Unresolved tells each unresolved payment's story (state, method,
+	// its events from the opening), so a failed drain says why.
+	Unresolved      []string           `json:"unresolved,omitempty"`
+	DrainS          float64            `json:"drain_s"`
+	Money           Money              `json:"money"`
+	CPU             map[string]float64 `json:"cpu_s"`
+	PeakBackendPerS int64              `json:"peak_backend_per_s"`
+	// PeakLoad is the highest backend load over capacity of any second
+	// (calls sent, those refused at the door included: seeds/001 counts
+	// them as origin traffic); FaultPeakLoad the same inside the faults'
+	// windows (nil: no fault).
+	PeakLoad      Load     `json:"peak_load"`
+	FaultPeakLoad *Load    `json:"fault_peak_load,omitempty"`
+	Seconds       []second `json:"seconds"`
+	Follow        Followed `json:"follow"`
 	// Fairness: the window's fairness figures (queue mode), as the
 	// fairness job computes them after the draw.
 	Fairness *admission.Figures `json:"fairness,omitempty"`
@@ -164,6 +173,17 @@ func (mr *modeRun) report(ts []*traveller) RunReport {
 	rr.SuccessRatio = ratio(rr.AggressiveSuccess, rr.OrdinarySuccess)
 	for _, s := range rr.Seconds {
 		rr.PeakBackendPerS = max(rr.PeakBackendPerS, s.Backend)
+		rr.PeakLoad = rr.PeakLoad.higher(s)
+		if inFault(mr.opts.Faults, time.Duration(s.T)*time.Second) {
+			l := rr.FaultPeakLoad
+			if l == nil {
+				l = &Load{}
+			}
+			rr.FaultPeakLoad = ptr(l.higher(s))
+		}
+	}
+	if rr.FaultPeakLoad == nil && len(mr.opts.Faults) > 0 {
+		rr.FaultPeakLoad = &Load{} // the window had no second of load
 	}
 	f := mr.opts.Follow
 	if f >= 0 && f < len(ts) {
@@ -174,6 +194,52 @@ func (mr *modeRun) report(ts []*traveller) RunReport {
 	}
 	return rr
 }
+
+// Load is one second's backend load against the capacity of that second.
+// As seeds/001 charts "requests reaching PRS" and counts rejected buffer
+// entries as origin traffic, the load is the hold and payment calls that
+// reached the core: those sent, less those refused retryably at the door
+// (the hold path's in-flight bound, the shard's throttle).
+type Load struct {
+	T        int     `json:"t"`
+	Backend  int64   `json:"backend"` // reached the core
+	Sent     int64   `json:"sent"`    // sent, refused at the door included
+	Capacity float64 `json:"capacity"`
+	Ratio    float64 `json:"ratio"` // Backend / Capacity
+}
+
+// reached is the second's calls that reached the core.
+func (s second) reached() int64 { return s.Backend - s.Rejected }
+
+// higher is l or s's load, whichever is the higher ratio.
+func (l Load) higher(s second) Load {
+	if s.Capacity <= 0 {
+		return l
+	}
+	if r := float64(s.reached()) / s.Capacity; r > l.Ratio || l.Capacity == 0 {
+		return Load{T: s.T, Backend: s.reached(), Sent: s.Backend, Capacity: s.Capacity, Ratio: round3(r)}
+	}
+	return l
+}
+
+func (l Load) String() string {
+	if l.Sent > l.Backend {
+		return fmt.Sprintf("%.2f× (+%ds: %d/s of %g; %d more refused at the door)", l.Ratio, l.T, l.Backend, l.Capacity, l.Sent-l.Backend)
+	}
+	return fmt.Sprintf("%.2f× (+%ds: %d/s of %g)", l.Ratio, l.T, l.Backend, l.Capacity)
+}
+
+// inFault says whether t after the opening is inside a fault's window.
+func inFault(fs []Fault, t time.Duration) bool {
+	for _, f := range fs {
+		if t >= f.From && t < f.To {
+			return true
+		}
+	}
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // ratio is aggressive over ordinary success (1 when neither succeeded,
 // 99 when only aggressive travellers did: JSON has no infinity).

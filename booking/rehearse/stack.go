@@ -29,7 +29,9 @@ import (
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
+	"tatkal/booking/redisx"
 	"tatkal/booking/secrets"
+	"tatkal/console/levers"
 )
 
 // target is what a rehearsal runs against: the app's public URL, its
@@ -74,7 +76,7 @@ func startOwn(ctx context.Context, cfg app.Config, log *slog.Logger, inPlace boo
 	}
 	name := "tatkal_rehearse_" + randHex(6)
 	if !inPlace {
-		cfg.DatabaseURL = withDatabase(cfg.DatabaseURL, name)
+		cfg.DatabaseURL = db.WithDatabase(cfg.DatabaseURL, name)
 		cfg.RedisPrefix = "rh" + randHex(5)
 	}
 	cfg.Addr, cfg.MetricsAddr, cfg.PublicURL = "127.0.0.1:0", "off", ""
@@ -89,7 +91,7 @@ func startOwn(ctx context.Context, cfg app.Config, log *slog.Logger, inPlace boo
 	if err := db.CreateDatabase(ctx, cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("scratch database: %w", err)
 	}
-	dropDB := func() { dropDatabase(cfg.DatabaseURL, name) }
+	dropDB := func() { db.DropDatabase(cfg.DatabaseURL, name) }
 	if inPlace {
 		dropDB = func() {}
 	}
@@ -131,7 +133,7 @@ func startOwn(ctx context.Context, cfg app.Config, log *slog.Logger, inPlace boo
 			log.Warn("rehearsal stack stopped", "err", err)
 		}
 		if !inPlace {
-			wipeRedis(a.Redis, cfg.RedisPrefix)
+			redisx.DeletePrefix(a.Redis, cfg.RedisPrefix)
 		}
 		a.Close()
 		dropDB()
@@ -233,20 +235,71 @@ func cleanRoutes() []pspapi.RouteConfig {
 	return rs
 }
 
-// pull starts (on) or ends a fault on shard.
-func (t *target) pull(ctx context.Context, f Fault, shardID int64, on bool) error {
+// callsPerAdmission are the backend calls an admitted traveller makes: a
+// hold and a payment, doubled for holds that find the berths gone and
+// retries (queue mode measured 4.5 backend calls per booking).
+const callsPerAdmission = 4
+
+// meterAdmission sets the shard's admission_rate lever (audited as the
+// rehearsal's) to what capacity serves: capacity / callsPerAdmission
+// admissions a second. seeds/001 derives its queue's admission rate from
+// the PRS capacity it takes as an input, and cuts both together in a
+// fault ("ideal immediate feedback"); so does the lab, as an operator who
+// knows the backend's capacity would before the opening. Left to the
+// adaptive rate, queue mode admitted 50 a second from the draw, which sent
+// 164 calls a second against 100, and the calls of those admitted before a
+// fault ran into its first second (28 against 25); the adaptive rate is
+// the controller's own tests' subject.
+func (t *target) meterAdmission(ctx context.Context, shardID int64, capacity float64) error {
+	return setLeverValue(ctx, t.pool, shardID, levers.AdmissionRate, strconv.Itoa(max(int(capacity/callsPerAdmission), 1)))
+}
+
+// throttleFor is the shard_throttle value that keeps hold and payment
+// calls together within capacity a second: the lever gives holds and
+// payment initiations a budget each, and any one second may pass rate+1
+// of each.
+func throttleFor(capacity float64) int {
+	return max(int((capacity-2)/2), 1)
+}
+
+// pull starts (on) or ends a fault on shard; capacity is the backend's
+// (Options.Capacity).
+func (t *target) pull(ctx context.Context, f Fault, shardID int64, on bool, capacity float64) error {
 	switch f.Name {
 	case FaultCoreSlow:
 		if t.app == nil {
 			return errors.New("core-slow needs the rehearsal's own stack (no --url)")
 		}
 		faults := prs.Faults{}
+		// The waiting room is told, as seeds/001's "ideal immediate
+		// feedback" cuts its admission rate with the capacity: the shard's
+		// admission_rate lever (the operator's) admits what a quarter of the
+		// capacity serves. The adaptive rate alone reacts only once holds are
+		// slow, after the draw's first admissions have gone through at once.
+		throttle := "off"
 		if on {
 			faults = CoreSlowFaults
 			t.slow.Store(int64(HoldSlowdown))
+			capacity /= 4
+			throttle = strconv.Itoa(throttleFor(capacity))
 		} else {
 			t.slow.Store(0)
 		}
+		if err := t.meterAdmission(ctx, shardID, capacity); err != nil {
+			return err
+		}
+		// seeds/001 cuts the service rate too: the core serves a quarter,
+		// and the calls over it are refused at the door (origin traffic).
+		// The queue meters admissions, not calls already in flight: the
+		// travellers admitted before the fault still hold and pay in its
+		// first second.
+		if err := setLeverValue(ctx, t.pool, shardID, levers.ShardThrottle, throttle); err != nil {
+			return err
+		}
+		// "Ideal immediate feedback": the own stack sees the levers now,
+		// not at its reader's next half-second refresh (which let 29
+		// calls reach the core in the fault's first second against 25).
+		t.app.Levers.Refresh(ctx)
 		return t.admin(ctx, t.prsURL, "/admin/faults", faults)
 	case FaultGateway:
 		rs := normalRoutes()
@@ -271,27 +324,33 @@ func (t *target) pull(ctx context.Context, f Fault, shardID int64, on bool) erro
 	return fmt.Errorf("unknown fault %q", f.Name)
 }
 
-// setLever sets the admission_paused lever of the shard where every
-// process's lever reader finds it, recorded and audited as the
-// rehearsal's change; sandbox shards only, never a real window.
+// setLever sets the admission_paused lever of the shard (see
+// setLeverValue).
 func setLever(ctx context.Context, pool *pgxpool.Pool, shardID int64, on bool) error {
 	v := "off"
 	if on {
 		v = "on"
 	}
+	return setLeverValue(ctx, pool, shardID, levers.AdmissionPaused, v)
+}
+
+// setLeverValue sets a lever of the shard where every process's lever
+// reader finds it, recorded and audited as the rehearsal's change;
+// sandbox shards only, never a real window.
+func setLeverValue(ctx context.Context, pool *pgxpool.Pool, shardID int64, name, v string) error {
 	scope := "shard:" + strconv.FormatInt(shardID, 10)
 	return db.Transact(ctx, pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO console_levers (name, scope, value, updated_by, updated_at)
-			SELECT 'admission_paused', $2, $3, 'rehearsal', now() FROM inventory_shards WHERE id = $1 AND sandbox
+			SELECT $4, $2, $3, 'rehearsal', now() FROM inventory_shards WHERE id = $1 AND sandbox
 			ON CONFLICT (name, scope) DO UPDATE SET value = EXCLUDED.value, updated_by = EXCLUDED.updated_by, updated_at = now()`,
-			shardID, scope, v)
+			shardID, scope, v, name)
 		if err != nil {
-			return fmt.Errorf("pause admissions: %w", err)
+			return fmt.Errorf("set %s: %w", name, err)
 		}
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("shard %d is not a sandbox shard: the rehearsal pulls no lever on it", shardID)
 		}
-		return audit.Write(ctx, tx, "rehearsal", "rehearsal.fault", "admission_paused "+scope, map[string]any{"value": v})
+		return audit.Write(ctx, tx, "rehearsal", "rehearsal.fault", name+" "+scope, map[string]any{"value": v})
 	})
 }
 
@@ -299,45 +358,4 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b) //nolint:errcheck
 	return hex.EncodeToString(b)
-}
-
-// withDatabase replaces the database of a PostgreSQL URL, keeping its query.
-func withDatabase(url, name string) string {
-	base, query, _ := strings.Cut(url, "?")
-	if i := strings.LastIndex(base, "/"); i > len("postgres://") {
-		base = base[:i]
-	}
-	out := base + "/" + name
-	if query != "" {
-		out += "?" + query
-	}
-	return out
-}
-
-func dropDatabase(url, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, withDatabase(url, "postgres"))
-	if err != nil {
-		return
-	}
-	defer conn.Close(ctx)
-	conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)") //nolint:errcheck
-}
-
-func wipeRedis(rdb redis.UniversalClient, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 500 {
-			rdb.Del(ctx, keys...) //nolint:errcheck
-			keys = keys[:0]
-		}
-	}
-	if len(keys) > 0 {
-		rdb.Del(ctx, keys...) //nolint:errcheck
-	}
 }

@@ -13,14 +13,18 @@ type second struct {
 	Backend    int64 `json:"backend"`  // hold and payment calls sent
 	Rejected   int64 `json:"rejected"` // of them, refused retryably
 	Holds      int64 `json:"holds"`
+	Payments   int64 `json:"payments"` // payments started
 	Booked     int64 `json:"booked"`
 	Admitted   int64 `json:"admitted"`
 	QueueDepth int64 `json:"queue_depth"` // sampled
+	// Capacity is the backend's capacity in this second (Options.capacityAt).
+	Capacity float64 `json:"capacity"`
 }
 
 // stats are one run's counters.
 type stats struct {
 	opens           time.Time
+	capacity        func(time.Duration) float64 // a second's capacity, from its start
 	edge            atomic.Int64
 	backend         atomic.Int64
 	rejected        atomic.Int64
@@ -34,8 +38,9 @@ type stats struct {
 	rejections      map[string]int // retryable refusals by step, status and reason
 }
 
-func newStats(opens time.Time, d time.Duration) *stats {
-	return &stats{opens: opens, seconds: make([]second, 0, int(d.Seconds())+1), errors: map[string]int{}, rejections: map[string]int{}}
+func newStats(opens time.Time, o *Options) *stats {
+	d := o.Duration
+	return &stats{opens: opens, capacity: o.capacityAt, seconds: make([]second, 0, int(d.Seconds())+1), errors: map[string]int{}, rejections: map[string]int{}}
 }
 
 func (s *stats) latency(d time.Duration) {
@@ -65,7 +70,8 @@ func (s *stats) perSecond(at time.Time, f func(*second)) {
 	}
 	s.mu.Lock()
 	for len(s.seconds) <= i {
-		s.seconds = append(s.seconds, second{T: len(s.seconds)})
+		t := len(s.seconds)
+		s.seconds = append(s.seconds, second{T: t, Capacity: s.capacity(time.Duration(t) * time.Second)})
 	}
 	f(&s.seconds[i])
 	s.mu.Unlock()

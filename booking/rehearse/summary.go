@@ -46,6 +46,13 @@ var figures = []struct {
 	{"aggressive_over_ordinary", func(r RunReport) float64 { return r.SuccessRatio }},
 	{"still_waiting", func(r RunReport) float64 { return float64(r.StillWaiting) }},
 	{"peak_backend_per_s", func(r RunReport) float64 { return float64(r.PeakBackendPerS) }},
+	{"peak_load_over_capacity", func(r RunReport) float64 { return r.PeakLoad.Ratio }},
+	{"fault_peak_load_over_capacity", func(r RunReport) float64 {
+		if r.FaultPeakLoad == nil {
+			return 0
+		}
+		return r.FaultPeakLoad.Ratio
+	}},
 	{"oversold_berth_legs", func(r RunReport) float64 { return float64(r.OversoldBerthLegs) }},
 	{"unresolved_payments", func(r RunReport) float64 { return float64(r.UnresolvedPayments) }},
 	{"declined", func(r RunReport) float64 { return float64(r.Declined) }},
@@ -130,6 +137,15 @@ func (r *Report) Run(mode string, seed uint64) (RunReport, bool) {
 	return RunReport{}, false
 }
 
+// unresolved is the unresolved payments' count and, if any, their stories.
+func unresolved(rr RunReport) string {
+	s := fmt.Sprintf("%d (drained in %.0fs)", rr.UnresolvedPayments, rr.DrainS)
+	if len(rr.Unresolved) > 0 {
+		s += ": " + strings.Join(rr.Unresolved, "; ")
+	}
+	return s
+}
+
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
 
 func secs(x float64) string {
@@ -161,6 +177,10 @@ func Rows(rr RunReport) [][2]string {
 	if !rr.Money.Balanced {
 		money = fmt.Sprintf("OFF BY %d paise: in %d, tickets %d, refunds %d", rr.Money.DifferencePaise, rr.Money.InPaise, rr.Money.TicketsPaise, rr.Money.RefundsPaise)
 	}
+	faultLoad := "no fault"
+	if rr.FaultPeakLoad != nil {
+		faultLoad = rr.FaultPeakLoad.String()
+	}
 	return [][2]string{
 		{"Run status", rr.Status},
 		{"Elapsed time after opening", fmt.Sprintf("%.1fs", rr.ElapsedS)},
@@ -180,9 +200,11 @@ func Rows(rr RunReport) [][2]string {
 		{"Oversold berth-legs", fmt.Sprint(rr.OversoldBerthLegs)},
 		{"Berth-legs left unsold after the drain", fmt.Sprintf("%d of %d", rr.BerthLegsUnsold, rr.BerthLegs)},
 		{"Seat invariant violations (tatkal check)", fmt.Sprint(len(rr.InvariantViolations))},
-		{"Payments unresolved after drain", fmt.Sprintf("%d (drained in %.0fs)", rr.UnresolvedPayments, rr.DrainS)},
+		{"Payments unresolved after drain", unresolved(rr)},
 		{"Money in and out", money},
 		{"Peak backend requests / s", fmt.Sprint(rr.PeakBackendPerS)},
+		{"Peak backend load / capacity", rr.PeakLoad.String()},
+		{"… in the fault window", faultLoad},
 		{"Errors (unexpected answers)", fmt.Sprint(rr.Errors)},
 		{"CPU used", strings.Join(cpu, ", ")},
 		{"Spearman ρ arrival time vs queue rank (randomised window)", rho(rr)},
@@ -205,12 +227,11 @@ func (r *Report) Markdown() string {
 	o := r.Options
 	fmt.Fprintf(&b, "# Rehearsal: %d travellers, %d berths, %.0f%% aggressive (×%g), %s\n\n", o.Travellers, o.Berths, 100*o.Aggressive,
 		o.RetryMultiplier, time.Duration(o.DurationS*float64(time.Second)))
+	fmt.Fprintf(&b, "Backend capacity: %g hold and payment calls / s, a quarter while core-slow is pulled.\n", o.Capacity)
 	for _, f := range o.Faults {
 		fmt.Fprintf(&b, "Fault: %s from +%gs to +%gs.\n", f.Name, f.FromS, f.ToS)
 	}
-	if len(o.Faults) > 0 {
-		b.WriteString("\n")
-	}
+	b.WriteString("\n")
 	modes := o.modes()
 	for s := 0; s < o.Seeds; s++ {
 		sd := o.Seed + uint64(s)

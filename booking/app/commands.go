@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -77,19 +78,28 @@ func Serve(ctx context.Context, cfg Config, opts Options, out io.Writer) error {
 	if err := cfg.RequireSecrets(NeedGateways | NeedPRSKey | NeedSessionKey | NeedMsgKey); err != nil {
 		return err
 	}
+	limit := applyMemoryLimit(cfg, opts)
 	a, err := New(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	if opts.Serve {
-		fmt.Fprintf(out, "tatkal serving on %s (workers: %t)\n", a.URL(), opts.Work)
+		fmt.Fprintf(out, "tatkal serving on %s (workers: %t, memory limit: %s)\n", a.URL(), opts.Work, limitText(limit))
 	} else {
 		fmt.Fprintln(out, "tatkal worker running")
 	}
 	err = a.Run(ctx)
 	fmt.Fprintln(out, "shutting down")
 	return err
+}
+
+// limitText is a soft memory limit for a person: "none" or MiB.
+func limitText(limit int64) string {
+	if limit == math.MaxInt64 {
+		return "none"
+	}
+	return fmt.Sprintf("%d MiB", limit>>20)
 }
 
 // Migrate applies tatkal's and River's migrations.

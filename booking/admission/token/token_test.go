@@ -2,6 +2,7 @@ package token
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +122,37 @@ func TestChallenge(t *testing.T) {
 		if _, err := VerifyChallenge(keys, tok, tc.nonce, 7, tc.sess, tc.attempt, tc.at); err != tc.want {
 			t.Errorf("%s: got %v, want %v", name, err, tc.want)
 		}
+	}
+}
+
+// Solve answers the first nonce in counting order whose hash has the bits,
+// as the server's check counts them.
+func TestSolveFindsTheFirstNonceTheCheckAccepts(t *testing.T) {
+	t.Parallel()
+	for _, tok := range []string{"ch_one", "ch_" + strings.Repeat("x", 300)} {
+		for nbits := 0; nbits <= 12; nbits++ {
+			nonce := Solve(tok, nbits)
+			if LeadingZeroBits(tok, nonce) < nbits {
+				t.Fatalf("Solve(%q, %d) = %q: the check counts %d bits", tok[:6], nbits, nonce, LeadingZeroBits(tok, nonce))
+			}
+			n, err := strconv.Atoi(nonce)
+			if err != nil {
+				t.Fatalf("nonce %q: %v", nonce, err)
+			}
+			for j := range n {
+				if LeadingZeroBits(tok, strconv.Itoa(j)) >= nbits {
+					t.Fatalf("Solve(%q, %d) = %d, but %d already had the bits", tok[:6], nbits, n, j)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkSolve is a rehearsal traveller's work for a 16-bit challenge.
+//
+//	go test -run '^$' -bench Solve -benchmem ./booking/admission/token/
+func BenchmarkSolve(b *testing.B) {
+	for i := 0; b.Loop(); i++ {
+		Solve("ch_bench_"+strconv.Itoa(i), 16)
 	}
 }

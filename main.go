@@ -70,6 +70,7 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   TATKAL_HOLD_WINDOW   default 3m
   TATKAL_MAX_HOLDS_IN_FLIGHT  default 512 (the excess is shed with 503)
   TATKAL_COMMIT_WRITERS  default 1 (group-commit writers; one lets batches grow while it flushes)
+  TATKAL_CHALLENGE_BITS  default 14 (booking-time proof of work of an attested client, 8-24; unattested: 6 more)
   TATKAL_MEMORY_LIMIT  soft memory limit, e.g. 300MiB (default: serve --workers=false 200MiB, others none;
                        GOMEMLIMIT wins when set)
   TATKAL_PSP_URL       default http://127.0.0.1:8081 (the gateways)

@@ -5,6 +5,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -373,7 +374,7 @@ func (a *App) build() error {
 	}
 	a.Admission, err = admission.New(admission.Config{Pool: a.Pool, Redis: a.Redis, Prefix: cfg.RedisPrefix, Store: a.Store,
 		Catalog: catalog, Funnel: a.Funnel, Levers: a.Levers, Rules: rules, Secret: cfg.SessionKey, Log: log,
-		ChallengeBits: opts.ChallengeBits, RiskyExtraBits: opts.RiskyExtraBits, IdentityKey: []byte(cfg.FraudKey),
+		ChallengeBits: cmp.Or(opts.ChallengeBits, cfg.ChallengeBits), RiskyExtraBits: opts.RiskyExtraBits, IdentityKey: []byte(cfg.FraudKey),
 		Jobs: client, FairnessAfter: opts.FairnessAfter})
 	if err != nil {
 		return err

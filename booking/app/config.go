@@ -34,8 +34,12 @@ type Config struct {
 	// (TATKAL_CONFIRM_WRITERS); 0, the default: no grouping, each
 	// confirmation its own transaction (grouping showed no gain).
 	ConfirmWriters int
-	SweepInterval  time.Duration
-	PublicURL      string
+	// ChallengeBits is the booking-time proof of work for an attested
+	// client (TATKAL_CHALLENGE_BITS, 8-24; 0: the waiting room's 14); an
+	// unattested one pays 6 bits more, each bit doubling the work.
+	ChallengeBits int
+	SweepInterval time.Duration
+	PublicURL     string
 	// TrustedProxies may set X-Forwarded-For (TATKAL_TRUSTED_PROXIES).
 	TrustedProxies []netip.Prefix
 	PSPURL         string
@@ -149,6 +153,13 @@ func FromEnv() (Config, error) {
 			return cfg, fmt.Errorf("TATKAL_COMMIT_WRITERS %q: want 1-16", v)
 		}
 		cfg.CommitWriters = n
+	}
+	if v := os.Getenv("TATKAL_CHALLENGE_BITS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 8 || n > 24 {
+			return cfg, fmt.Errorf("TATKAL_CHALLENGE_BITS %q: want 8-24 (the proof of work of an attested client; unattested ones pay 6 more)", v)
+		}
+		cfg.ChallengeBits = n
 	}
 	if v := os.Getenv("TATKAL_CONFIRM_WRITERS"); v != "" {
 		n, err := strconv.Atoi(v)

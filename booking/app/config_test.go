@@ -81,3 +81,20 @@ func TestMemoryLimit(t *testing.T) {
 		}
 	}
 }
+
+// The booking challenge's difficulty is an operator's setting within
+// bounds: below 8 bits it stops costing a bot anything, above 24 an honest
+// phone works for minutes.
+func TestChallengeBits(t *testing.T) {
+	t.Setenv("TATKAL_CHALLENGE_BITS", "10")
+	cfg, err := FromEnv()
+	if err != nil || cfg.ChallengeBits != 10 {
+		t.Fatalf("TATKAL_CHALLENGE_BITS=10: %d %v", cfg.ChallengeBits, err)
+	}
+	for _, bad := range []string{"7", "25", "hard", "-1"} {
+		t.Setenv("TATKAL_CHALLENGE_BITS", bad)
+		if _, err := FromEnv(); err == nil {
+			t.Errorf("TATKAL_CHALLENGE_BITS=%s was taken", bad)
+		}
+	}
+}

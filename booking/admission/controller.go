@@ -107,6 +107,8 @@ type Controller struct {
 	activeAt   time.Time
 
 	abandon atomic.Bool // tests: stop as if crashed, keeping the lease
+	// afterWitness, in tests, runs between a tick's witness and its ADMIT.
+	afterWitness func()
 }
 
 type shardState struct {
@@ -260,14 +262,19 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 	// Until the seal the cohort lives in Redis alone: witnessed once a
 	// second while the draw is open, and on every tick from its close to
 	// the seal, so the first admission is never from a lost queue.
+	seen := cohort{count: -1} // what ADMIT must still find, or refuse to seal (-1: not witnessed)
 	if w.SealedAt == nil && (!drawing || now.Sub(st.witnessAt) >= time.Second) {
 		st.witnessAt = now
-		if lost, err := c.witness(ctx, shard, now); err != nil || lost {
+		var stop bool
+		if seen, stop, err = c.witness(ctx, shard, now); err != nil || stop {
 			return err
 		}
 	}
 	if drawing {
 		return nil // nobody from the cohort goes before the draw is closed
+	}
+	if c.afterWitness != nil {
+		c.afterWitness()
 	}
 	if now.Sub(st.sigAt) >= time.Second {
 		c.signals(ctx, shard, st, now)
@@ -309,11 +316,15 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 		if st.exhausted {
 			room, places = 0, 0
 		}
-		held := 0
+		held, known := 0, true
 		if places == 0 {
-			held = c.heldReach(ctx, shard.ID)
+			held, known = c.heldReach(ctx, shard.ID)
 		}
-		c.releaseQueue(ctx, shard, st, places, held, off, now)
+		// Held berth-legs unknown: the queue is told nothing new this tick
+		// (a guess would release waiters for good).
+		if known {
+			c.releaseQueue(ctx, shard, st, places, held, off, now)
+		}
 	}
 	if w.SealedAt != nil && st.logged < 0 {
 		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM admission_log WHERE shard_id = $1`, id).Scan(&st.logged); err != nil {
@@ -321,13 +332,16 @@ func (c *Controller) stepShard(ctx context.Context, fence, id int64, now time.Ti
 		}
 	}
 	res, err := s.admit.Run(ctx, s.rdb, s.queueKeys(id), fence, int64(n), now.UnixMilli(), room, w.keysExpireAt(),
-		w.sealedFlag(), max(st.logged, 0)).Slice()
+		w.sealedFlag(), max(st.logged, 0), seen.mark, seen.count).Slice()
 	if err != nil {
 		return fmt.Errorf("admit: %w", err)
 	}
 	switch res[0] {
 	case "LOST":
 		return c.rebuild(ctx, fence, shard, w, st)
+	case "REOPEN": // lost between the witness and this call
+		left, _ := res[1].(int64)
+		return c.reopen(ctx, shard, seen.count, left, now)
 	case "STALE":
 		return c.stale(fence, res[1])
 	}
@@ -557,16 +571,17 @@ func (c *Controller) releaseQueue(ctx context.Context, shard *booking.Shard, st 
 // heldReach bounds how many waiters the shard's holds still waiting for
 // their payment could serve if every one failed: the berth-legs they hold
 // (a party takes at least one; a failed end-to-end party of four gives back
-// enough for many short journeys). Unknown counts as one, so a read that
-// fails keeps the queue waiting rather than ending it wrongly.
-func (c *Controller) heldReach(ctx context.Context, shardID int64) int {
+// enough for many short journeys). ok is false when the read failed: the
+// caller then leaves the queue as it was rather than guess a reach, which
+// would release every waiter past it for good.
+func (c *Controller) heldReach(ctx context.Context, shardID int64) (int, bool) {
 	var n int
 	if err := c.s.pool.QueryRow(ctx, `SELECT coalesce(sum(seat_count * (to_seq - from_seq)), 0) FROM holds
 		WHERE shard_id = $1 AND state = 'HELD'`, shardID).Scan(&n); err != nil {
 		c.s.log.Warn("admission: held berth-legs unknown", "shard", shardID, "err", err)
-		return 1
+		return 0, false
 	}
-	return n
+	return n, true
 }
 
 // signalSpan is how far back the rate's signals look: the holds and
@@ -696,65 +711,84 @@ func (c *Controller) alternatives(ctx context.Context, shard *booking.Shard, now
 	return out
 }
 
-// witness keeps PostgreSQL's record of the cohort while it lives in Redis
-// alone (admission_windows.cohort_seen and cohort_mark: the entrants last
-// seen and the queue's mark, its creation time) and says whether the
-// queue was lost since: another mark (wiped and made again) or fewer
-// entrants than were seen. A lost queue reopens the draw (reopen).
-func (c *Controller) witness(ctx context.Context, shard *booking.Shard, now time.Time) (bool, error) {
-	s := c.s
-	mark, count, err := c.cohortInRedis(ctx, shard.ID)
-	if err != nil {
-		return false, err
-	}
-	seen, was, err := c.witnessed(ctx, shard.ID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil // sealed meanwhile
-	}
-	if err != nil {
-		return false, err
-	}
-	if lostSince(seen, was, count, mark) {
-		return true, c.reopen(ctx, shard, seen, count, now)
-	}
-	if mark != was || count > seen {
-		if _, err := s.pool.Exec(ctx, `UPDATE admission_windows SET cohort_seen = $2, cohort_mark = $3 WHERE shard_id = $1 AND sealed_at IS NULL`,
-			shard.ID, count, mark); err != nil {
-			return false, fmt.Errorf("cohort witness: %w", err)
-		}
-	}
-	return false, nil
+// cohort is a queue's randomised cohort as the witness saw it: the queue's
+// mark (its creation time, "" for no queue) and how many entrants it held.
+type cohort struct {
+	mark  string
+	count int64
 }
 
-// witnessed is PostgreSQL's record of the cohort of an unsealed window:
-// the entrants last seen and the queue's mark (pgx.ErrNoRows once sealed).
-func (c *Controller) witnessed(ctx context.Context, shardID int64) (seen int64, mark string, err error) {
-	err = c.s.pool.QueryRow(ctx, `SELECT cohort_seen, cohort_mark FROM admission_windows WHERE shard_id = $1 AND sealed_at IS NULL`,
-		shardID).Scan(&seen, &mark)
+// witness keeps PostgreSQL's record of the cohort while it lives in Redis
+// alone (admission_windows.cohort_seen and cohort_mark: the entrants last
+// seen and the queue's mark) and says whether the tick must stop: the
+// queue was lost since (another mark, or fewer entrants than were seen)
+// and the draw reopens (reopen), a reopening's PostgreSQL step is still to
+// be done, or the window was sealed meanwhile by another leader (the
+// cached window is dropped: its next tick reads it sealed). Else it
+// answers the cohort now on record, which ADMIT checks again as it seals.
+func (c *Controller) witness(ctx context.Context, shard *booking.Shard, now time.Time) (cohort, bool, error) {
+	s := c.s
+	inRedis, reopenedUntil, err := c.cohortInRedis(ctx, shard.ID)
+	if err != nil {
+		return cohort{}, true, err
+	}
+	was, drawUntil, err := c.witnessed(ctx, shard.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		s.windows.Delete(shard.ID)
+		return cohort{}, true, nil
+	}
+	if err != nil {
+		return cohort{}, true, err
+	}
+	if reopenedUntil > drawUntil.UnixMilli() {
+		// The queue was cleared and flagged but PostgreSQL did not take the
+		// reopening: take it now, and keep those who joined since.
+		return cohort{}, true, c.recordReopen(ctx, shard, time.UnixMilli(reopenedUntil), now)
+	}
+	if lostSince(was, inRedis) {
+		return cohort{}, true, c.reopen(ctx, shard, was.count, inRedis.count, now)
+	}
+	if inRedis.mark != was.mark || inRedis.count > was.count {
+		if _, err := s.pool.Exec(ctx, `UPDATE admission_windows SET cohort_seen = $2, cohort_mark = $3 WHERE shard_id = $1 AND sealed_at IS NULL`,
+			shard.ID, inRedis.count, inRedis.mark); err != nil {
+			return cohort{}, true, fmt.Errorf("cohort witness: %w", err)
+		}
+	}
+	return inRedis, false, nil
+}
+
+// witnessed is PostgreSQL's record of the cohort of an unsealed window and
+// when its draw closes (pgx.ErrNoRows once sealed).
+func (c *Controller) witnessed(ctx context.Context, shardID int64) (was cohort, drawUntil time.Time, err error) {
+	err = c.s.pool.QueryRow(ctx, `SELECT cohort_seen, cohort_mark, randomise_until FROM admission_windows WHERE shard_id = $1 AND sealed_at IS NULL`,
+		shardID).Scan(&was.count, &was.mark, &drawUntil)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		err = fmt.Errorf("cohort witness: %w", err)
 	}
-	return seen, mark, err
+	return was, drawUntil, err
 }
 
-// lostSince says whether the queue in Redis (its mark, count entrants of
-// the cohort) is not the one witnessed (seen entrants in a queue marked
-// was): another queue, or one missing entrants.
-func lostSince(seen int64, was string, count int64, mark string) bool {
-	return was != "" && (mark != was || count < seen)
+// lostSince says whether the queue in Redis (now) is not the one
+// witnessed (was): another queue, or one missing entrants.
+func lostSince(was, now cohort) bool {
+	return was.mark != "" && (now.mark != was.mark || now.count < was.count)
 }
 
-// cohortInRedis is the queue's mark ("" for none) and how many entrants of
-// the randomised cohort it holds.
-func (c *Controller) cohortInRedis(ctx context.Context, shardID int64) (string, int64, error) {
+// cohortInRedis is the queue's cohort, and until when (ms) its draw was
+// last reopened (0: never).
+func (c *Controller) cohortInRedis(ctx context.Context, shardID int64) (cohort, int64, error) {
 	s := c.s
 	pipe := s.rdb.Pipeline() // one hash tag: one slot, one node
-	mark := pipe.HGet(ctx, s.qkey(shardID, "m"), "created")
+	meta := pipe.HMGet(ctx, s.qkey(shardID, "m"), "created", "reopened")
 	count := pipe.ZCount(ctx, s.qkey(shardID, "z"), "-inf", "("+strconv.FormatInt(LateBase, 10))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return "", 0, fmt.Errorf("cohort in Redis: %w", err)
+		return cohort{}, 0, fmt.Errorf("cohort in Redis: %w", err)
 	}
-	return mark.Val(), count.Val(), nil
+	f := meta.Val()
+	mark, _ := f[0].(string)
+	reopened, _ := f[1].(string)
+	until, _ := strconv.ParseInt(reopened, 10, 64)
+	return cohort{mark: mark, count: count.Val()}, until, nil
 }
 
 // reopen: the queue was lost before its seal (a wipe, a failover to a
@@ -764,29 +798,38 @@ func (c *Controller) cohortInRedis(ctx context.Context, shardID int64) (string, 
 // queue's keys are cleared and the draw reopens for Config.Reopen, and
 // everyone who joins again in it gets the place the seed gives them: the
 // same as before for those who had one (their arrival is the new entry).
+//
+// Redis first, in one transaction: the keys cleared and the queue flagged
+// reopened together, so nobody joins the cleared queue without the flag
+// (a process whose window predates the reopening still gives the drawn
+// place by it). Then PostgreSQL (recordReopen); if that fails, the next
+// tick's witness finds the flag ahead of the window and finishes it.
 func (c *Controller) reopen(ctx context.Context, shard *booking.Shard, seen, left int64, now time.Time) error {
 	s := c.s
-	if err := s.rdb.Del(ctx, append(s.queueKeys(shard.ID), s.qkey(shard.ID, "at"))...).Err(); err != nil {
-		return fmt.Errorf("reopen the draw of window %d: %w", shard.ID, err)
-	}
 	until := now.Add(s.cfg.Reopen)
-	if _, err := s.pool.Exec(ctx, `UPDATE admission_windows SET randomise_until = greatest(randomise_until, $2), cohort_seen = 0, cohort_mark = '',
-		draws_reopened = draws_reopened + 1, draw_reopened_at = $3
-		WHERE shard_id = $1 AND sealed_at IS NULL`, shard.ID, until, now); err != nil {
-		return fmt.Errorf("reopen the draw of window %d: %w", shard.ID, err)
-	}
-	// The queue says so too: a process whose window predates the reopening
-	// (read up to windowReload ago) still gives the drawn place.
 	m := s.qkey(shard.ID, "m")
-	pipe := s.rdb.TxPipeline()
+	pipe := s.rdb.TxPipeline() // one hash tag: one slot
+	pipe.Del(ctx, append(s.queueKeys(shard.ID), s.qkey(shard.ID, "at"))...)
 	pipe.HSet(ctx, m, "reopened", until.UnixMilli())
 	pipe.PExpireAt(ctx, m, until.Add(time.Hour))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("reopen the draw of window %d: %w", shard.ID, err)
 	}
-	s.windows.Delete(shard.ID)
 	s.log.Error("admission: queue lost before its seal; the draw reopens for everyone to join again",
 		"shard", shard.ID, "entrants_seen", seen, "entrants_left", left, "randomise_until", until)
+	return c.recordReopen(ctx, shard, until, now)
+}
+
+// recordReopen is a reopening's PostgreSQL step: the draw runs until
+// until, the witness starts afresh, and the reopening is counted.
+func (c *Controller) recordReopen(ctx context.Context, shard *booking.Shard, until, now time.Time) error {
+	s := c.s
+	if _, err := s.pool.Exec(ctx, `UPDATE admission_windows SET randomise_until = greatest(randomise_until, $2), cohort_seen = 0, cohort_mark = '',
+		draws_reopened = draws_reopened + 1, draw_reopened_at = $3
+		WHERE shard_id = $1 AND sealed_at IS NULL`, shard.ID, until, now); err != nil {
+		return fmt.Errorf("reopen the draw of window %d: %w", shard.ID, err)
+	}
+	s.windows.Delete(shard.ID)
 	return nil
 }
 
@@ -839,11 +882,11 @@ func (c *Controller) seal(ctx context.Context, shard *booking.Shard) error {
 	}
 	// The cohort just read must be the one witnessed: lost between the
 	// first admission and here, it is not sealed (the next tick reopens).
-	mark, _, err := c.cohortInRedis(ctx, shard.ID)
+	inRedis, _, err := c.cohortInRedis(ctx, shard.ID)
 	if err != nil {
 		return err
 	}
-	seen, was, err := c.witnessed(ctx, shard.ID)
+	was, _, err := c.witnessed(ctx, shard.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.windows.Delete(shard.ID) // sealed by another leader meanwhile
 		return nil
@@ -851,8 +894,8 @@ func (c *Controller) seal(ctx context.Context, shard *booking.Shard) error {
 	if err != nil {
 		return fmt.Errorf("seal window %d: %w", shard.ID, err)
 	}
-	if lostSince(seen, was, int64(len(entrants)), mark) {
-		return fmt.Errorf("seal window %d: the cohort was lost from Redis before its seal (%d entrants read, %d seen): not sealed", shard.ID, len(entrants), seen)
+	if lostSince(was, cohort{mark: inRedis.mark, count: int64(len(entrants))}) {
+		return fmt.Errorf("seal window %d: the cohort was lost from Redis before its seal (%d entrants read, %d seen): not sealed", shard.ID, len(entrants), was.count)
 	}
 	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE admission_windows SET sealed_at = $2, revealed_at = $2, cohort_size = $3

@@ -106,7 +106,8 @@ func intentOf(s *booking.Shard) Intent {
 	return Intent{TrainNo: s.Train, JourneyDate: s.Date, Class: s.Class, Quota: s.Quota}
 }
 
-// drain steps ctl until the shard has admitted want (or fails after a while).
+// admitted is how many the shard's queue admitted and how many of them it
+// knows PostgreSQL logged, from its meta in Redis.
 func (b *bundle) admitted(t testing.TB, shardID int64) (admitted, logged int64) {
 	t.Helper()
 	mv, err := b.env.Redis.HMGet(context.Background(), b.svc.qkey(shardID, "m"), "admitted", "logged").Result()

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"tatkal/booking"
+	"tatkal/booking/inventory"
 	"tatkal/booking/testenv"
 )
 
@@ -166,5 +169,209 @@ func testQueueLostBeforeItsSeal(t *testing.T, redisURL string) {
 	fig, err := b.svc.ComputeFairness(ctx, shard.ID)
 	if err != nil || fig.DrawsReopened != 1 {
 		t.Fatalf("fairness figures: draws reopened %d (%v), want 1", fig.DrawsReopened, err)
+	}
+}
+
+// witnessedCohort enters 50 accounts in shard's draw and steps ctl once
+// while the draw is open, so PostgreSQL witnesses them; it answers them
+// with their drawn places.
+func (b *bundle) witnessedCohort(t *testing.T, ctl *Controller, shard *booking.Shard, opens time.Time) ([]int64, map[int64]float64) {
+	t.Helper()
+	ctx := context.Background()
+	b.clock.Set(opens.Add(-5 * time.Minute))
+	var cohort []int64
+	for i := range int64(50) {
+		cohort = append(cohort, 1000+i)
+		if _, err := b.svc.Enter(ctx, b.caller(1000+i), intentOf(shard)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.clock.Set(opens.Add(5 * time.Second))
+	if err := ctl.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	places := map[int64]float64{}
+	for _, u := range cohort {
+		places[u] = b.env.Redis.ZScore(ctx, b.svc.qkey(shard.ID, "z"), strconv.FormatInt(u, 10)).Val()
+	}
+	return cohort, places
+}
+
+// window reads what PostgreSQL holds of shard's window.
+func (b *bundle) window(t *testing.T, shardID int64) (sealed bool, until time.Time, reopened int) {
+	t.Helper()
+	if err := b.env.Pool.QueryRow(context.Background(), `SELECT sealed_at IS NOT NULL, randomise_until, draws_reopened
+		FROM admission_windows WHERE shard_id = $1`, shardID).Scan(&sealed, &until, &reopened); err != nil {
+		t.Fatal(err)
+	}
+	return sealed, until, reopened
+}
+
+// A wipe between a tick's witness and its ADMIT (a failover in those few
+// milliseconds) is caught by ADMIT itself: it does not seal what is left
+// (a fast re-joiner's late place) nor admit from it; the draw reopens.
+func TestQueueLostBetweenWitnessAndAdmitIsNotSealed(t *testing.T) {
+	b := setupOn(t, testenv.RedisURL(), func(c *Config) { c.anyPlaces = true })
+	ctx := context.Background()
+	opens := time.Now().Add(time.Hour).Truncate(time.Second)
+	shard := b.shard(t, "3A", 0, opens, "queue")
+	ctl := b.svc.NewController(ControllerConfig{ID: "first", BaseRate: 1000, MaxRate: 1000, Tick: 100 * time.Millisecond})
+	b.witnessedCohort(t, ctl, shard, opens)
+	m := b.svc.qkey(shard.ID, "m")
+	ctl.afterWitness = func() {
+		ctl.afterWitness = nil
+		if err := b.env.Redis.Del(ctx, append(b.svc.queueKeys(shard.ID), b.svc.qkey(shard.ID, "at"))...).Err(); err != nil {
+			t.Error(err)
+		}
+		if _, err := b.svc.Enter(ctx, b.caller(1000), intentOf(shard)); err != nil {
+			t.Errorf("re-joining the wiped queue: %v", err)
+		}
+	}
+	b.clock.Set(opens.Add(11 * time.Second)) // the draw closed (10 s and the grace)
+	if err := ctl.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := b.admitted(t, shard.ID); a != 0 {
+		t.Fatalf("admitted %d from a queue wiped after its witness", a)
+	}
+	if b.env.Redis.HExists(ctx, m, "sealed").Val() {
+		t.Fatal("the wiped queue was sealed in Redis")
+	}
+	sealed, until, reopened := b.window(t, shard.ID)
+	if sealed || reopened != 1 || until.Before(opens.Add(11*time.Second+b.svc.cfg.Reopen)) {
+		t.Fatalf("window after the loss: sealed %v, reopened %d, draw until %v; want the draw reopened", sealed, reopened, until)
+	}
+}
+
+// A reopening whose PostgreSQL step did not land (the leader died after
+// clearing the queue) is finished by the next tick, which keeps those who
+// joined again meanwhile at their drawn places: it does not clear the
+// queue a second time.
+func TestReopeningInterruptedAfterRedisIsFinished(t *testing.T) {
+	b := setupOn(t, testenv.RedisURL(), func(c *Config) { c.anyPlaces = true })
+	ctx := context.Background()
+	opens := time.Now().Add(time.Hour).Truncate(time.Second)
+	shard := b.shard(t, "3A", 0, opens, "queue")
+	ctl := b.svc.NewController(ControllerConfig{ID: "first", BaseRate: 1000, MaxRate: 1000, Tick: 100 * time.Millisecond})
+	cohort, places := b.witnessedCohort(t, ctl, shard, opens)
+	stale, err := b.svc.WindowFor(ctx, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reopening's Redis step alone, as reopen does it.
+	now := opens.Add(11 * time.Second)
+	b.clock.Set(now)
+	until := now.Add(b.svc.cfg.Reopen)
+	m := b.svc.qkey(shard.ID, "m")
+	pipe := b.env.Redis.TxPipeline()
+	pipe.Del(ctx, append(b.svc.queueKeys(shard.ID), b.svc.qkey(shard.ID, "at"))...)
+	pipe.HSet(ctx, m, "reopened", until.UnixMilli())
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back := cohort[:10]
+	for _, u := range back {
+		if _, err := b.svc.enterShard(ctx, shard.ID, stale, b.caller(u), "", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ctl.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sealed, drawUntil, reopened := b.window(t, shard.ID)
+	if sealed || reopened != 1 || drawUntil.UnixMilli() < until.UnixMilli() {
+		t.Fatalf("window: sealed %v, reopened %d, draw until %v; want the reopening until %v recorded", sealed, reopened, drawUntil, until)
+	}
+	for _, u := range back {
+		if got, err := b.env.Redis.ZScore(ctx, b.svc.qkey(shard.ID, "z"), strconv.FormatInt(u, 10)).Result(); err != nil || got != places[u] {
+			t.Fatalf("entrant %d who joined again: place %v (%v), want %v", u, got, err, places[u])
+		}
+	}
+}
+
+// A window another leader sealed while this process still holds it as
+// unsealed (read before the seal) is not sealed again from a wiped queue:
+// the witness finds it sealed, drops the cached window and ends the tick.
+func TestStaleWindowDoesNotSealAWipedQueue(t *testing.T) {
+	b := setupOn(t, testenv.RedisURL(), func(c *Config) { c.anyPlaces = true })
+	ctx := context.Background()
+	opens := time.Now().Add(time.Hour).Truncate(time.Second)
+	shard := b.shard(t, "3A", 0, opens, "queue")
+	ctl := b.svc.NewController(ControllerConfig{ID: "first", BaseRate: 1000, MaxRate: 1000, Tick: 100 * time.Millisecond})
+	b.witnessedCohort(t, ctl, shard, opens)
+	stale, err := b.svc.WindowFor(ctx, shard)
+	if err != nil || stale.SealedAt != nil {
+		t.Fatalf("window before the seal: %+v %v", stale, err)
+	}
+	b.clock.Set(opens.Add(11 * time.Second))
+	for i := 0; ; i++ {
+		if err := ctl.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if sealed, _, _ := b.window(t, shard.ID); sealed {
+			break
+		}
+		if i > 200 {
+			t.Fatal("the window was never sealed")
+		}
+	}
+	m := b.svc.qkey(shard.ID, "m")
+	if err := b.env.Redis.Del(ctx, append(b.svc.queueKeys(shard.ID), b.svc.qkey(shard.ID, "at"))...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	copied := *stale
+	copied.loaded = time.Now()
+	b.svc.windows.Store(shard.ID, &copied)
+	if err := ctl.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.env.Redis.HExists(ctx, m, "sealed").Val() {
+		t.Fatal("a wiped queue was sealed again through a window read before its seal")
+	}
+	if v, ok := b.svc.windows.Load(shard.ID); ok && v.(*Window).SealedAt == nil {
+		t.Fatal("the stale window is still cached")
+	}
+}
+
+// While every place is held by parties paying, the queue waits, told how
+// far the held berth-legs reach; when that count cannot be read, the
+// queue is told nothing new rather than a guessed reach that would
+// release every waiter past it for good.
+func TestHeldReachUnknownReleasesNobody(t *testing.T) {
+	b := setupOn(t, testenv.RedisURL(), nil)
+	ctx := context.Background()
+	shard := b.shard(t, "3A", 2, time.Now().Add(-time.Minute), "queue")
+	if shard.Total != 2 {
+		t.Skipf("seeded %d berths, want 2", shard.Total)
+	}
+	b.fill(t, shard.ID, 1, 10)
+	ctl := b.svc.NewController(ControllerConfig{BaseRate: 5, MaxRate: 5, Tick: 200 * time.Millisecond})
+	// Two other travellers hold both seats (in Redis: no place is free).
+	for i := range 2 {
+		id := uuid.NewString()
+		res, err := b.env.Store.Hold(ctx, inventory.HoldRequest{ShardID: shard.ID, HoldID: id, UserID: int64(900 + i), IdemKey: "pay-" + id,
+			From: 0, To: shard.Legs, ExpiresAt: time.Now().Add(3 * time.Minute), DailyCap: 2, Prefs: []byte("-"), IDOK: true, IdemTTL: time.Hour, MaxPassengers: 4})
+		if err != nil || res.Outcome != inventory.Held {
+			t.Fatalf("hold %d: %+v %v", i, res, err)
+		}
+	}
+	// The held berth-legs cannot be read: the holds table is away.
+	if _, err := b.env.Pool.Exec(ctx, `ALTER TABLE holds RENAME TO holds_away`); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		time.Sleep(200 * time.Millisecond)
+		if err := ctl.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.env.Pool.Exec(ctx, `ALTER TABLE holds_away RENAME TO holds`); err != nil {
+		t.Fatal(err)
+	}
+	if reach, err := b.env.Redis.HGet(ctx, b.svc.qkey(shard.ID, "m"), "reach").Result(); err != redis.Nil {
+		t.Fatalf("queue told reach %q (%v) while the held berth-legs were unknown", reach, err)
+	}
+	if v, err := b.svc.Status(ctx, b.caller(5), b.svc.Ticket(shard.ID, 5)); err != nil || v.Status != Waiting {
+		t.Fatalf("waiter 5 while the held berth-legs were unknown: %+v %v; want still waiting", v, err)
 	}
 }

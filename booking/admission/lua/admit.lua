@@ -3,7 +3,9 @@
 -- ARGV: fence, n, now ms, room (most to admit now: places left minus the
 -- outstanding offers plus the no-show allowance, worked out by the
 -- controller; -1 for no bound), expire-at ms, sealed in PostgreSQL ('1' or
--- ''), floor (admissions PostgreSQL is known to hold)
+-- ''), floor (admissions PostgreSQL is known to hold), and for a window not
+-- sealed in PostgreSQL the cohort its witness recorded this tick: the
+-- queue's mark and entrants (-1: none recorded)
 -- A lost queue (queue_lost, or fewer admitted than PostgreSQL logged: a
 -- replica that missed the last writes) is refused ({'LOST'}): the caller
 -- rebuilds it (REBUILD) instead of offering places again from its start.
@@ -14,6 +16,15 @@
 if queue_lost(KEYS[2], ARGV[6]) or
    tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0') < tonumber(ARGV[7]) then
   return {'LOST'}
+end
+-- Before the seal in PostgreSQL, the queue must still be the one the
+-- witness recorded (a wipe between the two would seal what is left):
+-- else the caller reopens the draw.
+if ARGV[6] ~= '1' and tonumber(ARGV[9]) >= 0 then
+  local left = redis.call('ZCOUNT', KEYS[1], '-inf', '(4503599627370496')
+  if (redis.call('HGET', KEYS[2], 'created') or '') ~= ARGV[8] or left < tonumber(ARGV[9]) then
+    return {'REOPEN', left}
+  end
 end
 local fence = tonumber(ARGV[1])
 local cur = tonumber(redis.call('HGET', KEYS[2], 'fence') or '0')

@@ -214,20 +214,11 @@ func DeleteKeys(ctx context.Context, rdb redis.UniversalClient, keys []string) e
 }
 
 // DeletePrefix deletes every key under prefix (a scratch deployment's,
-// when a rehearsal or chaos run ends), best effort within 30 s.
+// when a rehearsal or chaos run ends), on every master of a cluster, best
+// effort within 30 s.
 func DeletePrefix(rdb redis.UniversalClient, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 500 {
-			rdb.Del(ctx, keys...) //nolint:errcheck // best effort
-			keys = keys[:0]
-		}
-	}
-	if len(keys) > 0 {
-		rdb.Del(ctx, keys...) //nolint:errcheck // best effort
-	}
+	keys, _ := ScanKeys(ctx, rdb, prefix+":*") // what it found is deleted even if a node failed
+	DeleteKeys(ctx, rdb, keys)                 //nolint:errcheck // best effort
 }

@@ -1,13 +1,14 @@
 package chaos
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,15 +228,26 @@ func Command(ctx context.Context, cfg app.Config, o Options, out io.Writer) erro
 			p.kill()
 		}
 	}()
+	// Each serve process is its own public URL, so the gateway's callbacks
+	// for a payment reach the process that created it (the default would
+	// send them to :8080, to nobody or to a dev stack); the workers' refunds
+	// call back to the last one, which serve-kill spares.
+	var public string
 	for range o.Serves {
-		p, err := startProcess(exe, append(env, "TATKAL_DB_POOL=5"), logFile, "tatkal serving on ", "serve", "--workers=false")
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		public = "http://" + addr
+		p, err := startProcess(exe, append(env, "TATKAL_DB_POOL=5", "TATKAL_ADDR="+addr, "TATKAL_PUBLIC_URL="+public), logFile,
+			"tatkal serving on ", "serve", "--workers=false")
 		if err != nil {
 			return err
 		}
 		serves = append(serves, p)
 	}
 	for range o.Workers {
-		p, err := startProcess(exe, append(env, "TATKAL_DB_POOL=8"), logFile, "tatkal worker running", "worker")
+		p, err := startProcess(exe, append(env, "TATKAL_DB_POOL=8", "TATKAL_PUBLIC_URL="+public), logFile, "tatkal worker running", "worker")
 		if err != nil {
 			return err
 		}
@@ -364,12 +376,11 @@ func (p *process) alive() bool {
 // waits for the standard output line starting with ready (serve's names
 // its URL next).
 func startProcess(exe string, env []string, log io.Writer, ready string, args ...string) (*process, error) {
+	up := make(chan string, 1)
 	cmd := exec.Command(exe, args...)
-	cmd.Env, cmd.Stderr = env, log
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
+	// Standard output through a writer, not a pipe read beside Wait (which
+	// closes the pipe under the reader): Wait returns once it is copied.
+	cmd.Env, cmd.Stderr, cmd.Stdout = env, log, &readyLine{prefix: ready, up: up}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s %s: %w", filepath.Base(exe), strings.Join(args, " "), err)
 	}
@@ -378,25 +389,56 @@ func startProcess(exe string, env []string, log io.Writer, ready string, args ..
 		cmd.Wait() //nolint:errcheck // alive and the log say how it ended
 		close(p.exited)
 	}()
-	up := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), ready); ok {
-				url, _, _ := strings.Cut(rest, " ")
-				up <- url
-			}
-		}
-		close(up)
-	}()
 	select {
-	case rest, ok := <-up:
-		if ok {
-			p.url = rest
-			return p, nil
-		}
+	case url := <-up:
+		p.url = url
+		return p, nil
+	case <-p.exited:
 	case <-time.After(60 * time.Second):
 	}
 	p.kill()
 	return nil, fmt.Errorf("%s %s did not start (see its log)", filepath.Base(exe), strings.Join(args, " "))
+}
+
+// readyLine watches a child's standard output for the line starting with
+// prefix and sends the word after it (serve's URL) once; the rest of the
+// output is dropped.
+type readyLine struct {
+	prefix string
+	up     chan<- string
+	buf    []byte
+	sent   bool
+}
+
+func (r *readyLine) Write(b []byte) (int, error) {
+	if r.sent {
+		return len(b), nil
+	}
+	r.buf = append(r.buf, b...)
+	for {
+		line, rest, ok := bytes.Cut(r.buf, []byte{'\n'})
+		if !ok {
+			if len(r.buf) > 64<<10 {
+				r.buf = r.buf[:0] // no line that long is the one looked for
+			}
+			return len(b), nil
+		}
+		r.buf = rest
+		if after, found := strings.CutPrefix(string(line), r.prefix); found {
+			url, _, _ := strings.Cut(after, " ")
+			r.up <- url // buffered: the one send
+			r.sent, r.buf = true, nil
+			return len(b), nil
+		}
+	}
+}
+
+// freeAddr is a free loopback address for a child's listener.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,9 @@ import (
 // subxid cache, which makes every other backend's visibility checks read
 // pg_subtrans: far dearer than a second COMMIT.
 const maxGroup = 32
+
+// groupTimeout bounds one group's transaction.
+const groupTimeout = 30 * time.Second
 
 // errAlone: a body hit a serialization failure or a deadlock inside the
 // group; its savepoint is rolled back and its caller runs it again in a
@@ -47,7 +51,10 @@ type confirmGroup struct {
 
 type groupItem struct {
 	// key orders the bodies of a transaction: each body first locks the row
-	// key names, so two groups lock in one order and do not deadlock on them.
+	// key names, so two groups take those first locks in one order. Their
+	// later locks (a wallet's account, a callback's hold) are not ordered:
+	// two groups may still deadlock on them, which PostgreSQL breaks after
+	// deadlock_timeout and the loser's bodies run alone (errAlone).
 	key  uuid.UUID
 	ctx  context.Context // the caller's, without its cancellation
 	body func(context.Context, pgx.Tx) error
@@ -142,7 +149,10 @@ func (g *confirmGroup) writeOrFail(batch []*groupItem) {
 // write runs batch in one transaction and answers every item.
 func (g *confirmGroup) write(batch []*groupItem) {
 	slices.SortFunc(batch, func(a, b *groupItem) int { return bytes.Compare(a.key[:], b.key[:]) })
-	ctx := context.Background()
+	// Bounded as one confirmation alone is by its request: a database that
+	// hangs fails the group, and every caller hears of it.
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
 	errs := make([]error, len(batch))
 	err := pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
 		for i, it := range batch {

@@ -163,7 +163,12 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 	if o.method == Wallet {
 		group = s.group
 	}
-	err = group.run(ctx, s.pool, o.holdID, func(ctx context.Context, tx pgx.Tx) error {
+	// The payment row commits, or not, whatever the caller does meanwhile:
+	// a hang-up while the COMMIT is in flight would otherwise leave a
+	// committed payment that the gateway is never asked to create (below).
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), initiateTimeout)
+	defer cancel()
+	err = group.run(txCtx, s.pool, o.holdID, func(ctx context.Context, tx pgx.Tx) error {
 		var holdID *uuid.UUID
 		var h booking.HoldInfo
 		if o.purpose == PurposeHold {
@@ -264,6 +269,10 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 	}
 	return s.Get(ctx, c.UserID, id)
 }
+
+// initiateTimeout bounds the transaction that records a payment (its
+// caller's cancellation does not reach it).
+const initiateTimeout = 15 * time.Second
 
 // pace spends a slot of the hold's shard's throttle on a new payment for
 // a hold (an idempotent replay has been answered already, so a retry of a

@@ -313,8 +313,9 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	}
 	// The operator's pace for this shard, before any seat work (the
 	// sold-out answer included, as that too is the core's); the checks
-	// above cost no backend call, so a malformed request spends no slot.
-	if err := s.throttle.Admit(ctx, shard.ID, PaceHold); err != nil {
+	// above cost no backend call, so a malformed request spends no slot,
+	// nor does the repeat of an attempt already decided.
+	if err := s.throttle.AdmitHold(ctx, shard.ID, c.UserID, req.IdempotencyKey); err != nil {
 		return HoldResult{}, shardID, err
 	}
 	ireq := inventory.HoldRequest{

@@ -57,6 +57,18 @@ func (t *Throttle) Active() bool {
 // refused as the hold path refuses one when its seat script cannot run
 // (SEATS_UNREACHABLE): the call would need Redis anyway.
 func (t *Throttle) Admit(ctx context.Context, shardID int64, kind string) error {
+	return t.admit(ctx, shardID, kind, 0, "")
+}
+
+// AdmitHold is Admit for a hold attempt: a repeat of one already decided
+// (userID's idempotency key idem known to the seat script) is let through
+// without spending a slot, as a payment's replay is answered before its
+// throttle.
+func (t *Throttle) AdmitHold(ctx context.Context, shardID, userID int64, idem string) error {
+	return t.admit(ctx, shardID, PaceHold, userID, idem)
+}
+
+func (t *Throttle) admit(ctx context.Context, shardID int64, kind string, userID int64, idem string) error {
 	if t == nil || t.levers == nil {
 		return nil
 	}
@@ -64,7 +76,7 @@ func (t *Throttle) Admit(ctx context.Context, shardID int64, kind string) error 
 	if !ok {
 		return nil
 	}
-	wait, err := t.store.Pace(ctx, shardID, kind, rate)
+	wait, err := t.store.Pace(ctx, shardID, kind, rate, userID, idem)
 	if err != nil {
 		t.log.Error("throttle: pace failed", "shard", shardID, "kind", kind, "err", err)
 		return Errorf(EUNAVAIL, ReasonSeatsUnreachable, "The seat service is not reachable right now. Nothing was changed; please retry.")

@@ -136,6 +136,20 @@ func TestThrottleHoldsOverHTTP(t *testing.T) {
 	if rep := s.CheckInvariants(t, shard); !rep.OK() {
 		t.Fatalf("invariants after the throttled burst: %+v", rep)
 	}
+	// Those whose HELD answer was lost ask again at once, over the rate:
+	// their repeats are answered from the record, never THROTTLED, and
+	// spend no slot (a new attempt right after is still paced).
+	for round := range 3 {
+		for i, r := range answers {
+			if r.body["status"] != "HELD" {
+				continue
+			}
+			again := newClient(s, uids[i]).hold(t, fmt.Sprintf("thr-hold-%04d", i), holdBody(date, "MMCT", "NDLS", 1))
+			if again.body["status"] != "HELD" || again.body["hold_id"] != r.body["hold_id"] {
+				t.Fatalf("repeat %d of hold %d: %d %s, want its HELD answer again", round, i, again.status, again.raw)
+			}
+		}
+	}
 
 	// Off again: a hold passes at once, however many were just refused.
 	setThrottle(t, s, scope, "off")

@@ -43,7 +43,7 @@ func testThrottlePacesAtTheRate(t *testing.T, redisURL string) {
 			go func() {
 				defer wg.Done()
 				for time.Now().Before(end) {
-					wait, err := s.Pace(ctx, shard, "hold", rate)
+					wait, err := s.Pace(ctx, shard, "hold", rate, 0, "")
 					switch {
 					case err != nil:
 						t.Error(err)
@@ -71,10 +71,10 @@ func testThrottlePacesAtTheRate(t *testing.T, redisURL string) {
 			t.Errorf("rate %d/s: a refusal said wait %v", rate, w)
 		}
 		// Another kind and another shard have their own budget.
-		if wait, err := s.Pace(ctx, shard, "pay", rate); err != nil || wait != 0 {
+		if wait, err := s.Pace(ctx, shard, "pay", rate, 0, ""); err != nil || wait != 0 {
 			t.Errorf("rate %d/s: the first payment call waits %v (%v)", rate, wait, err)
 		}
-		if wait, err := s.Pace(ctx, shard+1, "hold", rate); err != nil || wait != 0 {
+		if wait, err := s.Pace(ctx, shard+1, "hold", rate, 0, ""); err != nil || wait != 0 {
 			t.Errorf("rate %d/s: another shard's first call waits %v (%v)", rate, wait, err)
 		}
 	}
@@ -89,7 +89,7 @@ func testThrottlePacesAtTheRate(t *testing.T, redisURL string) {
 			t.Errorf("key %q lives %v", k, ttl)
 		}
 	}
-	if _, err := s.Pace(ctx, 1, "hold", 0); err == nil {
+	if _, err := s.Pace(ctx, 1, "hold", 0, 0, ""); err == nil {
 		t.Error("a rate of 0 was accepted")
 	}
 }

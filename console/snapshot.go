@@ -217,14 +217,18 @@ func (c *Console) isPaused(inForce []string, id int64) bool {
 // A shard set to the unset value ("adaptive", "off") has nothing of its
 // own and falls back to the global one, as the levers' reader does.
 func shardLever(inForce []string, name string, id int64, unset string) string {
-	for _, prefix := range []string{fmt.Sprintf("%s shard:%d = ", name, id), name + " global = "} {
+	v, ok := levers.ForShard(func(scope string) (string, bool) {
 		for _, l := range inForce {
-			if v, ok := strings.CutPrefix(l, prefix); ok && v != unset {
-				return v
+			if v, ok := strings.CutPrefix(l, name+" "+scope+" = "); ok {
+				return v, true
 			}
 		}
+		return "", false
+	}, id, unset)
+	if !ok {
+		return unset
 	}
-	return unset
+	return v
 }
 
 // throttleText says what a shard_throttle value lets through: a budget

@@ -157,14 +157,31 @@ func (r *Reader) AdmissionPaused(shardID int64) bool {
 // AdmissionRate returns the fixed admission rate of the shard (the shard's
 // own, else the global one); ok is false when admission is adaptive.
 func (r *Reader) AdmissionRate(shardID int64) (int, bool) {
+	return r.shardInt(AdmissionRate, shardID, "adaptive")
+}
+
+// ForShard is the value of a lever set per shard, for one shard: its own,
+// else the global one; a scope set to unset ("adaptive", "off") has
+// nothing of its own. ok is false when neither is set. get reads a scope's
+// value; the levers' reader and the console's summary of the levers in
+// force both answer through it.
+func ForShard(get func(scope string) (string, bool), shardID int64, unset string) (string, bool) {
 	for _, scope := range []string{"shard:" + strconv.FormatInt(shardID, 10), "global"} {
-		if v, ok := r.get(AdmissionRate, scope); ok && v != "adaptive" {
-			if n, err := strconv.Atoi(v); err == nil {
-				return n, true
-			}
+		if v, ok := get(scope); ok && v != unset {
+			return v, true
 		}
 	}
-	return 0, false
+	return "", false
+}
+
+// shardInt is a numeric per-shard lever's value for the shard (ForShard).
+func (r *Reader) shardInt(name string, shardID int64, unset string) (int, bool) {
+	v, ok := ForShard(func(scope string) (string, bool) { return r.get(name, scope) }, shardID, unset)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
 }
 
 // WindowClosesAt returns the closing time an operator set for the shard's
@@ -189,14 +206,8 @@ func (r *Reader) ShardMode(shardID int64) (string, bool) {
 // or unset. A shard set off falls back to the global value, as
 // AdmissionRate's adaptive does: off means "nothing of its own".
 func (r *Reader) ShardThrottle(shardID int64) (perSecond int, ok bool) {
-	for _, scope := range []string{"shard:" + strconv.FormatInt(shardID, 10), "global"} {
-		if v, ok := r.get(ShardThrottle, scope); ok && v != "off" {
-			if n, err := strconv.Atoi(v); err == nil && n > 0 {
-				return n, true
-			}
-		}
-	}
-	return 0, false
+	n, ok := r.shardInt(ShardThrottle, shardID, "off")
+	return n, ok && n > 0
 }
 
 // Throttling reports whether any shard_throttle is set (not off), so a

@@ -13,8 +13,7 @@
 -- fencing at the resource, so a paused old leader cannot admit. Admission
 -- moves a cursor over a fixed order, so no one is admitted twice. The first
 -- call seals the queue: the randomised cohort is final from then on.
-if queue_lost(KEYS[2], ARGV[6]) or
-   tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0') < tonumber(ARGV[7]) then
+if queue_behind(KEYS[2], ARGV[6], ARGV[7]) then
   return {'LOST'}
 end
 -- Before the seal in PostgreSQL, the queue must still be the one the

@@ -22,3 +22,11 @@ local function queue_lost(m, sealed_pg)
   if not f[1] then return true end
   return f[2] ~= false and f[2] ~= '' and f[2] ~= node_id()
 end
+
+-- Whether the queue whose meta is m must be rebuilt from PostgreSQL:
+-- lost (queue_lost), or admitting fewer than PostgreSQL logged (floor: a
+-- replica that missed the last writes).
+local function queue_behind(m, sealed_pg, floor)
+  return queue_lost(m, sealed_pg) or
+    tonumber(redis.call('HGET', m, 'admitted') or '0') < tonumber(floor)
+end

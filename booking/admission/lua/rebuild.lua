@@ -8,8 +8,7 @@
 -- the queue has seen.
 local staged = { KEYS[7], KEYS[8], KEYS[9], KEYS[10] }
 local function drop() redis.call('DEL', unpack(staged)) end
-if not queue_lost(KEYS[2], '1') and
-   tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0') >= tonumber(ARGV[2]) then
+if not queue_behind(KEYS[2], '1', ARGV[2]) then
   drop()
   return {'NOTLOST'}
 end

@@ -29,25 +29,11 @@ func TestQueueLostBeforeItsSealReopensTheDraw(t *testing.T) {
 }
 
 func testQueueLostBeforeItsSeal(t *testing.T, redisURL string) {
-	b := setupOn(t, redisURL, func(c *Config) { c.anyPlaces = true })
+	b, ctl, shard, opens := witnessedWindow(t, redisURL)
 	ctx := context.Background()
-	opens := time.Now().Add(time.Hour).Truncate(time.Second)
-	shard := b.shard(t, "3A", 0, opens, "queue")
-	ctl := b.svc.NewController(ControllerConfig{ID: "first", BaseRate: 1000, MaxRate: 1000, Tick: 100 * time.Millisecond})
 	z := b.svc.qkey(shard.ID, "z")
-	b.clock.Set(opens.Add(-5 * time.Minute))
-	var cohort []int64
-	for i := range int64(50) {
-		cohort = append(cohort, 1000+i)
-		if _, err := b.svc.Enter(ctx, b.caller(1000+i), intentOf(shard)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// The leader witnesses the cohort while the draw is open.
-	b.clock.Set(opens.Add(5 * time.Second))
-	if err := ctl.Step(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cohort, places := b.witnessedCohort(t, ctl, shard, opens)
 	var seen int64
 	var mark string
 	if err := b.env.Pool.QueryRow(ctx, `SELECT cohort_seen, cohort_mark FROM admission_windows WHERE shard_id = $1`, shard.ID).Scan(&seen, &mark); err != nil {
@@ -55,16 +41,6 @@ func testQueueLostBeforeItsSeal(t *testing.T, redisURL string) {
 	}
 	if seen != 50 || mark == "" {
 		t.Fatalf("witness: %d entrants, mark %q; want 50 and a mark", seen, mark)
-	}
-	places := map[int64]float64{}
-	for _, u := range cohort {
-		places[u] = b.env.Redis.ZScore(ctx, z, strconv.FormatInt(u, 10)).Val()
-	}
-	wipe := func() {
-		t.Helper()
-		if err := b.env.Redis.Del(ctx, append(b.svc.queueKeys(shard.ID), b.svc.qkey(shard.ID, "at"))...).Err(); err != nil {
-			t.Fatal(err)
-		}
 	}
 	sealedAt := func() (sealed bool, until time.Time) {
 		t.Helper()
@@ -77,7 +53,7 @@ func testQueueLostBeforeItsSeal(t *testing.T, redisURL string) {
 
 	// Lost between the first admission and the seal: a newcomer re-joined
 	// the wiped queue, which is not sealed with only them in it.
-	wipe()
+	b.wipeQueue(t, shard.ID)
 	b.clock.Set(opens.Add(11 * time.Second)) // the draw closed (10 s and the grace)
 	if _, err := b.env.Redis.ZAdd(ctx, z, redis.Z{Score: 1, Member: "1000"}).Result(); err != nil {
 		t.Fatal(err)
@@ -172,6 +148,26 @@ func testQueueLostBeforeItsSeal(t *testing.T, redisURL string) {
 	}
 }
 
+// witnessedWindow is a queue-mode shard opening in an hour, on a fresh
+// stack at redisURL (places unbounded), and its controller.
+func witnessedWindow(t *testing.T, redisURL string) (*bundle, *Controller, *booking.Shard, time.Time) {
+	t.Helper()
+	b := setupOn(t, redisURL, func(c *Config) { c.anyPlaces = true })
+	opens := time.Now().Add(time.Hour).Truncate(time.Second)
+	shard := b.shard(t, "3A", 0, opens, "queue")
+	ctl := b.svc.NewController(ControllerConfig{ID: "first", BaseRate: 1000, MaxRate: 1000, Tick: 100 * time.Millisecond})
+	return b, ctl, shard, opens
+}
+
+// wipeQueue deletes the shard's queue from Redis, as a flush or a failover
+// to an empty replica would.
+func (b *bundle) wipeQueue(t *testing.T, shardID int64) {
+	t.Helper()
+	if err := b.env.Redis.Del(context.Background(), append(b.svc.queueKeys(shardID), b.svc.qkey(shardID, "at"))...).Err(); err != nil {
+		t.Error(err)
+	}
+}
+
 // witnessedCohort enters 50 accounts in shard's draw and steps ctl once
 // while the draw is open, so PostgreSQL witnesses them; it answers them
 // with their drawn places.
@@ -211,18 +207,13 @@ func (b *bundle) window(t *testing.T, shardID int64) (sealed bool, until time.Ti
 // milliseconds) is caught by ADMIT itself: it does not seal what is left
 // (a fast re-joiner's late place) nor admit from it; the draw reopens.
 func TestQueueLostBetweenWitnessAndAdmitIsNotSealed(t *testing.T) {
-	b := setupOn(t, testenv.RedisURL(), func(c *Config) { c.anyPlaces = true })
+	b, ctl, shard, opens := witnessedWindow(t, testenv.RedisURL())
 	ctx := context.Background()
-	opens := time.Now().Add(time.Hour).Truncate(time.Second)
-	shard := b.shard(t, "3A", 0, opens, "queue")
-	ctl := b.svc.NewController(ControllerConfig{ID: "first", BaseRate: 1000, MaxRate: 1000, Tick: 100 * time.Millisecond})
 	b.witnessedCohort(t, ctl, shard, opens)
 	m := b.svc.qkey(shard.ID, "m")
 	ctl.afterWitness = func() {
 		ctl.afterWitness = nil
-		if err := b.env.Redis.Del(ctx, append(b.svc.queueKeys(shard.ID), b.svc.qkey(shard.ID, "at"))...).Err(); err != nil {
-			t.Error(err)
-		}
+		b.wipeQueue(t, shard.ID)
 		if _, err := b.svc.Enter(ctx, b.caller(1000), intentOf(shard)); err != nil {
 			t.Errorf("re-joining the wiped queue: %v", err)
 		}
@@ -248,11 +239,8 @@ func TestQueueLostBetweenWitnessAndAdmitIsNotSealed(t *testing.T) {
 // joined again meanwhile at their drawn places: it does not clear the
 // queue a second time.
 func TestReopeningInterruptedAfterRedisIsFinished(t *testing.T) {
-	b := setupOn(t, testenv.RedisURL(), func(c *Config) { c.anyPlaces = true })
+	b, ctl, shard, opens := witnessedWindow(t, testenv.RedisURL())
 	ctx := context.Background()
-	opens := time.Now().Add(time.Hour).Truncate(time.Second)
-	shard := b.shard(t, "3A", 0, opens, "queue")
-	ctl := b.svc.NewController(ControllerConfig{ID: "first", BaseRate: 1000, MaxRate: 1000, Tick: 100 * time.Millisecond})
 	cohort, places := b.witnessedCohort(t, ctl, shard, opens)
 	stale, err := b.svc.WindowFor(ctx, shard)
 	if err != nil {
@@ -293,11 +281,8 @@ func TestReopeningInterruptedAfterRedisIsFinished(t *testing.T) {
 // unsealed (read before the seal) is not sealed again from a wiped queue:
 // the witness finds it sealed, drops the cached window and ends the tick.
 func TestStaleWindowDoesNotSealAWipedQueue(t *testing.T) {
-	b := setupOn(t, testenv.RedisURL(), func(c *Config) { c.anyPlaces = true })
+	b, ctl, shard, opens := witnessedWindow(t, testenv.RedisURL())
 	ctx := context.Background()
-	opens := time.Now().Add(time.Hour).Truncate(time.Second)
-	shard := b.shard(t, "3A", 0, opens, "queue")
-	ctl := b.svc.NewController(ControllerConfig{ID: "first", BaseRate: 1000, MaxRate: 1000, Tick: 100 * time.Millisecond})
 	b.witnessedCohort(t, ctl, shard, opens)
 	stale, err := b.svc.WindowFor(ctx, shard)
 	if err != nil || stale.SealedAt != nil {
@@ -316,9 +301,7 @@ func TestStaleWindowDoesNotSealAWipedQueue(t *testing.T) {
 		}
 	}
 	m := b.svc.qkey(shard.ID, "m")
-	if err := b.env.Redis.Del(ctx, append(b.svc.queueKeys(shard.ID), b.svc.qkey(shard.ID, "at"))...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	b.wipeQueue(t, shard.ID)
 	copied := *stale
 	copied.loaded = time.Now()
 	b.svc.windows.Store(shard.ID, &copied)

@@ -52,6 +52,11 @@ func runServeFromEnv() error {
 		return err
 	}
 	cfg.Addr, cfg.MetricsAddr = "127.0.0.1:0", "off"
+	if os.Getenv("TATKAL_PUBLIC_URL") == "" {
+		// Its own listener (app.New fills it in): the default :8080 would
+		// send the gateway's callbacks to nobody.
+		cfg.PublicURL = ""
+	}
 	pause, err := pauseFromEnv()
 	if err != nil {
 		return err

@@ -28,10 +28,13 @@ import (
 //     admitted entrants' offers and pick-up windows still answer.
 //
 // Late entrants (after the randomisation window) not yet admitted are not
-// in PostgreSQL: they are told NOT_IN_QUEUE and join again, behind. So are
-// admissions Redis made but had not logged: their entrants wait at the head
-// of the queue and are admitted again, in the same order, with the same
-// (single-use) token id. Claims of offers are not in PostgreSQL either: an
+// in PostgreSQL: those the lost queue still holds (a failover to a replica
+// that has them, a node change alone) keep their order behind everyone
+// else; after a wipe they are told NOT_IN_QUEUE and join again, behind.
+// Admissions Redis made but had not logged are not in PostgreSQL either:
+// their entrants wait at the head of the queue (or of the late ones) and
+// are admitted again, in the same order, with the same (single-use) token
+// id. Claims of offers are not in PostgreSQL either: an
 // offer whose pick-up window has passed counts as claimed at its end, so
 // nobody holding a permit is told it lapsed (one who never claimed may
 // still claim until that permit would have lapsed).
@@ -98,6 +101,22 @@ func (c *Controller) rebuild(ctx context.Context, fence int64, shard *booking.Sh
 			members = append(members, entry{u, float64(sc)})
 		}
 	}
+	// The late entrants the lost queue still holds, in its order, numbered
+	// on after the log's (the queue's 'seq' goes on from there). It takes
+	// no new entrant while it is lost, so this read is what REBUILD replaces.
+	late, err := s.rdb.ZRangeByScore(ctx, s.qkey(shard.ID, "z"), &redis.ZRangeBy{Min: strconv.FormatInt(LateBase, 10), Max: "+inf"}).Result()
+	if err != nil {
+		return fmt.Errorf("rebuild queue %d: late entrants: %w", shard.ID, err)
+	}
+	lastLate := n
+	for _, m := range late {
+		u, err := strconv.ParseInt(m, 10, 64)
+		if err != nil || admitted[u] {
+			continue
+		}
+		lastLate++
+		members = append(members, entry{u, float64(LateBase + lastLate)})
+	}
 	// Redis orders by score, then member: the log must be the prefix of
 	// that order, or the rebuilt queue would move admitted places. It
 	// cannot be unless the records disagree; then the queue stays closed.
@@ -151,7 +170,7 @@ func (c *Controller) rebuild(ctx context.Context, fence int64, shard *booking.Sh
 	if _, err := p.Exec(ctx); err != nil {
 		return fmt.Errorf("rebuild queue %d: stage: %w", shard.ID, err)
 	}
-	res, err := s.rebuild.Run(ctx, s.rdb, append(keys, staged...), fence, n, w.keysExpireAt(), maxFence).StringSlice()
+	res, err := s.rebuild.Run(ctx, s.rdb, append(keys, staged...), fence, n, w.keysExpireAt(), maxFence, lastLate).StringSlice()
 	if err != nil {
 		return fmt.Errorf("rebuild queue %d: %w", shard.ID, err)
 	}

@@ -256,7 +256,9 @@ func testQueueRebuiltAfterWipe(t *testing.T, redisURL string) {
 // TestQueueRebuiltAfterFailover: the queue's keys are there but were
 // written on another node, or hold fewer admissions than PostgreSQL
 // logged (a replica promoted before the last writes reached it). Both are
-// refused and rebuilt; the node one answers 503 until then.
+// refused and rebuilt; the node one answers 503 until then. The late
+// entrants the copy still holds keep their places (PostgreSQL does not
+// have them; a wipe would have lost them).
 func TestQueueRebuiltAfterFailover(t *testing.T) { testenv.EachRedis(t, testQueueRebuiltAfterFailover) }
 
 func testQueueRebuiltAfterFailover(t *testing.T, redisURL string) {
@@ -277,6 +279,7 @@ func testQueueRebuiltAfterFailover(t *testing.T, redisURL string) {
 		t.Fatal("the rebuilt queue still names the other node")
 	}
 	lb.same(t)
+	lb.lateKept(t)
 
 	// A copy that missed the last admissions (and their logging): the
 	// leader knows PostgreSQL has more, and rebuilds before admitting.
@@ -290,5 +293,24 @@ func testQueueRebuiltAfterFailover(t *testing.T, redisURL string) {
 		t.Fatalf("after a rolled-back copy: admitted %d logged %d, want PostgreSQL's %d (rebuilt, nothing admitted that step)", a, l, lb.adm)
 	}
 	lb.same(t)
-	lb.finish(t, lb.ctl, 200) // the late entrants, not in PostgreSQL, did not join again
+	lb.lateKept(t)
+	lb.finish(t, lb.ctl, 200+int64(lb.lateWaiting))
+}
+
+// lateKept checks that every late entrant still waiting before the loss
+// waits at the same place after the rebuild.
+func (lb *lossBundle) lateKept(t *testing.T) {
+	t.Helper()
+	if lb.lateWaiting == 0 {
+		t.Fatal("no late entrant was waiting before the loss")
+	}
+	for _, u := range lb.late {
+		was := lb.before[u]
+		if was.Status != Waiting {
+			continue
+		}
+		if v := lb.status(t, u); v.Status != Waiting || pos(v) != pos(was) {
+			t.Fatalf("late entrant %d: before the loss waiting at %v, after %s at %v", u, pos(was), v.Status, pos(v))
+		}
+	}
 }

@@ -2,14 +2,11 @@ package teststack
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"time"
 
 	"tatkal/booking/app"
-	"tatkal/booking/payment"
-	"tatkal/booking/secrets"
 )
 
 // WorkerEnv names the environment a worker process reads (see RunWorker).
@@ -25,39 +22,11 @@ const SweepIntervalEnv = "TATKAL_TEST_SWEEP_INTERVAL"
 const NotCreatedAfterEnv = "TATKAL_TEST_NOT_CREATED_AFTER"
 
 // WorkerEnviron is the environment that makes a test binary run as a
-// worker of this stack (see RunWorkerFromEnv): the variables tatkal worker
-// reads.
+// worker of this stack (see RunWorkerFromEnv): the stack's configuration
+// as tatkal chaos hands it to its processes (app.Config.Environ).
 func (s *Stack) WorkerEnviron() []string {
-	return append(os.Environ(),
-		WorkerEnv+"=1",
-		"DATABASE_URL="+s.DatabaseURL,
-		"REDIS_URL="+s.RedisURL,
-		"TATKAL_REDIS_PREFIX="+s.KeyPrefix,
-		"TATKAL_PRS_URL="+s.Core.URL,
-		"TATKAL_PSP_URL="+s.PSP.URL,
-		"TATKAL_DB_POOL=8", // 4 workers, River's own, the controller, spares
-		"TATKAL_SESSION_KEY="+hex.EncodeToString(SessionKey),
-		"TATKAL_PRS_KEY="+s.CoreKey,
-		"TATKAL_FRAUD_KEY="+FraudKey,
-		"TATKAL_MSG_URL="+s.Msg.URL,
-		"TATKAL_MSG_KEY="+s.MsgKey,
-		"TATKAL_PSP_API_KEYS="+s.gatewaySecrets(func(g payment.GatewayConfig) []string { return []string{g.APIKey} }).String(),
-		"TATKAL_WEBHOOK_SECRETS="+s.gatewaySecrets(func(g payment.GatewayConfig) []string {
-			out := make([]string, len(g.WebhookSecrets))
-			for i, b := range g.WebhookSecrets {
-				out[i] = string(b)
-			}
-			return out
-		}).String(),
-	)
-}
-
-func (s *Stack) gatewaySecrets(of func(payment.GatewayConfig) []string) secrets.PerGateway {
-	p := secrets.PerGateway{}
-	for _, g := range s.Gateways {
-		p[g.ID] = of(g)
-	}
-	return p
+	return append(s.App.Config.Environ(), WorkerEnv+"=1",
+		"TATKAL_DB_POOL=8") // 4 workers, River's own, the controller, spares
 }
 
 // RunWorkerFromEnv runs the process tatkal worker runs, from the

@@ -256,7 +256,7 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 		if tag.RowsAffected() != 1 {
 			return Errorf(ECONFLICT, "HOLD_CHANGED", "Hold %s changed during the retake.", id)
 		}
-		if out, err = s.confirmTx(ctx, tx, id, true); err != nil {
+		if out, err = s.confirmOne(ctx, tx, id, true); err != nil {
 			return err
 		}
 		outcome = RetakeConfirmed

@@ -47,7 +47,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 	var after []func()
 	// ctx is the caller's without its cancellation when the body runs in a
 	// confirmation group (group.go).
-	body := func(ctx context.Context, tx pgx.Tx) error {
+	body := func(ctx context.Context, tx pgx.Tx, c *confirmations) error {
 		after = after[:0]
 		var state, purpose string
 		var amount, userID, shardID int64
@@ -106,7 +106,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 			case pulled && (p.AmountPaise <= 0 || p.Currency == ""):
 				return errAmountUnknown
 			case pulled && mismatch:
-				return s.amountMismatch(ctx, tx, id, state, holdID, userID, amount, p, cause, set, &after)
+				return s.amountMismatch(ctx, tx, c, id, state, holdID, userID, amount, p, cause, set, &after)
 			}
 		}
 		switch p.Status {
@@ -128,7 +128,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 			}
 			// The bank has it: give the seats one extension so a slow bank
 			// does not cost the passenger their berth.
-			h, err := booking.LockHoldTx(ctx, tx, holdID)
+			h, err := lockHold(ctx, tx, c, holdID)
 			if err != nil {
 				return err
 			}
@@ -163,7 +163,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 				return booking.NotifyT(ctx, tx, userID, "TOPUP_FAILED", id.String(), "msg.topupfailed", booking.Rupees(amount))
 			}
 			after = append(after, func() { s.funnel.Add(shardID, funnel.PayFailed, 1) })
-			h, err := booking.LockHoldTx(ctx, tx, holdID)
+			h, err := lockHold(ctx, tx, c, holdID)
 			if err != nil {
 				return err
 			}
@@ -207,19 +207,29 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 				return booking.NotifyT(ctx, tx, userID, "TOPUP_DONE", id.String(), "msg.topupdone", booking.Rupees(amount))
 			}
 			after = append(after, func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) })
-			return s.settle(ctx, tx, id, holdID, userID, amount, &after)
+			return s.settle(ctx, tx, c, id, holdID, userID, amount, &after)
 		}
 		return fmt.Errorf("unknown gateway status %q", p.Status)
 	}
 	// Grouped with other confirmations by the payment's row, which the body
 	// locks first.
-	if err := s.group.run(ctx, s.pool, id, body); err != nil {
+	if err := s.group.run(ctx, s.pool, s.booking, id, body); err != nil {
 		return err
 	}
 	for _, f := range after {
 		f()
 	}
 	return nil
+}
+
+// lockHold locks a payment's hold in tx (booking.LockHoldTx), or sends
+// the body to run alone should its group be confirming the hold
+// (confirmations.check).
+func lockHold(ctx context.Context, tx pgx.Tx, c *confirmations, holdID uuid.UUID) (booking.HoldInfo, error) {
+	if err := c.check(holdID); err != nil {
+		return booking.HoldInfo{}, err
+	}
+	return booking.LockHoldTx(ctx, tx, holdID)
 }
 
 // instrumentRef is the instrument a gateway's answer names, as
@@ -240,7 +250,7 @@ func instrumentRef(p pspapi.Payment) string {
 // was taken) but buys nothing, the seats go back, the captured amount is
 // refunded, and a review is raised. Where a refund cannot be right (another
 // currency), only the review is raised, for a person to settle.
-func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, id uuid.UUID, state string, holdID uuid.UUID, userID, amount int64,
+func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, c *confirmations, id uuid.UUID, state string, holdID uuid.UUID, userID, amount int64,
 	p pspapi.Payment, cause string, set func(string, string, ...any) error, after *[]func()) error {
 	detail := map[string]any{"ours_paise": amount, "gateway_paise": p.AmountPaise, "gateway_currency": p.Currency, "cause": cause, "our_state": state}
 	if state == Success || state == Refunded {
@@ -256,7 +266,7 @@ func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, id uuid.UUID, s
 		return err
 	}
 	if holdID != uuid.Nil {
-		h, err := booking.LockHoldTx(ctx, tx, holdID)
+		h, err := lockHold(ctx, tx, c, holdID)
 		if err != nil {
 			return err
 		}
@@ -283,7 +293,7 @@ func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, id uuid.UUID, s
 // settle decides, in tx, what a captured payment becomes: the hold's
 // ticket, a refund of a second charge, or (the hold having lapsed) a retake
 // of its seats or a refund.
-func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, userID, amount int64, after *[]func()) error {
+func (s *Service) settle(ctx context.Context, tx pgx.Tx, c *confirmations, id, holdID uuid.UUID, userID, amount int64, after *[]func()) error {
 	// The hold's lock and the hold's other captures, in one round trip.
 	var h booking.HoldInfo
 	var others int
@@ -299,6 +309,9 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, u
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
+	if err := c.check(holdID); err != nil {
+		return err
+	}
 	refund := func(reason, msgKey string) error {
 		if _, _, err := s.RequestRefundTx(ctx, tx, id, reason, 0); err != nil {
 			return err
@@ -309,11 +322,11 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, id, holdID uuid.UUID, u
 	case others > 0:
 		return refund(booking.RefundDuplicateCharge, "msg.refunddup")
 	case h.State == booking.HoldHeld:
-		res, err := s.booking.ConfirmTx(ctx, tx, holdID)
+		res, err := c.confirm(ctx, tx, holdID)
 		if err != nil {
 			return err
 		}
-		*after = append(*after, func() { s.booking.AfterConfirm(ctx, res) })
+		*after = append(*after, func() { s.booking.AfterConfirm(ctx, *res) })
 		return nil
 	case h.State == booking.HoldConfirmed:
 		return refund(booking.RefundDuplicateCharge, "msg.refundpaid")

@@ -42,11 +42,12 @@ var errAlone = errors.New("retry alone")
 // others'. Nothing is left queued without a caller contending for a slot,
 // and nothing outlives its callers, so shutdown needs nothing.
 type confirmGroup struct {
-	pool  *pgxpool.Pool
-	in    chan *groupItem
-	slots chan struct{} // writers at once, each on one connection
-	pause booking.PauseFunc
-	log   *slog.Logger
+	pool    *pgxpool.Pool
+	booking *booking.Service
+	in      chan *groupItem
+	slots   chan struct{} // writers at once, each on one connection
+	pause   booking.PauseFunc
+	log     *slog.Logger
 }
 
 type groupItem struct {
@@ -57,12 +58,72 @@ type groupItem struct {
 	// deadlock_timeout and the loser's bodies run alone (errAlone).
 	key  uuid.UUID
 	ctx  context.Context // the caller's, without its cancellation
-	body func(context.Context, pgx.Tx) error
+	body groupBody
 	done chan error
 }
 
-func newConfirmGroup(pool *pgxpool.Pool, writers int, pause booking.PauseFunc, log *slog.Logger) *confirmGroup {
-	return &confirmGroup{pool: pool, in: make(chan *groupItem, 4096), slots: make(chan struct{}, writers), pause: pause, log: log}
+// groupBody is a payment's work in a transaction, alone or in a group; it
+// confirms a hold through c, never booking.ConfirmTx directly.
+type groupBody func(ctx context.Context, tx pgx.Tx, c *confirmations) error
+
+// confirmations confirm the holds payments pay for. Alone, a hold is
+// confirmed at once in the body's transaction. In a group, the group's
+// holds are confirmed together after its last body, before its COMMIT
+// (booking.ConfirmManyTx): about nine statements a confirmation become
+// about nine a group, the cost grouping exists to share.
+type confirmations struct {
+	booking *booking.Service
+	grouped bool
+	holds   []uuid.UUID
+	results []*booking.ConfirmResult
+}
+
+// confirm confirms holdID, or (grouped) books it for the group's
+// confirmation: the result is filled in then and read once the body's
+// transaction has committed. A hold another body of the group is
+// confirming sends this body to run alone, after the group.
+func (c *confirmations) confirm(ctx context.Context, tx pgx.Tx, holdID uuid.UUID) (*booking.ConfirmResult, error) {
+	if !c.grouped {
+		res, err := c.booking.ConfirmTx(ctx, tx, holdID)
+		return &res, err
+	}
+	if err := c.check(holdID); err != nil {
+		return nil, err
+	}
+	res := &booking.ConfirmResult{HoldID: holdID}
+	c.holds, c.results = append(c.holds, holdID), append(c.results, res)
+	return res, nil
+}
+
+// check is called by a body on the hold it has just locked: a hold whose
+// confirmation the group has booked is HELD in the transaction until the
+// group's end, while its payment is already SUCCESS, a state no body alone
+// ever sees; the body runs alone after the group instead, and sees the
+// hold confirmed.
+func (c *confirmations) check(holdID uuid.UUID) error {
+	if slices.Contains(c.holds, holdID) {
+		return errAlone
+	}
+	return nil
+}
+
+// flush confirms the group's holds in tx and fills in their results.
+func (c *confirmations) flush(ctx context.Context, tx pgx.Tx) error {
+	if len(c.holds) == 0 {
+		return nil
+	}
+	res, err := c.booking.ConfirmManyTx(ctx, tx, c.holds)
+	if err != nil {
+		return fmt.Errorf("confirm %d holds together: %w", len(c.holds), err)
+	}
+	for i := range res {
+		*c.results[i] = res[i]
+	}
+	return nil
+}
+
+func newConfirmGroup(pool *pgxpool.Pool, bk *booking.Service, writers int, pause booking.PauseFunc, log *slog.Logger) *confirmGroup {
+	return &confirmGroup{pool: pool, booking: bk, in: make(chan *groupItem, 4096), slots: make(chan struct{}, writers), pause: pause, log: log}
 }
 
 // run runs body in a group's transaction, or alone (g nil: grouping off),
@@ -70,9 +131,9 @@ func newConfirmGroup(pool *pgxpool.Pool, writers int, pause booking.PauseFunc, l
 // group's COMMIT error, which leaves its caller not knowing whether it
 // committed, as a lost COMMIT answer does. ctx's cancellation does not stop
 // a queued body: it shares a connection with others.
-func (g *confirmGroup) run(ctx context.Context, pool *pgxpool.Pool, key uuid.UUID, body func(context.Context, pgx.Tx) error) error {
+func (g *confirmGroup) run(ctx context.Context, pool *pgxpool.Pool, bk *booking.Service, key uuid.UUID, body groupBody) error {
 	alone := func() error {
-		return db.Transact(ctx, pool, func(tx pgx.Tx) error { return body(ctx, tx) })
+		return db.Transact(ctx, pool, func(tx pgx.Tx) error { return body(ctx, tx, &confirmations{booking: bk}) })
 	}
 	if g == nil {
 		return alone()
@@ -154,6 +215,8 @@ func (g *confirmGroup) write(batch []*groupItem) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
 	errs := make([]error, len(batch))
+	c := &confirmations{booking: g.booking, grouped: true}
+	var confirmFailed error
 	err := pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
 		for i, it := range batch {
 			// The previous body's savepoint is released and this one's set
@@ -165,10 +228,13 @@ func (g *confirmGroup) write(batch []*groupItem) {
 			if _, err := tx.Exec(ctx, sp); err != nil {
 				return fmt.Errorf("savepoint: %w", err)
 			}
-			errs[i] = it.body(it.ctx, tx)
+			booked := len(c.holds)
+			errs[i] = it.body(it.ctx, tx, c)
 			if errs[i] == nil {
 				continue
 			}
+			// Its confirmations go with the rest of its work.
+			c.holds, c.results = c.holds[:booked], c.results[:booked]
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT confirm"); err != nil {
 				return fmt.Errorf("roll back a confirmation (%w): %w", errs[i], err)
 			}
@@ -177,9 +243,25 @@ func (g *confirmGroup) write(batch []*groupItem) {
 				errs[i] = errAlone
 			}
 		}
+		if err := c.flush(ctx, tx); err != nil {
+			confirmFailed = err
+			return err
+		}
 		g.pause.At(ctx, "confirm.before-commit")
 		return nil
 	})
+	if confirmFailed != nil {
+		// Rare (a hold a body changed after another booked its
+		// confirmation, a berth's exclusion constraint): the whole group
+		// was rolled back, and every body runs again alone, where each
+		// confirmation stands or fails by itself. Each one's error here
+		// came from a transaction that never was.
+		g.log.Warn("a group's confirmations failed together; its bodies run alone", "confirmations", len(batch), "err", err)
+		for _, it := range batch {
+			it.done <- errAlone
+		}
+		return
+	}
 	if err != nil {
 		// Nothing of the group is known to be durable, nor known not to be
 		// (a COMMIT whose answer was lost): no caller is told success. A

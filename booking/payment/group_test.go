@@ -176,12 +176,24 @@ func TestConcurrentConfirmationsShareTransactions(t *testing.T) {
 }
 
 // One failing confirmation in a group undoes only itself: a wallet payment
-// whose berth a confirmation earlier in the same group has just taken (the
-// exclusion constraint refuses it after its debit was written) and one for a
-// lapsed hold are told their own errors and leave no trace, while a wallet
-// payment and a callback in that group commit.
+// for a lapsed hold is refused HOLD_EXPIRED in its savepoint and the group
+// commits the rest. A wallet payment whose berth a confirmation earlier in
+// the same group has just taken fails only when the group's holds are
+// confirmed together (the exclusion constraint, after its debit was
+// written): the group is rolled back whole and its bodies run alone, where
+// that one is refused by itself. Either way each is told its own answer,
+// the refused leave no trace, and a wallet payment and a callback commit.
 func TestFailingConfirmationUndoesOnlyItself(t *testing.T) {
 	t.Parallel()
+	for _, clashing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("clashing=%v", clashing), func(t *testing.T) {
+			t.Parallel()
+			failingConfirmation(t, clashing)
+		})
+	}
+}
+
+func failingConfirmation(t *testing.T, clashing bool) {
 	gate := newGroupGate()
 	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 16, 6)
 	ctx := context.Background()
@@ -193,9 +205,11 @@ func TestFailingConfirmationUndoesOnlyItself(t *testing.T) {
 	lapsed := w.hold(t, w.users[2], "group-lapsed-hold")
 	good := w.hold(t, w.users[3], "group-good-hold")
 	cbView, hook := w.awaiting(t, w.users[4], "group-cb-pay")
-	if _, err := w.s.Pool.Exec(ctx, `UPDATE holds SET berths = (SELECT berths FROM holds WHERE id = $1) WHERE id = $2`,
-		taker.HoldID, clash.HoldID); err != nil {
-		t.Fatal(err)
+	if clashing {
+		if _, err := w.s.Pool.Exec(ctx, `UPDATE holds SET berths = (SELECT berths FROM holds WHERE id = $1) WHERE id = $2`,
+			taker.HoldID, clash.HoldID); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := w.s.Pool.Exec(ctx, `UPDATE holds SET expires_at = now() - interval '1 second' WHERE id = $1`, lapsed.HoldID); err != nil {
 		t.Fatal(err)
@@ -219,17 +233,29 @@ func TestFailingConfirmationUndoesOnlyItself(t *testing.T) {
 	gate.waitQueued(t, 6)
 	close(gate.release)
 	wg.Wait()
-	if _, groups := gate.counts(); groups != 2 {
-		t.Errorf("%d groups for the first confirmation and five queued behind it: want 2", groups)
+	// The second group commits, or (clashing) is rolled back before its
+	// COMMIT and its bodies commit alone.
+	if _, groups := gate.counts(); groups != map[bool]int{false: 2, true: 1}[clashing] {
+		t.Errorf("%d groups reached their COMMIT for the first confirmation and five queued behind it (clashing %v)", groups, clashing)
 	}
 	if firstErr != nil {
 		t.Errorf("first group: %v", firstErr)
 	}
-	if errs[0] != nil || views[0].State != payment.Success {
-		t.Errorf("taker: %+v %v", views[0], errs[0])
+	// Clashing, taker and clash want one berth: alone, whichever commits
+	// first has it, and the other is refused by the exclusion constraint.
+	winner, loser := 0, 1
+	if clashing && errs[0] != nil {
+		winner, loser = 1, 0
 	}
-	if pgErr := (*pgconn.PgError)(nil); !errors.As(errs[1], &pgErr) || pgErr.Code != "23P01" {
-		t.Errorf("clash: %+v %v; want the exclusion constraint's refusal", views[1], errs[1])
+	names := []string{"taker", "clash"}
+	if errs[winner] != nil || views[winner].State != payment.Success {
+		t.Errorf("%s: %+v %v", names[winner], views[winner], errs[winner])
+	}
+	if pgErr := (*pgconn.PgError)(nil); clashing && (!errors.As(errs[loser], &pgErr) || pgErr.Code != "23P01") {
+		t.Errorf("%s: %+v %v; want the exclusion constraint's refusal", names[loser], views[loser], errs[loser])
+	}
+	if !clashing && (errs[loser] != nil || views[loser].State != payment.Success) {
+		t.Errorf("%s, its own berths: %+v %v", names[loser], views[loser], errs[loser])
 	}
 	if r := booking.ErrorReason(errs[2]); r != "HOLD_EXPIRED" {
 		t.Errorf("lapsed: %+v %v; want HOLD_EXPIRED", views[2], errs[2])
@@ -256,8 +282,9 @@ func TestFailingConfirmationUndoesOnlyItself(t *testing.T) {
 		payments, debits int
 	}{
 		{"first", first.HoldID, booking.HoldConfirmed, 1, 1},
-		{"taker", taker.HoldID, booking.HoldConfirmed, 1, 1},
-		{"clash", clash.HoldID, booking.HoldHeld, 0, 0},
+		{names[winner], []uuid.UUID{taker.HoldID, clash.HoldID}[winner], booking.HoldConfirmed, 1, 1},
+		{names[loser], []uuid.UUID{taker.HoldID, clash.HoldID}[loser], map[bool]string{false: booking.HoldConfirmed, true: booking.HoldHeld}[clashing],
+			map[bool]int{false: 1, true: 0}[clashing], map[bool]int{false: 1, true: 0}[clashing]},
 		{"lapsed", lapsed.HoldID, booking.HoldHeld, 0, 0},
 		{"good", good.HoldID, booking.HoldConfirmed, 1, 1},
 		{"callback", cbView.HoldID, booking.HoldConfirmed, 1, 0},
@@ -358,4 +385,76 @@ func TestFailedGroupCommitTellsEveryCaller(t *testing.T) {
 	if confirmed != 3 || payments != 3 || debits != 2 {
 		t.Errorf("after the retries: %d holds confirmed, %d payments SUCCESS, %d debits; want 3, 3, 2", confirmed, payments, debits)
 	}
+}
+
+// A group's holds are confirmed together after its last body, so a later
+// body of the group would find a hold still HELD whose payment is already
+// SUCCESS, which no body alone ever sees. Forced: a passenger gave up on a
+// UPI payment (FAILED) and paid again; the first payment's late success and
+// the second's failure arrive in one group. The failure's body runs alone
+// after the group, finds the hold confirmed and releases nothing: the group
+// commits the late success's ticket, and the seats stay sold.
+func TestBodyOnAHoldTheGroupIsConfirmingRunsAlone(t *testing.T) {
+	t.Parallel()
+	gate := newGroupGate()
+	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 8, 2)
+	ctx := context.Background()
+	first := w.hold(t, w.users[1], "alone-first-hold")
+	given, success := w.awaiting(t, w.users[0], "alone-given-up")
+	if _, err := w.s.Pool.Exec(ctx, `UPDATE payments SET state = 'FAILED', resolved_at = now() WHERE id = $1`, given.ID); err != nil {
+		t.Fatal(err)
+	}
+	again, err := w.pay(t, w.users[0], given.HoldID, payment.UPI, "alone-again")
+	if err != nil || again.State != payment.AwaitingUser {
+		t.Fatalf("second payment: %+v %v", again, err)
+	}
+	var ref string
+	if err := w.s.Pool.QueryRow(ctx, `SELECT psp_ref FROM payments WHERE id = $1`, again.ID).Scan(&ref); err != nil {
+		t.Fatal(err)
+	}
+	failure := pspapi.Webhook{EventID: "evt-alone-again", PSPRef: ref, MerchantRef: again.ID.String(), Gateway: again.Gateway,
+		Method: "UPI", Status: pspapi.StatusFailed, FailureReason: "DECLINED", AmountPaise: again.AmountPaise, BankEventTime: time.Now()}
+	gate.arm()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := w.s.Payments.Initiate(ctx, teststack.Caller(w.users[1]),
+			payment.InitiateRequest{HoldID: first.HoldID, Method: payment.Wallet, IdempotencyKey: "alone-first-pay"}); err != nil {
+			t.Errorf("first group: %v", err)
+		}
+	})
+	<-gate.paused
+	codes := make([]int, 2)
+	for i, ev := range []pspapi.Webhook{success, failure} {
+		wg.Go(func() { codes[i] = sendWebhook(t, w, ev.Gateway, ev) })
+	}
+	gate.waitQueued(t, 3)
+	close(gate.release)
+	wg.Wait()
+	for i, code := range codes {
+		if code != 200 && code != 204 {
+			t.Errorf("callback %d answered %d", i, code)
+		}
+	}
+	// The second group committed (the late success's ticket with it); had
+	// the failure released the hold inside it, the group's confirmation
+	// would have failed and every body run alone, with no second COMMIT.
+	if _, groups := gate.counts(); groups != 2 {
+		t.Errorf("%d groups reached their COMMIT; want 2", groups)
+	}
+	var hold, givenState, againState string
+	var bookings int
+	if err := w.s.Pool.QueryRow(ctx, `SELECT (SELECT state FROM holds WHERE id = $1), (SELECT state FROM payments WHERE id = $2),
+		(SELECT state FROM payments WHERE id = $3), (SELECT count(*) FROM bookings WHERE hold_id = $1)`,
+		given.HoldID, given.ID, again.ID).Scan(&hold, &givenState, &againState, &bookings); err != nil {
+		t.Fatal(err)
+	}
+	if hold != booking.HoldConfirmed || bookings != 1 || givenState != payment.Success || againState != payment.Failed {
+		t.Errorf("hold %s with %d bookings, late success %s, second payment %s; want CONFIRMED, 1, SUCCESS, FAILED",
+			hold, bookings, givenState, againState)
+	}
+	var shardID int64
+	if err := w.s.Pool.QueryRow(ctx, `SELECT shard_id FROM holds WHERE id = $1`, given.HoldID).Scan(&shardID); err != nil {
+		t.Fatal(err)
+	}
+	w.s.CheckInvariants(t, shardID) // Redis agrees: the seats are sold, not released
 }

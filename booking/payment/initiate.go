@@ -154,7 +154,7 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 		return View{}, err
 	}
 	now := time.Now()
-	var confirmed booking.ConfirmResult
+	var confirmed *booking.ConfirmResult
 	var shardID int64
 	amount := o.amount
 	// A wallet payment confirms at once: grouped with other confirmations by
@@ -168,7 +168,7 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 	// committed payment that the gateway is never asked to create (below).
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), initiateTimeout)
 	defer cancel()
-	err = group.run(txCtx, s.pool, o.holdID, func(ctx context.Context, tx pgx.Tx) error {
+	err = group.run(txCtx, s.pool, s.booking, o.holdID, func(ctx context.Context, tx pgx.Tx, confirms *confirmations) error {
 		var holdID *uuid.UUID
 		var h booking.HoldInfo
 		if o.purpose == PurposeHold {
@@ -183,6 +183,9 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 			}
 			if h.UserID != c.UserID {
 				return booking.Errorf(booking.ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", o.holdID)
+			}
+			if err := confirms.check(h.ID); err != nil {
+				return err
 			}
 			if err := payable(h, paid, now); err != nil {
 				return err
@@ -226,7 +229,7 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 			return fmt.Errorf("insert payment: %w", err)
 		}
 		if o.method == Wallet {
-			confirmed, err = s.booking.ConfirmTx(ctx, tx, h.ID)
+			confirmed, err = confirms.confirm(ctx, tx, h.ID)
 			return err
 		}
 		if o.purpose == PurposeHold {
@@ -253,7 +256,7 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 	}
 	if o.method == Wallet {
 		s.funnel.Add(shardID, funnel.PaySucceeded, 1)
-		s.booking.AfterConfirm(ctx, confirmed)
+		s.booking.AfterConfirm(ctx, *confirmed)
 		return s.Get(ctx, c.UserID, id)
 	}
 	// The payment is ours now: its create goes to the gateway even if the

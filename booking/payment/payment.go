@@ -173,7 +173,7 @@ func New(cfg Config) *Service {
 	}
 	s.lateSlots = make(chan struct{}, slots)
 	if cfg.Pool != nil && cfg.ConfirmWriters > 0 {
-		s.group = newConfirmGroup(cfg.Pool, cfg.ConfirmWriters, cfg.Pause, cfg.Log)
+		s.group = newConfirmGroup(cfg.Pool, cfg.Booking, cfg.ConfirmWriters, cfg.Pause, cfg.Log)
 	}
 	for _, g := range cfg.Gateways {
 		s.gateways[g.ID] = &gatewayClient{cfg: g, http: cfg.HTTPClient}

@@ -238,7 +238,15 @@ func (s *Service) readBookings(ctx context.Context, tx pgx.Tx, holds []uuid.UUID
 		}
 		results[at[hold]].BookingID, results[at[hold]].PNR = id, pnr
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("bookings of confirmed holds: %w", err)
+	}
+	for _, hold := range holds {
+		if results[at[hold]].PNR == "" {
+			return fmt.Errorf("hold %s is CONFIRMED without a booking", hold)
+		}
+	}
+	return nil
 }
 
 // insertBookings writes the holds' change to CONFIRMED and their bookings
@@ -265,7 +273,7 @@ func (s *Service) insertBookings(ctx context.Context, tx pgx.Tx, todo []*confirm
 		}
 		var rows bookingRows
 		for _, c := range left {
-			pnr, err := NewPNR(c.shard.OriginRegion, s.rules.BookingLocation)
+			pnr, err := s.newPNR(c.shard.OriginRegion, s.rules.BookingLocation)
 			if err != nil {
 				return err
 			}

@@ -41,6 +41,7 @@ type Service struct {
 	rules     Rules
 	log       *slog.Logger
 	now       func() time.Time
+	newPNR    func(region int, location string) (string, error) // NewPNR; a test may force collisions
 	rebuilds  singleflight.Group
 	// background bounds the work started beside a request (rebuilds,
 	// holds in doubt); Close ends it and waits for it.
@@ -178,6 +179,7 @@ func NewService(cfg ServiceConfig) *Service {
 		pause:      cfg.Pause,
 		fraud:      cfg.Fraud,
 		throttle:   cfg.Throttle,
+		newPNR:     NewPNR,
 	}
 }
 

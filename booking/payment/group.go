@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,6 +43,8 @@ var errAlone = errors.New("retry alone")
 // others'. Nothing is left queued without a caller contending for a slot,
 // and nothing outlives its callers, so shutdown needs nothing.
 type confirmGroup struct {
+	mu      sync.Mutex
+	failed  map[uuid.UUID]time.Time // holds of groups whose joint confirmation failed, and when
 	pool    *pgxpool.Pool
 	booking *booking.Service
 	in      chan *groupItem
@@ -73,7 +76,7 @@ type groupBody func(ctx context.Context, tx pgx.Tx, c *confirmations) error
 // about nine a group, the cost grouping exists to share.
 type confirmations struct {
 	booking *booking.Service
-	grouped bool
+	group   *confirmGroup // nil: alone
 	holds   []uuid.UUID
 	results []*booking.ConfirmResult
 }
@@ -83,7 +86,7 @@ type confirmations struct {
 // transaction has committed. A hold another body of the group is
 // confirming sends this body to run alone, after the group.
 func (c *confirmations) confirm(ctx context.Context, tx pgx.Tx, holdID uuid.UUID) (*booking.ConfirmResult, error) {
-	if !c.grouped {
+	if c.group == nil {
 		res, err := c.booking.ConfirmTx(ctx, tx, holdID)
 		return &res, err
 	}
@@ -100,8 +103,12 @@ func (c *confirmations) confirm(ctx context.Context, tx pgx.Tx, holdID uuid.UUID
 // group's end, while its payment is already SUCCESS, a state no body alone
 // ever sees; the body runs alone after the group instead, and sees the
 // hold confirmed.
+//
+// A hold whose group's joint confirmation failed lately runs alone too,
+// so one that cannot be confirmed (its berth taken, say) and comes back
+// (the gateway's retry, the inquiry job) does not sink group after group.
 func (c *confirmations) check(holdID uuid.UUID) error {
-	if slices.Contains(c.holds, holdID) {
+	if c.group != nil && (slices.Contains(c.holds, holdID) || c.group.failedLately(holdID)) {
 		return errAlone
 	}
 	return nil
@@ -117,13 +124,18 @@ func (c *confirmations) flush(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("confirm %d holds together: %w", len(c.holds), err)
 	}
 	for i := range res {
+		if res[i].Already {
+			// Only a body that did not check its hold could have let
+			// another confirm it first; its payment would get no ticket.
+			return fmt.Errorf("hold %s was confirmed before its group's confirmation", res[i].HoldID)
+		}
 		*c.results[i] = res[i]
 	}
 	return nil
 }
 
 func newConfirmGroup(pool *pgxpool.Pool, bk *booking.Service, writers int, pause booking.PauseFunc, log *slog.Logger) *confirmGroup {
-	return &confirmGroup{pool: pool, booking: bk, in: make(chan *groupItem, 4096), slots: make(chan struct{}, writers), pause: pause, log: log}
+	return &confirmGroup{failed: map[uuid.UUID]time.Time{}, pool: pool, booking: bk, in: make(chan *groupItem, 4096), slots: make(chan struct{}, writers), pause: pause, log: log}
 }
 
 // run runs body in a group's transaction, or alone (g nil: grouping off),
@@ -150,6 +162,31 @@ func (g *confirmGroup) run(ctx context.Context, pool *pgxpool.Pool, bk *booking.
 		return alone()
 	}
 	return err
+}
+
+// failedFor is how long the holds of a group whose joint confirmation
+// failed are confirmed alone.
+const failedFor = time.Minute
+
+func (g *confirmGroup) failedLately(holdID uuid.UUID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at, ok := g.failed[holdID]
+	return ok && time.Since(at) < failedFor
+}
+
+func (g *confirmGroup) confirmationFailed(holds []uuid.UUID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	for id, at := range g.failed {
+		if now.Sub(at) >= failedFor {
+			delete(g.failed, id)
+		}
+	}
+	for _, id := range holds {
+		g.failed[id] = now
+	}
 }
 
 // wait writes groups while its item is queued and a slot is free, and
@@ -215,7 +252,7 @@ func (g *confirmGroup) write(batch []*groupItem) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
 	errs := make([]error, len(batch))
-	c := &confirmations{booking: g.booking, grouped: true}
+	c := &confirmations{booking: g.booking, group: g}
 	var confirmFailed error
 	err := pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
 		for i, it := range batch {
@@ -256,7 +293,8 @@ func (g *confirmGroup) write(batch []*groupItem) {
 		// was rolled back, and every body runs again alone, where each
 		// confirmation stands or fails by itself. Each one's error here
 		// came from a transaction that never was.
-		g.log.Warn("a group's confirmations failed together; its bodies run alone", "confirmations", len(batch), "err", err)
+		g.log.Warn("a group's confirmations failed together; its bodies run alone", "confirmations", len(batch), "err", confirmFailed)
+		g.confirmationFailed(c.holds)
 		for _, it := range batch {
 			it.done <- errAlone
 		}

@@ -46,15 +46,15 @@ func (g *groupGate) pause(ctx context.Context, point string) {
 	case "confirm.before-commit":
 		g.mu.Lock()
 		g.groups++
-		n, at, armed := g.groups, g.atCommit, g.armed
+		n, at, armed, paused, release := g.groups, g.atCommit, g.armed, g.paused, g.release
 		g.mu.Unlock()
 		if !armed {
 			return
 		}
 		if n == 1 {
-			close(g.paused)
+			close(paused)
 			select {
-			case <-g.release:
+			case <-release:
 			case <-ctx.Done():
 			}
 		}
@@ -64,10 +64,14 @@ func (g *groupGate) pause(ctx context.Context, point string) {
 	}
 }
 
-// arm starts counting afresh and holding the first group.
+// arm starts counting afresh and holding the first group; armed again,
+// the gate has fresh paused and release channels (read them after arm).
 func (g *groupGate) arm() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.armed {
+		g.paused, g.release = make(chan struct{}), make(chan struct{})
+	}
 	g.armed, g.queued, g.groups = true, 0, 0
 }
 
@@ -195,7 +199,7 @@ func TestFailingConfirmationUndoesOnlyItself(t *testing.T) {
 
 func failingConfirmation(t *testing.T, clashing bool) {
 	gate := newGroupGate()
-	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 16, 6)
+	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 16, 8)
 	ctx := context.Background()
 	// One writer: the first group (user 5's payment) waits before its COMMIT
 	// while the others queue, so they form the next group together.
@@ -291,6 +295,34 @@ func failingConfirmation(t *testing.T, clashing bool) {
 	} {
 		if s, p, d := state(c.hold); s != c.state || p != c.payments || d != c.debits {
 			t.Errorf("%s: hold %s with %d payments and %d debits; want %s, %d, %d", c.name, s, p, d, c.state, c.payments, c.debits)
+		}
+	}
+	if clashing {
+		// The refused payment tried again: its hold failed a joint
+		// confirmation lately, so its body runs alone rather than sink
+		// another group, which commits the others.
+		second, other := w.hold(t, w.users[6], "group-second-hold"), w.hold(t, w.users[7], "group-other-hold")
+		gate.arm()
+		var firstErr, againErr, otherErr error
+		var againView payment.View
+		wg.Go(func() { _, firstErr = pay(6, second.HoldID) })
+		<-gate.paused
+		wg.Go(func() {
+			againView, againErr = w.s.Payments.Initiate(ctx, teststack.Caller(w.users[loser]),
+				payment.InitiateRequest{HoldID: []uuid.UUID{taker.HoldID, clash.HoldID}[loser], Method: payment.Wallet, IdempotencyKey: "wallet-again"})
+		})
+		wg.Go(func() { _, otherErr = pay(7, other.HoldID) })
+		gate.waitQueued(t, 3)
+		close(gate.release)
+		wg.Wait()
+		if _, groups := gate.counts(); groups != 2 {
+			t.Errorf("%d groups reached their COMMIT with the refused payment's retry in the second; want 2", groups)
+		}
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(againErr, &pgErr) || pgErr.Code != "23P01" {
+			t.Errorf("retry of %s: %+v %v; want the exclusion constraint's refusal", names[loser], againView, againErr)
+		}
+		if firstErr != nil || otherErr != nil {
+			t.Errorf("the payments beside the retry: %v, %v", firstErr, otherErr)
 		}
 	}
 	if bad, err := payment.CheckLedger(ctx, w.s.Pool); err != nil || len(bad) > 0 {

@@ -93,8 +93,8 @@ type Options struct {
 	// RescueStuckJobsAfter: how soon a job left running by a dead worker is
 	// retried; a job's run is bounded by it too (River refuses a longer one).
 	RescueStuckJobsAfter time.Duration
-	// ConfirmWriters: payment confirmation groups written at once (0: no
-	// grouping, as in production).
+	// ConfirmWriters: payment confirmation groups written at once (0:
+	// production's app.DefaultConfirmWriters; negative: no grouping).
 	ConfirmWriters int
 	// Pause is called at named points of the booking and payment paths
 	// (booking.PauseFunc), for tests that force an interleaving.
@@ -169,7 +169,12 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	}
 	cfg.MaxHoldsInFlight, cfg.SweepInterval = opts.MaxHoldsInFlight, opts.SweepInterval
 	cfg.ReconMaxFileBytes = opts.ReconMaxFileBytes
-	cfg.ConfirmWriters = opts.ConfirmWriters
+	switch {
+	case opts.ConfirmWriters > 0:
+		cfg.ConfirmWriters = opts.ConfirmWriters
+	case opts.ConfirmWriters == 0:
+		cfg.ConfirmWriters = app.DefaultConfirmWriters
+	}
 	if p := opts.SimulatorsOf; p != nil {
 		pc := p.App.Config
 		cfg.PSPURL, cfg.PRSURL, cfg.MsgURL = pc.PSPURL, pc.PRSURL, pc.MsgURL

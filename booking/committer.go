@@ -209,15 +209,18 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 	// Not db.Transact: fn records what it inserted (inserted, bodyDone) for
 	// the verdicts that follow, so it is not safe to run twice.
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		// The shards' locks and the passenger limit's read in one round
+		// trip: the read needs no lock of its own.
+		b := &pgx.Batch{}
 		for _, id := range slices.Sorted(maps.Keys(lockSet)) {
-			if err := inventory.LockShardShared(ctx, tx, id); err != nil {
-				return err
-			}
+			inventory.QueueLockShardShared(b, id)
 		}
-		var err error
-		if paxKeys, paxRefused, err = c.passengerLimit(ctx, tx, batch); err != nil {
-			return err
+		limit := c.passengerLimit(batch)
+		limit.queue(b)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("shard locks and passenger limit: %w", err)
 		}
+		paxKeys, paxRefused = limit.keys, limit.refused(batch, c.rules.PassengerAccounts)
 		for i := range ok {
 			ok[i] = !paxRefused[i]
 		}
@@ -414,68 +417,85 @@ func (c *Committer) diagnose(ctx context.Context, r holdRow) commitResult {
 // passengerLimit finds the rows of a batch that would put one passenger on
 // the Tatkal holds of more than PassengerAccounts accounts in one opening
 // day, counting the live and confirmed holds already durable and the rows
-// of this batch before it, in order. It returns each row's passenger keys.
+// of this batch before it, in order: its read is queued in the caller's
+// batch (queue), then refused decides. keys are each row's passenger keys.
 // Two writers (TATKAL_COMMIT_WRITERS > 1) may each let one row through for
 // the same passenger; the post-window clustering still sees it.
-func (c *Committer) passengerLimit(ctx context.Context, tx pgx.Tx, batch []*pendingHold) ([][]string, map[int]bool, error) {
+type passengerLimit struct {
+	keys  [][]string
+	days  []time.Time
+	pkeys []string
+	users map[string]map[int64]bool // day+key -> accounts holding that passenger
+}
+
+func (c *Committer) passengerLimit(batch []*pendingHold) *passengerLimit {
+	l := &passengerLimit{users: map[string]map[int64]bool{}}
 	if c.fraud == nil || c.rules.PassengerAccounts <= 0 {
-		return nil, nil, nil
+		return l
 	}
-	keys := make([][]string, len(batch))
-	var qDays []time.Time
-	var qKeys []string
+	l.keys = make([][]string, len(batch))
 	seen := map[string]bool{}
 	for i, p := range batch {
 		for _, ps := range p.row.Passengers {
 			for _, k := range c.fraud.PassengerKeys(fraud.Passenger{Name: ps.Name, Age: ps.Age, IDType: ps.IDType, IDRef: ps.IDRef}) {
-				keys[i] = append(keys[i], k)
+				l.keys[i] = append(l.keys[i], k)
 				dk := p.row.OpeningDay.Format(time.DateOnly) + k
 				if !seen[dk] {
 					seen[dk] = true
-					qDays, qKeys = append(qDays, p.row.OpeningDay), append(qKeys, k)
+					l.days, l.pkeys = append(l.days, p.row.OpeningDay), append(l.pkeys, k)
 				}
 			}
 		}
 	}
-	users := map[string]map[int64]bool{} // day+key -> accounts holding that passenger
-	if len(qKeys) > 0 {
-		rows, err := tx.Query(ctx, `
-			SELECT k.day, k.pkey, p.user_id
-			FROM unnest($1::date[], $2::text[]) AS k(day, pkey)
-			JOIN fraud_passenger_day p ON p.day = k.day AND p.pkey = k.pkey
-			JOIN holds x ON x.id = p.hold_id AND x.state IN ('HELD', 'CONFIRMED')
-			GROUP BY 1, 2, 3`, qDays, qKeys)
-		if err != nil {
-			return nil, nil, fmt.Errorf("passenger limit: %w", err)
-		}
+	return l
+}
+
+// queue adds the read of the accounts already holding the batch's
+// passengers to b.
+func (l *passengerLimit) queue(b *pgx.Batch) {
+	if len(l.pkeys) == 0 {
+		return
+	}
+	b.Queue(`
+		SELECT k.day, k.pkey, p.user_id
+		FROM unnest($1::date[], $2::text[]) AS k(day, pkey)
+		JOIN fraud_passenger_day p ON p.day = k.day AND p.pkey = k.pkey
+		JOIN holds x ON x.id = p.hold_id AND x.state IN ('HELD', 'CONFIRMED')
+		GROUP BY 1, 2, 3`, l.days, l.pkeys).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var day time.Time
 			var k string
 			var u int64
 			if err := rows.Scan(&day, &k, &u); err != nil {
-				rows.Close()
-				return nil, nil, fmt.Errorf("passenger limit: %w", err)
+				return fmt.Errorf("passenger limit: %w", err)
 			}
 			dk := day.Format(time.DateOnly) + k
-			if users[dk] == nil {
-				users[dk] = map[int64]bool{}
+			if l.users[dk] == nil {
+				l.users[dk] = map[int64]bool{}
 			}
-			users[dk][u] = true
+			l.users[dk][u] = true
 		}
-		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, nil, fmt.Errorf("passenger limit: %w", err)
+			return fmt.Errorf("passenger limit: %w", err)
 		}
-	}
+		return nil
+	})
+}
+
+// refused: the rows of batch the limit refuses, once queue's read is done.
+func (l *passengerLimit) refused(batch []*pendingHold, accounts int) map[int]bool {
 	refused := map[int]bool{}
+	if l.keys == nil {
+		return refused
+	}
 	for i, p := range batch {
 		day := p.row.OpeningDay.Format(time.DateOnly)
-		for _, k := range keys[i] {
-			others := len(users[day+k])
-			if users[day+k][p.row.UserID] {
+		for _, k := range l.keys[i] {
+			others := len(l.users[day+k])
+			if l.users[day+k][p.row.UserID] {
 				others--
 			}
-			if others >= c.rules.PassengerAccounts {
+			if others >= accounts {
 				refused[i] = true
 				break
 			}
@@ -483,14 +503,14 @@ func (c *Committer) passengerLimit(ctx context.Context, tx pgx.Tx, batch []*pend
 		if refused[i] {
 			continue
 		}
-		for _, k := range keys[i] {
-			if users[day+k] == nil {
-				users[day+k] = map[int64]bool{}
+		for _, k := range l.keys[i] {
+			if l.users[day+k] == nil {
+				l.users[day+k] = map[int64]bool{}
 			}
-			users[day+k][p.row.UserID] = true
+			l.users[day+k][p.row.UserID] = true
 		}
 	}
-	return keys, refused, nil
+	return refused
 }
 
 // queuePassengers queues the inserted holds' passenger keys for the

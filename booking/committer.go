@@ -215,10 +215,10 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		for _, id := range slices.Sorted(maps.Keys(lockSet)) {
 			inventory.QueueLockShardShared(b, id)
 		}
-		limit := c.passengerLimit(batch)
+		limit := c.newPassengerLimit(batch)
 		limit.queue(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("shard locks and passenger limit: %w", err)
+			return err // each statement's error says which it is
 		}
 		paxKeys, paxRefused = limit.keys, limit.refused(batch, c.rules.PassengerAccounts)
 		for i := range ok {
@@ -418,7 +418,8 @@ func (c *Committer) diagnose(ctx context.Context, r holdRow) commitResult {
 // the Tatkal holds of more than PassengerAccounts accounts in one opening
 // day, counting the live and confirmed holds already durable and the rows
 // of this batch before it, in order: its read is queued in the caller's
-// batch (queue), then refused decides. keys are each row's passenger keys.
+// batch (queue), then refused decides, once. keys are each row's passenger
+// keys, nil when the limit is off.
 // Two writers (TATKAL_COMMIT_WRITERS > 1) may each let one row through for
 // the same passenger; the post-window clustering still sees it.
 type passengerLimit struct {
@@ -428,7 +429,8 @@ type passengerLimit struct {
 	users map[string]map[int64]bool // day+key -> accounts holding that passenger
 }
 
-func (c *Committer) passengerLimit(batch []*pendingHold) *passengerLimit {
+// newPassengerLimit reads the batch's passenger keys.
+func (c *Committer) newPassengerLimit(batch []*pendingHold) *passengerLimit {
 	l := &passengerLimit{users: map[string]map[int64]bool{}}
 	if c.fraud == nil || c.rules.PassengerAccounts <= 0 {
 		return l
@@ -483,6 +485,7 @@ func (l *passengerLimit) queue(b *pgx.Batch) {
 }
 
 // refused: the rows of batch the limit refuses, once queue's read is done.
+// It counts the rows it lets through, so it is called once.
 func (l *passengerLimit) refused(batch []*pendingHold, accounts int) map[int]bool {
 	refused := map[int]bool{}
 	if l.keys == nil {

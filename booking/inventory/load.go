@@ -27,9 +27,15 @@ func LockShardShared(ctx context.Context, tx pgx.Tx, shardID int64) error {
 }
 
 // QueueLockShardShared is LockShardShared as one statement of a batch sent
-// in the writer's transaction, before its writes.
+// in the writer's transaction, before its writes; the batch's Close names
+// the shard in its error.
 func QueueLockShardShared(b *pgx.Batch, shardID int64) {
-	b.Queue(lockSharedSQL, ShardLockClass, int32(shardID))
+	b.Queue(lockSharedSQL, ShardLockClass, int32(shardID)).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("lock shard %d: %w", shardID, err)
+		}
+		return nil
+	}
 }
 
 const lockSharedSQL = "SELECT pg_advisory_xact_lock_shared($1, $2)"

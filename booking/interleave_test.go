@@ -323,6 +323,14 @@ func (w *world) step(n, i int) func() {
 	default: // the hold window ends
 		return func() {
 			id, _, ok := w.randomHold(pick, booking.HoldHeld)
+			if pick%2 == 0 {
+				// Half the time the hold of an open UPI payment, so that an
+				// approval after the hold lapsed (the rarest step) comes
+				// within a few rounds, not by luck.
+				if u, found := w.heldUnderOpenUPI(pick); found {
+					id, ok = u, true
+				}
+			}
 			if !ok {
 				return
 			}
@@ -373,6 +381,35 @@ func (w *world) randomHold(pick int, state string) (uuid.UUID, int64, bool) {
 	return x.id, x.user, true
 }
 
+// heldUnderOpenUPI picks a HELD hold with a UPI payment the customer has
+// not decided yet.
+func (w *world) heldUnderOpenUPI(pick int) (uuid.UUID, bool) {
+	w.mu.Lock()
+	var payments []uuid.UUID
+	for id := range w.upi {
+		payments = append(payments, id)
+	}
+	w.mu.Unlock()
+	if len(payments) == 0 {
+		return uuid.Nil, false
+	}
+	rows, err := w.s.Pool.Query(w.ctx, `SELECT DISTINCT h.id FROM payments p JOIN holds h ON h.id = p.hold_id
+		WHERE p.id = ANY($1) AND h.state = 'HELD' ORDER BY h.id`, payments)
+	if err != nil {
+		w.t.Errorf("holds under open UPI payments: %v", err)
+		return uuid.Nil, false
+	}
+	holds, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		w.t.Errorf("holds under open UPI payments: %v", err)
+		return uuid.Nil, false
+	}
+	if len(holds) == 0 {
+		return uuid.Nil, false
+	}
+	return holds[pick%len(holds)], true
+}
+
 // decide approves or declines one open UPI payment on the gateway's page.
 func (w *world) decide(pick int, approve bool) {
 	w.mu.Lock()
@@ -386,6 +423,16 @@ func (w *world) decide(pick int, approve bool) {
 		return
 	}
 	id := ids[pick%len(ids)]
+	if approve && pick%2 == 0 {
+		// Half the approvals go to a payment whose hold has lapsed, if
+		// any: the late success (see heldUnderOpenUPI).
+		var lapsed []uuid.UUID
+		w.s.Pool.QueryRow(w.ctx, `SELECT coalesce(array_agg(p.id ORDER BY p.id), '{}') FROM payments p JOIN holds h ON h.id = p.hold_id
+			WHERE p.id = ANY($1) AND h.state <> 'HELD'`, ids).Scan(&lapsed) //nolint:errcheck
+		if len(lapsed) > 0 {
+			id = lapsed[pick%len(lapsed)]
+		}
+	}
 	url := w.upi[id]
 	delete(w.upi, id)
 	w.mu.Unlock()

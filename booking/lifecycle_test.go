@@ -229,6 +229,68 @@ func TestSweeperFreesOrphansAndRebuilds(t *testing.T) {
 	s.CheckInvariants(t, shardID)
 }
 
+// A hold whose process died before or during its group commit leaves a
+// Redis record no row will ever stand behind. Once it is older than any
+// commit takes (30 s), the sweeper rebuilds its shard from PostgreSQL: the
+// seats come back and the attempt's key is free for its retry at once,
+// not when the hold would have expired. A record younger than that is a
+// commit in flight and is left alone.
+func TestSweeperRebuildsAShardWithALostAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	shardID, _ := s.DemoShard(t, 2, 0)
+	users := s.Users(t, "lost", 2)
+	window := s.Service.Rules().HoldWindow
+	attempt := func(user int64, key string, madeAgo time.Duration) (uuid.UUID, inventory.HoldResult) {
+		t.Helper()
+		id := uuid.New()
+		res, err := s.Store.Hold(ctx, inventory.HoldRequest{ShardID: shardID, HoldID: id.String(), UserID: user, IdemKey: key,
+			RequestHash: "same-request", From: 0, To: 7, ExpiresAt: time.Now().Add(window - madeAgo), DailyCap: 2, Prefs: []byte("-"),
+			IDOK: true, IdemTTL: time.Hour, MaxPassengers: 4})
+		if err != nil {
+			t.Fatalf("hold %s: %v", key, err)
+		}
+		return id, res
+	}
+	has := func(id uuid.UUID) bool {
+		t.Helper()
+		recs, err := s.Store.Records(ctx, shardID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(recs, func(r inventory.HoldRecord) bool { return r.ID == id.String() })
+	}
+	// The demo's other shards are loaded by a first sweep, so the ones
+	// below count only this shard's rebuilds.
+	if _, err := s.Service.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inFlight, res := attempt(users[1], "in-flight-0001", time.Second)
+	if res.Outcome != inventory.Held {
+		t.Fatalf("in-flight hold: %+v", res)
+	}
+	rep, err := s.Service.Sweep(ctx)
+	if err != nil || rep.Rebuilt != 0 || !has(inFlight) {
+		t.Fatalf("sweep beside a commit in flight: %+v %v, record kept %v; want no rebuild and the record kept", rep, err, has(inFlight))
+	}
+	lost, res := attempt(users[0], "lost-attempt-0001", 40*time.Second)
+	if res.Outcome != inventory.Held {
+		t.Fatalf("lost hold: %+v", res)
+	}
+	// Its retry, before the sweep: the key answers the lost attempt.
+	if _, res = attempt(users[0], "lost-attempt-0001", 0); !res.Replayed || res.HoldID != lost.String() {
+		t.Fatalf("retry before the sweep: %+v; want the lost attempt replayed", res)
+	}
+	rep, err = s.Service.Sweep(ctx)
+	if err != nil || rep.Rebuilt != 1 || has(lost) || has(inFlight) {
+		t.Fatalf("sweep: %+v %v, lost record kept %v; want one rebuild that drops both records without rows", rep, err, has(lost))
+	}
+	if _, res = attempt(users[0], "lost-attempt-0001", 0); res.Outcome != inventory.Held || res.Replayed {
+		t.Fatalf("retry after the sweep: %+v; want held afresh", res)
+	}
+}
+
 // Random holds, confirmations, cancellations and expiries on a small shard
 // with mixed journeys: after every step the counters and the per-berth
 // masks agree, Redis agrees with PostgreSQL, no berth is sold twice on a

@@ -20,6 +20,11 @@ import (
 // left alone before a Redis record missing for it forces a rebuild.
 const DefaultSweepGrace = 30 * time.Second
 
+// lostAfter is how old a Redis hold with no row must be before its attempt
+// counts as lost with its process: far above any commit (milliseconds, or
+// seconds while PostgreSQL restarts), well below the hold window.
+const lostAfter = 30 * time.Second
+
 // SweepReport says what one sweep did.
 type SweepReport struct {
 	Expired int // overdue HELD rows released
@@ -144,7 +149,7 @@ func (s *Service) sweepShard(ctx context.Context, shardID int64, cutoff time.Tim
 			return err
 		}
 	}
-	rebuild := false
+	rebuild, lost := false, 0
 	seen := make(map[string]bool, len(recs))
 	for _, rec := range recs {
 		seen[rec.ID] = true
@@ -158,8 +163,16 @@ func (s *Service) sweepShard(ctx context.Context, shardID int64, cutoff time.Tim
 				rebuild = true
 			}
 			continue
-		case !ok && unsold && !due, ok && rec.State == 'R' && p.want == 0 && !due:
-			continue // a write in flight: a hold or a retake before its commit
+		case !ok && unsold && !due:
+			// A write in flight: a hold before its commit. Unless it was
+			// made longer ago than a commit ever takes: then its process
+			// died with it (see lostAttempts below).
+			if rec.State != 'R' && time.UnixMilli(rec.ExpiresMs).Add(-s.rules.HoldWindow).Before(s.now().Add(-lostAfter)) {
+				lost++
+			}
+			continue
+		case ok && rec.State == 'R' && p.want == 0 && !due:
+			continue // a retake before its commit
 		case ok && rec.State == 'R' && p.want == 0:
 			err = s.undoRetake(ctx, rec.ID)
 			rep.Orphans++
@@ -183,8 +196,20 @@ func (s *Service) sweepShard(ctx context.Context, shardID int64, cutoff time.Tim
 			rebuild = true
 		}
 	}
-	if rebuild {
+	switch {
+	case rebuild:
 		s.log.Warn("sweep: Redis records missing or on other berths than PostgreSQL's; rebuilding", "shard", shardID)
+	case lost > 0:
+		// Holds made lostAfter ago with no row: attempts lost with the
+		// process that made them (killed before or during its group
+		// commit). Waiting for their expiry would keep their seats and
+		// answer their keys' retries IN_PROGRESS for minutes; a rebuild
+		// from PostgreSQL frees both at once, and its new epoch refuses
+		// any such commit still in flight, so none can land afterwards.
+		s.log.Warn("sweep: holds with no row long after their commit; their attempts were lost, rebuilding", "shard", shardID, "holds", lost)
+		rebuild = true
+	}
+	if rebuild {
 		if _, err := s.Rebuild(ctx, shardID); err != nil {
 			return err
 		}

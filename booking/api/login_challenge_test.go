@@ -25,12 +25,16 @@ import (
 func TestLoginChallengeOpensOnlyTheAccountLock(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
-	clk := &fakeClock{} // locks last until the test moves it
+	clk := &fakeClock{}
 	signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	guard := auth.NewGuard(auth.GuardConfig{Pool: env.Pool, Scope: "passenger", Now: clk.Now, ChallengeBits: 10, DummyParams: cheap})
+	// Locks last the longest backoff (15 min), not the first one (1 s): on
+	// a loaded machine the steps below took longer than a second, and the
+	// account's lock lapsed before its owner asked for a challenge.
+	guard := auth.NewGuard(auth.GuardConfig{Pool: env.Pool, Scope: "passenger", Now: clk.Now, ChallengeBits: 10, DummyParams: cheap,
+		BaseDelay: 15 * time.Minute})
 	rt := chi.NewRouter()
 	api.New(api.Config{Pool: env.Pool, Signer: signer, Guard: guard, Now: clk.Now}).Routes(rt)
 	proxies, _ := httpx.ParseProxies("127.0.0.1/32, ::1")

@@ -64,8 +64,12 @@ func testThrottlePacesAtTheRate(t *testing.T, redisURL string) {
 		wg.Wait()
 		n := int(admitted.Load())
 		t.Logf("rate %d/s: %d admitted, %d refused in 2 s", rate, n, refused.Load())
-		if n > 2*rate+2 || n < 2*rate-1 {
-			t.Errorf("rate %d/s: %d admitted in 2 s, want %d..%d", rate, n, 2*rate-1, 2*rate+2)
+		// Never above the rate; below it only by the slots the callers
+		// missed (no slot is banked): on a loaded machine four callers'
+		// round trips lost up to 13 of 100 at 50/s. A throttle counting
+		// each admission twice would let half through.
+		if low := 2 * rate * 3 / 4; n > 2*rate+2 || n < low {
+			t.Errorf("rate %d/s: %d admitted in 2 s, want %d..%d", rate, n, low, 2*rate+2)
 		}
 		if w := badWait.Load(); w != nil {
 			t.Errorf("rate %d/s: a refusal said wait %v", rate, w)

@@ -166,7 +166,7 @@ func (s *Service) sweepShard(ctx context.Context, shardID int64, cutoff time.Tim
 		case !ok && unsold && !due:
 			// A write in flight: a hold before its commit. Unless it was
 			// made longer ago than a commit ever takes: then its process
-			// died with it (see lostAttempts below).
+			// died with it (lost, below).
 			if rec.State != 'R' && time.UnixMilli(rec.ExpiresMs).Add(-s.rules.HoldWindow).Before(s.now().Add(-lostAfter)) {
 				lost++
 			}

@@ -77,6 +77,12 @@ func (s *Service) Inquire(ctx context.Context, id uuid.UUID) (time.Duration, err
 		return 0, err
 	}
 	wait := min(5*time.Second<<min(inquiries, 4), time.Minute)
+	if until := time.Until(initiated.Add(s.cfg.NotCreatedAfter)); errors.As(callErr, &ce) && ce.NotFound && until > 0 {
+		// Ask again as soon as "not found" will mean "never created": the
+		// backoff alone could keep the seats (and the passenger) waiting
+		// up to a minute past it.
+		wait = min(wait, until+time.Second)
+	}
 	if time.Now().After(deadline) {
 		if (state == Success || state == Refunded) && callErr == nil {
 			// A callback's success the gateway, answering, would not

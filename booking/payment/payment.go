@@ -139,6 +139,11 @@ type Service struct {
 	lateSlots chan struct{}
 }
 
+// DefaultNotCreatedAfter is how long a payment the gateway has no record
+// of waits before it is called failed: a real network may still deliver
+// the create late.
+const DefaultNotCreatedAfter = 2 * time.Minute
+
 // New returns the orchestrator.
 func New(cfg Config) *Service {
 	if cfg.Log == nil {
@@ -160,7 +165,7 @@ func New(cfg Config) *Service {
 		cfg.CreateTimeout = 5 * time.Second
 	}
 	if cfg.NotCreatedAfter == 0 {
-		cfg.NotCreatedAfter = 2 * time.Minute
+		cfg.NotCreatedAfter = DefaultNotCreatedAfter
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}

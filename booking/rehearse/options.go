@@ -13,6 +13,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"tatkal/booking/payment"
 )
 
 // Modes a rehearsal runs.
@@ -99,7 +101,8 @@ type Options struct {
 	// after the opening (2s).
 	Arrivals time.Duration `json:"-"`
 	// Drain is how long, after the observation window, payments are given
-	// to resolve before they count as unresolved (60s).
+	// to resolve before they count as unresolved (defaultDrain). It ends
+	// as soon as none is left.
 	Drain time.Duration `json:"-"`
 	// Stratify (queue mode) makes exactly the aggressive share of every
 	// ten consecutive places of the drawn order aggressive, once everyone
@@ -123,8 +126,14 @@ type Options struct {
 // Defaults are the command's defaults: seeds/001's rush.
 func Defaults() Options {
 	return Options{Travellers: 2000, Berths: 600, Aggressive: 0.1, RetryMultiplier: 4, Duration: 180 * time.Second, Mode: Both,
-		Seed: 42, Seeds: 1, Arrivals: 2 * time.Second, Drain: 60 * time.Second, Capacity: DefaultCapacity}
+		Seed: 42, Seeds: 1, Arrivals: 2 * time.Second, Drain: defaultDrain, Capacity: DefaultCapacity}
 }
+
+// defaultDrain covers the slowest way a payment resolves: a create lost on
+// its way to the gateway (under load it can give up before the gateway
+// has it) is failed when "not found" can mean "never created", the
+// product's two minutes after it was initiated.
+const defaultDrain = payment.DefaultNotCreatedAfter + 30*time.Second
 
 // DefaultCapacity is the backend capacity a rehearsal assumes, in hold
 // and payment calls a second. seeds/001 takes its PRS capacity as an
@@ -181,7 +190,7 @@ func (o *Options) Check() error {
 		o.Arrivals = 2 * time.Second
 	}
 	if o.Drain <= 0 {
-		o.Drain = 60 * time.Second
+		o.Drain = defaultDrain
 	}
 	if o.Capacity <= 0 {
 		o.Capacity = DefaultCapacity

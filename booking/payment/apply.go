@@ -67,27 +67,30 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 			// rolls it back with the rest.
 			record(b)
 		}
+		// Which card or bank account paid, once the gateway says: kept
+		// before anything follows from the answer, so the confirmation's
+		// fraud signal reads it in this transaction.
+		if ref := instrumentRef(p); ref != "" {
+			b.Queue(`UPDATE payments SET instrument_ref = $2 WHERE id = $1 AND instrument_ref = ''`, id, ref).
+				Exec(func(pgconn.CommandTag) error { return nil })
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
 		holdID := hold.UUID
 		topUp := purpose == PurposeTopUp
-		// Which card or bank account paid, once the gateway says: kept
-		// before anything follows from the answer, so the confirmation's
-		// fraud signal reads it in this transaction.
-		if ref := instrumentRef(p); ref != "" {
-			if _, err := tx.Exec(ctx, `UPDATE payments SET instrument_ref = $2 WHERE id = $1 AND instrument_ref = ''`, id, ref); err != nil {
-				return fmt.Errorf("payment %s instrument: %w", id, err)
-			}
-		}
 		detail := map[string]any{"psp_ref": p.PSPRef, "gateway_status": p.Status}
-		set := func(to string, extra string, args ...any) error {
-			// The change and its event in one round trip.
+		// queueSet queues the change and its event, to go in one round
+		// trip with whatever follows from it.
+		queueSet := func(b *pgx.Batch, to string, extra string, args ...any) {
 			q := `UPDATE payments SET state = $2, psp_ref = coalesce(nullif($3, ''), psp_ref), bank_ref = coalesce(nullif($4, ''), bank_ref),
 				updated_at = now()` + extra + ` WHERE id = $1`
-			b := &pgx.Batch{}
 			b.Queue(q, append([]any{id, to, p.PSPRef, p.BankRef}, args...)...).Exec(func(pgconn.CommandTag) error { return nil })
 			queueEvent(b, id, state, to, cause, detail)
+		}
+		set := func(to string, extra string, args ...any) error {
+			b := &pgx.Batch{}
+			queueSet(b, to, extra, args...)
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return fmt.Errorf("payment %s to %s: %w", id, to, err)
 			}
@@ -189,10 +192,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 				_, err := s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, nil)
 				return err
 			}
-			if err := set(Success, ", resolved_at = now(), captured_paise = $5, gateway_confirmed_at = CASE WHEN $6 THEN now() END",
-				p.AmountPaise, pulled); err != nil {
-				return err
-			}
+			const toSuccess = ", resolved_at = now(), captured_paise = $5, gateway_confirmed_at = CASE WHEN $6 THEN now() END"
 			if !pulled && resolved(state) {
 				// A success callback after we had given up on the payment: the
 				// inquiry job has finished, so one more confirms it.
@@ -201,13 +201,19 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 				}
 			}
 			if topUp {
+				if err := set(Success, toSuccess, p.AmountPaise, pulled); err != nil {
+					return err
+				}
 				if _, err := walletPost(ctx, tx, userID, "TOPUP", id.String(), amount); err != nil {
 					return err
 				}
 				return booking.NotifyT(ctx, tx, userID, "TOPUP_DONE", id.String(), "msg.topupdone", booking.Rupees(amount))
 			}
 			after = append(after, func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) })
-			return s.settle(ctx, tx, c, id, holdID, userID, amount, &after)
+			// The change goes in the round trip that locks the hold.
+			b := &pgx.Batch{}
+			queueSet(b, Success, toSuccess, p.AmountPaise, pulled)
+			return s.settle(ctx, tx, c, b, id, holdID, userID, amount, &after)
 		}
 		return fmt.Errorf("unknown gateway status %q", p.Status)
 	}
@@ -292,12 +298,12 @@ func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, c *confirmation
 
 // settle decides, in tx, what a captured payment becomes: the hold's
 // ticket, a refund of a second charge, or (the hold having lapsed) a retake
-// of its seats or a refund.
-func (s *Service) settle(ctx context.Context, tx pgx.Tx, c *confirmations, id, holdID uuid.UUID, userID, amount int64, after *[]func()) error {
+// of its seats or a refund. b is what the caller has queued to go first,
+// in the same round trip.
+func (s *Service) settle(ctx context.Context, tx pgx.Tx, c *confirmations, b *pgx.Batch, id, holdID uuid.UUID, userID, amount int64, after *[]func()) error {
 	// The hold's lock and the hold's other captures, in one round trip.
 	var h booking.HoldInfo
 	var others int
-	b := &pgx.Batch{}
 	booking.QueueLockHold(b, holdID, &h)
 	b.Queue(`SELECT count(*) FROM payments WHERE hold_id = $1 AND id <> $2 AND state IN ('SUCCESS', 'REFUNDED')`,
 		holdID, id).QueryRow(func(row pgx.Row) error {
@@ -307,7 +313,7 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, c *confirmations, id, h
 		return nil
 	})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return err
+		return fmt.Errorf("settle payment %s: %w", id, err)
 	}
 	if err := c.check(holdID); err != nil {
 		return err

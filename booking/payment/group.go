@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -255,24 +256,17 @@ func (g *confirmGroup) write(batch []*groupItem) {
 	c := &confirmations{booking: g.booking, group: g}
 	var confirmFailed error
 	err := pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
+		stx := &savepointTx{Tx: tx}
 		for i, it := range batch {
-			// The previous body's savepoint is released and this one's set
-			// in the same round trip.
-			sp := "RELEASE SAVEPOINT confirm; SAVEPOINT confirm"
-			if i == 0 {
-				sp = "SAVEPOINT confirm"
-			}
-			if _, err := tx.Exec(ctx, sp); err != nil {
-				return fmt.Errorf("savepoint: %w", err)
-			}
+			stx.next()
 			booked := len(c.holds)
-			errs[i] = it.body(it.ctx, tx, c)
+			errs[i] = it.body(it.ctx, stx, c)
 			if errs[i] == nil {
 				continue
 			}
 			// Its confirmations go with the rest of its work.
 			c.holds, c.results = c.holds[:booked], c.results[:booked]
-			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT confirm"); err != nil {
+			if err := stx.rollback(ctx); err != nil {
 				return fmt.Errorf("roll back a confirmation (%w): %w", errs[i], err)
 			}
 			var pgErr *pgconn.PgError
@@ -318,3 +312,115 @@ func (g *confirmGroup) write(batch []*groupItem) {
 		it.done <- errs[i]
 	}
 }
+
+// savepointTx is a group's transaction as one body sees it: the body's
+// savepoint (releasing the previous body's) rides in front of the body's
+// first statements, in their round trip, rather than a round trip of its
+// own. Until the body sends something, the savepoint is pending: a body
+// that fails before that has nothing to roll back. A body's savepoint is
+// named other than the one that exists (of two names, so pgx prepares
+// four statements per connection), so rolling back to one that was never
+// made (a batch refused before it was sent) fails the group instead of
+// undoing an earlier body's work.
+type savepointTx struct {
+	pgx.Tx
+	pending bool   // the current body's savepoint is not sent yet
+	held    string // the savepoint last sent, if any
+}
+
+// next starts a body.
+func (t *savepointTx) next() { t.pending = true }
+
+// rollback undoes the current body's work, if it sent any.
+func (t *savepointTx) rollback(ctx context.Context) error {
+	if t.pending {
+		return nil
+	}
+	_, err := t.Tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+t.held)
+	return err
+}
+
+// take marks the current body's savepoint sent and returns its statements.
+func (t *savepointTx) take() []string {
+	var sql []string
+	if t.held != "" {
+		sql = append(sql, "RELEASE SAVEPOINT "+t.held)
+	}
+	name := "confirm_a"
+	if t.held == name {
+		name = "confirm_b"
+	}
+	t.held, t.pending = name, false
+	return append(sql, "SAVEPOINT "+name)
+}
+
+// flush sends the pending savepoint by itself, for the calls that cannot
+// carry it.
+func (t *savepointTx) flush(ctx context.Context) error {
+	if !t.pending {
+		return nil
+	}
+	if _, err := t.Tx.Exec(ctx, strings.Join(t.take(), "; ")); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	return nil
+}
+
+func (t *savepointTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if !t.pending {
+		return t.Tx.SendBatch(ctx, b)
+	}
+	withSP := &pgx.Batch{}
+	for _, sp := range t.take() {
+		withSP.Queue(sp)
+	}
+	withSP.QueuedQueries = append(withSP.QueuedQueries, b.QueuedQueries...)
+	return t.Tx.SendBatch(ctx, withSP)
+}
+
+func (t *savepointTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.flush(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.Tx.Exec(ctx, sql, args...)
+}
+
+func (t *savepointTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.Tx.Query(ctx, sql, args...)
+}
+
+func (t *savepointTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := t.flush(ctx); err != nil {
+		return errRow{err}
+	}
+	return t.Tx.QueryRow(ctx, sql, args...)
+}
+
+func (t *savepointTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if err := t.flush(ctx); err != nil {
+		return 0, err
+	}
+	return t.Tx.CopyFrom(ctx, table, cols, src)
+}
+
+func (t *savepointTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.Tx.Begin(ctx)
+}
+
+func (t *savepointTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.Tx.Prepare(ctx, name, sql)
+}
+
+// errRow is a row whose query was never sent.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }

@@ -181,8 +181,8 @@ func (s *Service) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, l
 	b := &pgx.Batch{}
 	var mail notifications
 	var signals []fraud.Signal
-	var jobs []river.InsertManyParams
-	now := s.now()
+	var synced []CoreSyncArgs
+	var seats []SeatSyncArgs
 	for _, c := range todo {
 		res := &results[c.at]
 		sh := c.shard
@@ -201,11 +201,8 @@ func (s *Service) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, l
 		}
 		signals = append(signals, fraud.Signal{HoldID: res.HoldID, BookingID: res.BookingID, ShardID: res.ShardID, UserID: c.userID,
 			SolveMS: -1, HeldAt: c.heldAt, Instrument: c.instrument})
-		// The seat-sync job repeats AfterConfirm should it not land: a
-		// Redis record left held would turn a later cancellation into a
-		// lost seat.
-		jobs = append(jobs, river.InsertManyParams{Args: CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR}},
-			seatSyncLater(res.HoldID, res.ShardID, now))
+		synced = append(synced, CoreSyncArgs{BookingID: res.BookingID, PNR: res.PNR})
+		seats = append(seats, SeatSyncArgs{HoldID: res.HoldID, ShardID: res.ShardID})
 	}
 	mail.queue(b)
 	if s.fraud != nil {
@@ -216,10 +213,23 @@ func (s *Service) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, l
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("e-tickets and fraud signals of %d holds: %w", len(todo), err)
 	}
-	if _, err := s.jobs.InsertManyTx(ctx, tx, jobs); err != nil {
+	if _, err := s.jobs.InsertManyTx(ctx, tx, syncJobs(synced, seats, s.now())); err != nil {
 		return nil, fmt.Errorf("enqueue core sync and seat sync of %d holds: %w", len(todo), err)
 	}
 	return results, nil
+}
+
+// syncJobs are the jobs that follow confirmations: each booking sent to the
+// core, and each hold's seats marked sold in Redis once more should
+// AfterConfirm not land (a Redis record left held would turn a later
+// cancellation into a lost seat). One confirmation has a job of each kind;
+// several share one of each (CoreSyncGroupArgs, SeatSyncGroupArgs).
+func syncJobs(bookings []CoreSyncArgs, seats []SeatSyncArgs, now time.Time) []river.InsertManyParams {
+	later := &river.InsertOpts{ScheduledAt: now.Add(seatSyncDelay)}
+	if len(bookings) == 1 {
+		return []river.InsertManyParams{{Args: bookings[0]}, {Args: seats[0], InsertOpts: later}}
+	}
+	return []river.InsertManyParams{{Args: CoreSyncGroupArgs{Bookings: bookings}}, {Args: SeatSyncGroupArgs{Holds: seats}, InsertOpts: later}}
 }
 
 // readBookings fills in the bookings of holds confirmed before.
@@ -393,13 +403,6 @@ func (r *bookingRows) queue(b *pgx.Batch) {
 		SELECT id, hold_id FROM b`,
 		r.pnrs, r.holds, r.users, r.shards, r.froms, r.tos, r.statuses, r.wls, r.fares,
 		r.paxHolds, r.seqs, r.names, r.ages, r.genders, r.idTypes, r.idRefs, r.idxs, r.coaches, r.nos, r.btypes)
-}
-
-// seatSyncLater is seatSyncLaterTx's job as one of several inserted
-// together.
-func seatSyncLater(holdID uuid.UUID, shardID int64, now time.Time) river.InsertManyParams {
-	return river.InsertManyParams{Args: SeatSyncArgs{HoldID: holdID, ShardID: shardID},
-		InsertOpts: &river.InsertOpts{ScheduledAt: now.Add(seatSyncDelay)}}
 }
 
 // AfterConfirm marks the seats sold in Redis once ConfirmTx has committed,

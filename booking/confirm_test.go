@@ -123,8 +123,8 @@ func TestConfirmManyAcrossShardsAndKinds(t *testing.T) {
 			(SELECT count(*) FROM booking_passengers p WHERE p.booking_id = b.id AND p.status = b.status),
 			(SELECT count(*) FROM booking_passengers p WHERE p.booking_id = b.id AND p.berth_idx IS NOT NULL AND p.coach IS NOT NULL),
 			(SELECT count(*) FROM notifications n WHERE n.kind = 'ETICKET' AND n.ref = b.pnr AND n.user_id = b.user_id),
-			(SELECT count(*) FROM river_job j WHERE (j.kind = 'core_sync' AND (j.args->>'booking_id')::bigint = b.id)
-				OR (j.kind = 'seat_sync' AND j.args->>'hold_id' = h.id::text))
+			(SELECT count(*) FROM river_job j WHERE (j.kind = 'core_sync_group' AND j.args->'bookings' @> jsonb_build_array(jsonb_build_object('booking_id', b.id, 'pnr', b.pnr)))
+				OR (j.kind = 'seat_sync_group' AND j.args->'holds' @> jsonb_build_array(jsonb_build_object('hold_id', h.id, 'shard_id', h.shard_id))))
 			FROM bookings b JOIN holds h ON h.id = b.hold_id WHERE b.id = $1 AND b.pnr = $2`,
 			results[i].BookingID, results[i].PNR).Scan(&shard, &status, &wlNo, &holdState, &passengers, &berthed, &notes, &jobs); err != nil {
 			t.Fatalf("booking %d: %v", i, err)
@@ -134,6 +134,12 @@ func TestConfirmManyAcrossShardsAndKinds(t *testing.T) {
 			t.Errorf("booking %d: shard %d %s wl %d hold %s, %d passengers (%d with berths), %d e-ticket messages, %d jobs; want %+v",
 				i, shard, status, wlNo, holdState, passengers, berthed, notes, jobs, c)
 		}
+	}
+	// The three share one job of each kind.
+	var kinds string
+	if err := s.Pool.QueryRow(ctx, `SELECT string_agg(kind, ' ' ORDER BY kind) FROM river_job
+		WHERE kind IN ('core_sync', 'seat_sync', 'core_sync_group', 'seat_sync_group')`).Scan(&kinds); err != nil || kinds != "core_sync_group seat_sync_group" {
+		t.Errorf("sync jobs %q (%v), want one group job of each kind", kinds, err)
 	}
 	s.CheckInvariants(t, shardA)
 	s.CheckInvariants(t, shardB)

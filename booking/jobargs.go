@@ -68,5 +68,30 @@ func (CoreSyncArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueMoney, MaxAttempts: 200}
 }
 
+// CoreSyncGroupArgs sends the bookings of one confirmation group to the
+// reservation core: one job for the group rather than one per booking, as
+// a job is a row with five indexes written at the busiest moment of a rush.
+// A booking whose sync fails gets a CoreSyncArgs job of its own, with its
+// retries (syncEachOrAlone).
+type CoreSyncGroupArgs struct {
+	Bookings []CoreSyncArgs `json:"bookings"`
+}
+
+func (CoreSyncGroupArgs) Kind() string { return "core_sync_group" }
+func (CoreSyncGroupArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMoney, MaxAttempts: 200}
+}
+
+// SeatSyncGroupArgs is SeatSyncArgs for the holds of one confirmation
+// group; a hold whose sync fails gets a SeatSyncArgs job of its own.
+type SeatSyncGroupArgs struct {
+	Holds []SeatSyncArgs `json:"holds"`
+}
+
+func (SeatSyncGroupArgs) Kind() string { return "seat_sync_group" }
+func (SeatSyncGroupArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueHolds, MaxAttempts: 50}
+}
+
 // QueueMoney carries payment inquiries, refunds and core sync.
 const QueueMoney = "money"

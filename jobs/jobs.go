@@ -80,8 +80,10 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &expireHoldWorker{svc: svc})
 		river.AddWorker(workers, &seatSyncWorker{svc: svc})
+		river.AddWorker(workers, &seatSyncGroupWorker{svc: svc})
 		river.AddWorker(workers, &sweepWorker{svc: svc})
 		river.AddWorker(workers, &coreSyncWorker{svc: svc})
+		river.AddWorker(workers, &coreSyncGroupWorker{svc: svc})
 		river.AddWorker(workers, &refundWorker{svc: svc})
 		river.AddWorker(workers, &inquiryWorker{svc: svc})
 		river.AddWorker(workers, &lateSuccessWorker{svc: svc})
@@ -151,6 +153,15 @@ func (w *seatSyncWorker) Work(ctx context.Context, job *river.Job[booking.SeatSy
 	return w.svc.Booking.SyncSeat(ctx, job.Args.HoldID)
 }
 
+type seatSyncGroupWorker struct {
+	river.WorkerDefaults[booking.SeatSyncGroupArgs]
+	svc *Services
+}
+
+func (w *seatSyncGroupWorker) Work(ctx context.Context, job *river.Job[booking.SeatSyncGroupArgs]) error {
+	return w.svc.Booking.SyncSeats(ctx, job.Args.Holds)
+}
+
 type sweepWorker struct {
 	river.WorkerDefaults[booking.SweepArgs]
 	svc *Services
@@ -179,7 +190,26 @@ func (w *coreSyncWorker) Work(ctx context.Context, job *river.Job[booking.CoreSy
 // NextRetry keeps trying the reservation core for hours, never faster than
 // every few seconds nor slower than every five minutes.
 func (w *coreSyncWorker) NextRetry(job *river.Job[booking.CoreSyncArgs]) time.Time {
-	return time.Now().Add(min(time.Duration(job.Attempt*job.Attempt)*time.Second+2*time.Second, 5*time.Minute))
+	return coreRetry(job.Attempt)
+}
+
+func coreRetry(attempt int) time.Time {
+	return time.Now().Add(min(time.Duration(attempt*attempt)*time.Second+2*time.Second, 5*time.Minute))
+}
+
+type coreSyncGroupWorker struct {
+	river.WorkerDefaults[booking.CoreSyncGroupArgs]
+	svc *Services
+}
+
+func (w *coreSyncGroupWorker) Work(ctx context.Context, job *river.Job[booking.CoreSyncGroupArgs]) error {
+	return w.svc.Booking.SyncGroupToCore(ctx, job.Args.Bookings)
+}
+
+// NextRetry: a group is retried only when its failed bookings' own jobs
+// could not be enqueued, as a single booking's job is.
+func (w *coreSyncGroupWorker) NextRetry(job *river.Job[booking.CoreSyncGroupArgs]) time.Time {
+	return coreRetry(job.Attempt)
 }
 
 type refundWorker struct {

@@ -322,7 +322,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	rep.SpreadShards, rep.Masters, rep.Redis = len(env.spread), env.masters, redisx.Addr(opts.Redis)
 	if cb := env.callbacks; cb != nil {
 		rep.CallbacksPrepared, rep.CallbackPrep, rep.CallbacksDrained = len(cb.hooks), cb.took, cb.drained
-		rep.CallbackPrepFailures = cb.failed
+		rep.CallbackPrepFailures, rep.CallbacksSetBased = cb.failed, cb.setBased
 	}
 
 	rep.ShardsMade = len(env.shards())

@@ -133,6 +133,9 @@ type callbackRun struct {
 	failed  map[string]int64 // preparation failures by reason
 	sent    int              // delivered in the measured phase
 	drained int              // delivered after it, unmeasured
+	// setBased: of those in the phase, how many the server's confirmation
+	// groups took set-based (payment.Service.SetBasedSuccesses).
+	setBased int64
 }
 
 // benchRoutes are the simulator's routes for the preparation: UPI on every
@@ -317,6 +320,7 @@ func callbackPhase(ctx context.Context, env *runEnv) (Phase, error) {
 	defer c.close()
 	var next atomic.Int64
 	end := &endOnce{begin: time.Now()}
+	setBased := env.opts.Payments.SetBasedSuccesses()
 	t, elapsed := closedLoop(ctx, env.opts.Concurrency, env.opts.Duration, func(g int, t *tally, more func() bool) {
 		for more() {
 			i := next.Add(1) - 1
@@ -338,6 +342,7 @@ func callbackPhase(ctx context.Context, env *runEnv) (Phase, error) {
 	ph := t.phase("callbacks: POST /v1/internal/payments/callback, signed SUCCESS → PNR", elapsed)
 	end.apply(&ph)
 	run.sent = min(int(next.Load()), len(run.hooks))
+	run.setBased = env.opts.Payments.SetBasedSuccesses() - setBased
 	return ph, nil
 }
 

@@ -43,6 +43,7 @@ type Report struct {
 	CallbacksPrepared              int           // payments made AWAITING_USER for the callback phase
 	CallbackPrep                   time.Duration // how long making them took (not measured as a phase)
 	CallbacksDrained               int           // prepared payments the phase did not reach, sent after it
+	CallbacksSetBased              int64         // of the phase's, taken set-based by the server's confirmation groups
 	CallbackPrepFailures           map[string]int64
 	// The spread phase (run when SpreadShards > 0): the cycle over many
 	// shards, and how the shards and their decisions fell on the masters.
@@ -249,8 +250,8 @@ func (r Report) String() string {
 	if r.Payments {
 		fmt.Fprintf(&b, "        wallet %d confirmations with a PNR (shard %d, %d berths, %d SOLD_OUT)\n",
 			r.Wallet.Durable, r.WalletShardID, r.WalletBerths, r.Wallet.SoldOut)
-		fmt.Fprintf(&b, "        callbacks: %d payments prepared AWAITING_USER in %s (shard %d, %d berths), %d confirmed in the phase, %d sent after it;\n",
-			r.CallbacksPrepared, r.CallbackPrep.Round(time.Millisecond), r.CallbackShardID, r.CallbackBerths, r.Callbacks.Durable, r.CallbacksDrained)
+		fmt.Fprintf(&b, "        callbacks: %d payments prepared AWAITING_USER in %s (shard %d, %d berths), %d confirmed in the phase (%d of them set-based), %d sent after it;\n",
+			r.CallbacksPrepared, r.CallbackPrep.Round(time.Millisecond), r.CallbackShardID, r.CallbackBerths, r.Callbacks.Durable, r.CallbacksSetBased, r.CallbacksDrained)
 		fmt.Fprintf(&b, "        duplicates %d acknowledged\n", r.Duplicates.Ops)
 	}
 	if r.SpreadShards > 0 {

@@ -39,11 +39,9 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 	return s.applyAnd(ctx, id, p, cause, pulled, nil)
 }
 
-// applyAnd is apply with record, if not nil, queueing statements that
-// commit with the answer applied, or not at all: a callback's event is
-// recorded so.
-func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool,
-	record func(*pgx.Batch)) error {
+// applyAnd is apply with a callback's event, if not nil, recorded with the
+// answer applied, or not at all.
+func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool, hook *webhookEvent) error {
 	var after []func()
 	// ctx is the caller's without its cancellation when the body runs in a
 	// confirmation group (group.go).
@@ -62,10 +60,10 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 				}
 				return nil
 			})
-		if record != nil {
+		if hook != nil {
 			// Under the payment's lock, in its round trip; an error later
 			// rolls it back with the rest.
-			record(b)
+			hook.queue(b, id)
 		}
 		// Which card or bank account paid, once the gateway says: kept
 		// before anything follows from the answer, so the confirmation's
@@ -79,7 +77,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 		}
 		holdID := hold.UUID
 		topUp := purpose == PurposeTopUp
-		detail := map[string]any{"psp_ref": p.PSPRef, "gateway_status": p.Status}
+		detail := answerDetail(p)
 		// queueSet queues the change and its event, to go in one round
 		// trip with whatever follows from it.
 		queueSet := func(b *pgx.Batch, to string, extra string, args ...any) {
@@ -218,14 +216,28 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 		return fmt.Errorf("unknown gateway status %q", p.Status)
 	}
 	// Grouped with other confirmations by the payment's row, which the body
-	// locks first.
-	if err := s.group.run(ctx, s.pool, s.booking, id, body); err != nil {
+	// locks first. A success is offered to the group as a common one, which
+	// it may take set-based with others instead of running the body.
+	var common *commonSuccess
+	if p.Status == pspapi.StatusSuccess {
+		common = &commonSuccess{id: id, p: p, cause: cause, pulled: pulled, hook: hook}
+	}
+	if err := s.group.runOrTake(ctx, s.pool, s.booking, id, body, common); err != nil {
 		return err
+	}
+	if common != nil && common.taken {
+		res, shardID := common.res, common.shardID
+		after = []func(){func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) }, func() { s.booking.AfterConfirm(ctx, *res) }}
 	}
 	for _, f := range after {
 		f()
 	}
 	return nil
+}
+
+// answerDetail is what a payment's event keeps of the gateway's answer.
+func answerDetail(p pspapi.Payment) map[string]any {
+	return map[string]any{"psp_ref": p.PSPRef, "gateway_status": p.Status}
 }
 
 // lockHold locks a payment's hold in tx (booking.LockHoldTx), or sends

@@ -78,11 +78,8 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 	}
 	// The event is recorded in the transaction that applies it: recorded
 	// means applied, and the callback costs one commit.
-	record := func(b *pgx.Batch) {
-		b.Queue(`INSERT INTO webhook_events (gateway, event_id, payment_id, status) VALUES ($1, $2, $3, $4)
-			ON CONFLICT DO NOTHING`, gw, w.EventID, id, w.Status).Exec(func(pgconn.CommandTag) error { return nil })
-	}
-	if err := s.applyAnd(ctx, id, p, "webhook "+w.EventID, false, record); err != nil {
+	hook := &webhookEvent{gateway: gw, eventID: w.EventID, status: w.Status}
+	if err := s.applyAnd(ctx, id, p, "webhook "+w.EventID, false, hook); err != nil {
 		var be *booking.Error
 		if errors.As(err, &be) {
 			if r := be.Reason; r == "AMOUNT_MISMATCH" || r == "CURRENCY_MISMATCH" {
@@ -99,6 +96,14 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 	}
 	s.seen.add(key)
 	return nil
+}
+
+// webhookEvent is a callback's event, recorded with what it changed.
+type webhookEvent struct{ gateway, eventID, status string }
+
+func (e *webhookEvent) queue(b *pgx.Batch, paymentID uuid.UUID) {
+	b.Queue(`INSERT INTO webhook_events (gateway, event_id, payment_id, status) VALUES ($1, $2, $3, $4)
+		ON CONFLICT DO NOTHING`, e.gateway, e.eventID, paymentID, e.status).Exec(func(pgconn.CommandTag) error { return nil })
 }
 
 // inquireNow schedules a status inquiry at once, beside any already

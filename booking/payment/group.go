@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,6 +53,7 @@ type confirmGroup struct {
 	slots   chan struct{} // writers at once, each on one connection
 	pause   booking.PauseFunc
 	log     *slog.Logger
+	common  atomic.Int64 // common successes taken set-based
 }
 
 type groupItem struct {
@@ -63,7 +65,10 @@ type groupItem struct {
 	key  uuid.UUID
 	ctx  context.Context // the caller's, without its cancellation
 	body groupBody
-	done chan error
+	// common, if not nil, is the body's work told ahead should it be a
+	// common success, which the group may take set-based instead.
+	common *commonSuccess
+	done   chan error
 }
 
 // groupBody is a payment's work in a transaction, alone or in a group; it
@@ -145,13 +150,23 @@ func newConfirmGroup(pool *pgxpool.Pool, bk *booking.Service, writers int, pause
 // committed, as a lost COMMIT answer does. ctx's cancellation does not stop
 // a queued body: it shares a connection with others.
 func (g *confirmGroup) run(ctx context.Context, pool *pgxpool.Pool, bk *booking.Service, key uuid.UUID, body groupBody) error {
+	return g.runOrTake(ctx, pool, bk, key, body, nil)
+}
+
+// runOrTake is run with common, which a group may take instead of running
+// body (common.taken says so once it returns nil).
+func (g *confirmGroup) runOrTake(ctx context.Context, pool *pgxpool.Pool, bk *booking.Service, key uuid.UUID, body groupBody,
+	common *commonSuccess) error {
 	alone := func() error {
+		if common != nil {
+			common.taken = false // taken by a group that did not commit
+		}
 		return db.Transact(ctx, pool, func(tx pgx.Tx) error { return body(ctx, tx, &confirmations{booking: bk}) })
 	}
 	if g == nil {
 		return alone()
 	}
-	it := &groupItem{key: key, ctx: context.WithoutCancel(ctx), body: body, done: make(chan error, 1)}
+	it := &groupItem{key: key, ctx: context.WithoutCancel(ctx), body: body, common: common, done: make(chan error, 1)}
 	select {
 	case g.in <- it:
 	case <-ctx.Done():
@@ -257,7 +272,11 @@ func (g *confirmGroup) write(batch []*groupItem) {
 	var confirmFailed error
 	err := pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
 		stx := &savepointTx{Tx: tx}
+		taken := g.takeCommon(ctx, stx, batch, c)
 		for i, it := range batch {
+			if taken[i] {
+				continue
+			}
 			stx.next()
 			booked := len(c.holds)
 			errs[i] = it.body(it.ctx, stx, c)

@@ -105,12 +105,34 @@ func (w *world) awaiting(t *testing.T, user int64, key string) (payment.View, ps
 	if err != nil || v.State != payment.AwaitingUser {
 		t.Fatalf("upi pay: %+v %v", v, err)
 	}
+	return v, w.successHook(t, v, "evt-"+key)
+}
+
+// successHook is the SUCCESS webhook v's gateway would send, as eventID.
+func (w *world) successHook(t *testing.T, v payment.View, eventID string) pspapi.Webhook {
+	t.Helper()
 	var pspRef string
 	if err := w.s.Pool.QueryRow(context.Background(), `SELECT psp_ref FROM payments WHERE id = $1`, v.ID).Scan(&pspRef); err != nil {
 		t.Fatal(err)
 	}
-	return v, pspapi.Webhook{EventID: "evt-" + key, PSPRef: pspRef, MerchantRef: v.ID.String(), Gateway: v.Gateway, Method: "UPI",
+	return pspapi.Webhook{EventID: eventID, PSPRef: pspRef, MerchantRef: v.ID.String(), Gateway: v.Gateway, Method: "UPI",
 		Status: pspapi.StatusSuccess, AmountPaise: v.AmountPaise, BankEventTime: time.Now()}
+}
+
+// givenUp makes a UPI payment for a fresh hold of user, marks it FAILED as
+// if given up on, and pays the hold again (AWAITING_USER): both payments,
+// with the SUCCESS webhooks their gateway would send.
+func (w *world) givenUp(t *testing.T, user int64, key string) (given payment.View, givenHook pspapi.Webhook, again payment.View, againHook pspapi.Webhook) {
+	t.Helper()
+	given, givenHook = w.awaiting(t, user, key)
+	if _, err := w.s.Pool.Exec(context.Background(), `UPDATE payments SET state = 'FAILED', resolved_at = now() WHERE id = $1`, given.ID); err != nil {
+		t.Fatal(err)
+	}
+	again, err := w.pay(t, user, given.HoldID, payment.UPI, key+"-again")
+	if err != nil || again.State != payment.AwaitingUser {
+		t.Fatalf("second payment: %+v %v", again, err)
+	}
+	return given, givenHook, again, w.successHook(t, again, "evt-"+key+"-again")
 }
 
 // noAnswer: routes whose customer never approves, so a UPI payment waits
@@ -432,20 +454,8 @@ func TestBodyOnAHoldTheGroupIsConfirmingRunsAlone(t *testing.T) {
 	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 8, 2)
 	ctx := context.Background()
 	first := w.hold(t, w.users[1], "alone-first-hold")
-	given, success := w.awaiting(t, w.users[0], "alone-given-up")
-	if _, err := w.s.Pool.Exec(ctx, `UPDATE payments SET state = 'FAILED', resolved_at = now() WHERE id = $1`, given.ID); err != nil {
-		t.Fatal(err)
-	}
-	again, err := w.pay(t, w.users[0], given.HoldID, payment.UPI, "alone-again")
-	if err != nil || again.State != payment.AwaitingUser {
-		t.Fatalf("second payment: %+v %v", again, err)
-	}
-	var ref string
-	if err := w.s.Pool.QueryRow(ctx, `SELECT psp_ref FROM payments WHERE id = $1`, again.ID).Scan(&ref); err != nil {
-		t.Fatal(err)
-	}
-	failure := pspapi.Webhook{EventID: "evt-alone-again", PSPRef: ref, MerchantRef: again.ID.String(), Gateway: again.Gateway,
-		Method: "UPI", Status: pspapi.StatusFailed, FailureReason: "DECLINED", AmountPaise: again.AmountPaise, BankEventTime: time.Now()}
+	given, success, again, failure := w.givenUp(t, w.users[0], "alone-given-up")
+	failure.Status, failure.FailureReason = pspapi.StatusFailed, "DECLINED"
 	gate.arm()
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -489,4 +499,106 @@ func TestBodyOnAHoldTheGroupIsConfirmingRunsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.s.CheckInvariants(t, shardID) // Redis agrees: the seats are sold, not released
+}
+
+// In one group, the common successes (open payments at our amount whose
+// holds are HELD) are taken set-based, and every other answer runs its own
+// body and ends as it would alone: a second event for a payment just taken
+// changes nothing but is recorded; a success for a cancelled hold is
+// refunded; one carrying another amount is refused and changes nothing; a
+// late success of a payment given up on, whose hold another payment of the
+// group is paying, runs alone after the group and is refunded as a second
+// charge.
+func TestCommonSuccessesTakenTogetherAndTheRestByTheirBodies(t *testing.T) {
+	t.Parallel()
+	gate := newGroupGate()
+	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 16, 10)
+	ctx := context.Background()
+	var plain []payment.View
+	var events []pspapi.Webhook
+	for i := range 4 {
+		v, ev := w.awaiting(t, w.users[i], fmt.Sprintf("common-%d", i))
+		plain, events = append(plain, v), append(events, ev)
+	}
+	again := events[0]
+	again.EventID += "-again"
+	cancelled, cancelledEv := w.awaiting(t, w.users[4], "common-cancelled")
+	if _, err := w.s.Service.Cancel(ctx, w.users[4], cancelled.HoldID); err != nil {
+		t.Fatal(err)
+	}
+	mismatch, mismatchEv := w.awaiting(t, w.users[5], "common-mismatch")
+	mismatchEv.AmountPaise += 100
+	given, givenEv, second, secondEv := w.givenUp(t, w.users[6], "common-given-up")
+	first := w.hold(t, w.users[7], "common-first-hold")
+
+	gate.arm()
+	taken0 := w.s.Payments.SetBasedSuccesses()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := w.s.Payments.Initiate(ctx, teststack.Caller(w.users[7]),
+			payment.InitiateRequest{HoldID: first.HoldID, Method: payment.Wallet, IdempotencyKey: "common-first-pay"}); err != nil {
+			t.Errorf("first group: %v", err)
+		}
+	})
+	<-gate.paused
+	all := append(events, again, cancelledEv, mismatchEv, givenEv, secondEv)
+	codes := make([]int, len(all))
+	for i, ev := range all {
+		wg.Go(func() { codes[i] = sendWebhook(t, w, ev.Gateway, ev) })
+	}
+	gate.waitQueued(t, 1+len(all))
+	close(gate.release)
+	wg.Wait()
+	for i, code := range codes {
+		if ok := code == 200 || code == 204; ok == (all[i].EventID == mismatchEv.EventID) {
+			t.Errorf("callback %s answered %d", all[i].EventID, code)
+		}
+	}
+	if taken := w.s.Payments.SetBasedSuccesses() - taken0; taken != 5 {
+		t.Errorf("%d successes taken set-based; want 5 (four plain ones and the hold's second payment)", taken)
+	}
+	if _, groups := gate.counts(); groups != 2 {
+		t.Errorf("%d groups reached their COMMIT; want 2", groups)
+	}
+	for i, v := range plain {
+		var state, hold, pnr string
+		var hooks, toSuccess int
+		if err := w.s.Pool.QueryRow(ctx, `SELECT p.state, h.state, coalesce(b.pnr, ''),
+			(SELECT count(*) FROM webhook_events e WHERE e.payment_id = p.id),
+			(SELECT count(*) FROM payment_events e WHERE e.payment_id = p.id AND e.to_state = 'SUCCESS' AND e.from_state = 'AWAITING_USER'
+				AND e.cause IN ('webhook ' || $2, 'webhook ' || $2 || '-again') AND e.detail->>'psp_ref' = p.psp_ref)
+			FROM payments p JOIN holds h ON h.id = p.hold_id LEFT JOIN bookings b ON b.hold_id = h.id WHERE p.id = $1`,
+			v.ID, events[i].EventID).Scan(&state, &hold, &pnr, &hooks, &toSuccess); err != nil {
+			t.Fatal(err)
+		}
+		wantHooks := 1
+		if i == 0 {
+			wantHooks = 2
+		}
+		if state != payment.Success || hold != booking.HoldConfirmed || pnr == "" || hooks != wantHooks || toSuccess != 1 {
+			t.Errorf("payment %d: %s, hold %s, PNR %q, %d events recorded, %d changes to SUCCESS; want SUCCESS, CONFIRMED, a PNR, %d, 1",
+				i, state, hold, pnr, hooks, toSuccess, wantHooks)
+		}
+	}
+	refund := func(id uuid.UUID) (state, reason string) {
+		t.Helper()
+		if err := w.s.Pool.QueryRow(ctx, `SELECT p.state, coalesce(r.reason, '') FROM payments p LEFT JOIN refunds r ON r.payment_id = p.id
+			WHERE p.id = $1`, id).Scan(&state, &reason); err != nil {
+			t.Fatal(err)
+		}
+		return state, reason
+	}
+	if state, reason := refund(cancelled.ID); state != payment.Success || reason != booking.RefundHoldCancelled {
+		t.Errorf("success for a cancelled hold: %s, refund %q; want SUCCESS refunded %s", state, reason, booking.RefundHoldCancelled)
+	}
+	if state, reason := refund(mismatch.ID); state != payment.AwaitingUser || reason != "" {
+		t.Errorf("success at another amount: %s, refund %q; want it unchanged", state, reason)
+	}
+	if state, reason := refund(given.ID); state != payment.Success || reason != booking.RefundDuplicateCharge {
+		t.Errorf("late success of a hold paid again: %s, refund %q; want SUCCESS refunded %s", state, reason, booking.RefundDuplicateCharge)
+	}
+	if state, reason := refund(second.ID); state != payment.Success || reason != "" {
+		t.Errorf("the hold's second payment: %s, refund %q; want SUCCESS with its ticket", state, reason)
+	}
+	w.s.CheckInvariants(t, w.shard)
 }

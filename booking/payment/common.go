@@ -1,0 +1,187 @@
+package payment
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"tatkal/booking"
+	"tatkal/booking/payment/pspapi"
+)
+
+// commonSuccess is a gateway's success told ahead of its body, so that a
+// confirmation group can take the common case set-based: a payment for a
+// hold, still open (INITIATED, AWAITING_USER, PENDING_AT_BANK, UNKNOWN), at
+// our amount and currency, whose hold is HELD with no other capture. That
+// case the body would settle by recording the event, marking the payment
+// SUCCESS and booking the hold's confirmation; the group does the same for
+// all of its common successes with one statement of each kind, in two round
+// trips, where each body takes two of its own and a savepoint. Anything
+// else (a duplicate, a lapsed or cancelled hold, another amount, a top-up,
+// a second payment of a hold) runs its body, which decides as it always has.
+type commonSuccess struct {
+	id     uuid.UUID
+	p      pspapi.Payment
+	cause  string
+	pulled bool
+	hook   *webhookEvent // a callback's event, or nil
+	// Set by the group that took it; read by its caller once the group has
+	// committed.
+	taken   bool
+	shardID int64
+	res     *booking.ConfirmResult
+}
+
+// SetBasedSuccesses is how many successes this service's confirmation
+// groups have taken set-based (commonSuccess), for the bench and tests.
+func (s *Service) SetBasedSuccesses() int64 {
+	if s.group == nil {
+		return 0
+	}
+	return s.group.common.Load()
+}
+
+// takeCommon takes what is common among batch's successes (commonSuccess),
+// in its own savepoint, and says which items it took. Should a statement
+// fail (a deadlock with another group, say), the savepoint is rolled back
+// and every item runs its body, as before.
+func (g *confirmGroup) takeCommon(ctx context.Context, tx *savepointTx, batch []*groupItem, c *confirmations) []bool {
+	taken := make([]bool, len(batch))
+	var ids []uuid.UUID
+	offered := map[uuid.UUID]int{} // a payment's first item; a second runs its body
+	for i, it := range batch {
+		if cs := it.common; cs != nil {
+			if _, twice := offered[cs.id]; !twice {
+				offered[cs.id] = i
+				ids = append(ids, cs.id)
+			}
+		}
+	}
+	if len(ids) < 2 {
+		return taken // one alone costs its body what it would cost here
+	}
+	tx.next()
+	took, err := g.takeCommonTx(ctx, tx, batch, offered, ids, c)
+	if err != nil {
+		g.log.Warn("common successes taken together failed; each runs its own body", "successes", len(ids), "err", err)
+		if err := tx.rollback(ctx); err != nil {
+			// The group's transaction is broken: its COMMIT will fail,
+			// and every caller hears of it.
+			g.log.Error("roll back common successes", "err", err)
+		}
+		return taken
+	}
+	for _, i := range took {
+		taken[i] = true
+	}
+	return taken
+}
+
+func (g *confirmGroup) takeCommonTx(ctx context.Context, tx *savepointTx, batch []*groupItem, offered map[uuid.UUID]int,
+	ids []uuid.UUID, c *confirmations) ([]int, error) {
+	// The payments and their holds locked, in the payments' order as bodies
+	// lock them (a top-up has no hold and is not among them); the
+	// savepoint rides in front.
+	type found struct {
+		at      int
+		state   string
+		holdID  uuid.UUID
+		shardID int64
+	}
+	var took []found
+	lock := &pgx.Batch{}
+	lock.Queue(`SELECT p.id, p.state, p.purpose, p.amount_paise, h.id, h.state, h.shard_id,
+			EXISTS (SELECT 1 FROM payments o WHERE o.hold_id = p.hold_id AND o.id <> p.id AND o.state IN ('SUCCESS', 'REFUNDED'))
+		FROM payments p JOIN holds h ON h.id = p.hold_id
+		WHERE p.id = ANY($1) ORDER BY p.id FOR UPDATE OF p, h`, ids).Query(func(rows pgx.Rows) error {
+		holds := map[uuid.UUID]bool{}
+		for rows.Next() {
+			var f found
+			var id uuid.UUID
+			var purpose, holdState string
+			var amount int64
+			var others bool
+			if err := rows.Scan(&id, &f.state, &purpose, &amount, &f.holdID, &holdState, &f.shardID, &others); err != nil {
+				return err
+			}
+			f.at = offered[id]
+			cs := batch[f.at].common
+			open := f.state == Initiated || f.state == AwaitingUser || f.state == PendingAtBank || f.state == Unknown
+			ours := cs.p.AmountPaise == amount && (cs.p.Currency == currency || (!cs.pulled && cs.p.Currency == ""))
+			if open && ours && purpose != PurposeTopUp && holdState == booking.HoldHeld && !others && !holds[f.holdID] &&
+				c.check(f.holdID) == nil {
+				holds[f.holdID] = true
+				took = append(took, f)
+			}
+		}
+		return rows.Err()
+	})
+	if err := tx.SendBatch(ctx, lock).Close(); err != nil {
+		return nil, fmt.Errorf("lock payments: %w", err)
+	}
+	if len(took) == 0 {
+		return nil, nil // the bodies lock them again, in this transaction
+	}
+	// What each body's success would write, one statement of each kind.
+	var hookGW, hookIDs, hookStatus []string
+	var hookPay, refPay, paid []uuid.UUID
+	var refs, pspRefs, bankRefs, froms, causes []string
+	var captured []int64
+	var pulled []bool
+	var details [][]byte
+	for _, f := range took {
+		cs := batch[f.at].common
+		if cs.hook != nil {
+			hookGW, hookIDs, hookStatus = append(hookGW, cs.hook.gateway), append(hookIDs, cs.hook.eventID), append(hookStatus, cs.hook.status)
+			hookPay = append(hookPay, cs.id)
+		}
+		if ref := instrumentRef(cs.p); ref != "" {
+			refPay, refs = append(refPay, cs.id), append(refs, ref)
+		}
+		paid, pspRefs, bankRefs = append(paid, cs.id), append(pspRefs, cs.p.PSPRef), append(bankRefs, cs.p.BankRef)
+		captured, pulled = append(captured, cs.p.AmountPaise), append(pulled, cs.pulled)
+		froms, causes, details = append(froms, f.state), append(causes, cs.cause), append(details, eventDetail(answerDetail(cs.p)))
+	}
+	b := &pgx.Batch{}
+	ok := func(pgconn.CommandTag) error { return nil }
+	if len(hookPay) > 0 {
+		b.Queue(`INSERT INTO webhook_events (gateway, event_id, payment_id, status)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[]) ON CONFLICT DO NOTHING`,
+			hookGW, hookIDs, hookPay, hookStatus).Exec(ok)
+	}
+	if len(refPay) > 0 {
+		b.Queue(`UPDATE payments p SET instrument_ref = x.ref FROM unnest($1::uuid[], $2::text[]) AS x(id, ref)
+			WHERE p.id = x.id AND p.instrument_ref = ''`, refPay, refs).Exec(ok)
+	}
+	b.Queue(`UPDATE payments p SET state = 'SUCCESS', psp_ref = coalesce(nullif(x.psp_ref, ''), p.psp_ref),
+			bank_ref = coalesce(nullif(x.bank_ref, ''), p.bank_ref), updated_at = now(), resolved_at = now(),
+			captured_paise = x.captured, gateway_confirmed_at = CASE WHEN x.pulled THEN now() END
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bool[]) AS x(id, psp_ref, bank_ref, captured, pulled)
+		WHERE p.id = x.id`, paid, pspRefs, bankRefs, captured, pulled).Exec(ok)
+	b.Queue(`INSERT INTO payment_events (payment_id, from_state, to_state, cause, detail)
+		SELECT x.id, x.from_state, 'SUCCESS', x.cause, x.detail FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[]) AS x(id, from_state, cause, detail)`,
+		paid, froms, causes, details).Exec(ok)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("%d successes: %w", len(took), err)
+	}
+	booked := len(c.holds)
+	at := make([]int, len(took))
+	for i, f := range took {
+		res, err := c.confirm(ctx, tx, f.holdID)
+		if err != nil { // checked under the lock; should it happen, undone whole
+			c.holds, c.results = c.holds[:booked], c.results[:booked]
+			return nil, err
+		}
+		at[i] = f.at
+		cs := batch[f.at].common
+		cs.shardID, cs.res = f.shardID, res
+	}
+	for _, i := range at {
+		batch[i].common.taken = true
+	}
+	g.common.Add(int64(len(at)))
+	return at, nil
+}

@@ -517,6 +517,8 @@ func (w *world) runJob(kind string, raw []byte, timeout time.Duration) (bool, er
 		BookingID int64     `json:"booking_id"`
 		RefundID  uuid.UUID `json:"refund_id"`
 		PaymentID uuid.UUID `json:"payment_id"`
+		booking.CoreSyncGroupArgs
+		booking.SeatSyncGroupArgs
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return false, err
@@ -532,6 +534,10 @@ func (w *world) runJob(kind string, raw []byte, timeout time.Duration) (bool, er
 		_, err = w.s.Service.Sweep(ctx)
 	case booking.CoreSyncArgs{}.Kind():
 		err = w.s.Service.SyncToCore(ctx, args.BookingID)
+	case booking.SeatSyncGroupArgs{}.Kind():
+		err = w.s.Service.SyncSeats(ctx, args.Holds)
+	case booking.CoreSyncGroupArgs{}.Kind():
+		err = w.s.Service.SyncGroupToCore(ctx, args.Bookings)
 	case payment.RefundArgs{}.Kind():
 		again, err = w.s.Payments.ExecuteRefund(ctx, args.RefundID)
 	case payment.InquiryArgs{}.Kind():

@@ -13,16 +13,18 @@ import (
 )
 
 // SyncGroupToCore is the work of a CoreSyncGroupArgs job: SyncToCore for
-// each of its bookings, a few at once.
+// each of its bookings, two at once. Two, so that a group's last PNR does
+// not wait for all the others, yet the core sees at most twice the calls
+// at once it saw with a job per booking (one a worker).
 func (s *Service) SyncGroupToCore(ctx context.Context, bookings []CoreSyncArgs) error {
-	return syncEachOrAlone(ctx, s, "core sync", bookings, 8,
+	return syncEachOrAlone(ctx, s, "core sync", bookings, 2,
 		func(ctx context.Context, b CoreSyncArgs) error { return s.SyncToCore(ctx, b.BookingID) })
 }
 
 // SyncSeats is the work of a SeatSyncGroupArgs job: SyncSeat for each of
-// its holds.
+// its holds, one after another (a Redis call each).
 func (s *Service) SyncSeats(ctx context.Context, holds []SeatSyncArgs) error {
-	return syncEachOrAlone(ctx, s, "seat sync", holds, 4,
+	return syncEachOrAlone(ctx, s, "seat sync", holds, 1,
 		func(ctx context.Context, h SeatSyncArgs) error { return s.SyncSeat(ctx, h.HoldID) })
 }
 

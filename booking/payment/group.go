@@ -59,9 +59,11 @@ type confirmGroup struct {
 type groupItem struct {
 	// key orders the bodies of a transaction: each body first locks the row
 	// key names, so two groups take those first locks in one order. Their
-	// later locks (a wallet's account, a callback's hold) are not ordered:
-	// two groups may still deadlock on them, which PostgreSQL breaks after
-	// deadlock_timeout and the loser's bodies run alone (errAlone).
+	// later locks (a wallet's account, a callback's hold) are not ordered,
+	// nor are the common successes' (takeCommon locks their payments and
+	// holds before any body): two groups may still deadlock on them, which
+	// PostgreSQL breaks after deadlock_timeout, and the loser's common part
+	// is rolled back to run by bodies, or its bodies run alone (errAlone).
 	key  uuid.UUID
 	ctx  context.Context // the caller's, without its cancellation
 	body groupBody

@@ -60,35 +60,24 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 				}
 				return nil
 			})
-		if hook != nil {
-			// Under the payment's lock, in its round trip; an error later
-			// rolls it back with the rest.
-			hook.queue(b, id)
-		}
-		// Which card or bank account paid, once the gateway says: kept
-		// before anything follows from the answer, so the confirmation's
-		// fraud signal reads it in this transaction.
-		if ref := instrumentRef(p); ref != "" {
-			b.Queue(`UPDATE payments SET instrument_ref = $2 WHERE id = $1 AND instrument_ref = ''`, id, ref).
-				Exec(func(pgconn.CommandTag) error { return nil })
-		}
+		// The callback's event and the instrument, under the payment's lock
+		// in its round trip; an error later rolls them back with the rest.
+		var rec answers
+		rec.recorded(id, hook, p)
+		rec.queue(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
 		holdID := hold.UUID
 		topUp := purpose == PurposeTopUp
 		detail := answerDetail(p)
-		// queueSet queues the change and its event, to go in one round
-		// trip with whatever follows from it.
-		queueSet := func(b *pgx.Batch, to string, extra string, args ...any) {
+		// set writes the change and its event, in one round trip.
+		set := func(to string, extra string, args ...any) error {
+			b := &pgx.Batch{}
 			q := `UPDATE payments SET state = $2, psp_ref = coalesce(nullif($3, ''), psp_ref), bank_ref = coalesce(nullif($4, ''), bank_ref),
 				updated_at = now()` + extra + ` WHERE id = $1`
 			b.Queue(q, append([]any{id, to, p.PSPRef, p.BankRef}, args...)...).Exec(func(pgconn.CommandTag) error { return nil })
 			queueEvent(b, id, state, to, cause, detail)
-		}
-		set := func(to string, extra string, args ...any) error {
-			b := &pgx.Batch{}
-			queueSet(b, to, extra, args...)
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return fmt.Errorf("payment %s to %s: %w", id, to, err)
 			}
@@ -190,7 +179,6 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 				_, err := s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, nil)
 				return err
 			}
-			const toSuccess = ", resolved_at = now(), captured_paise = $5, gateway_confirmed_at = CASE WHEN $6 THEN now() END"
 			if !pulled && resolved(state) {
 				// A success callback after we had given up on the payment: the
 				// inquiry job has finished, so one more confirms it.
@@ -198,9 +186,15 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 					return err
 				}
 			}
+			// The change and its event: a group's common successes are
+			// written by the same statements (answers).
+			var success answers
+			success.succeeded(id, state, p, pulled, cause)
+			b := &pgx.Batch{}
+			success.queue(b)
 			if topUp {
-				if err := set(Success, toSuccess, p.AmountPaise, pulled); err != nil {
-					return err
+				if err := tx.SendBatch(ctx, b).Close(); err != nil {
+					return fmt.Errorf("payment %s to %s: %w", id, Success, err)
 				}
 				if _, err := walletPost(ctx, tx, userID, "TOPUP", id.String(), amount); err != nil {
 					return err
@@ -209,8 +203,6 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 			}
 			after = append(after, func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) })
 			// The change goes in the round trip that locks the hold.
-			b := &pgx.Batch{}
-			queueSet(b, Success, toSuccess, p.AmountPaise, pulled)
 			return s.settle(ctx, tx, c, b, id, holdID, userID, amount, &after)
 		}
 		return fmt.Errorf("unknown gateway status %q", p.Status)

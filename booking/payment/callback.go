@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"tatkal/booking"
 	"tatkal/booking/db"
@@ -100,11 +99,6 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 
 // webhookEvent is a callback's event, recorded with what it changed.
 type webhookEvent struct{ gateway, eventID, status string }
-
-func (e *webhookEvent) queue(b *pgx.Batch, paymentID uuid.UUID) {
-	b.Queue(`INSERT INTO webhook_events (gateway, event_id, payment_id, status) VALUES ($1, $2, $3, $4)
-		ON CONFLICT DO NOTHING`, e.gateway, e.eventID, paymentID, e.status).Exec(func(pgconn.CommandTag) error { return nil })
-}
 
 // inquireNow schedules a status inquiry at once, beside any already
 // scheduled (apply is idempotent, so two answers change nothing twice).

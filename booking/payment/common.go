@@ -126,44 +126,14 @@ func (g *confirmGroup) takeCommonTx(ctx context.Context, tx *savepointTx, batch 
 		return nil, nil // the bodies lock them again, in this transaction
 	}
 	// What each body's success would write, one statement of each kind.
-	var hookGW, hookIDs, hookStatus []string
-	var hookPay, refPay, paid []uuid.UUID
-	var refs, pspRefs, bankRefs, froms, causes []string
-	var captured []int64
-	var pulled []bool
-	var details [][]byte
+	var a answers
 	for _, f := range took {
 		cs := batch[f.at].common
-		if cs.hook != nil {
-			hookGW, hookIDs, hookStatus = append(hookGW, cs.hook.gateway), append(hookIDs, cs.hook.eventID), append(hookStatus, cs.hook.status)
-			hookPay = append(hookPay, cs.id)
-		}
-		if ref := instrumentRef(cs.p); ref != "" {
-			refPay, refs = append(refPay, cs.id), append(refs, ref)
-		}
-		paid, pspRefs, bankRefs = append(paid, cs.id), append(pspRefs, cs.p.PSPRef), append(bankRefs, cs.p.BankRef)
-		captured, pulled = append(captured, cs.p.AmountPaise), append(pulled, cs.pulled)
-		froms, causes, details = append(froms, f.state), append(causes, cs.cause), append(details, eventDetail(answerDetail(cs.p)))
+		a.recorded(cs.id, cs.hook, cs.p)
+		a.succeeded(cs.id, f.state, cs.p, cs.pulled, cs.cause)
 	}
 	b := &pgx.Batch{}
-	ok := func(pgconn.CommandTag) error { return nil }
-	if len(hookPay) > 0 {
-		b.Queue(`INSERT INTO webhook_events (gateway, event_id, payment_id, status)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[]) ON CONFLICT DO NOTHING`,
-			hookGW, hookIDs, hookPay, hookStatus).Exec(ok)
-	}
-	if len(refPay) > 0 {
-		b.Queue(`UPDATE payments p SET instrument_ref = x.ref FROM unnest($1::uuid[], $2::text[]) AS x(id, ref)
-			WHERE p.id = x.id AND p.instrument_ref = ''`, refPay, refs).Exec(ok)
-	}
-	b.Queue(`UPDATE payments p SET state = 'SUCCESS', psp_ref = coalesce(nullif(x.psp_ref, ''), p.psp_ref),
-			bank_ref = coalesce(nullif(x.bank_ref, ''), p.bank_ref), updated_at = now(), resolved_at = now(),
-			captured_paise = x.captured, gateway_confirmed_at = CASE WHEN x.pulled THEN now() END
-		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bool[]) AS x(id, psp_ref, bank_ref, captured, pulled)
-		WHERE p.id = x.id`, paid, pspRefs, bankRefs, captured, pulled).Exec(ok)
-	b.Queue(`INSERT INTO payment_events (payment_id, from_state, to_state, cause, detail)
-		SELECT x.id, x.from_state, 'SUCCESS', x.cause, x.detail FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[]) AS x(id, from_state, cause, detail)`,
-		paid, froms, causes, details).Exec(ok)
+	a.queue(b)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("%d successes: %w", len(took), err)
 	}
@@ -184,4 +154,65 @@ func (g *confirmGroup) takeCommonTx(ctx context.Context, tx *savepointTx, batch 
 	}
 	g.common.Add(int64(len(at)))
 	return at, nil
+}
+
+// answers are what gateway answers write, as the rows of set-based
+// statements: one answer's in a body, a group's common successes' at once,
+// in the same statements.
+type answers struct {
+	hookGateways, hookEvents, hookStatuses []string
+	hookPayments                           []uuid.UUID
+	refPayments                            []uuid.UUID
+	refs                                   []string
+	paid                                   []uuid.UUID
+	pspRefs, bankRefs, froms, causes       []string
+	captured                               []int64
+	pulled                                 []bool
+	details                                [][]byte
+}
+
+// recorded adds what an answer records before anything follows from it:
+// a callback's event, and the card or bank account that paid (read by the
+// confirmation's fraud signal in the same transaction).
+func (a *answers) recorded(id uuid.UUID, hook *webhookEvent, p pspapi.Payment) {
+	if hook != nil {
+		a.hookGateways, a.hookEvents, a.hookStatuses = append(a.hookGateways, hook.gateway), append(a.hookEvents, hook.eventID), append(a.hookStatuses, hook.status)
+		a.hookPayments = append(a.hookPayments, id)
+	}
+	if ref := instrumentRef(p); ref != "" {
+		a.refPayments, a.refs = append(a.refPayments, id), append(a.refs, ref)
+	}
+}
+
+// succeeded adds a payment's change from state from to SUCCESS on p, with
+// its event.
+func (a *answers) succeeded(id uuid.UUID, from string, p pspapi.Payment, pulled bool, cause string) {
+	a.paid, a.pspRefs, a.bankRefs = append(a.paid, id), append(a.pspRefs, p.PSPRef), append(a.bankRefs, p.BankRef)
+	a.captured, a.pulled = append(a.captured, p.AmountPaise), append(a.pulled, pulled)
+	a.froms, a.causes, a.details = append(a.froms, from), append(a.causes, cause), append(a.details, eventDetail(answerDetail(p)))
+}
+
+// queue queues a statement for each kind added.
+func (a *answers) queue(b *pgx.Batch) {
+	ok := func(pgconn.CommandTag) error { return nil }
+	if len(a.hookPayments) > 0 {
+		b.Queue(`INSERT INTO webhook_events (gateway, event_id, payment_id, status)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[]) ON CONFLICT DO NOTHING`,
+			a.hookGateways, a.hookEvents, a.hookPayments, a.hookStatuses).Exec(ok)
+	}
+	if len(a.refPayments) > 0 {
+		b.Queue(`UPDATE payments p SET instrument_ref = x.ref FROM unnest($1::uuid[], $2::text[]) AS x(id, ref)
+			WHERE p.id = x.id AND p.instrument_ref = ''`, a.refPayments, a.refs).Exec(ok)
+	}
+	if len(a.paid) > 0 {
+		b.Queue(`UPDATE payments p SET state = 'SUCCESS', psp_ref = coalesce(nullif(x.psp_ref, ''), p.psp_ref),
+				bank_ref = coalesce(nullif(x.bank_ref, ''), p.bank_ref), updated_at = now(), resolved_at = now(),
+				captured_paise = x.captured, gateway_confirmed_at = CASE WHEN x.pulled THEN now() END
+			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bool[]) AS x(id, psp_ref, bank_ref, captured, pulled)
+			WHERE p.id = x.id`, a.paid, a.pspRefs, a.bankRefs, a.captured, a.pulled).Exec(ok)
+		b.Queue(`INSERT INTO payment_events (payment_id, from_state, to_state, cause, detail)
+			SELECT x.id, x.from_state, 'SUCCESS', x.cause, x.detail
+			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[]) AS x(id, from_state, cause, detail)`,
+			a.paid, a.froms, a.causes, a.details).Exec(ok)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"slices"
@@ -90,8 +91,14 @@ type Committer struct {
 // if not nil, records each batch's fraud signals and keys the passenger
 // limit across accounts.
 func NewCommitter(pool *pgxpool.Pool, jobs JobInserter, rules Rules, rec *fraud.Recorder, log *slog.Logger) *Committer {
-	return &Committer{pool: pool, jobs: jobs, rules: rules, fraud: rec, in: make(chan *pendingHold, 8192), maxBatch: 1000, log: log}
+	return &Committer{pool: pool, jobs: jobs, rules: rules, fraud: rec, in: make(chan *pendingHold, 8192), maxBatch: maxHoldBatch, log: log}
 }
+
+// maxHoldBatch bounds the holds of one transaction, and with them its
+// advisory locks (a passenger's keys and an account's phone, at most nine a
+// hold): PostgreSQL's lock table holds max_locks_per_transaction (64) times
+// its connections, shared by every transaction of every process.
+const maxHoldBatch = 128
 
 // Run starts writers goroutines and returns when ctx ends and they stop.
 func (c *Committer) Run(ctx context.Context, writers int) {
@@ -216,6 +223,8 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 			inventory.QueueLockShardShared(b, id)
 		}
 		limit := c.newPassengerLimit(batch)
+		limit.queueLocks(b)
+		c.queuePersonLocks(b, users, days)
 		limit.queue(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err // each statement's error says which it is
@@ -420,8 +429,9 @@ func (c *Committer) diagnose(ctx context.Context, r holdRow) commitResult {
 // of this batch before it, in order: its read is queued in the caller's
 // batch (queue), then refused decides, once. keys are each row's passenger
 // keys, nil when the limit is off.
-// Two writers (TATKAL_COMMIT_WRITERS > 1) may each let one row through for
-// the same passenger; the post-window clustering still sees it.
+// Transactions of several writers or processes that name one passenger
+// take turns: each locks its passengers' keys (queueLocks) before the read,
+// so the later one reads what the earlier committed.
 type passengerLimit struct {
 	keys  [][]string
 	days  []time.Time
@@ -450,6 +460,58 @@ func (c *Committer) newPassengerLimit(batch []*pendingHold) *passengerLimit {
 		}
 	}
 	return l
+}
+
+// Advisory lock classes of the holds' limits, beside the shards'
+// (inventory.ShardLockClass): a passenger's key on an opening day, and a
+// verified phone on one. A transaction takes shards, then passengers, then
+// phones, each in ascending order, so two never wait on each other.
+const (
+	passengerLockClass = 4243
+	personLockClass    = 4244
+)
+
+// lockKey folds a limit's key into an advisory lock's second key: two keys
+// that collide only take turns for nothing.
+func lockKey(parts ...string) int32 {
+	h := fnv.New32a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return int32(h.Sum32())
+}
+
+// queueLocks adds to b the locks of the batch's passengers on their days,
+// held to COMMIT, before the read queue adds: a concurrent transaction
+// naming one of them (another writer, another process) has committed its
+// keys, or waits for this one's.
+func (l *passengerLimit) queueLocks(b *pgx.Batch) {
+	if len(l.pkeys) == 0 {
+		return
+	}
+	keys := make([]int32, len(l.pkeys))
+	for i, k := range l.pkeys {
+		keys[i] = lockKey(l.days[i].Format(time.DateOnly), k)
+	}
+	slices.Sort(keys)
+	b.Queue(`SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int[]) AS k`, passengerLockClass, slices.Compact(keys))
+}
+
+// queuePersonLocks adds to b the locks of the batch's verified phones on
+// their days, before the INSERT that counts a phone's holds against
+// PersonDailyCap: accounts of one phone holding in concurrent transactions
+// take turns, so the later counts the earlier's hold. The users' phones are
+// PostgreSQL's to read, hence one statement that finds and locks them.
+func (c *Committer) queuePersonLocks(b *pgx.Batch, users []int64, days []time.Time) {
+	if c.rules.PersonDailyCap <= 0 {
+		return
+	}
+	b.Queue(`SELECT pg_advisory_xact_lock($1, k) FROM (
+			SELECT DISTINCT hashtext(x.day::text || '|' || u.phone_hash) AS k
+			FROM unnest($2::bigint[], $3::date[]) AS x(user_id, day)
+			JOIN users u ON u.id = x.user_id AND u.phone_hash IS NOT NULL AND u.id_verification_status = 'VERIFIED'
+			ORDER BY 1) AS phones`, personLockClass, users, days)
 }
 
 // queue adds the read of the accounts already holding the batch's

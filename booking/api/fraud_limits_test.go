@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/fraud"
+	"tatkal/booking/testenv"
 	"tatkal/booking/teststack"
 )
 
@@ -259,5 +261,106 @@ func TestPersonCapAfterPhoneVerification(t *testing.T) {
 	}
 	if r := newClient(s, u[3]).hold(t, "pv-other-0001", holdBody(date, "MMCT", "NDLS", 1)); r.status != 201 {
 		t.Errorf("another phone's account: %d %s", r.status, r.raw)
+	}
+}
+
+// TestLimitsAcrossProcesses: the passenger limit and the person's daily
+// cap hold between two app processes on one database, each with its own
+// group commit. The first process's transaction (the second account's
+// hold) is paused before its COMMIT; the third account's hold through the
+// other process must wait for it, on the passenger's (or the phone's)
+// lock, and then be refused, instead of reading around the uncommitted
+// hold and letting the passenger onto a third account.
+func TestLimitsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		limit  bool // the passenger limit; off, the person's cap alone decides
+		body   func(date time.Time, i int) string
+		phone  bool // the three accounts are one verified person
+		refuse func(t *testing.T, r reply)
+	}{
+		{name: "passenger", limit: true,
+			body:   func(date time.Time, i int) string { return paxBody(date, "Ramesh Kumar", 41, "ABCDE1234F") },
+			refuse: func(t *testing.T, r reply) { highDemand(t, r, "third account through the other process") }},
+		{name: "person", phone: true,
+			body: func(date time.Time, i int) string {
+				return paxBody(date, fmt.Sprintf("Traveller %c", 'A'+i), 30+i, fmt.Sprintf("TRAV%c%04dK", 'A'+i, 1000+i))
+			},
+			refuse: func(t *testing.T, r reply) {
+				if r.status != 429 || r.body["reason"] != "DAILY_CAP" {
+					t.Errorf("third account of one person through the other process: %d %s, want DAILY_CAP", r.status, r.raw)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var armed atomic.Bool
+			paused, release := make(chan struct{}), make(chan struct{})
+			pause := func(ctx context.Context, point string) {
+				if point == "commit.before-commit" && armed.CompareAndSwap(true, false) {
+					close(paused)
+					<-release
+				}
+			}
+			env := testenv.New(t)
+			a := teststack.Start(t, env, teststack.Options{Pause: pause, PassengerLimit: tc.limit})
+			b := teststack.Start(t, env, teststack.Options{SimulatorsOf: a, PassengerLimit: tc.limit})
+			_, date := a.DemoShard(t, 40, 0)
+			u := a.Users(t, "xp"+tc.name, 3)
+			if tc.phone {
+				if _, err := a.Pool.Exec(ctx, `UPDATE users SET phone_hash = 'person-xp', id_verification_status = 'VERIFIED' WHERE id = ANY($1)`, u); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r := newClient(a, u[0]).hold(t, "xp-hold-0000", tc.body(date, 0)); r.status != 201 {
+				t.Fatalf("first account: %d %s", r.status, r.raw)
+			}
+			armed.Store(true)
+			second, third := make(chan reply, 1), make(chan reply, 1)
+			go func() { second <- newClient(a, u[1]).hold(t, "xp-hold-0001", tc.body(date, 1)) }()
+			select {
+			case <-paused:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the second account's hold never reached its COMMIT")
+			}
+			go func() { third <- newClient(b, u[2]).hold(t, "xp-hold-0002", tc.body(date, 2)) }()
+			var early *reply
+			for deadline := time.Now().Add(30 * time.Second); early == nil; {
+				var waiting bool
+				if err := a.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+					AND wait_event_type = 'Lock' AND wait_event = 'advisory')`).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+				if waiting {
+					break
+				}
+				select {
+				case r := <-third:
+					early = &r // answered around the paused transaction: the bug
+				case <-time.After(20 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the third account's hold neither waited nor answered")
+				}
+			}
+			close(release)
+			if r := <-second; r.status != 201 {
+				t.Fatalf("second account: %d %s", r.status, r.raw)
+			}
+			r := early
+			if r == nil {
+				got := <-third
+				r = &got
+			} else {
+				t.Errorf("the third account was answered (%d) while the second's hold was uncommitted", r.status)
+			}
+			tc.refuse(t, *r)
+			var n int
+			if err := a.Pool.QueryRow(ctx, `SELECT count(DISTINCT user_id) FROM holds WHERE state IN ('HELD', 'CONFIRMED')`).Scan(&n); err != nil || n != 2 {
+				t.Errorf("%d accounts hold (err %v), want 2", n, err)
+			}
+		})
 	}
 }

@@ -25,14 +25,15 @@ type RedisCluster struct {
 
 // RedisNode is one redis-server of a RedisCluster.
 type RedisNode struct {
-	Addr string
-	cmd  *exec.Cmd
+	Addr   string
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has ended
 }
 
 // Kill ends the node with SIGKILL, as a crash would.
 func (n *RedisNode) Kill() {
 	n.cmd.Process.Kill() //nolint:errcheck // it may have ended already
-	n.cmd.Wait()         //nolint:errcheck // killed: its exit status says so
+	<-n.exited
 }
 
 // StartRedisCluster starts six redis-servers on free loopback ports,
@@ -58,32 +59,16 @@ func StartRedisCluster() (*RedisCluster, error) {
 }
 
 func (rc *RedisCluster) start() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	var addrs []string
-	for i := range 6 {
-		port, err := FreePort()
+	for range 6 {
+		n, err := rc.startNode(ctx)
 		if err != nil {
 			return err
 		}
-		nd := filepath.Join(rc.dir, strconv.Itoa(port))
-		if err := os.Mkdir(nd, 0o755); err != nil {
-			return fmt.Errorf("private Redis Cluster: %w", err)
-		}
-		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(nd, "nodes.conf"), "--cluster-node-timeout", "1000",
-			"--dir", nd, "--save", "", "--appendonly", "no", "--logfile", filepath.Join(nd, "redis.log"))
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start redis-server %d: %w", i, err)
-		}
-		n := &RedisNode{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd}
 		rc.Nodes = append(rc.Nodes, n)
 		addrs = append(addrs, n.Addr)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, n := range rc.Nodes {
-		if err := waitPing(ctx, n.Addr); err != nil {
-			return fmt.Errorf("redis-server %s: %w", n.Addr, err)
-		}
 	}
 	// The first three become the masters, each of the others a replica.
 	args := append([]string{"--cluster", "create"}, addrs...)
@@ -102,6 +87,62 @@ func (rc *RedisCluster) start() error {
 		}
 	}
 	return nil
+}
+
+// nodePort picks a node's port; a test may hand out a taken one.
+var nodePort = FreePort
+
+// startNode starts one redis-server on a free port and waits for its
+// answer. The port is free when FreePort looks, not necessarily when
+// redis-server binds it (another test's listener or outgoing connection may
+// take it between): a node that exits before it answers is started again on
+// another port.
+func (rc *RedisCluster) startNode(ctx context.Context) (*RedisNode, error) {
+	var lastErr error
+	for range 5 {
+		port, err := nodePort()
+		if err != nil {
+			return nil, err
+		}
+		nd := filepath.Join(rc.dir, strconv.Itoa(port))
+		if err := os.Mkdir(nd, 0o755); err != nil {
+			return nil, fmt.Errorf("private Redis Cluster: %w", err)
+		}
+		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(nd, "nodes.conf"), "--cluster-node-timeout", "1000",
+			"--dir", nd, "--save", "", "--appendonly", "no", "--logfile", filepath.Join(nd, "redis.log"))
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start redis-server: %w", err)
+		}
+		n := &RedisNode{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, exited: make(chan struct{})}
+		go func() {
+			cmd.Wait() //nolint:errcheck // an early exit is seen on exited
+			close(n.exited)
+		}()
+		upCtx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-n.exited:
+				cancel()
+			case <-upCtx.Done():
+			}
+		}()
+		err = waitPing(upCtx, n.Addr)
+		cancel()
+		select {
+		case <-n.exited:
+			log, _ := os.ReadFile(filepath.Join(nd, "redis.log"))
+			lastErr = fmt.Errorf("redis-server on %s exited at start: %s", n.Addr, strings.TrimSpace(string(log)))
+			continue
+		default:
+		}
+		if err != nil {
+			n.Kill()
+			return nil, fmt.Errorf("redis-server %s: %w", n.Addr, err)
+		}
+		return n, nil
+	}
+	return nil, lastErr
 }
 
 // Close kills every node and removes their directory.

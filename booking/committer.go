@@ -224,14 +224,19 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		}
 		limit := c.newPassengerLimit(batch)
 		limit.queueLocks(b)
-		c.queuePersonLocks(b, users, days)
+		persons := c.newPersonCap(users, days)
+		persons.queueLocks(b)
 		limit.queue(b)
+		persons.queue(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err // each statement's error says which it is
 		}
 		paxKeys, paxRefused = limit.keys, limit.refused(batch, c.rules.PassengerAccounts)
+		// A row over its person's cap is left out and diagnosed, which
+		// answers the day's cap, as the INSERT's own count would.
+		overCap := persons.refused(paxRefused)
 		for i := range ok {
-			ok[i] = !paxRefused[i]
+			ok[i] = !paxRefused[i] && !overCap[i]
 		}
 		// One statement for the batch. Rows that would break a durable rule
 		// are skipped, not failed, so one bad row never sinks the others:
@@ -463,8 +468,8 @@ func (c *Committer) newPassengerLimit(batch []*pendingHold) *passengerLimit {
 }
 
 // Advisory lock classes of the holds' limits, beside the shards'
-// (inventory.ShardLockClass): a passenger's key on an opening day, and a
-// verified phone on one. A transaction takes shards, then passengers, then
+// (inventory.ShardLockClass): a passenger's key on an opening day, and an
+// account's phone on one. A transaction takes shards, then passengers, then
 // phones, each in ascending order, so two never wait on each other.
 const (
 	passengerLockClass = 4243
@@ -498,20 +503,85 @@ func (l *passengerLimit) queueLocks(b *pgx.Batch) {
 	b.Queue(`SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int[]) AS k`, passengerLockClass, slices.Compact(keys))
 }
 
-// queuePersonLocks adds to b the locks of the batch's verified phones on
-// their days, before the INSERT that counts a phone's holds against
-// PersonDailyCap: accounts of one phone holding in concurrent transactions
-// take turns, so the later counts the earlier's hold. The users' phones are
-// PostgreSQL's to read, hence one statement that finds and locks them.
-func (c *Committer) queuePersonLocks(b *pgx.Batch, users []int64, days []time.Time) {
-	if c.rules.PersonDailyCap <= 0 {
+// personCap finds the rows of a batch that would take a person (the
+// verified accounts of one phone) past PersonDailyCap on an opening day.
+// The INSERT counts a person's durable holds too, but in one statement it
+// cannot see the batch's own rows: two accounts of one phone in one batch
+// would both pass. So the batch's rows are counted here, in order, on top
+// of the durable holds read under the phones' locks; a row some other rule
+// then leaves out still counted, which can only refuse, never let through.
+type personCap struct {
+	cap   int
+	users []int64
+	days  []time.Time
+	phone map[int]string // batch row -> day|phone, verified accounts only
+	held  map[string]int // day|phone -> live and confirmed holds
+}
+
+func (c *Committer) newPersonCap(users []int64, days []time.Time) *personCap {
+	return &personCap{cap: c.rules.PersonDailyCap, users: users, days: days, phone: map[int]string{}, held: map[string]int{}}
+}
+
+// queueLocks adds to b the locks of the batch's phones on their days, held
+// to COMMIT: accounts of one phone holding in concurrent transactions (other
+// writers, other processes) take turns, so the later reads the earlier's
+// hold. Every phone of the batch's accounts is locked, verified or not, so
+// an account verified between this statement and the read is covered.
+func (pc *personCap) queueLocks(b *pgx.Batch) {
+	if pc.cap <= 0 {
 		return
 	}
 	b.Queue(`SELECT pg_advisory_xact_lock($1, k) FROM (
-			SELECT DISTINCT hashtext(x.day::text || '|' || u.phone_hash) AS k
+			SELECT DISTINCT hashtext(to_char(x.day, 'YYYY-MM-DD') || '|' || u.phone_hash) AS k
 			FROM unnest($2::bigint[], $3::date[]) AS x(user_id, day)
-			JOIN users u ON u.id = x.user_id AND u.phone_hash IS NOT NULL AND u.id_verification_status = 'VERIFIED'
-			ORDER BY 1) AS phones`, personLockClass, users, days)
+			JOIN users u ON u.id = x.user_id AND u.phone_hash IS NOT NULL
+			ORDER BY 1) AS phones`, personLockClass, pc.users, pc.days)
+}
+
+// queue adds to b, after queueLocks, the read of each verified phone's
+// live and confirmed holds on its day.
+func (pc *personCap) queue(b *pgx.Batch) {
+	if pc.cap <= 0 {
+		return
+	}
+	b.Queue(`SELECT x.i::int, to_char(x.day, 'YYYY-MM-DD') || '|' || u.phone_hash,
+			(SELECT count(*) FROM users v JOIN holds h ON h.user_id = v.id
+			 WHERE v.phone_hash = u.phone_hash AND v.id_verification_status = 'VERIFIED'
+			   AND h.opening_day = x.day AND h.state IN ('HELD', 'CONFIRMED'))
+		FROM unnest($1::bigint[], $2::date[]) WITH ORDINALITY AS x(user_id, day, i)
+		JOIN users u ON u.id = x.user_id AND u.phone_hash IS NOT NULL AND u.id_verification_status = 'VERIFIED'`,
+		pc.users, pc.days).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i, n int
+			var key string
+			if err := rows.Scan(&i, &key, &n); err != nil {
+				return fmt.Errorf("person cap: %w", err)
+			}
+			pc.phone[i-1], pc.held[key] = key, n
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("person cap: %w", err)
+		}
+		return nil
+	})
+}
+
+// refused: the rows over their person's cap, in batch order, skipping the
+// rows already refused. Called once, after queue's read.
+func (pc *personCap) refused(already map[int]bool) map[int]bool {
+	over := map[int]bool{}
+	for i := range pc.users {
+		key, ok := pc.phone[i]
+		if !ok || already[i] {
+			continue
+		}
+		if pc.held[key] >= pc.cap {
+			over[i] = true
+			continue
+		}
+		pc.held[key]++
+	}
+	return over
 }
 
 // queue adds the read of the accounts already holding the batch's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -307,6 +308,12 @@ func TestLimitsAcrossProcesses(t *testing.T) {
 			env := testenv.New(t)
 			a := teststack.Start(t, env, teststack.Options{Pause: pause, PassengerLimit: tc.limit})
 			b := teststack.Start(t, env, teststack.Options{SimulatorsOf: a, PassengerLimit: tc.limit})
+			// Registered after the stacks', so it runs before theirs: a test
+			// that fails while the transaction is paused must not leave the
+			// stack's shutdown waiting for it.
+			var releaseOnce sync.Once
+			free := func() { releaseOnce.Do(func() { close(release) }) }
+			t.Cleanup(free)
 			_, date := a.DemoShard(t, 40, 0)
 			u := a.Users(t, "xp"+tc.name, 3)
 			if tc.phone {
@@ -345,7 +352,7 @@ func TestLimitsAcrossProcesses(t *testing.T) {
 					t.Fatal("the third account's hold neither waited nor answered")
 				}
 			}
-			close(release)
+			free()
 			if r := <-second; r.status != 201 {
 				t.Fatalf("second account: %d %s", r.status, r.raw)
 			}

@@ -93,10 +93,13 @@ func (rc *RedisCluster) start() error {
 var nodePort = FreePort
 
 // startNode starts one redis-server on a free port and waits for its
-// answer. The port is free when FreePort looks, not necessarily when
+// answer. A port is free when FreePort looks, not necessarily when
 // redis-server binds it (another test's listener or outgoing connection may
-// take it between): a node that exits before it answers is started again on
-// another port.
+// take it between): a node that exits before it answers, or whose port
+// answers for another process, is started again on other ports. The
+// cluster bus gets a free port of its own: by default it is the port plus
+// 10,000, which nobody checked was free, and which above 55535 is no port
+// (redis-server then refuses to start).
 func (rc *RedisCluster) startNode(ctx context.Context) (*RedisNode, error) {
 	var lastErr error
 	for range 5 {
@@ -104,13 +107,17 @@ func (rc *RedisCluster) startNode(ctx context.Context) (*RedisNode, error) {
 		if err != nil {
 			return nil, err
 		}
-		nd := filepath.Join(rc.dir, strconv.Itoa(port))
-		if err := os.Mkdir(nd, 0o755); err != nil {
+		bus, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		nd, err := os.MkdirTemp(rc.dir, strconv.Itoa(port)+"-")
+		if err != nil {
 			return nil, fmt.Errorf("private Redis Cluster: %w", err)
 		}
 		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(nd, "nodes.conf"), "--cluster-node-timeout", "1000",
-			"--dir", nd, "--save", "", "--appendonly", "no", "--logfile", filepath.Join(nd, "redis.log"))
+			"--cluster-port", strconv.Itoa(bus), "--cluster-config-file", filepath.Join(nd, "nodes.conf"),
+			"--cluster-node-timeout", "1000", "--dir", nd, "--save", "", "--appendonly", "no", "--logfile", filepath.Join(nd, "redis.log"))
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start redis-server: %w", err)
 		}
@@ -127,7 +134,7 @@ func (rc *RedisCluster) startNode(ctx context.Context) (*RedisNode, error) {
 			case <-upCtx.Done():
 			}
 		}()
-		err = waitPing(upCtx, n.Addr)
+		pid, err := waitPID(upCtx, n.Addr)
 		cancel()
 		select {
 		case <-n.exited:
@@ -140,9 +147,33 @@ func (rc *RedisCluster) startNode(ctx context.Context) (*RedisNode, error) {
 			n.Kill()
 			return nil, fmt.Errorf("redis-server %s: %w", n.Addr, err)
 		}
+		if pid != cmd.Process.Pid {
+			n.Kill()
+			lastErr = fmt.Errorf("%s answers for process %d, not the redis-server started there (%d)", n.Addr, pid, cmd.Process.Pid)
+			continue
+		}
 		return n, nil
 	}
 	return nil, lastErr
+}
+
+// waitPID waits until addr answers and returns the process id it gives.
+func waitPID(ctx context.Context, addr string) (int, error) {
+	if err := waitPing(ctx, addr); err != nil {
+		return 0, err
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("%s: no process_id in INFO server", addr)
 }
 
 // Close kills every node and removes their directory.

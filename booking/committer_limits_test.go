@@ -1,0 +1,74 @@
+package booking
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"tatkal/booking/seed"
+	"tatkal/booking/testenv"
+)
+
+// Two accounts of one verified phone in one group commit: the INSERT's own
+// count cannot see the batch's other row, so the batch counts its rows
+// itself; the person's cap (2) lets the first through and answers the
+// second with the day's cap, which a batch of one each would have done.
+func TestPersonCapCountsTheBatchItself(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := DefaultRules()
+	rules.PersonDailyCap, rules.DailyCap = 2, 4
+	svc := NewService(ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: slog.Default()})
+	open := -time.Minute
+	if _, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+		t.Fatal(err)
+	}
+	shardID, err := seed.Shard(ctx, env.Pool, seed.ShardSpec{Train: "12951", Date: time.Now().AddDate(0, 0, 3), Class: "3A", Berths: 8,
+		OpensAt: time.Now().Add(-time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := svc.Rebuild(ctx, shardID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := seed.Users(ctx, env.Pool, seed.UsersSpec{Count: 4, Prefix: "pcb", PasswordHash: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// users[:3] are one person; users[3] another, beside them in the batch.
+	if _, err := env.Pool.Exec(ctx, `UPDATE users SET phone_hash = CASE WHEN id = $2 THEN 'person-b' ELSE 'person-a' END,
+		id_verification_status = 'VERIFIED' WHERE id = ANY($1)`, users, users[3]); err != nil {
+		t.Fatal(err)
+	}
+	day := time.Now().UTC().Truncate(24 * time.Hour)
+	row := func(user int64, berth int) *pendingHold {
+		return &pendingHold{row: holdRow{ID: uuid.New(), ShardID: shardID, UserID: user, IdemKey: uuid.NewString(), Kind: KindSeat,
+			From: 0, To: 7, Berths: []int{berth}, Passengers: []Passenger{{Name: "Traveller", Age: 30 + berth, Gender: "M", IDType: "PAN", IDRef: "ABCDE1234F"}},
+			Fare: Fare{TotalPaise: 100}, Epoch: epoch, OpeningDay: day, ExpiresAt: time.Now().Add(time.Minute)}}
+	}
+	if r := svc.committer.write(ctx, []*pendingHold{row(users[0], 0)}); r[0].err != nil || r[0].verdict != committed {
+		t.Fatalf("the person's first hold: verdict %v err %v", r[0].verdict, r[0].err)
+	}
+	r := svc.committer.write(ctx, []*pendingHold{row(users[1], 1), row(users[3], 2), row(users[2], 3)})
+	want := []commitVerdict{committed, committed, rejectedDailyCap}
+	for i := range r {
+		if r[i].err != nil || r[i].verdict != want[i] {
+			t.Errorf("row %d of the batch: verdict %v err %v, want %v", i, r[i].verdict, r[i].err, want[i])
+		}
+	}
+	var n int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE user_id = ANY($1) AND state = 'HELD'`, users[:3]).Scan(&n); err != nil || n != 2 {
+		t.Errorf("the person holds %d (err %v), want 2", n, err)
+	}
+}

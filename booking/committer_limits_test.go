@@ -21,23 +21,9 @@ import (
 func TestPersonCapCountsTheBatchItself(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env := testenv.New(t)
-	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rules := DefaultRules()
 	rules.PersonDailyCap, rules.DailyCap = 2, 4
-	svc := NewService(ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: slog.Default()})
-	open := -time.Minute
-	if _, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
-		t.Fatal(err)
-	}
-	shardID, err := seed.Shard(ctx, env.Pool, seed.ShardSpec{Train: "12951", Date: time.Now().AddDate(0, 0, 3), Class: "3A", Berths: 8,
-		OpensAt: time.Now().Add(-time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, svc, shardID := committerFixture(t, rules, 8)
 	epoch, err := svc.Rebuild(ctx, shardID)
 	if err != nil {
 		t.Fatal(err)
@@ -71,4 +57,27 @@ func TestPersonCapCountsTheBatchItself(t *testing.T) {
 	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE user_id = ANY($1) AND state = 'HELD'`, users[:3]).Scan(&n); err != nil || n != 2 {
 		t.Errorf("the person holds %d (err %v), want 2", n, err)
 	}
+}
+
+// committerFixture is a service (its committer written to directly) on a
+// fresh database with the demo trains and one open shard of berths.
+func committerFixture(t *testing.T, rules Rules, berths int) (*testenv.Env, *Service, int64) {
+	t.Helper()
+	ctx := context.Background()
+	env := testenv.New(t)
+	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := NewService(ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: rules, Log: slog.Default()})
+	open := -time.Minute
+	if _, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
+		t.Fatal(err)
+	}
+	shardID, err := seed.Shard(ctx, env.Pool, seed.ShardSpec{Train: "12951", Date: time.Now().AddDate(0, 0, 3), Class: "3A", Berths: berths,
+		OpensAt: time.Now().Add(-time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, svc, shardID
 }

@@ -2,17 +2,13 @@ package booking
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"tatkal/booking/inventory"
 	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
 )
 
 // A writer that took its seats under an old epoch must not commit after
@@ -20,21 +16,7 @@ import (
 func TestStaleEpochWriterIsRejected(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env := testenv.New(t)
-	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := NewService(ServiceConfig{Pool: env.Pool, Store: env.Store, Jobs: client, Rules: DefaultRules(), Log: slog.Default()})
-	open := -time.Minute
-	if _, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
-		t.Fatal(err)
-	}
-	date := time.Now().AddDate(0, 0, 3)
-	shardID, err := seed.Shard(ctx, env.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "3A", Berths: 4, OpensAt: time.Now().Add(-time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, svc, shardID := committerFixture(t, DefaultRules(), 4)
 	users, err := seed.Users(ctx, env.Pool, seed.UsersSpec{Count: 2, Prefix: "ep", PasswordHash: "x"})
 	if err != nil {
 		t.Fatal(err)

@@ -69,7 +69,8 @@ func (s *Service) SyncToCore(ctx context.Context, bookingID int64) error {
 	var rejected *prs.RejectedError
 	switch {
 	case err == nil:
-		return s.markSynced(ctx, bookingID, b.PNR, ack)
+		s.pause.At(ctx, "coresync.before-mark")
+		return s.markSynced(ctx, bookingID, b, ack)
 	case errors.As(err, &rejected):
 		s.log.Warn("reservation core rejected a booking; compensating", "pnr", b.PNR, "reason", rejected.Reason)
 		return s.compensateRejected(ctx, bookingID, rejected.Reason)
@@ -80,25 +81,32 @@ func (s *Service) SyncToCore(ctx context.Context, bookingID int64) error {
 
 // markSynced records the core's acknowledgement, compare-and-set: a
 // booking cancelled while its sync was in flight is not marked SYNCED but
-// withdrawn from the core, which now has it.
-func (s *Service) markSynced(ctx context.Context, bookingID int64, pnr string, ack prs.Ack) error {
+// withdrawn from the core, which now has it. A booking whose status changed
+// since it was read (a waitlisted one promoted) is not marked either: what
+// the core got may be older than another sync's answer, so the booking is
+// sent again as it is now.
+func (s *Service) markSynced(ctx context.Context, bookingID int64, sent prs.Booking, ack prs.Ack) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE bookings SET prs_state = 'SYNCED', prs_ref = $2, prs_synced_at = now()
-		WHERE id = $1 AND prs_state = 'PENDING' AND status <> 'CANCELLED'`, bookingID, ack.CoreRef)
+		WHERE id = $1 AND prs_state = 'PENDING' AND status = $3`, bookingID, ack.CoreRef, sent.Status)
 	if err != nil {
-		return fmt.Errorf("sync PNR %s: %w", pnr, err)
+		return fmt.Errorf("sync PNR %s: %w", sent.PNR, err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
 	var status, state string
 	if err := s.pool.QueryRow(ctx, `SELECT status, prs_state FROM bookings WHERE id = $1`, bookingID).Scan(&status, &state); err != nil {
-		return fmt.Errorf("sync PNR %s: %w", pnr, err)
+		return fmt.Errorf("sync PNR %s: %w", sent.PNR, err)
 	}
-	if status != BookingCancelled {
+	switch status {
+	case BookingCancelled:
+		s.log.Info("booking cancelled while its sync was in flight; withdrawing it from the core", "pnr", sent.PNR)
+		return s.withdrawFromCore(ctx, sent.PNR, state)
+	case sent.Status:
 		return nil // marked by a concurrent sync of the same booking
 	}
-	s.log.Info("booking cancelled while its sync was in flight; withdrawing it from the core", "pnr", pnr)
-	return s.withdrawFromCore(ctx, pnr, state)
+	s.log.Info("booking changed while its sync was in flight; sending it again", "pnr", sent.PNR, "sent", sent.Status, "now", status)
+	return s.ResyncToCore(ctx, bookingID)
 }
 
 // withdrawFromCore cancels a PNR at the core whenever the core may have

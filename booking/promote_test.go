@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -300,4 +301,70 @@ func TestPromotionFallsBackToTheRebuild(t *testing.T) {
 		t.Fatal("the shard was not rebuilt after the script found Redis disagreeing")
 	}
 	s.CheckInvariants(t, shardID)
+}
+
+// A waitlisted booking's first sync sends it WAITLISTED to the core and,
+// before it marks it synced, the booking is promoted (PENDING again for the
+// promotion's own sync). The first sync must not mark the promoted booking
+// synced on the strength of the waitlisted version, which would leave the
+// promotion's sync nothing to do and the core without the berth: it finds
+// the booking changed and sends it again as it is now.
+func TestPromotedBookingOutlivesItsStaleSync(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var armed atomic.Bool
+	paused, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	s := teststack.New(t, teststack.Options{Pause: func(ctx context.Context, point string) {
+		if point == "coresync.before-mark" && armed.CompareAndSwap(true, false) {
+			close(paused)
+			<-release
+		}
+	}})
+	t.Cleanup(free)
+	shardID, date := s.DemoShard(t, 1, 2)
+	users := s.Users(t, "stale", 2)
+	book := func(i int, want string) uuid.UUID {
+		h, err := s.Service.Hold(ctx, teststack.Caller(users[i]), holdReq(users[i], fmt.Sprintf("stale-%04d", i), date, "MMCT", "NDLS",
+			pax(fmt.Sprintf("Passenger %c", 'A'+i), 30+i, "F")))
+		if err != nil || h.Status != want {
+			t.Fatalf("hold %d: %+v %v, want %s", i, h, err, want)
+		}
+		if _, err := s.Service.Confirm(ctx, h.HoldID); err != nil {
+			t.Fatal(err)
+		}
+		return h.HoldID
+	}
+	seat := book(0, "HELD")
+	s.Recorded(t, seat)
+	waiting := book(1, "WAITLIST_OFFERED")
+	var bookingID int64
+	var pnr string
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT id, pnr FROM bookings WHERE hold_id = $1`, waiting).Scan(&bookingID, &pnr), "booking")
+	armed.Store(true)
+	stale := make(chan error, 1)
+	go func() { stale <- s.Service.SyncToCore(ctx, bookingID) }()
+	select {
+	case <-paused:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first sync never got the core's answer")
+	}
+	_, err := s.Service.CancelBooking(ctx, users[0], seat, nil)
+	teststack.Must(t, err, "cancel")
+	promoted, err := s.Service.Promote(ctx, shardID)
+	teststack.Must(t, err, "promote")
+	if len(promoted) != 1 {
+		t.Fatalf("promoted %d bookings, want the waitlisted one", len(promoted))
+	}
+	free()
+	teststack.Must(t, <-stale, "the first sync")
+	teststack.Must(t, s.Service.SyncToCore(ctx, bookingID), "the promotion's sync")
+	var active bool
+	var state string
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT bool_and(active) FROM prs.passengers WHERE pnr = $1`, pnr).Scan(&active), "core")
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT prs_state FROM bookings WHERE id = $1`, bookingID).Scan(&state), "state")
+	if !active || state != "SYNCED" {
+		t.Errorf("promoted %s: core seats it %v, our sync state %s; want seated and SYNCED", pnr, active, state)
+	}
 }

@@ -121,8 +121,10 @@ func TestSharedCardLinksAccounts(t *testing.T) {
 		refs = append(refs, r)
 	}
 	rows.Close()
+	// Not "4111" alone: a random fingerprint holds it one run in a thousand.
 	for i, r := range refs {
-		if want := map[bool]string{true: "card:cfp_", false: "nb:nba_"}[i < 3]; !strings.HasPrefix(r, want) || strings.Contains(r, "4111") || strings.Contains(r, "5555") {
+		if want := map[bool]string{true: "card:cfp_", false: "nb:nba_"}[i < 3]; !strings.HasPrefix(r, want) || strings.Contains(r, "41111111") || strings.Contains(r, "55555555") ||
+			strings.Contains(r, "4111 1111") || strings.Contains(r, "5555-5555") {
 			t.Fatalf("payment %d's instrument_ref %q, want %s…", i, r, want)
 		}
 	}

@@ -37,8 +37,13 @@ type pgProxy struct {
 	down            atomic.Bool
 }
 
-// commitQuery is the simple-protocol message pgx sends to commit.
-var commitQuery = []byte("Q\x00\x00\x00\x0bcommit\x00")
+// commitQuery is the simple-protocol message pgx sends to commit;
+// commitParse is the COMMIT the group commit sends behind its last batch
+// (db.BatchTx), as pgx first parses it on a connection.
+var (
+	commitQuery = []byte("Q\x00\x00\x00\x0bcommit\x00")
+	commitParse = []byte("COMMIT\x00")
+)
 
 func startPGProxy(t *testing.T, target string) *pgProxy {
 	t.Helper()
@@ -88,7 +93,8 @@ func (p *pgProxy) serve(client net.Conn) {
 				if bytes.Contains(seen, []byte(marker)) {
 					hot.Store(true)
 				}
-				if hot.Load() && bytes.Contains(buf[:n], commitQuery) && p.cutBeforeCommit.CompareAndSwap(true, false) {
+				commits := bytes.Contains(buf[:n], commitQuery) || bytes.Contains(buf[:n], commitParse)
+				if hot.Load() && commits && p.cutBeforeCommit.CompareAndSwap(true, false) {
 					p.down.Store(true)
 					p.dropped.Add(1)
 					client.Close()

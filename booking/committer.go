@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"tatkal/booking/db"
 	"tatkal/booking/fraud"
 	"tatkal/booking/inventory"
 )
@@ -213,11 +214,13 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 	var paxRefused map[int]bool
 	var paxKeys [][]string
 	ok := make([]bool, n)
-	// Not db.Transact: fn records what it inserted (inserted, bodyDone) for
-	// the verdicts that follow, so it is not safe to run twice.
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		// The shards' locks and the passenger limit's read in one round
-		// trip: the read needs no lock of its own.
+	// Not db.Transact: run records what it inserted (inserted, bodyDone) for
+	// the verdicts that follow, so it is not safe to run twice. Four round
+	// trips: BEGIN with the locks and reads, the INSERT, the expiry jobs, and
+	// the passenger keys and fraud signals with COMMIT.
+	run := func() error {
+		// The shards' locks and the limits' reads ride the BEGIN: the
+		// reads need no lock of their own.
 		b := &pgx.Batch{}
 		for _, id := range slices.Sorted(maps.Keys(lockSet)) {
 			inventory.QueueLockShardShared(b, id)
@@ -228,9 +231,11 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		persons.queueLocks(b)
 		limit.queue(b)
 		persons.queue(b)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		tx, err := db.BeginBatch(ctx, c.pool, b)
+		if err != nil {
 			return err // each statement's error says which it is
 		}
+		defer tx.Rollback(ctx) //nolint:errcheck // after CommitBatch it does nothing
 		paxKeys, paxRefused = limit.keys, limit.refused(batch, c.rules.PassengerAccounts)
 		// A row over its person's cap is left out and diagnosed, which
 		// answers the day's cap, as the INSERT's own count would.
@@ -279,38 +284,24 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		if err != nil {
 			return fmt.Errorf("insert holds: %w", err)
 		}
-		params := make([]river.InsertManyParams, 0, len(got))
 		for _, id := range got {
 			inserted[id] = true
 		}
-		for _, p := range batch {
-			if inserted[p.row.ID] {
-				params = append(params, river.InsertManyParams{
-					Args:       ExpireHoldArgs{HoldID: p.row.ID, ShardID: p.row.ShardID},
-					InsertOpts: &river.InsertOpts{ScheduledAt: p.row.ExpiresAt},
-				})
-			}
-		}
-		if len(params) > 0 {
-			if _, err := c.jobs.InsertManyFastTx(ctx, tx, params); err != nil {
+		if jobs := expiryJobs(batch, inserted); len(jobs) > 0 {
+			if _, err := c.jobs.InsertManyTx(ctx, tx, jobs); err != nil {
 				return fmt.Errorf("insert expiry jobs: %w", err)
 			}
 		}
-		// The passenger keys and the fraud signals go in one round trip.
-		after := &pgx.Batch{}
-		c.queuePassengers(after, batch, paxKeys, inserted)
-		if err := c.queueSignals(ctx, after, batch, inserted, paxRefused); err != nil {
+		last := &pgx.Batch{}
+		c.queuePassengers(last, batch, paxKeys, inserted)
+		if err := c.queueSignals(ctx, last, batch, inserted, paxRefused); err != nil {
 			return err
-		}
-		if after.Len() > 0 {
-			if err := tx.SendBatch(ctx, after).Close(); err != nil {
-				return fmt.Errorf("passenger keys and fraud signals: %w", err)
-			}
 		}
 		bodyDone = true
 		c.pause.At(ctx, "commit.before-commit")
-		return nil
-	})
+		return tx.CommitBatch(ctx, last)
+	}
+	err := run()
 	unknown := false
 	if err != nil && bodyDone {
 		// COMMIT failed, or only its answer was lost (a dropped connection):
@@ -346,6 +337,45 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		}
 	}
 	return results
+}
+
+// expiryJobs are the expiry jobs of a batch's inserted holds: one a second
+// of expiry (a batch's holds are taken within milliseconds of each other,
+// so usually one), run when the last of its holds is due. A lone hold
+// keeps the single kind. Holds come back at most a second after their
+// window, which the passenger never sees: the hold's end is its
+// expires_at, and payment refuses an expired hold by its clock.
+func expiryJobs(batch []*pendingHold, inserted map[uuid.UUID]bool) []river.InsertManyParams {
+	type second struct {
+		last  time.Time
+		holds []ExpireHoldArgs
+	}
+	bySecond := map[int64]*second{}
+	for _, p := range batch {
+		if !inserted[p.row.ID] {
+			continue
+		}
+		k := p.row.ExpiresAt.Truncate(time.Second).Unix()
+		g := bySecond[k]
+		if g == nil {
+			g = &second{}
+			bySecond[k] = g
+		}
+		g.holds = append(g.holds, ExpireHoldArgs{HoldID: p.row.ID, ShardID: p.row.ShardID})
+		if p.row.ExpiresAt.After(g.last) {
+			g.last = p.row.ExpiresAt
+		}
+	}
+	jobs := make([]river.InsertManyParams, 0, len(bySecond))
+	for _, k := range slices.Sorted(maps.Keys(bySecond)) {
+		g := bySecond[k]
+		var args river.JobArgs = ExpireHoldGroupArgs{Holds: g.holds}
+		if len(g.holds) == 1 {
+			args = g.holds[0]
+		}
+		jobs = append(jobs, river.InsertManyParams{Args: args, InsertOpts: &river.InsertOpts{ScheduledAt: g.last}})
+	}
+	return jobs
 }
 
 // durable reads back whether a batch whose COMMIT reported an error is in

@@ -528,6 +528,12 @@ func (w *world) runJob(kind string, raw []byte, timeout time.Duration) (bool, er
 	switch kind {
 	case booking.ExpireHoldArgs{}.Kind():
 		again, err = w.s.Service.ExpireHold(ctx, args.HoldID)
+	case booking.ExpireHoldGroupArgs{}.Kind():
+		var group booking.ExpireHoldGroupArgs
+		if err := json.Unmarshal(raw, &group); err != nil {
+			return false, err
+		}
+		err = w.s.Service.ExpireHolds(ctx, group.Holds)
 	case booking.SeatSyncArgs{}.Kind():
 		err = w.s.Service.SyncSeat(ctx, args.HoldID)
 	case booking.SweepArgs{}.Kind():

@@ -34,6 +34,20 @@ func (ExpireHoldArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueHolds, MaxAttempts: 50}
 }
 
+// ExpireHoldGroupArgs expires the holds of one group commit that end in the
+// same second: one job for them rather than one each, as a job is a row
+// with five indexes written inside the hold path's transaction. A hold that
+// is not due yet (its window was extended) or whose expiry fails gets an
+// ExpireHoldArgs job of its own (eachOrAlone).
+type ExpireHoldGroupArgs struct {
+	Holds []ExpireHoldArgs `json:"holds"`
+}
+
+func (ExpireHoldGroupArgs) Kind() string { return "hold_expire_group" }
+func (ExpireHoldGroupArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueHolds, MaxAttempts: 50}
+}
+
 // SeatSyncArgs makes Redis agree with PostgreSQL about one hold after a
 // confirmation or cancellation (the same call is also made at once; the job
 // repeats it in case Redis was unreachable then).
@@ -72,7 +86,7 @@ func (CoreSyncArgs) InsertOpts() river.InsertOpts {
 // reservation core: one job for the group rather than one per booking, as
 // a job is a row with five indexes written at the busiest moment of a rush.
 // A booking whose sync fails gets a CoreSyncArgs job of its own, with its
-// retries (syncEachOrAlone).
+// retries (eachOrAlone).
 type CoreSyncGroupArgs struct {
 	Bookings []CoreSyncArgs `json:"bookings"`
 }

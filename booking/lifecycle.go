@@ -437,7 +437,7 @@ func (s *Service) ExpireHold(ctx context.Context, id uuid.UUID) (time.Duration, 
 		return 0, fmt.Errorf("expire hold %s: %w", id, err)
 	}
 	if state == HoldHeld {
-		return time.Until(expires), nil
+		return expires.Sub(s.now()), nil
 	}
 	if err := s.SyncSeat(ctx, id); err != nil {
 		return 0, err

@@ -17,15 +17,25 @@ import (
 // not wait for all the others, yet the core sees at most twice the calls
 // at once it saw with a job per booking (one a worker).
 func (s *Service) SyncGroupToCore(ctx context.Context, bookings []CoreSyncArgs) error {
-	return syncEachOrAlone(ctx, s, "core sync", bookings, 2,
-		func(ctx context.Context, b CoreSyncArgs) error { return s.SyncToCore(ctx, b.BookingID) })
+	return eachOrAlone(ctx, s, "core sync", bookings, 2,
+		func(ctx context.Context, b CoreSyncArgs) (time.Duration, error) {
+			return 0, s.SyncToCore(ctx, b.BookingID)
+		})
 }
 
 // SyncSeats is the work of a SeatSyncGroupArgs job: SyncSeat for each of
 // its holds, one after another (a Redis call each).
 func (s *Service) SyncSeats(ctx context.Context, holds []SeatSyncArgs) error {
-	return syncEachOrAlone(ctx, s, "seat sync", holds, 1,
-		func(ctx context.Context, h SeatSyncArgs) error { return s.SyncSeat(ctx, h.HoldID) })
+	return eachOrAlone(ctx, s, "seat sync", holds, 1,
+		func(ctx context.Context, h SeatSyncArgs) (time.Duration, error) { return 0, s.SyncSeat(ctx, h.HoldID) })
+}
+
+// ExpireHolds is the work of an ExpireHoldGroupArgs job: ExpireHold for
+// each of its holds, one after another. A hold not due yet gets a job of
+// its own at its new expiry.
+func (s *Service) ExpireHolds(ctx context.Context, holds []ExpireHoldArgs) error {
+	return eachOrAlone(ctx, s, "hold expiry", holds, 1,
+		func(ctx context.Context, h ExpireHoldArgs) (time.Duration, error) { return s.ExpireHold(ctx, h.HoldID) })
 }
 
 // aloneAfter is how long after its group's run a failed item's own job
@@ -33,32 +43,36 @@ func (s *Service) SyncSeats(ctx context.Context, holds []SeatSyncArgs) error {
 // every item again at once.
 const aloneAfter = 2 * time.Second
 
-// syncEachOrAlone runs a group job's items, at most parallel at once, and
-// gives each item that failed a job of its own, all inserted together, so
-// the group never repeats what succeeded and a failing item keeps the
-// retries and backoff of its own kind. Its error is only a failure to
-// enqueue those: River then runs the whole group again, which is safe as
-// every sync is idempotent.
-func syncEachOrAlone[T river.JobArgs](ctx context.Context, s *Service, what string, items []T, parallel int,
-	sync func(context.Context, T) error) error {
-	failed := make([]bool, len(items))
+// eachOrAlone runs a group job's items, at most parallel at once, and gives
+// each item that failed, or asked to come back later, a job of its own, all
+// inserted together, so the group never repeats what succeeded and a
+// failing item keeps the retries and backoff of its own kind. Its error is
+// only a failure to enqueue those: River then runs the whole group again,
+// which is safe as every item's work is idempotent.
+func eachOrAlone[T river.JobArgs](ctx context.Context, s *Service, what string, items []T, parallel int,
+	work func(context.Context, T) (later time.Duration, err error)) error {
+	again := make([]time.Duration, len(items)) // 0: done
 	var g errgroup.Group
 	g.SetLimit(parallel)
 	for i, it := range items {
 		g.Go(func() error {
-			if err := sync(ctx, it); err != nil {
+			later, err := work(ctx, it)
+			switch {
+			case err != nil:
 				s.log.Warn(what+" failed in its group; it gets a job of its own", "item", it, "err", err)
-				failed[i] = true
+				again[i] = aloneAfter
+			case later > 0:
+				again[i] = later
 			}
 			return nil
 		})
 	}
 	g.Wait() //nolint:errcheck // each item's error is its own
 	var alone []river.InsertManyParams
-	at := s.now().Add(aloneAfter)
+	now := s.now()
 	for i, it := range items {
-		if failed[i] {
-			alone = append(alone, river.InsertManyParams{Args: it, InsertOpts: &river.InsertOpts{ScheduledAt: at}})
+		if again[i] > 0 {
+			alone = append(alone, river.InsertManyParams{Args: it, InsertOpts: &river.InsertOpts{ScheduledAt: now.Add(again[i])}})
 		}
 	}
 	if len(alone) == 0 {

@@ -81,6 +81,7 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 		river.AddWorker(workers, &expireHoldWorker{svc: svc})
 		river.AddWorker(workers, &seatSyncWorker{svc: svc})
 		river.AddWorker(workers, &seatSyncGroupWorker{svc: svc})
+		river.AddWorker(workers, &expireHoldGroupWorker{svc: svc})
 		river.AddWorker(workers, &sweepWorker{svc: svc})
 		river.AddWorker(workers, &coreSyncWorker{svc: svc})
 		river.AddWorker(workers, &coreSyncGroupWorker{svc: svc})
@@ -142,6 +143,15 @@ type expireHoldWorker struct {
 
 func (w *expireHoldWorker) Work(ctx context.Context, job *river.Job[booking.ExpireHoldArgs]) error {
 	return snoozeAfter(w.svc.Booking.ExpireHold(ctx, job.Args.HoldID))
+}
+
+type expireHoldGroupWorker struct {
+	river.WorkerDefaults[booking.ExpireHoldGroupArgs]
+	svc *Services
+}
+
+func (w *expireHoldGroupWorker) Work(ctx context.Context, job *river.Job[booking.ExpireHoldGroupArgs]) error {
+	return w.svc.Booking.ExpireHolds(ctx, job.Args.Holds)
 }
 
 type seatSyncWorker struct {

@@ -97,7 +97,7 @@ func (w *world) drain(t *testing.T, limit time.Duration) {
 			(SELECT count(*) FROM payments WHERE state IN ('INITIATED', 'AWAITING_USER', 'PENDING_AT_BANK', 'UNKNOWN')),
 			(SELECT count(*) FROM refunds WHERE state <> 'PROCESSED'),
 			(SELECT count(*) FROM river_job WHERE state IN ('available', 'running', 'retryable', 'scheduled')
-			   AND kind NOT IN ('hold_sweep', 'hold_expire', 'seat_sync', 'seat_sync_group', 'chart_prepare', 'chart_schedule', 'chart_send', 'notify_relay'))`).Scan(&open, &refunds, &jobs)
+			   AND kind NOT IN ('hold_sweep', 'hold_expire', 'hold_expire_group', 'seat_sync', 'seat_sync_group', 'chart_prepare', 'chart_schedule', 'chart_send', 'notify_relay'))`).Scan(&open, &refunds, &jobs)
 		if err != nil {
 			t.Fatal(err)
 		}

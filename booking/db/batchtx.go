@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -79,11 +80,17 @@ func (t *BatchTx) Rollback(ctx context.Context) error {
 	if t.conn.Conn().IsClosed() {
 		return nil // the server has rolled it back
 	}
-	if _, err := t.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+	// A caller that gave up still gets its connection back clean, but never
+	// waits long for a server that stopped answering.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackWait)
+	defer cancel()
+	if _, err := t.conn.Exec(rctx, "ROLLBACK"); err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
 	return nil
 }
+
+const rollbackWait = 5 * time.Second
 
 // Begin is refused: nothing that runs inside a BatchTx nests (pgx's own
 // savepoint type is not exported, and Conn().Begin would start a second,

@@ -342,9 +342,9 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 // expiryJobs are the expiry jobs of a batch's inserted holds: one a second
 // of expiry (a batch's holds are taken within milliseconds of each other,
 // so usually one), run when the last of its holds is due. A lone hold
-// keeps the single kind. Holds come back at most a second after their
-// window, which the passenger never sees: the hold's end is its
-// expires_at, and payment refuses an expired hold by its clock.
+// keeps the single kind. A hold's seats come back at most a second after
+// its window; the window itself is unchanged, as payment refuses a hold
+// past its expires_at by the clock.
 func expiryJobs(batch []*pendingHold, inserted map[uuid.UUID]bool) []river.InsertManyParams {
 	type second struct {
 		last  time.Time

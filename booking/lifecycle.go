@@ -413,13 +413,16 @@ func (s *Service) ExpireHold(ctx context.Context, id uuid.UUID) (time.Duration, 
 	var state string
 	var expires time.Time
 	var changed bool
+	// One reading of the clock: a hold found not due is due later by a
+	// positive duration, so its job always comes back.
+	now := s.now()
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `SELECT shard_id, user_id, state, expires_at FROM holds WHERE id = $1 FOR UPDATE`, id).
 			Scan(&shardID, &userID, &state, &expires)
 		if err != nil {
 			return err
 		}
-		if state != HoldHeld || expires.After(s.now()) {
+		if state != HoldHeld || expires.After(now) {
 			return nil
 		}
 		if err := inventory.LockShardShared(ctx, tx, shardID); err != nil {
@@ -437,7 +440,7 @@ func (s *Service) ExpireHold(ctx context.Context, id uuid.UUID) (time.Duration, 
 		return 0, fmt.Errorf("expire hold %s: %w", id, err)
 	}
 	if state == HoldHeld {
-		return expires.Sub(s.now()), nil
+		return expires.Sub(now), nil
 	}
 	if err := s.SyncSeat(ctx, id); err != nil {
 		return 0, err

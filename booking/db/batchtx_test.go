@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -79,6 +80,9 @@ func TestBatchTxIsOneTransaction(t *testing.T) {
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Errorf("rollback after commit: %v, want nothing done", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO t VALUES (4)`); !errors.Is(err, pgx.ErrTxClosed) {
+		t.Errorf("a statement after commit: %v, want pgx.ErrTxClosed", err)
 	}
 	var xmins int
 	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT xmin::text) FROM t`).Scan(&xmins); err != nil || xmins != 1 {

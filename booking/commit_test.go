@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,14 +36,26 @@ type pgProxy struct {
 	// fails until down is cleared.
 	cutBeforeCommit atomic.Bool
 	down            atomic.Bool
+	// cutAfterCommitSent, when armed, passes the hold batch's COMMIT to the
+	// server and then cuts the client: the server goes on committing while
+	// the client already sees an error.
+	cutAfterCommitSent atomic.Bool
+	cancelsLost        atomic.Bool // set with it: cancel requests never reach the server
 }
+
+// cancelRequestCode opens the packet of a PostgreSQL cancel request.
+const cancelRequestCode = 80877102
 
 // commitQuery is the simple-protocol message pgx sends to commit;
 // commitParse is the COMMIT the group commit sends behind its last batch
-// (db.BatchTx), as pgx first parses it on a connection.
+// (db.BatchTx), as pgx first parses it on a connection: later batches name
+// the prepared statement instead, so a test cutting there makes its
+// stack's first hold.
 var (
 	commitQuery = []byte("Q\x00\x00\x00\x0bcommit\x00")
 	commitParse = []byte("COMMIT\x00")
+	// commitPrepared finds the name pgx gives the COMMIT it parses.
+	commitPrepared = regexp.MustCompile("(stmtcache_[0-9a-f]+)\x00COMMIT\x00")
 )
 
 func startPGProxy(t *testing.T, target string) *pgProxy {
@@ -77,12 +90,31 @@ func (p *pgProxy) serve(client net.Conn) {
 	}
 	defer client.Close()
 	defer server.Close()
+	if p.cutAfterCommitSent.Load() || p.cancelsLost.Load() {
+		// A partition loses the cancel request pgx sends for the query of
+		// a connection it lost: read the first packet's length and code.
+		head := make([]byte, 8)
+		if _, err := io.ReadFull(client, head); err != nil {
+			return
+		}
+		if binary.BigEndian.Uint32(head) == 16 && binary.BigEndian.Uint32(head[4:]) == cancelRequestCode {
+			return
+		}
+		if _, err := server.Write(head); err != nil {
+			return
+		}
+	}
 	var hot atomic.Bool // this connection sent an insert into holds
+	var cut atomic.Bool // the client was cut after its COMMIT: the server is heard out
 	go func() {
-		defer server.Close()
+		defer func() {
+			if !cut.Load() {
+				server.Close()
+			}
+		}()
 		const marker = "INSERT INTO holds"
 		buf := make([]byte, 32<<10)
-		var tail []byte
+		var tail, commitName []byte
 		for {
 			n, err := client.Read(buf)
 			if p.down.Load() {
@@ -102,6 +134,19 @@ func (p *pgProxy) serve(client net.Conn) {
 				}
 				tail = append([]byte(nil), seen[max(0, len(seen)-len(marker)):]...)
 				if _, err := server.Write(buf[:n]); err != nil {
+					return
+				}
+				// The COMMIT's execution, not pgx's preparing of it: the
+				// write that binds the statement the COMMIT was parsed as.
+				if m := commitPrepared.FindSubmatch(buf[:n]); m != nil {
+					commitName = append([]byte(nil), m[1]...)
+				}
+				runsCommit := commitName != nil && !commits && bytes.Contains(buf[:n], commitName)
+				if hot.Load() && runsCommit && p.cutAfterCommitSent.CompareAndSwap(true, false) {
+					p.dropped.Add(1)
+					p.cancelsLost.Store(true)
+					cut.Store(true)
+					client.Close()
 					return
 				}
 			}
@@ -124,6 +169,14 @@ func (p *pgProxy) serve(client net.Conn) {
 		if hdr[0] == 'C' && string(body) == "COMMIT\x00" && hot.Load() && p.armed.CompareAndSwap(true, false) {
 			p.dropped.Add(1)
 			return // committed; the client never hears it
+		}
+		if cut.Load() {
+			// Closing now could reset the connection before the server has
+			// read the COMMIT; it goes once the server is ready again.
+			if hdr[0] == 'Z' {
+				return
+			}
+			continue
 		}
 		if _, err := client.Write(append(hdr, body...)); err != nil {
 			return
@@ -178,6 +231,40 @@ func TestCommitWhoseAnswerIsLostIsNotUndone(t *testing.T) {
 	again, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "lost-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F")))
 	if err != nil || again.HoldID != res.HoldID {
 		t.Fatalf("retry: %+v %v, want hold %s", again, err, res.HoldID)
+	}
+	s.CheckInvariants(t, shardID)
+}
+
+// The connection fails while the server is still committing the hold batch
+// (a deferred trigger keeps its COMMIT at work for a second and a half): the
+// committer's read-back must wait for that backend to finish, or it reads
+// no rows, undoes Redis, and the rows then commit under seats Redis gave
+// back. The passenger is told HELD and Redis and PostgreSQL agree.
+func TestReadBackWaitsForACommitStillAtWork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, proxy := proxiedStack(t)
+	shardID, date := s.DemoShard(t, 2, 0)
+	users := s.Users(t, "slowc", 1)
+	if _, err := s.Pool.Exec(ctx, `
+		CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_sleep(1.5); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER holds_slow_commit AFTER INSERT ON holds
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()`); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.cutAfterCommitSent.Store(true)
+	res, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "slow-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F")))
+	if proxy.dropped.Load() != 1 {
+		t.Fatalf("the connection was not cut after its COMMIT (%d)", proxy.dropped.Load())
+	}
+	if err != nil || res.Status != "HELD" {
+		t.Fatalf("hold whose COMMIT was still at work: %+v %v, want HELD (the row commits)", res, err)
+	}
+	var n int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = $1 AND state = 'HELD'`, res.HoldID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("hold rows %d %v, want 1", n, err)
 	}
 	s.CheckInvariants(t, shardID)
 }

@@ -66,6 +66,7 @@ type commitResult struct {
 	// row may be durable. Redis must not be undone: the sweeper frees the
 	// hold at expiry if no row turns up.
 	unknown bool
+	backend uint32 // when unknown: the server process that may still commit it
 }
 
 type pendingHold struct {
@@ -211,6 +212,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 	}
 	inserted := map[uuid.UUID]bool{}
 	bodyDone := false
+	var backend uint32 // the transaction's server process, once its COMMIT may be sent
 	var paxRefused map[int]bool
 	var paxKeys [][]string
 	ok := make([]bool, n)
@@ -297,7 +299,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		if err := c.queueSignals(ctx, last, batch, inserted, paxRefused); err != nil {
 			return err
 		}
-		bodyDone = true
+		bodyDone, backend = true, tx.Conn().PgConn().PID()
 		c.pause.At(ctx, "commit.before-commit")
 		return tx.CommitBatch(ctx, last)
 	}
@@ -307,7 +309,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		// COMMIT failed, or only its answer was lost (a dropped connection):
 		// the batch may be durable. Undoing Redis under durable rows would
 		// free seats PostgreSQL sold, so read the rows back first.
-		durable, verr := c.durable(ctx, slices.Collect(maps.Keys(inserted)))
+		durable, verr := c.durable(ctx, backend, slices.Collect(maps.Keys(inserted)))
 		switch {
 		case verr != nil:
 			unknown = true
@@ -323,7 +325,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		c.log.Error("group commit failed", "holds", n, "unknown", unknown, "err", err)
 		for i := range results {
 			results[i].err = fmt.Errorf("commit %d holds: %w", n, err)
-			results[i].unknown = unknown
+			results[i].unknown, results[i].backend = unknown, backend
 		}
 		return results
 	}
@@ -342,9 +344,9 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 // expiryJobs are the expiry jobs of a batch's inserted holds: one a second
 // of expiry (a batch's holds are taken within milliseconds of each other,
 // so usually one), run when the last of its holds is due. A lone hold
-// keeps the single kind. A hold's seats come back at most a second after
-// its window; the window itself is unchanged, as payment refuses a hold
-// past its expires_at by the clock.
+// keeps the single kind. A hold's seats come back up to a second after
+// its window, plus the group's run; the window itself is unchanged, as
+// payment refuses a hold past its expires_at by the clock.
 func expiryJobs(batch []*pendingHold, inserted map[uuid.UUID]bool) []river.InsertManyParams {
 	type second struct {
 		last  time.Time
@@ -380,17 +382,31 @@ func expiryJobs(batch []*pendingHold, inserted map[uuid.UUID]bool) []river.Inser
 
 // durable reads back whether a batch whose COMMIT reported an error is in
 // PostgreSQL: its rows are all in or all out, so any one of them decides.
-// The read is retried for a few seconds, as the error may be PostgreSQL
-// going away for a moment.
-func (c *Committer) durable(ctx context.Context, ids []uuid.UUID) (bool, error) {
+// A COMMIT that reached the server may still be at work there when our end
+// of the connection has already failed: read before it ends and a commit
+// landing after the read looks like none, and Redis would be undone under
+// durable rows. So the read waits until the transaction's backend is no
+// longer active. Both are retried for a few seconds, as the error may be
+// PostgreSQL going away for a moment; past that the batch is in doubt.
+func (c *Committer) durable(ctx context.Context, backend uint32, ids []uuid.UUID) (bool, error) {
 	if len(ids) == 0 {
 		return false, nil
 	}
 	var err error
 	for wait := 50 * time.Millisecond; wait < 5*time.Second; wait *= 2 {
-		var n int
-		if err = c.pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = ANY($1)`, ids).Scan(&n); err == nil {
-			return n > 0, nil
+		var active bool
+		err = c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active')`,
+			int64(backend)).Scan(&active)
+		if err == nil && active {
+			err = fmt.Errorf("the batch's backend %d is still at work", backend)
+		}
+		if err == nil {
+			// A statement of its own: its snapshot is taken after the
+			// backend was seen done.
+			var n int
+			if err = c.pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = ANY($1)`, ids).Scan(&n); err == nil {
+				return n > 0, nil
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -412,7 +412,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	case (cr.err != nil && !cr.unknown) || (cr.err == nil && cr.verdict != committed):
 		undo(context.WithoutCancel(ctx))
 	case cr.err != nil:
-		s.settleUnknown(holdID, expires, undo)
+		s.settleUnknown(holdID, cr.backend, expires, undo)
 	}
 	switch {
 	case cr.err != nil:
@@ -600,7 +600,7 @@ func (s *Service) TriggerRebuild(shardID int64) {
 // processed is rolled back by the server, and the first read-back already
 // waited seconds. If this process ends first, the sweeper frees the seats
 // at expiry, as before.
-func (s *Service) settleUnknown(holdID uuid.UUID, expires time.Time, undo func(context.Context)) {
+func (s *Service) settleUnknown(holdID uuid.UUID, backend uint32, expires time.Time, undo func(context.Context)) {
 	if s.background.Err() != nil {
 		return // closed
 	}
@@ -613,7 +613,7 @@ func (s *Service) settleUnknown(holdID uuid.UUID, expires time.Time, undo func(c
 				return
 			case <-time.After(wait):
 			}
-			durable, err := s.committer.durable(ctx, []uuid.UUID{holdID})
+			durable, err := s.committer.durable(ctx, backend, []uuid.UUID{holdID})
 			if err != nil {
 				continue
 			}

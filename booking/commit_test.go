@@ -215,18 +215,7 @@ func TestCommitWhoseAnswerIsLostIsNotUndone(t *testing.T) {
 	users := s.Users(t, "lc", 1)
 
 	proxy.armed.Store(true)
-	res, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "lost-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F")))
-	if proxy.dropped.Load() != 1 {
-		t.Fatalf("the commit's answer was not dropped (%d)", proxy.dropped.Load())
-	}
-	if err != nil || res.Status != "HELD" {
-		t.Fatalf("hold whose commit answer was lost: %+v %v, want HELD (the row is durable)", res, err)
-	}
-	var n int
-	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = $1 AND state = 'HELD'`, res.HoldID).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("hold rows %d %v, want 1", n, err)
-	}
-	s.CheckInvariants(t, shardID)
+	res := holdStandsThroughTheCut(t, s, proxy, shardID, holdReq(users[0], "lost-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F")))
 	// The same key again: the same durable hold.
 	again, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "lost-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F")))
 	if err != nil || again.HoldID != res.HoldID {
@@ -255,18 +244,28 @@ func TestReadBackWaitsForACommitStillAtWork(t *testing.T) {
 	}
 
 	proxy.cutAfterCommitSent.Store(true)
-	res, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "slow-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F")))
+	holdStandsThroughTheCut(t, s, proxy, shardID, holdReq(users[0], "slow-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F")))
+}
+
+// holdStandsThroughTheCut makes req's hold with one of proxy's cuts armed:
+// the cut happens once, the passenger is told HELD, the row is durable and
+// Redis and PostgreSQL agree.
+func holdStandsThroughTheCut(t *testing.T, s *teststack.Stack, proxy *pgProxy, shardID int64, req booking.HoldRequest) booking.HoldResult {
+	t.Helper()
+	ctx := context.Background()
+	res, err := s.Service.Hold(ctx, teststack.Caller(req.UserID), req)
 	if proxy.dropped.Load() != 1 {
-		t.Fatalf("the connection was not cut after its COMMIT (%d)", proxy.dropped.Load())
+		t.Fatalf("the connection was not cut at its COMMIT (%d)", proxy.dropped.Load())
 	}
 	if err != nil || res.Status != "HELD" {
-		t.Fatalf("hold whose COMMIT was still at work: %+v %v, want HELD (the row commits)", res, err)
+		t.Fatalf("hold through the cut: %+v %v, want HELD (the row is durable)", res, err)
 	}
 	var n int
 	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = $1 AND state = 'HELD'`, res.HoldID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("hold rows %d %v, want 1", n, err)
 	}
 	s.CheckInvariants(t, shardID)
+	return res
 }
 
 // PostgreSQL goes away as the group commit sends its COMMIT and stays away

@@ -37,11 +37,8 @@ func TestPersonCapCountsTheBatchItself(t *testing.T) {
 		id_verification_status = 'VERIFIED' WHERE id = ANY($1)`, users, users[3]); err != nil {
 		t.Fatal(err)
 	}
-	day := time.Now().UTC().Truncate(24 * time.Hour)
 	row := func(user int64, berth int) *pendingHold {
-		return &pendingHold{row: holdRow{ID: uuid.New(), ShardID: shardID, UserID: user, IdemKey: uuid.NewString(), Kind: KindSeat,
-			From: 0, To: 7, Berths: []int{berth}, Passengers: []Passenger{{Name: "Traveller", Age: 30 + berth, Gender: "M", IDType: "PAN", IDRef: "ABCDE1234F"}},
-			Fare: Fare{TotalPaise: 100}, Epoch: epoch, OpeningDay: day, ExpiresAt: time.Now().Add(time.Minute)}}
+		return pendingSeat(shardID, epoch, user, berth, time.Now().Add(time.Minute))
 	}
 	if r := svc.committer.write(ctx, []*pendingHold{row(users[0], 0)}); r[0].err != nil || r[0].verdict != committed {
 		t.Fatalf("the person's first hold: verdict %v err %v", r[0].verdict, r[0].err)
@@ -57,6 +54,14 @@ func TestPersonCapCountsTheBatchItself(t *testing.T) {
 	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE user_id = ANY($1) AND state = 'HELD'`, users[:3]).Scan(&n); err != nil || n != 2 {
 		t.Errorf("the person holds %d (err %v), want 2", n, err)
 	}
+}
+
+// pendingSeat is a one-passenger seat hold of user on berth, taken today
+// under epoch, for writing to the committer directly.
+func pendingSeat(shardID, epoch, user int64, berth int, expires time.Time) *pendingHold {
+	return &pendingHold{row: holdRow{ID: uuid.New(), ShardID: shardID, UserID: user, IdemKey: uuid.NewString(), Kind: KindSeat,
+		From: 0, To: 7, Berths: []int{berth}, Passengers: []Passenger{{Name: "Traveller", Age: 30 + berth, Gender: "M", IDType: "PAN", IDRef: "ABCDE1234F"}},
+		Fare: Fare{TotalPaise: 100}, Epoch: epoch, OpeningDay: time.Now().UTC().Truncate(24 * time.Hour), ExpiresAt: expires}}
 }
 
 // committerFixture is a service (its committer written to directly) on a

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"tatkal/booking/seed"
 )
 
@@ -33,9 +31,7 @@ func TestHoldsOfOneSecondShareAnExpiryJob(t *testing.T) {
 		second.Add(3 * time.Second)}
 	batch := make([]*pendingHold, len(users))
 	for i, u := range users {
-		batch[i] = &pendingHold{row: holdRow{ID: uuid.New(), ShardID: shardID, UserID: u, IdemKey: uuid.NewString(), Kind: KindSeat,
-			From: 0, To: 7, Berths: []int{i}, Passengers: []Passenger{{Name: "Traveller", Age: 30 + i, Gender: "M", IDType: "PAN", IDRef: "ABCDE1234F"}},
-			Fare: Fare{TotalPaise: 100}, Epoch: epoch, OpeningDay: time.Now().UTC().Truncate(24 * time.Hour), ExpiresAt: ends[i]}}
+		batch[i] = pendingSeat(shardID, epoch, u, i, ends[i])
 	}
 	for i, r := range svc.committer.write(ctx, batch) {
 		if r.err != nil || r.verdict != committed {

@@ -48,8 +48,18 @@ func (c *Console) windowsPage(w http.ResponseWriter, r *http.Request) {
 			rates []admission.Rate
 		}{{"by client type", f.ByClient}, {"by account age", f.ByAge}, {"by arrival second", f.BySecond}} {
 			fg := views.FairnessGroup{Title: g.title}
+			var all admission.Rate
 			for _, rt := range g.rates {
-				fg.Rows = append(fg.Rows, views.FairnessRate{Group: rt.Group, Entrants: rt.Entrants, Booked: rt.Booked, Rate: fmt.Sprintf("%.1f %%", 100*rt.Rate)})
+				all.Entrants, all.Booked = all.Entrants+rt.Entrants, all.Booked+rt.Booked
+			}
+			for _, rt := range g.rates {
+				row := views.FairnessRate{Group: rt.Group, Entrants: rt.Entrants, Booked: rt.Booked, Rate: fmt.Sprintf("%.1f %%", 100*rt.Rate), Chance: "—"}
+				rest := admission.Rate{Entrants: all.Entrants - rt.Entrants, Booked: all.Booked - rt.Booked}
+				if rest.Entrants > 0 && rt.Booked*rest.Entrants > rest.Booked*rt.Entrants { // above the rest's rate
+					p := admission.ByChance(rt, rest)
+					row.Chance, row.BeyondChance = percentOfChance(p), p < 0.01
+				}
+				fg.Rows = append(fg.Rows, row)
 			}
 			fw.Groups = append(fw.Groups, fg)
 		}
@@ -61,4 +71,15 @@ func (c *Console) windowsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, "Window fairness", views.ConsoleWindows(p))
+}
+
+// percentOfChance writes a probability as the page's percentages.
+func percentOfChance(p float64) string {
+	switch {
+	case p < 0.0001:
+		return "< 0.01 %"
+	case p < 0.01:
+		return fmt.Sprintf("%.2f %%", 100*p)
+	}
+	return fmt.Sprintf("%.0f %%", 100*p)
 }

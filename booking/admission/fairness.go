@@ -282,6 +282,33 @@ func Spearman(x, y []float64) float64 {
 	return sxy / math.Sqrt(sxx*syy)
 }
 
+// ByChance is how likely a group would book at least as often as it did
+// if bookings fell on entrants blind to the group: the upper tail of the
+// hypergeometric distribution (group.Booked or more of all the bookings
+// falling on group.Entrants of all the entrants). A small figure says the
+// group's advantage is not the luck of a small sample.
+func ByChance(group, rest Rate) float64 {
+	n, k := group.Entrants+rest.Entrants, group.Entrants
+	draws := group.Booked + rest.Booked
+	if group.Booked <= 0 {
+		return 1
+	}
+	lnChoose := func(n, k int) float64 {
+		a, _ := math.Lgamma(float64(n + 1))
+		b, _ := math.Lgamma(float64(k + 1))
+		c, _ := math.Lgamma(float64(n - k + 1))
+		return a - b - c
+	}
+	var p float64
+	for x := group.Booked; x <= min(draws, k); x++ {
+		if draws-x > n-k {
+			continue
+		}
+		p += math.Exp(lnChoose(k, x) + lnChoose(n-k, draws-x) - lnChoose(n, draws))
+	}
+	return min(p, 1)
+}
+
 // ranks gives each value its rank (1-based), ties the average of theirs.
 func ranks(v []float64) []float64 {
 	idx := make([]int, len(v))

@@ -176,6 +176,29 @@ func TestSpearman(t *testing.T) {
 	}
 }
 
+// TestByChance against exact hypergeometric tails (Python's math.comb):
+// two of four entrants in the group and two bookings; the rehearsal's
+// three seeds (270 aggressive of 900 entrants, 90 bookings) at no
+// advantage, at 1.35× and 1.95× the rest's rate, and at the review's 6×.
+func TestByChance(t *testing.T) {
+	for _, c := range []struct {
+		group, rest Rate
+		p           float64
+	}{
+		{Rate{Entrants: 2, Booked: 2}, Rate{Entrants: 2}, 1.0 / 6},
+		{Rate{Entrants: 2, Booked: 1}, Rate{Entrants: 2, Booked: 1}, 5.0 / 6},
+		{Rate{Entrants: 2}, Rate{Entrants: 2, Booked: 2}, 1},
+		{Rate{Entrants: 270, Booked: 27}, Rate{Entrants: 630, Booked: 63}, 0.5431156305089897},
+		{Rate{Entrants: 270, Booked: 33}, Rate{Entrants: 630, Booked: 57}, 0.09258857862209847},
+		{Rate{Entrants: 270, Booked: 41}, Rate{Entrants: 630, Booked: 49}, 0.0007353415210378691},
+		{Rate{Entrants: 270, Booked: 65}, Rate{Entrants: 630, Booked: 25}, 2.54368490933549e-18},
+	} {
+		if got := ByChance(c.group, c.rest); math.Abs(got/c.p-1) > 1e-9 {
+			t.Errorf("ByChance(%+v, %+v) = %v, want %v", c.group, c.rest, got, c.p)
+		}
+	}
+}
+
 func round4(x float64) float64 { return math.Round(1e4*x) / 1e4 }
 
 // TestDrawIgnoresArrivalOver10000Entrants is the README's goal for the

@@ -41,6 +41,14 @@ type pgProxy struct {
 	// the client already sees an error.
 	cutAfterCommitSent atomic.Bool
 	cancelsLost        atomic.Bool // set with it: cancel requests never reach the server
+	// delayCommit, when armed, cuts the client as the hold batch's COMMIT
+	// is sent and keeps the COMMIT on its way (a half-open connection: the
+	// server holds the transaction open, idle) until release is closed;
+	// then it is delivered, and lateDone is closed once the server has
+	// answered it or the connection is gone.
+	delayCommit atomic.Bool
+	release     chan struct{}
+	lateDone    chan struct{}
 }
 
 // cancelRequestCode opens the packet of a PostgreSQL cancel request.
@@ -90,7 +98,7 @@ func (p *pgProxy) serve(client net.Conn) {
 	}
 	defer client.Close()
 	defer server.Close()
-	if p.cutAfterCommitSent.Load() || p.cancelsLost.Load() {
+	if p.cutAfterCommitSent.Load() || p.cancelsLost.Load() || p.delayCommit.Load() {
 		// A partition loses the cancel request pgx sends for the query of
 		// a connection it lost: read the first packet's length and code.
 		head := make([]byte, 8)
@@ -133,15 +141,24 @@ func (p *pgProxy) serve(client net.Conn) {
 					return
 				}
 				tail = append([]byte(nil), seen[max(0, len(seen)-len(marker)):]...)
-				if _, err := server.Write(buf[:n]); err != nil {
-					return
-				}
 				// The COMMIT's execution, not pgx's preparing of it: the
 				// write that binds the statement the COMMIT was parsed as.
 				if m := commitPrepared.FindSubmatch(buf[:n]); m != nil {
 					commitName = append([]byte(nil), m[1]...)
 				}
 				runsCommit := commitName != nil && !commits && bytes.Contains(buf[:n], commitName)
+				if hot.Load() && runsCommit && p.delayCommit.CompareAndSwap(true, false) {
+					p.dropped.Add(1)
+					p.cancelsLost.Store(true)
+					cut.Store(true)
+					client.Close()
+					<-p.release
+					server.Write(buf[:n]) //nolint:errcheck // a server that ended the transaction has closed it
+					return
+				}
+				if _, err := server.Write(buf[:n]); err != nil {
+					return
+				}
 				if hot.Load() && runsCommit && p.cutAfterCommitSent.CompareAndSwap(true, false) {
 					p.dropped.Add(1)
 					p.cancelsLost.Store(true)
@@ -153,6 +170,11 @@ func (p *pgProxy) serve(client net.Conn) {
 			if err != nil {
 				return
 			}
+		}
+	}()
+	defer func() {
+		if cut.Load() && p.lateDone != nil {
+			close(p.lateDone)
 		}
 	}()
 	// Every message from the server is a type byte and a length.
@@ -245,6 +267,49 @@ func TestReadBackWaitsForACommitStillAtWork(t *testing.T) {
 
 	proxy.cutAfterCommitSent.Store(true)
 	holdStandsThroughTheCut(t, s, proxy, shardID, holdReq(users[0], "slow-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F")))
+}
+
+// The COMMIT of a hold batch is still on its way when the connection fails
+// (a half-open connection: the server keeps the transaction open and idle
+// until the COMMIT arrives). The committer must not read the rows back and
+// undo Redis while the COMMIT can still land: it stops that transaction
+// first. The passenger is told NOT_SAVED; the COMMIT delivered afterwards
+// commits nothing; the retry holds afresh; Redis and PostgreSQL agree.
+// With a read-back that only counts rows, the late COMMIT commits the hold
+// under seats Redis gave back.
+func TestCommitStillOnItsWayIsStopped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, proxy := proxiedStack(t)
+	shardID, date := s.DemoShard(t, 2, 0)
+	users := s.Users(t, "late", 1)
+	req := holdReq(users[0], "late-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F"))
+
+	proxy.release, proxy.lateDone = make(chan struct{}), make(chan struct{})
+	proxy.delayCommit.Store(true)
+	_, err := s.Service.Hold(ctx, teststack.Caller(users[0]), req)
+	if proxy.dropped.Load() != 1 {
+		t.Fatalf("the COMMIT was not held back (%d)", proxy.dropped.Load())
+	}
+	if code := booking.ErrorReason(err); code != "NOT_SAVED" {
+		t.Fatalf("hold whose COMMIT is on its way: %v (%q), want NOT_SAVED", err, code)
+	}
+	close(proxy.release)
+	select {
+	case <-proxy.lateDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the late COMMIT was neither answered nor refused in 10 s")
+	}
+	var n int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE user_id = $1`, users[0]).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("hold rows after the late COMMIT: %d %v, want 0 (Redis gave the seats back)", n, err)
+	}
+	s.CheckInvariants(t, shardID)
+	res, err := s.Service.Hold(ctx, teststack.Caller(users[0]), req)
+	if err != nil || res.Status != "HELD" {
+		t.Fatalf("retry: %+v %v, want HELD", res, err)
+	}
+	s.CheckInvariants(t, shardID)
 }
 
 // holdStandsThroughTheCut makes req's hold with one of proxy's cuts armed:

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -66,7 +67,14 @@ type commitResult struct {
 	// row may be durable. Redis must not be undone: the sweeper frees the
 	// hold at expiry if no row turns up.
 	unknown bool
-	backend uint32 // when unknown: the server process that may still commit it
+	tx      serverTx // when unknown: the transaction that may still commit
+}
+
+// serverTx names a transaction on the server: its process and its 64-bit
+// id, enough to stop it and to ask how it ended (Committer.committed).
+type serverTx struct {
+	pid uint32
+	xid uint64
 }
 
 type pendingHold struct {
@@ -212,7 +220,8 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 	}
 	inserted := map[uuid.UUID]bool{}
 	bodyDone := false
-	var backend uint32 // the transaction's server process, once its COMMIT may be sent
+	var stx serverTx // the transaction on the server, once its COMMIT may be sent
+	var xid string
 	var paxRefused map[int]bool
 	var paxKeys [][]string
 	ok := make([]bool, n)
@@ -233,6 +242,8 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		persons.queueLocks(b)
 		limit.queue(b)
 		persons.queue(b)
+		// Its id, should the COMMIT's answer be lost (committed asks by it).
+		b.Queue(`SELECT pg_current_xact_id()::text`).QueryRow(func(r pgx.Row) error { return r.Scan(&xid) })
 		tx, err := db.BeginBatch(ctx, c.pool, b)
 		if err != nil {
 			return err // each statement's error says which it is
@@ -299,7 +310,11 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		if err := c.queueSignals(ctx, last, batch, inserted, paxRefused); err != nil {
 			return err
 		}
-		bodyDone, backend = true, tx.Conn().PgConn().PID()
+		id, err := strconv.ParseUint(xid, 10, 64)
+		if err != nil {
+			return fmt.Errorf("transaction id %q: %w", xid, err)
+		}
+		bodyDone, stx = true, serverTx{pid: tx.Conn().PgConn().PID(), xid: id}
 		c.pause.At(ctx, "commit.before-commit")
 		return tx.CommitBatch(ctx, last)
 	}
@@ -308,24 +323,22 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 	if err != nil && bodyDone {
 		// COMMIT failed, or only its answer was lost (a dropped connection):
 		// the batch may be durable. Undoing Redis under durable rows would
-		// free seats PostgreSQL sold, so read the rows back first.
-		durable, verr := c.durable(ctx, backend, slices.Collect(maps.Keys(inserted)))
-		switch {
-		case verr != nil:
+		// free seats PostgreSQL sold, so ask the server how it ended first.
+		if len(inserted) == 0 {
+			err = nil // nothing was written either way
+		} else if durable, verr := c.committed(ctx, stx); verr != nil {
 			unknown = true
 			err = errors.Join(err, verr)
-		case durable:
+		} else if durable {
 			c.log.Warn("group commit reported an error but is durable", "holds", n, "err", err)
 			err = nil
-		case len(inserted) == 0:
-			err = nil // nothing was written either way
 		}
 	}
 	if err != nil {
 		c.log.Error("group commit failed", "holds", n, "unknown", unknown, "err", err)
 		for i := range results {
 			results[i].err = fmt.Errorf("commit %d holds: %w", n, err)
-			results[i].unknown, results[i].backend = unknown, backend
+			results[i].unknown, results[i].tx = unknown, stx
 		}
 		return results
 	}
@@ -380,33 +393,37 @@ func expiryJobs(batch []*pendingHold, inserted map[uuid.UUID]bool) []river.Inser
 	return jobs
 }
 
-// durable reads back whether a batch whose COMMIT reported an error is in
-// PostgreSQL: its rows are all in or all out, so any one of them decides.
-// A COMMIT that reached the server may still be at work there when our end
-// of the connection has already failed: read before it ends and a commit
-// landing after the read looks like none, and Redis would be undone under
-// durable rows. So the read waits until the transaction's backend is no
-// longer active. Both are retried for a few seconds, as the error may be
-// PostgreSQL going away for a moment; past that the batch is in doubt.
-func (c *Committer) durable(ctx context.Context, backend uint32, ids []uuid.UUID) (bool, error) {
-	if len(ids) == 0 {
-		return false, nil
-	}
+// committed asks the server how a transaction whose COMMIT reported an
+// error ended. Its connection failed, but the server may not know yet: the
+// COMMIT may still be at work there, or still on its way (a half-open
+// connection keeps the transaction open, idle, until the server notices,
+// which can take hours). Reading the rows then would see none, Redis would
+// be undone, and a COMMIT arriving after would sell the seats again. So a
+// transaction still open and idle is stopped (its process terminated,
+// matched by id as well as process, so a process reused by another
+// connection is never touched); one at work is waited for; and only once
+// the server says committed or aborted does the answer count
+// (pg_xact_status: final once the transaction is no longer in progress).
+// Retried for a few seconds, as the error may be PostgreSQL going away
+// for a moment; past that the transaction is in doubt.
+func (c *Committer) committed(ctx context.Context, t serverTx) (bool, error) {
 	var err error
 	for wait := 50 * time.Millisecond; wait < 5*time.Second; wait *= 2 {
-		var active bool
-		err = c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active')`,
-			int64(backend)).Scan(&active)
-		if err == nil && active {
-			err = fmt.Errorf("the batch's backend %d is still at work", backend)
-		}
-		if err == nil {
-			// A statement of its own: its snapshot is taken after the
-			// backend was seen done.
-			var n int
-			if err = c.pool.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = ANY($1)`, ids).Scan(&n); err == nil {
-				return n > 0, nil
-			}
+		var status *string
+		err = c.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8),
+			(SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			 WHERE pid = $2 AND backend_xid::text = $3 AND state <> 'active')`,
+			strconv.FormatUint(t.xid, 10), int64(t.pid), strconv.FormatUint(t.xid&0xffffffff, 10)).Scan(&status, nil)
+		switch {
+		case err != nil:
+		case status == nil:
+			return false, fmt.Errorf("transaction %d is too old to ask about", t.xid)
+		case *status == "committed":
+			return true, nil
+		case *status == "aborted":
+			return false, nil
+		default:
+			err = fmt.Errorf("transaction %d of server process %d is still in progress", t.xid, t.pid)
 		}
 		select {
 		case <-ctx.Done():
@@ -414,7 +431,7 @@ func (c *Committer) durable(ctx context.Context, backend uint32, ids []uuid.UUID
 		case <-time.After(wait):
 		}
 	}
-	return false, fmt.Errorf("read back %d holds: %w", len(ids), err)
+	return false, fmt.Errorf("how transaction %d ended: %w", t.xid, err)
 }
 
 // diagnose explains why a row was skipped. It runs after the commit, on the

@@ -412,7 +412,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	case (cr.err != nil && !cr.unknown) || (cr.err == nil && cr.verdict != committed):
 		undo(context.WithoutCancel(ctx))
 	case cr.err != nil:
-		s.settleUnknown(holdID, cr.backend, expires, undo)
+		s.settleUnknown(holdID, cr.tx, expires, undo)
 	}
 	switch {
 	case cr.err != nil:
@@ -590,17 +590,16 @@ func (s *Service) TriggerRebuild(shardID int64) {
 	})
 }
 
-// settleUnknown finishes a hold whose group commit could not be read back
-// (PostgreSQL went away mid-commit and stayed away). Redis keeps its seats
-// meanwhile: freeing them under a row that did commit would sell them
+// settleUnknown finishes a hold whose group commit's outcome could not be
+// learnt (PostgreSQL went away mid-commit and stayed away). Redis keeps its
+// seats meanwhile: freeing them under a row that did commit would sell them
 // twice. Once PostgreSQL answers, a hold that did not commit is undone, so
 // the passenger's retry holds afresh at once instead of being told
 // IN_PROGRESS until the hold would have lapsed. The answer is final when it
-// comes: a transaction whose connection was lost before its COMMIT was
-// processed is rolled back by the server, and the first read-back already
-// waited seconds. If this process ends first, the sweeper frees the seats
-// at expiry, as before.
-func (s *Service) settleUnknown(holdID uuid.UUID, backend uint32, expires time.Time, undo func(context.Context)) {
+// comes (Committer.committed answers only for a transaction that has ended,
+// and ends one left open). If this process ends first, the sweeper frees
+// the seats at expiry, as before.
+func (s *Service) settleUnknown(holdID uuid.UUID, tx serverTx, expires time.Time, undo func(context.Context)) {
 	if s.background.Err() != nil {
 		return // closed
 	}
@@ -613,7 +612,7 @@ func (s *Service) settleUnknown(holdID uuid.UUID, backend uint32, expires time.T
 				return
 			case <-time.After(wait):
 			}
-			durable, err := s.committer.durable(ctx, backend, []uuid.UUID{holdID})
+			durable, err := s.committer.committed(ctx, tx)
 			if err != nil {
 				continue
 			}

@@ -21,6 +21,18 @@ import (
 	"tatkal/migrations"
 )
 
+// A transaction whose client went silent (a half-open connection, a
+// process stopped in a debugger) keeps its row locks until the server
+// notices, which without this can take hours: every hold, payment and job
+// touching those rows waits behind it. None of ours idles between its
+// statements for more than moments, so the server ends such a transaction
+// after a minute. DATABASE_URL may set another
+// (?idle_in_transaction_session_timeout=30s; 0 turns it off).
+const (
+	IdleInTransactionParam   = "idle_in_transaction_session_timeout"
+	IdleInTransactionDefault = "60s"
+)
+
 // Open connects to the database named in url, creating it first when the
 // server answers that it does not exist.
 func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
@@ -30,6 +42,9 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams[IdleInTransactionParam]; !set {
+		cfg.ConnConfig.RuntimeParams[IdleInTransactionParam] = IdleInTransactionDefault
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

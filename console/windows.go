@@ -57,7 +57,7 @@ func (c *Console) windowsPage(w http.ResponseWriter, r *http.Request) {
 				rest := admission.Rate{Entrants: all.Entrants - rt.Entrants, Booked: all.Booked - rt.Booked}
 				if rest.Entrants > 0 && rt.Booked*rest.Entrants > rest.Booked*rt.Entrants { // above the rest's rate
 					p := admission.ByChance(rt, rest)
-					row.Chance, row.BeyondChance = percentOfChance(p), p < 0.01
+					row.Chance, row.BeyondChance = admission.ChancePercent(p), p < 0.01
 				}
 				fg.Rows = append(fg.Rows, row)
 			}
@@ -71,15 +71,4 @@ func (c *Console) windowsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, "Window fairness", views.ConsoleWindows(p))
-}
-
-// percentOfChance writes a probability as the page's percentages.
-func percentOfChance(p float64) string {
-	switch {
-	case p < 0.0001:
-		return "< 0.01 %"
-	case p < 0.01:
-		return fmt.Sprintf("%.2f %%", 100*p)
-	}
-	return fmt.Sprintf("%.0f %%", 100*p)
 }

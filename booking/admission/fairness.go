@@ -309,6 +309,18 @@ func ByChance(group, rest Rate) float64 {
 	return min(p, 1)
 }
 
+// ChancePercent writes a ByChance figure as a percentage for people: two
+// decimals under 1 %, none above, and a floor at 0.01 %.
+func ChancePercent(p float64) string {
+	switch {
+	case p < 0.0001:
+		return "< 0.01 %"
+	case p < 0.01:
+		return fmt.Sprintf("%.2f %%", 100*p)
+	}
+	return fmt.Sprintf("%.0f %%", 100*p)
+}
+
 // ranks gives each value its rank (1-based), ties the average of theirs.
 func ranks(v []float64) []float64 {
 	idx := make([]int, len(v))

@@ -283,6 +283,33 @@ func TestReportHasSeeds001Rows(t *testing.T) {
 	}
 }
 
+// TestReportPoolsAggressiveSuccessOverSeeds: with several seeds the report
+// pools every seed's travellers by client type and says how likely that
+// advantage is by chance alone (the hypergeometric tail; 33 of 270 against
+// 57 of 630 is 9 %), and each run's row says the same of its own.
+func TestReportPoolsAggressiveSuccessOverSeeds(t *testing.T) {
+	o := rehearse.Defaults()
+	o.Mode, o.Seeds = rehearse.Queue, 3
+	if err := o.Check(); err != nil {
+		t.Fatal(err)
+	}
+	rep := &rehearse.Report{Options: o}
+	for i, c := range [][4]int{{11, 90, 18, 210}, {12, 90, 20, 210}, {10, 90, 19, 210}} {
+		by := 1.0
+		if i == 1 {
+			by = 0.0042
+		}
+		rep.Runs = append(rep.Runs, rehearse.WithTravellers(rehearse.RunReport{Mode: rehearse.Queue, Seed: o.Seed + uint64(i), AggressiveByChance: &by}, c[0], c[1], c[2], c[3]))
+	}
+	md := rep.Markdown()
+	for _, want := range []string{"Queue-controlled, all seeds' travellers pooled: aggressive 33 of 270 booked, ordinary 57 of 630: 1.35×, that far above by chance alone: 9 %.",
+		"| … that far above ordinary by chance alone | not above |", "| … that far above ordinary by chance alone | 0.42 % (not luck) |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 // TestParseFault reads NAME@FROM-TO and refuses the rest.
 func TestParseFault(t *testing.T) {
 	f, err := rehearse.ParseFault("core-slow@20s-40s")

@@ -50,23 +50,27 @@ type RunReport struct {
 	// "rejected buffer entries" as origin traffic, and its "PRS requests
 	// per successful booking" as the calls that reached it
 	// (BackendReachedPerBooking). BackendPerBooking counts every call sent.
-	BackendRefused           int64          `json:"backend_refused"`
-	BackendReachedPerBooking float64        `json:"backend_reached_per_booking"`
-	EdgeRequests             int64          `json:"edge_requests"`
-	RetryableRejections      int64          `json:"retryable_rejections"`
-	TransportErrors          int64          `json:"transport_errors"`
-	P95BackendS              float64        `json:"p95_backend_s"`
-	P95TerminalS             float64        `json:"p95_terminal_s"`
-	OrdinarySuccess          float64        `json:"ordinary_success"`
-	AggressiveSuccess        float64        `json:"aggressive_success"`
-	SuccessRatio             float64        `json:"aggressive_over_ordinary"`
-	StillWaiting             int            `json:"still_waiting"`
-	Declined                 int            `json:"declined"`
-	Expired                  int            `json:"expired"`
-	SoldOut                  int            `json:"sold_out"`
-	RefundDue                int            `json:"refund_due"`
-	Errors                   int            `json:"errors"`
-	ErrorKinds               map[string]int `json:"error_kinds,omitempty"`
+	BackendRefused           int64   `json:"backend_refused"`
+	BackendReachedPerBooking float64 `json:"backend_reached_per_booking"`
+	EdgeRequests             int64   `json:"edge_requests"`
+	RetryableRejections      int64   `json:"retryable_rejections"`
+	TransportErrors          int64   `json:"transport_errors"`
+	P95BackendS              float64 `json:"p95_backend_s"`
+	P95TerminalS             float64 `json:"p95_terminal_s"`
+	OrdinarySuccess          float64 `json:"ordinary_success"`
+	AggressiveSuccess        float64 `json:"aggressive_success"`
+	SuccessRatio             float64 `json:"aggressive_over_ordinary"`
+	// AggressiveByChance: how likely aggressive travellers would book at
+	// least as often as they did were bookings blind to client type
+	// (admission.ByChance); 1 when they booked no more often than the rest.
+	AggressiveByChance *float64       `json:"aggressive_by_chance,omitempty"`
+	StillWaiting       int            `json:"still_waiting"`
+	Declined           int            `json:"declined"`
+	Expired            int            `json:"expired"`
+	SoldOut            int            `json:"sold_out"`
+	RefundDue          int            `json:"refund_due"`
+	Errors             int            `json:"errors"`
+	ErrorKinds         map[string]int `json:"error_kinds,omitempty"`
 	// RejectionKinds are the retryable refusals (503, 429) by step, status and reason.
 	RejectionKinds      map[string]int `json:"rejection_kinds,omitempty"`
 	AdmissionViolations *int           `json:"admission_violations"` // nil: not applicable (direct)
@@ -171,6 +175,8 @@ func (mr *modeRun) report(ts []*traveller) RunReport {
 	rr.OrdinarySuccess = round3(float64(rr.ordinaryOK) / float64(max(rr.ordinaryN, 1)))
 	rr.AggressiveSuccess = round3(float64(rr.aggressiveOK) / float64(max(rr.aggressiveN, 1)))
 	rr.SuccessRatio = ratio(rr.AggressiveSuccess, rr.OrdinarySuccess)
+	p := aggressiveByChance(rr.aggressiveOK, rr.aggressiveN, rr.ordinaryOK, rr.ordinaryN)
+	rr.AggressiveByChance = &p
 	for _, s := range rr.Seconds {
 		rr.PeakBackendPerS = max(rr.PeakBackendPerS, s.Backend)
 		rr.PeakLoad = rr.PeakLoad.higher(s)
@@ -304,4 +310,13 @@ func (c cpu) since() map[string]float64 {
 		out[k] = round3(max(v-c[k], 0))
 	}
 	return out
+}
+
+// aggressiveByChance is admission.ByChance of the aggressive travellers
+// against the ordinary ones, 1 when they did not book more often.
+func aggressiveByChance(aggOK, aggN, ordOK, ordN int) float64 {
+	if aggOK*ordN <= ordOK*aggN {
+		return 1
+	}
+	return admission.ByChance(admission.Rate{Entrants: aggN, Booked: aggOK}, admission.Rate{Entrants: ordN, Booked: ordOK})
 }

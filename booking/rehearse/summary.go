@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"tatkal/booking/admission"
 )
 
 // Report is a rehearsal's result: every run, and per mode the mean and
@@ -148,6 +150,25 @@ func unresolved(rr RunReport) string {
 
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
 
+func chancePtr(p *float64) string {
+	if p == nil {
+		return "not measured"
+	}
+	return chance(*p)
+}
+
+// chance writes an admission.ByChance figure: "not above" at 1, and
+// "not luck" under 1 %.
+func chance(p float64) string {
+	switch {
+	case p >= 1:
+		return "not above"
+	case p < 0.01:
+		return admission.ChancePercent(p) + " (not luck)"
+	}
+	return admission.ChancePercent(p)
+}
+
 func secs(x float64) string {
 	if x == 0 {
 		return "—"
@@ -194,6 +215,7 @@ func Rows(rr RunReport) [][2]string {
 		{"p95 opening → terminal result", secs(rr.P95TerminalS)},
 		{"Ordinary traveller booking success", pct(rr.OrdinarySuccess)},
 		{"Aggressive traveller booking success", pct(rr.AggressiveSuccess)},
+		{"… that far above ordinary by chance alone", chancePtr(rr.AggressiveByChance)},
 		{"Still waiting or in progress", fmt.Sprint(rr.StillWaiting)},
 		{"Declined / expired / sold out / refund due", fmt.Sprintf("%d / %d / %d / %d", rr.Declined, rr.Expired, rr.SoldOut, rr.RefundDue)},
 		{"Observed admission invariant violations", adm},
@@ -272,6 +294,19 @@ func (r *Report) Markdown() string {
 				}
 			}
 			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+		for _, m := range modes {
+			var aggOK, aggN, ordOK, ordN int
+			for _, rr := range r.Runs {
+				if rr.Mode == m {
+					aggOK, aggN, ordOK, ordN = aggOK+rr.aggressiveOK, aggN+rr.aggressiveN, ordOK+rr.ordinaryOK, ordN+rr.ordinaryN
+				}
+			}
+			if aggN > 0 && ordN > 0 && ordOK > 0 {
+				fmt.Fprintf(&b, "%s, all seeds' travellers pooled: aggressive %d of %d booked, ordinary %d of %d: %.2f×, that far above by chance alone: %s.\n",
+					title(m), aggOK, aggN, ordOK, ordN, float64(aggOK)/float64(aggN)/(float64(ordOK)/float64(ordN)), chance(aggressiveByChance(aggOK, aggN, ordOK, ordN)))
+			}
 		}
 		b.WriteString("\n")
 	}

@@ -287,13 +287,7 @@ func TestCommitStillOnItsWayIsStopped(t *testing.T) {
 
 	proxy.release, proxy.lateDone = make(chan struct{}), make(chan struct{})
 	proxy.delayCommit.Store(true)
-	_, err := s.Service.Hold(ctx, teststack.Caller(users[0]), req)
-	if proxy.dropped.Load() != 1 {
-		t.Fatalf("the COMMIT was not held back (%d)", proxy.dropped.Load())
-	}
-	if code := booking.ErrorReason(err); code != "NOT_SAVED" {
-		t.Fatalf("hold whose COMMIT is on its way: %v (%q), want NOT_SAVED", err, code)
-	}
+	holdIsNotSavedThroughTheCut(t, s, proxy, req)
 	close(proxy.release)
 	select {
 	case <-proxy.lateDone:
@@ -310,6 +304,19 @@ func TestCommitStillOnItsWayIsStopped(t *testing.T) {
 		t.Fatalf("retry: %+v %v, want HELD", res, err)
 	}
 	s.CheckInvariants(t, shardID)
+}
+
+// holdIsNotSavedThroughTheCut tries req's hold with one of proxy's cuts
+// armed: the cut happens once and the passenger is told NOT_SAVED.
+func holdIsNotSavedThroughTheCut(t *testing.T, s *teststack.Stack, proxy *pgProxy, req booking.HoldRequest) {
+	t.Helper()
+	_, err := s.Service.Hold(context.Background(), teststack.Caller(req.UserID), req)
+	if proxy.dropped.Load() != 1 {
+		t.Fatalf("the connection was not cut at its COMMIT (%d)", proxy.dropped.Load())
+	}
+	if code := booking.ErrorReason(err); code != "NOT_SAVED" {
+		t.Fatalf("hold through the cut: %v (%q), want NOT_SAVED", err, code)
+	}
 }
 
 // holdStandsThroughTheCut makes req's hold with one of proxy's cuts armed:
@@ -348,13 +355,7 @@ func TestHoldInDoubtIsSettledWhenPostgresReturns(t *testing.T) {
 	req := holdReq(users[0], "doubt-key-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F"))
 
 	proxy.cutBeforeCommit.Store(true)
-	_, err := s.Service.Hold(ctx, teststack.Caller(users[0]), req)
-	if proxy.dropped.Load() != 1 {
-		t.Fatalf("the COMMIT was not cut (%d)", proxy.dropped.Load())
-	}
-	if code := booking.ErrorReason(err); code != "NOT_SAVED" {
-		t.Fatalf("hold while PostgreSQL is away: %v (%q), want NOT_SAVED", err, code)
-	}
+	holdIsNotSavedThroughTheCut(t, s, proxy, req)
 	proxy.down.Store(false)
 
 	deadline := time.Now().Add(20 * time.Second)

@@ -1,12 +1,16 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -199,19 +203,87 @@ func httpRush(ctx context.Context, env *runEnv) (Phase, error) {
 }
 
 // client speaks the /v1 API over loopback with enough idle connections
-// that no request waits for one.
+// that no request waits for one. Holds go over one kept-alive connection
+// per bench client (kept), each used by its client alone, as a load
+// generator does: net/http's request writer and response reader without
+// its Transport, whose per-connection goroutines and hand-offs cost the
+// shared CPU as much as the server's own work on a sold-out answer.
 type client struct {
 	base string
+	addr string
 	http *http.Client
+	kept []*keptConn // by bench client
+}
+
+// keptConn is one bench client's connection to the server.
+type keptConn struct {
+	conn net.Conn
+	r    *bufio.Reader
+	w    *bufio.Writer
 }
 
 func newClient(env *runEnv) *client {
 	tr := &http.Transport{MaxIdleConns: 4 * env.opts.Concurrency, MaxIdleConnsPerHost: 4 * env.opts.Concurrency,
 		IdleConnTimeout: time.Minute, DisableCompression: true}
-	return &client{base: env.baseURL, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	u, _ := url.Parse(env.baseURL)
+	return &client{base: env.baseURL, addr: u.Host, http: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		kept: make([]*keptConn, env.opts.Concurrency)}
 }
 
-func (c *client) close() { c.http.CloseIdleConnections() }
+func (c *client) close() {
+	c.http.CloseIdleConnections()
+	for i, k := range c.kept {
+		if k != nil {
+			k.conn.Close()
+			c.kept[i] = nil
+		}
+	}
+}
+
+// do sends req over bench client g's kept connection, dialled when it has
+// none, and reads the whole answer: its status, and its JSON into a. A
+// status of 0 is a transport failure; the connection is closed then, and
+// when the server says it closes it.
+func (c *client) do(g int, req *http.Request, a any) (int, error) {
+	k := c.kept[g]
+	if k == nil {
+		conn, err := net.Dial("tcp", c.addr)
+		if err != nil {
+			return 0, err
+		}
+		k = &keptConn{conn: conn, r: bufio.NewReader(conn), w: bufio.NewWriter(conn)}
+		c.kept[g] = k
+	}
+	status, keep, err := k.roundTrip(req, a)
+	if !keep {
+		k.conn.Close()
+		c.kept[g] = nil
+	}
+	return status, err
+}
+
+func (k *keptConn) roundTrip(req *http.Request, a any) (status int, keep bool, err error) {
+	k.conn.SetDeadline(time.Now().Add(30 * time.Second)) //nolint:errcheck // a failed write or read says it
+	if err := req.Write(k.w); err != nil {
+		return 0, false, err
+	}
+	if err := k.w.Flush(); err != nil {
+		return 0, false, err
+	}
+	resp, err := http.ReadResponse(k.r, req)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	derr := json.NewDecoder(resp.Body).Decode(a)
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, false, err
+	}
+	if derr != nil {
+		derr = fmt.Errorf("%d unreadable answer: %w", resp.StatusCode, derr)
+	}
+	return resp.StatusCode, !resp.Close, derr
+}
 
 type holdBody struct {
 	TrainNo     string              `json:"train_no"`
@@ -246,21 +318,17 @@ func (c *client) hold(ctx context.Context, env *runEnv, sh *booking.Shard, user 
 	req.Header.Set("Authorization", "Bearer "+env.tokens[user])
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", idem)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return false, "hold: transport"
-	}
-	defer resp.Body.Close()
 	var a answer
-	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
-		return false, "hold: " + strconv.Itoa(resp.StatusCode) + " unreadable answer"
-	}
-	io.Copy(io.Discard, resp.Body) //nolint:errcheck // drain for keep-alive
+	status, err := c.do(g, req, &a)
 	switch {
-	case resp.StatusCode == http.StatusCreated && a.HoldID != nil:
+	case status == 0:
+		return false, "hold: transport"
+	case err != nil:
+		return false, "hold: " + strconv.Itoa(status) + " unreadable answer"
+	case status == http.StatusCreated && a.HoldID != nil:
 		return true, ""
-	case resp.StatusCode == http.StatusOK && a.Status == "SOLD_OUT":
+	case status == http.StatusOK && a.Status == "SOLD_OUT":
 		return false, ""
 	}
-	return false, "hold: " + strconv.Itoa(resp.StatusCode) + " " + a.Reason
+	return false, "hold: " + strconv.Itoa(status) + " " + a.Reason
 }

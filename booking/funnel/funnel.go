@@ -69,9 +69,22 @@ type Recorder struct {
 	log    *slog.Logger
 
 	mu     sync.Mutex
-	counts map[string]int64 // "shard|sec|stage" -> n
-	hist   map[string]int64 // "stage|sec|bucket" -> n
+	counts map[stageSecond]int64
+	hist   map[latencySecond]int64
 	routes map[string]int64 // "route|sec|event" -> n
+}
+
+// stageSecond and latencySecond key the counts gathered between flushes:
+// built on every event of the hot path, so no string is made for them.
+type stageSecond struct {
+	shard, sec int64
+	stage      string
+}
+
+type latencySecond struct {
+	stage  string
+	sec    int64
+	bucket int
 }
 
 // New returns a recorder writing under prefix.
@@ -79,7 +92,7 @@ func New(rdb redis.UniversalClient, prefix string, log *slog.Logger) *Recorder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Recorder{rdb: rdb, prefix: prefix, log: log, counts: map[string]int64{}, hist: map[string]int64{}, routes: map[string]int64{}}
+	return &Recorder{rdb: rdb, prefix: prefix, log: log, counts: map[stageSecond]int64{}, hist: map[latencySecond]int64{}, routes: map[string]int64{}}
 }
 
 // Add counts n events of stage on shard (0 for events of no shard), and
@@ -93,8 +106,7 @@ func (r *Recorder) Add(shardID int64, stage string, n int64) {
 }
 
 func (r *Recorder) addAt(shardID int64, stage string, n int64, at time.Time) {
-	sec := at.Unix()
-	key := strconv.FormatInt(shardID, 10) + "|" + strconv.FormatInt(sec, 10) + "|" + stage
+	key := stageSecond{shard: shardID, sec: at.Unix(), stage: stage}
 	r.mu.Lock()
 	r.counts[key] += n
 	r.mu.Unlock()
@@ -110,8 +122,7 @@ func (r *Recorder) Observe(stage string, d time.Duration) {
 
 func (r *Recorder) observeAt(stage string, d time.Duration, at time.Time) {
 	ms := int(d.Milliseconds())
-	b := sort.SearchInts(Buckets, ms)
-	key := stage + "|" + strconv.FormatInt(at.Unix(), 10) + "|" + strconv.Itoa(b)
+	key := latencySecond{stage: stage, sec: at.Unix(), bucket: sort.SearchInts(Buckets, ms)}
 	r.mu.Lock()
 	r.hist[key]++
 	r.mu.Unlock()
@@ -187,7 +198,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	counts, hist, routes := r.counts, r.hist, r.routes
-	r.counts, r.hist, r.routes = map[string]int64{}, map[string]int64{}, map[string]int64{}
+	r.counts, r.hist, r.routes = map[stageSecond]int64{}, map[latencySecond]int64{}, map[string]int64{}
 	r.mu.Unlock()
 	if len(counts) == 0 && len(hist) == 0 && len(routes) == 0 {
 		return nil
@@ -197,15 +208,14 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	active := map[string]bool{}
 	step := int64(SeriesStep / time.Second)
 	for k, n := range counts {
-		f := strings.SplitN(k, "|", 3)
-		key := r.countKey(f[0], f[1])
-		pipe.HIncrBy(ctx, key, f[2], n)
+		shard := strconv.FormatInt(k.shard, 10)
+		key := r.countKey(shard, strconv.FormatInt(k.sec, 10))
+		pipe.HIncrBy(ctx, key, k.stage, n)
 		keys[key] = Retention
-		sec, _ := strconv.ParseInt(f[1], 10, 64)
-		skey := r.seriesKey(f[0], sec-sec%60)
-		pipe.HIncrBy(ctx, skey, strconv.FormatInt(sec%60/step, 10)+"|"+f[2], n)
+		skey := r.seriesKey(shard, k.sec-k.sec%60)
+		pipe.HIncrBy(ctx, skey, strconv.FormatInt(k.sec%60/step, 10)+"|"+k.stage, n)
 		keys[skey] = SeriesRetention
-		active[f[0]] = true
+		active[shard] = true
 	}
 	// Each shard is scored by when it was last counted, so Shards can
 	// forget one whose counts have all expired.
@@ -213,13 +223,12 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		pipe.ZAdd(ctx, r.activeKey(), redis.Z{Score: float64(time.Now().Unix()), Member: id})
 	}
 	for k, n := range hist {
-		f := strings.SplitN(k, "|", 3)
-		key := r.histKey(f[0], f[1])
-		pipe.HIncrBy(ctx, key, f[2], n)
+		bucket := strconv.Itoa(k.bucket)
+		key := r.histKey(k.stage, strconv.FormatInt(k.sec, 10))
+		pipe.HIncrBy(ctx, key, bucket, n)
 		keys[key] = Retention
-		sec, _ := strconv.ParseInt(f[1], 10, 64)
-		lkey := r.latencyKey(sec - sec%60)
-		pipe.HIncrBy(ctx, lkey, slotField(sec)+f[0]+"|"+f[2], n)
+		lkey := r.latencyKey(k.sec - k.sec%60)
+		pipe.HIncrBy(ctx, lkey, slotField(k.sec)+k.stage+"|"+bucket, n)
 		keys[lkey] = SeriesRetention
 	}
 	for k, n := range routes {

@@ -169,3 +169,16 @@ func BenchmarkSeries(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAdd is what every hold, payment and queue answer pays to be
+// counted: a stage and a latency, from many goroutines at once.
+func BenchmarkAdd(b *testing.B) {
+	r := funnel.New(nil, "bench", nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r.Add(7, funnel.HoldAttempt, 1)
+			r.Observe(funnel.HoldAttempt, 3*time.Millisecond)
+		}
+	})
+}

@@ -290,8 +290,8 @@ func Spearman(x, y []float64) float64 {
 func ByChance(group, rest Rate) float64 {
 	n, k := group.Entrants+rest.Entrants, group.Entrants
 	draws := group.Booked + rest.Booked
-	if group.Booked <= 0 {
-		return 1
+	if group.Booked <= 0 || group.Booked > group.Entrants || rest.Booked < 0 || rest.Booked > rest.Entrants {
+		return 1 // nothing above chance, or counts that tell nothing
 	}
 	lnChoose := func(n, k int) float64 {
 		a, _ := math.Lgamma(float64(n + 1))

@@ -188,6 +188,7 @@ func TestByChance(t *testing.T) {
 		{Rate{Entrants: 2, Booked: 2}, Rate{Entrants: 2}, 1.0 / 6},
 		{Rate{Entrants: 2, Booked: 1}, Rate{Entrants: 2, Booked: 1}, 5.0 / 6},
 		{Rate{Entrants: 2}, Rate{Entrants: 2, Booked: 2}, 1},
+		{Rate{Entrants: 2, Booked: 3}, Rate{Entrants: 2, Booked: 1}, 1}, // more booked than entered: no conclusion
 		{Rate{Entrants: 270, Booked: 27}, Rate{Entrants: 630, Booked: 63}, 0.5431156305089897},
 		{Rate{Entrants: 270, Booked: 33}, Rate{Entrants: 630, Booked: 57}, 0.09258857862209847},
 		{Rate{Entrants: 270, Booked: 41}, Rate{Entrants: 630, Booked: 49}, 0.0007353415210378691},

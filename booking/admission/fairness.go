@@ -299,12 +299,20 @@ func ByChance(group, rest Rate) float64 {
 		c, _ := math.Lgamma(float64(n - k + 1))
 		return a - b - c
 	}
-	var p float64
+	all := lnChoose(n, draws)
+	var p, prev float64
 	for x := group.Booked; x <= min(draws, k); x++ {
 		if draws-x > n-k {
 			continue
 		}
-		p += math.Exp(lnChoose(k, x) + lnChoose(n-k, draws-x) - lnChoose(n, draws))
+		term := math.Exp(lnChoose(k, x) + lnChoose(n-k, draws-x) - all)
+		p += term
+		// Past the mode the terms only shrink: once they no longer count,
+		// a window of thousands of bookings needs no more of them.
+		if term < prev && term < p*1e-17 {
+			break
+		}
+		prev = term
 	}
 	return min(p, 1)
 }

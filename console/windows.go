@@ -55,7 +55,7 @@ func (c *Console) windowsPage(w http.ResponseWriter, r *http.Request) {
 			for _, rt := range g.rates {
 				row := views.FairnessRate{Group: rt.Group, Entrants: rt.Entrants, Booked: rt.Booked, Rate: fmt.Sprintf("%.1f %%", 100*rt.Rate), Chance: "—"}
 				rest := admission.Rate{Entrants: all.Entrants - rt.Entrants, Booked: all.Booked - rt.Booked}
-				if rest.Entrants > 0 && rt.Booked*rest.Entrants > rest.Booked*rt.Entrants { // above the rest's rate
+				if rt.Above(rest) {
 					p := admission.ByChance(rt, rest)
 					row.Chance, row.BeyondChance = admission.ChancePercent(p), p < 0.01
 				}

@@ -282,6 +282,9 @@ func Spearman(x, y []float64) float64 {
 	return sxy / math.Sqrt(sxx*syy)
 }
 
+// Above says whether r's success rate is higher than o's.
+func (r Rate) Above(o Rate) bool { return r.Booked*o.Entrants > o.Booked*r.Entrants }
+
 // ByChance is how likely a group would book at least as often as it did
 // if bookings fell on entrants blind to the group: the upper tail of the
 // hypergeometric distribution (group.Booked or more of all the bookings

@@ -315,8 +315,9 @@ func (c cpu) since() map[string]float64 {
 // aggressiveByChance is admission.ByChance of the aggressive travellers
 // against the ordinary ones, 1 when they did not book more often.
 func aggressiveByChance(aggOK, aggN, ordOK, ordN int) float64 {
-	if aggOK*ordN <= ordOK*aggN {
+	agg, ord := admission.Rate{Entrants: aggN, Booked: aggOK}, admission.Rate{Entrants: ordN, Booked: ordOK}
+	if !agg.Above(ord) {
 		return 1
 	}
-	return admission.ByChance(admission.Rate{Entrants: aggN, Booked: aggOK}, admission.Rate{Entrants: ordN, Booked: ordOK})
+	return admission.ByChance(agg, ord)
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -286,9 +287,11 @@ func TestCommitStillOnItsWayIsStopped(t *testing.T) {
 	req := holdReq(users[0], "late-commit-1", date, "MMCT", "NDLS", pax("Asha Rao", 30, "F"))
 
 	proxy.release, proxy.lateDone = make(chan struct{}), make(chan struct{})
+	var release sync.Once // a failing test still lets the held COMMIT go
+	t.Cleanup(func() { release.Do(func() { close(proxy.release) }) })
 	proxy.delayCommit.Store(true)
 	holdIsNotSavedThroughTheCut(t, s, proxy, req)
-	close(proxy.release)
+	release.Do(func() { close(proxy.release) })
 	select {
 	case <-proxy.lateDone:
 	case <-time.After(10 * time.Second):

@@ -29,8 +29,8 @@ import (
 // after a minute. DATABASE_URL may set another
 // (?idle_in_transaction_session_timeout=30s; 0 turns it off).
 const (
-	IdleInTransactionParam   = "idle_in_transaction_session_timeout"
-	IdleInTransactionDefault = "60s"
+	idleInTransactionParam   = "idle_in_transaction_session_timeout"
+	idleInTransactionDefault = "60s"
 )
 
 // Open connects to the database named in url, creating it first when the
@@ -43,8 +43,8 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
-	if _, set := cfg.ConnConfig.RuntimeParams[IdleInTransactionParam]; !set {
-		cfg.ConnConfig.RuntimeParams[IdleInTransactionParam] = IdleInTransactionDefault
+	if _, set := cfg.ConnConfig.RuntimeParams[idleInTransactionParam]; !set {
+		cfg.ConnConfig.RuntimeParams[idleInTransactionParam] = idleInTransactionDefault
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -33,7 +33,7 @@ func TestSilentTransactionIsEnded(t *testing.T) {
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	short, err := Open(ctx, url+sep+IdleInTransactionParam+"=1s", 2)
+	short, err := Open(ctx, url+sep+idleInTransactionParam+"=1s", 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -305,6 +305,7 @@ func Bench(ctx context.Context, cfg Config, opts bench.Options, out io.Writer) e
 	opts.BaseURL, opts.Pool, opts.Redis, opts.Service = a.URL(), a.Pool, a.Redis, a.Booking
 	opts.Payments, opts.Gateways = a.Payments, a.Config.Gateways()
 	opts.SessionKey = a.Config.SessionKey
+	opts.CommitWriters, opts.ConfirmWriters = a.Config.CommitWriters, a.Config.ConfirmWriters
 	opts.Log = slog.Default()
 	rep, err := bench.Run(ctx, opts)
 	stop()

@@ -81,6 +81,10 @@ type Options struct {
 	// Writers is how many group-commit writers the PostgreSQL ceiling runs
 	// (the service's committer runs TATKAL_COMMIT_WRITERS, default 1).
 	Writers int
+	// CommitWriters and ConfirmWriters are the server's hold and payment
+	// confirmation group-commit writers (TATKAL_COMMIT_WRITERS,
+	// TATKAL_CONFIRM_WRITERS), for the report; app.Bench sets them.
+	CommitWriters, ConfirmWriters int
 	// FreshUsers is how many users each hold-only phase may spend (one
 	// durable hold each). Zero: Concurrency plus 8,000 per second of
 	// Duration, above what this path reaches on a small machine; a phase
@@ -225,8 +229,9 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	rep := Report{
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
 		Duration: opts.Duration, Concurrency: opts.Concurrency, Berths: opts.Berths,
-		PipelineBatch: opts.PipelineBatch, Writers: opts.Writers, HoldWindow: opts.Service.Rules().HoldWindow,
-		LoadAvg: loadAverage(), NoSignals: opts.NoSignals,
+		PipelineBatch: opts.PipelineBatch, Writers: opts.Writers, CommitWriters: opts.CommitWriters, ConfirmWriters: opts.ConfirmWriters,
+		HoldWindow: opts.Service.Rules().HoldWindow,
+		LoadAvg:    loadAverage(), NoSignals: opts.NoSignals,
 	}
 	env, err := prepare(ctx, opts)
 	if err != nil {
@@ -309,6 +314,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 				return rep, fmt.Errorf("bench %s: %w", p.name, err)
 			}
 		}
+		if sh := confirmShards(env)[p.name]; sh != nil {
+			if ph.Groups, err = confirmationGroups(ctx, env, sh.ID); err != nil {
+				return rep, fmt.Errorf("bench %s: %w", p.name, err)
+			}
+		}
 		*p.out = ph
 		if err := ctx.Err(); err != nil {
 			return rep, fmt.Errorf("bench %s: %w", p.name, err)
@@ -360,6 +370,26 @@ func batches(ctx context.Context, env *runEnv, phase string, ph *Phase) error {
 		return fmt.Errorf("read group-commit batches: %w", err)
 	}
 	return nil
+}
+
+// confirmShards are the payment phases' shards, by phase.
+func confirmShards(env *runEnv) map[string]*booking.Shard {
+	return map[string]*booking.Shard{"wallet": env.walletShard, "callbacks": env.callbackShard}
+}
+
+// confirmationGroups reads how the bookings of a payment phase's shard,
+// so far, were grouped into transactions: read before anything is sent
+// after the phase, it is the phase's own.
+func confirmationGroups(ctx context.Context, env *runEnv, shardID int64) (Batches, error) {
+	var g Batches
+	err := env.opts.Pool.QueryRow(ctx, `
+		SELECT coalesce(sum(n), 0), count(*), coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY n), 0), coalesce(max(n), 0)
+		FROM (SELECT count(*) AS n FROM bookings b JOIN holds h ON h.id = b.hold_id WHERE h.shard_id = $1 GROUP BY b.booked_at) g`,
+		shardID).Scan(&g.Rows, &g.Transactions, &g.P50, &g.Max)
+	if err != nil {
+		return g, fmt.Errorf("read confirmation groups: %w", err)
+	}
+	return g, nil
 }
 
 // newShard creates a shard of train 12951 3A with berths berths on a

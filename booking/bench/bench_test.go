@@ -78,6 +78,14 @@ func TestBenchSmoke(t *testing.T) {
 		t.Errorf("confirmations: wallet %d of %d, callbacks %d of %d, duplicates %d (want 0)", rep.Wallet.Durable, rep.Wallet.Ops,
 			rep.Callbacks.Durable, rep.Callbacks.Ops, rep.Duplicates.Durable)
 	}
+	// The confirmation groups are read before anything is sent after a
+	// phase: they hold exactly its confirmations.
+	for _, p := range []bench.Phase{rep.Wallet, rep.Callbacks} {
+		g := p.Groups
+		if g.Rows != p.Durable || g.Transactions < 1 || g.Transactions > g.Rows || g.P50 < 1 || g.P50 > g.Max || int64(g.Max) > g.Rows {
+			t.Errorf("%s: %d confirmations, groups %+v", p.Name, p.Durable, g)
+		}
+	}
 	if len(rep.CallbackPrepFailures) > 0 || rep.CallbacksPrepared == 0 ||
 		int64(rep.CallbacksPrepared) != rep.Callbacks.Durable+int64(rep.CallbacksDrained) {
 		t.Errorf("callbacks: %d prepared (failures %v), %d in the phase, %d after it", rep.CallbacksPrepared, rep.CallbackPrepFailures,
@@ -116,7 +124,8 @@ func TestBenchSmoke(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"raw A", "raw B", "service", "HTTP", "cycle", "rush", "OK (Redis and PostgreSQL agree", "GOMAXPROCS",
-		"wallet  hold → pay WALLET → PNR", "callbacks  signed SUCCESS webhook → PNR", "callbacks  duplicate events", "payments: OK"} {
+		"wallet  hold → pay WALLET → PNR", "callbacks  signed SUCCESS webhook → PNR", "callbacks  duplicate events", "payments: OK",
+		"confirmation groups (bookings per PostgreSQL transaction"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}

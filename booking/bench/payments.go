@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -329,7 +328,7 @@ func callbackPhase(ctx context.Context, env *runEnv) (Phase, error) {
 				return
 			}
 			start := time.Now()
-			failure := c.callback(ctx, env, run.hooks[i])
+			failure := c.callback(ctx, g, run.hooks[i])
 			t.lat = append(t.lat, time.Since(start))
 			if failure != "" {
 				t.fail(failure)
@@ -357,14 +356,14 @@ func drainCallbacks(ctx context.Context, env *runEnv) error {
 	var drainNext atomic.Int64
 	var failed atomic.Int64
 	var wg sync.WaitGroup
-	for range env.opts.Concurrency {
+	for g := range env.opts.Concurrency {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				i := drainNext.Add(1) - 1
 				if i >= int64(len(rest)) {
 					return
 				}
-				if c.callback(ctx, env, rest[i]) != "" {
+				if c.callback(ctx, g, rest[i]) != "" {
 					failed.Add(1)
 				}
 			}
@@ -400,7 +399,7 @@ func duplicatePhase(ctx context.Context, env *runEnv) (Phase, error) {
 		for more() {
 			i := (next.Add(1) - 1) % int64(len(hooks))
 			start := time.Now()
-			failure := c.callback(ctx, env, hooks[i])
+			failure := c.callback(ctx, g, hooks[i])
 			t.lat = append(t.lat, time.Since(start))
 			if failure != "" {
 				t.fail(failure)
@@ -412,9 +411,10 @@ func duplicatePhase(ctx context.Context, env *runEnv) (Phase, error) {
 	return t.phase("duplicates: the same SUCCESS events again (acknowledged, no-op)", elapsed), nil
 }
 
-// callback posts one webhook signed now, reads the whole answer and
-// returns "" for 200 or a failure named by status and reason.
-func (c *client) callback(ctx context.Context, env *runEnv, h webhook) string {
+// callback posts one webhook signed now over bench client g's connection,
+// reads the whole answer and returns "" for 200 or a failure named by
+// status and reason.
+func (c *client) callback(ctx context.Context, g int, h webhook) string {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/internal/payments/callback", bytes.NewReader(h.body))
 	if err != nil {
 		return "callback: request"
@@ -424,16 +424,16 @@ func (c *client) callback(ctx context.Context, env *runEnv, h webhook) string {
 	req.Header.Set(pspapi.HeaderGateway, h.gateway)
 	req.Header.Set(pspapi.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
 	req.Header.Set(pspapi.HeaderSignature, pspapi.Sign(h.secret, now, h.body))
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return "callback: transport"
-	}
-	defer resp.Body.Close()
 	var a answer
-	json.NewDecoder(resp.Body).Decode(&a) //nolint:errcheck // an unreadable error answer still has a status
-	io.Copy(io.Discard, resp.Body)        //nolint:errcheck // drain for keep-alive
-	if resp.StatusCode != http.StatusOK {
-		return "callback: " + strconv.Itoa(resp.StatusCode) + " " + a.Reason
+	// An unreadable error answer still has its status.
+	status, err := c.do(g, req, &a)
+	switch {
+	case status == 0:
+		return "callback: transport"
+	case status != http.StatusOK:
+		return "callback: " + strconv.Itoa(status) + " " + a.Reason
+	case err != nil:
+		return "callback: " + err.Error()
 	}
 	return ""
 }

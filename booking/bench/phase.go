@@ -60,6 +60,24 @@ type Phase struct {
 	// now() at its start) and the holds per transaction.
 	Commits            int64
 	BatchP50, BatchMax int
+	// Payment phases: the confirmation groups their bookings went in
+	// (bookings of one transaction share booked_at, its now()) and the
+	// bookings per group.
+	Groups Batches
+}
+
+// Batches is how rows were grouped into transactions.
+type Batches struct {
+	Rows, Transactions int64
+	P50, Max           int
+}
+
+// Mean is the mean rows per transaction.
+func (b Batches) Mean() float64 {
+	if b.Transactions == 0 {
+		return 0
+	}
+	return float64(b.Rows) / float64(b.Transactions)
 }
 
 // BatchMean is the mean holds per group-commit transaction.

@@ -21,11 +21,14 @@ type Report struct {
 	Concurrency   int
 	Berths        int
 	PipelineBatch int
-	Writers       int
-	HoldWindow    time.Duration
-	NoSignals     bool // the server recorded no fraud signals (--no-signals)
-	BaseURL       string
-	OwnServer     bool // the bench served the API itself (BaseURL was empty)
+	Writers       int // the raw PostgreSQL ceiling's
+	// The server's group-commit writers of holds and of payment
+	// confirmations (0: unknown, a server not started by the bench).
+	CommitWriters, ConfirmWriters int
+	HoldWindow                    time.Duration
+	NoSignals                     bool // the server recorded no fraud signals (--no-signals)
+	BaseURL                       string
+	OwnServer                     bool // the bench served the API itself (BaseURL was empty)
 	// The hot shard, the rush shard and the users made for them.
 	ShardID     int64
 	Shard       string
@@ -139,8 +142,10 @@ func (r Report) String() string {
 		r.Shard, r.ShardID, r.Berths, r.RushShardID, thousands(int64(r.Users)))
 	fmt.Fprintf(&b, "machine: %d CPUs, GOMAXPROCS %d, %s, load average %s at the start; clients, server, Redis and PostgreSQL all share it\n",
 		r.NumCPU, r.GOMAXPROCS, r.GoVersion, cores(r.LoadAvg))
-	fmt.Fprintf(&b, "settings: %s per phase, %d concurrent clients, pipeline batch %d, %d group-commit writers, hold window %s\n",
+	fmt.Fprintf(&b, "settings: %s per phase, %d concurrent clients, pipeline batch %d, %d group-commit writers in raw B, hold window %s;\n",
 		r.Duration, r.Concurrency, r.PipelineBatch, r.Writers, r.HoldWindow)
+	fmt.Fprintf(&b, "  the server: %d hold writers (TATKAL_COMMIT_WRITERS), %d confirmation writers (TATKAL_CONFIRM_WRITERS)\n",
+		r.CommitWriters, r.ConfirmWriters)
 	fmt.Fprintf(&b, "HTTP: %s\n", where)
 	if r.NoSignals {
 		fmt.Fprintf(&b, "fraud signals: NOT recorded (--no-signals: the hold path without them, for comparison only)\n")
@@ -261,7 +266,7 @@ func (r Report) String() string {
 				100*float64(m.Ops)/float64(max(r.Spread.Ops, 1)))
 		}
 	}
-	fmt.Fprintf(&b, "group commit (holds per PostgreSQL transaction, %d writers):\n", r.Writers)
+	fmt.Fprintf(&b, "group commit (holds per PostgreSQL transaction, %d writers):\n", r.CommitWriters)
 	for _, p := range []struct {
 		name string
 		ph   Phase
@@ -272,6 +277,17 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "  %-8s %s holds in %s transactions: mean %.1f, p50 %d, max %d; %s commits/s\n", p.name,
 			thousands(p.ph.Durable), thousands(p.ph.Commits), p.ph.BatchMean(), p.ph.BatchP50, p.ph.BatchMax,
 			thousands(int64(perSecond(p.ph.Commits, p.ph.Elapsed)+0.5)))
+	}
+	if r.Payments {
+		fmt.Fprintf(&b, "confirmation groups (bookings per PostgreSQL transaction, %d writers):\n", r.ConfirmWriters)
+		for _, p := range []struct {
+			name string
+			ph   Phase
+		}{{"wallet", r.Wallet}, {"callbacks", r.Callbacks}} {
+			g := p.ph.Groups
+			fmt.Fprintf(&b, "  %-9s %s bookings in %s transactions: mean %.1f, p50 %d, max %d\n", p.name,
+				thousands(g.Rows), thousands(g.Transactions), g.Mean(), g.P50, g.Max)
+		}
 	}
 	errs := false
 	for _, n := range r.named(false) {

@@ -376,7 +376,8 @@ how to read it:
 	if r.Payments {
 		fmt.Fprint(&b, `  wallet: each client takes a fresh user with money in the wallet, holds one seat on a random journey
   (Service.Hold) and pays with the wallet (payment.Service.Initiate, WALLET): debit, payment row and
-  confirmation (booking, PNR, passengers, e-ticket, River sync jobs) in one transaction, then Redis
+  confirmation (booking, PNR, passengers, e-ticket, River sync jobs) in one transaction, shared with
+  other confirmations as a group, then Redis
   marks the seats sold. A confirmation counts when Initiate answers SUCCESS; p50/p99 are of the
   whole hold → PNR sequence, and of each step. Its shard has a berth per user and no waitlist.
   callbacks: before the phase, payments are made through the real path: a fresh user holds a seat,
@@ -387,8 +388,10 @@ how to read it:
   signature, dedups by event id, applies SUCCESS and confirms the hold (a PNR) in one transaction.
   duplicates: the same events again (same id and body, signed afresh, as a gateway retries): each is
   verified, found already seen and acknowledged; nothing changes.
-  raw B is the ceiling beside them: a confirmation is a transaction of about twenty statements,
-  each a round trip, where raw B writes many rows with one INSERT, so a ratio far below 1 is expected.
+  raw B is the ceiling beside them: a confirmation writes about forty index entries (booking,
+  passengers, e-ticket rows, payment, events, jobs) in a group's transaction, where raw B writes one
+  narrow row with one INSERT, so a ratio far below 1 is expected. "confirmation groups" says how many
+  shared a transaction (TATKAL_CONFIRM_WRITERS).
 `)
 	}
 	return b.String()

@@ -47,25 +47,37 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 	// confirmation group (group.go).
 	body := func(ctx context.Context, tx pgx.Tx, c *confirmations) error {
 		after = after[:0]
-		var state, purpose string
+		var state, purpose, gateway, pspRef string
 		var amount, userID, shardID int64
 		var hold uuid.NullUUID
 		var confirmedAt *time.Time
+		var seen bool
 		b := &pgx.Batch{}
-		b.Queue(`SELECT p.state, p.purpose, p.amount_paise, p.user_id, p.hold_id, coalesce(h.shard_id, 0), p.gateway_confirmed_at
-			FROM payments p LEFT JOIN holds h ON h.id = p.hold_id WHERE p.id = $1 FOR UPDATE OF p`, id).
+		// With the lock, what a callback is checked against: the payment's
+		// gateway and reference, and whether its event was recorded.
+		b.Queue(`SELECT p.state, p.purpose, p.amount_paise, p.user_id, p.hold_id, coalesce(h.shard_id, 0), p.gateway_confirmed_at,
+				p.psp, coalesce(p.psp_ref, ''), EXISTS (SELECT 1 FROM webhook_events e WHERE e.gateway = $2 AND e.event_id = $3)
+			FROM payments p LEFT JOIN holds h ON h.id = p.hold_id WHERE p.id = $1 FOR UPDATE OF p`, id, hook.gatewayID(), hook.id()).
 			QueryRow(func(row pgx.Row) error {
-				if err := row.Scan(&state, &purpose, &amount, &userID, &hold, &shardID, &confirmedAt); err != nil {
+				err := row.Scan(&state, &purpose, &amount, &userID, &hold, &shardID, &confirmedAt, &gateway, &pspRef, &seen)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return errNoSuchPayment(hook)
+				}
+				if err != nil {
 					return fmt.Errorf("lock payment: %w", err)
 				}
 				return nil
 			})
 		// The callback's event and the instrument, under the payment's lock
-		// in its round trip; an error later rolls them back with the rest.
+		// in its round trip; an error later rolls them back with the rest,
+		// as a refusal below does.
 		var rec answers
 		rec.recorded(id, hook, p)
 		rec.queue(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if err := hook.check(gateway, pspRef, seen, p); err != nil {
 			return err
 		}
 		holdID := hold.UUID

@@ -52,33 +52,23 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 	if err != nil {
 		return reject(booking.Errorf(booking.EINVALID, "UNKNOWN_PAYMENT", "The callback names no payment of ours."))
 	}
-	var gateway, pspRef string
-	var seen bool
-	err = s.pool.QueryRow(ctx, `SELECT psp, coalesce(psp_ref, ''),
-		EXISTS (SELECT 1 FROM webhook_events WHERE gateway = $2 AND event_id = $3) FROM payments WHERE id = $1`, id, gw, w.EventID).
-		Scan(&gateway, &pspRef, &seen)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && gateway != gw) {
-		return reject(booking.Errorf(booking.EINVALID, "UNKNOWN_PAYMENT", "The callback names no payment of ours at %s.", gw))
-	}
-	if err != nil {
-		return fmt.Errorf("webhook %s: %w", w.EventID, err)
-	}
-	if pspRef != "" && w.PSPRef != pspRef {
-		return reject(booking.Errorf(booking.EINVALID, "REF_MISMATCH", "The callback's gateway reference does not match the payment's."))
-	}
-	if seen {
-		s.seen.add(key)
-		return nil
-	}
 	p := pspapi.Payment{PSPRef: w.PSPRef, MerchantRef: w.MerchantRef, Status: w.Status, AmountPaise: w.AmountPaise,
 		Currency: w.Currency, BankRef: w.BankRef, FailureReason: w.FailureReason, CardFingerprint: w.CardFingerprint, AccountRef: w.AccountRef}
 	if w.AmountPaise <= 0 {
 		return reject(booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The callback carries no amount."))
 	}
 	// The event is recorded in the transaction that applies it: recorded
-	// means applied, and the callback costs one commit.
+	// means applied, and the callback costs one commit. The payment is
+	// checked against the callback (its gateway, its reference, the event
+	// not seen) under its lock there, not read beforehand: that read was a
+	// sixth of a callback's statement time.
 	hook := &webhookEvent{gateway: gw, eventID: w.EventID, status: w.Status}
-	if err := s.applyAnd(ctx, id, p, "webhook "+w.EventID, false, hook); err != nil {
+	err = s.applyAnd(ctx, id, p, "webhook "+w.EventID, false, hook)
+	if errors.Is(err, errSeenEvent) {
+		s.seen.add(key)
+		return nil // a duplicate delivery of an event recorded before
+	}
+	if err != nil {
 		var be *booking.Error
 		if errors.As(err, &be) {
 			if r := be.Reason; r == "AMOUNT_MISMATCH" || r == "CURRENCY_MISMATCH" {
@@ -99,6 +89,54 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 
 // webhookEvent is a callback's event, recorded with what it changed.
 type webhookEvent struct{ gateway, eventID, status string }
+
+// errSeenEvent: the callback's event was recorded before, so it changed
+// what it changes then; this delivery is acknowledged and changes nothing.
+var errSeenEvent = errors.New("the callback's event was recorded before")
+
+// gatewayID and id name the event for the look-up of whether it was seen:
+// "" for an answer that is not a callback, which no event has.
+func (h *webhookEvent) gatewayID() string {
+	if h == nil {
+		return ""
+	}
+	return h.gateway
+}
+
+func (h *webhookEvent) id() string {
+	if h == nil {
+		return ""
+	}
+	return h.eventID
+}
+
+// check holds a callback to the payment it names, read under the
+// payment's lock: another gateway's payment is not ours to that gateway
+// (its secret signed nothing about it), a gateway reference other than the
+// one the payment has is refused, and an event recorded before is a
+// duplicate (errSeenEvent). An answer that is not a callback passes.
+func (h *webhookEvent) check(gateway, pspRef string, seen bool, p pspapi.Payment) error {
+	switch {
+	case h == nil:
+		return nil
+	case gateway != h.gateway:
+		return errNoSuchPayment(h)
+	case pspRef != "" && p.PSPRef != pspRef:
+		return booking.Errorf(booking.EINVALID, "REF_MISMATCH", "The callback's gateway reference does not match the payment's.")
+	case seen:
+		return errSeenEvent
+	}
+	return nil
+}
+
+// errNoSuchPayment refuses an answer naming no payment of ours (at the
+// callback's gateway).
+func errNoSuchPayment(h *webhookEvent) error {
+	if h == nil {
+		return booking.Errorf(booking.ENOTFOUND, "UNKNOWN_PAYMENT", "No such payment.")
+	}
+	return booking.Errorf(booking.EINVALID, "UNKNOWN_PAYMENT", "The callback names no payment of ours at %s.", h.gateway)
+}
 
 // inquireNow schedules a status inquiry at once, beside any already
 // scheduled (apply is idempotent, so two answers change nothing twice).

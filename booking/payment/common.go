@@ -92,19 +92,30 @@ func (g *confirmGroup) takeCommonTx(ctx context.Context, tx *savepointTx, batch 
 		shardID int64
 	}
 	var took []found
+	// A callback's event names its gateway; the payment must be that
+	// gateway's, at the callback's reference, and the event not seen, or
+	// its body refuses it (webhookEvent.check).
+	gateways, events := make([]string, len(ids)), make([]string, len(ids))
+	for i, id := range ids {
+		hook := batch[offered[id]].common.hook
+		gateways[i], events[i] = hook.gatewayID(), hook.id()
+	}
 	lock := &pgx.Batch{}
 	lock.Queue(`SELECT p.id, p.state, p.purpose, p.amount_paise, h.id, h.state, h.shard_id,
-			EXISTS (SELECT 1 FROM payments o WHERE o.hold_id = p.hold_id AND o.id <> p.id AND o.state IN ('SUCCESS', 'REFUNDED'))
+			EXISTS (SELECT 1 FROM payments o WHERE o.hold_id = p.hold_id AND o.id <> p.id AND o.state IN ('SUCCESS', 'REFUNDED')),
+			p.psp, coalesce(p.psp_ref, ''),
+			EXISTS (SELECT 1 FROM unnest($1::uuid[], $2::text[], $3::text[]) AS k(id, gateway, event_id)
+			        JOIN webhook_events e ON e.gateway = k.gateway AND e.event_id = k.event_id WHERE k.id = p.id)
 		FROM payments p JOIN holds h ON h.id = p.hold_id
-		WHERE p.id = ANY($1) ORDER BY p.id FOR UPDATE OF p, h`, ids).Query(func(rows pgx.Rows) error {
+		WHERE p.id = ANY($1) ORDER BY p.id FOR UPDATE OF p, h`, ids, gateways, events).Query(func(rows pgx.Rows) error {
 		holds := map[uuid.UUID]bool{}
 		for rows.Next() {
 			var f found
 			var id uuid.UUID
-			var purpose, holdState string
+			var purpose, holdState, gateway, pspRef string
 			var amount int64
-			var others bool
-			if err := rows.Scan(&id, &f.state, &purpose, &amount, &f.holdID, &holdState, &f.shardID, &others); err != nil {
+			var others, seen bool
+			if err := rows.Scan(&id, &f.state, &purpose, &amount, &f.holdID, &holdState, &f.shardID, &others, &gateway, &pspRef, &seen); err != nil {
 				return err
 			}
 			f.at = offered[id]
@@ -112,7 +123,7 @@ func (g *confirmGroup) takeCommonTx(ctx context.Context, tx *savepointTx, batch 
 			open := f.state == Initiated || f.state == AwaitingUser || f.state == PendingAtBank || f.state == Unknown
 			ours := cs.p.AmountPaise == amount && (cs.p.Currency == currency || (!cs.pulled && cs.p.Currency == ""))
 			if open && ours && purpose != PurposeTopUp && holdState == booking.HoldHeld && !others && !holds[f.holdID] &&
-				c.check(f.holdID) == nil {
+				cs.hook.check(gateway, pspRef, seen, cs.p) == nil && c.check(f.holdID) == nil {
 				holds[f.holdID] = true
 				took = append(took, f)
 			}

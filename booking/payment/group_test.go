@@ -602,3 +602,92 @@ func TestCommonSuccessesTakenTogetherAndTheRestByTheirBodies(t *testing.T) {
 	}
 	w.s.CheckInvariants(t, w.shard)
 }
+
+// A callback is held to the payment it names inside the group as it is
+// alone: in one group with plain successes (taken set-based), a success
+// signed by another gateway than the payment's and one carrying another
+// gateway reference are refused and change nothing, while the plain ones
+// confirm. Fails if the set-based path takes a success without checking
+// the payment's gateway or reference (the other gateway's success carries
+// the right amount and would confirm the hold).
+func TestTamperedCallbacksInAGroupChangeNothing(t *testing.T) {
+	t.Parallel()
+	gate := newGroupGate()
+	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 16, 6)
+	ctx := context.Background()
+	var plain []payment.View
+	var events []pspapi.Webhook
+	for i := range 3 {
+		v, ev := w.awaiting(t, w.users[i], fmt.Sprintf("tampered-plain-%d", i))
+		plain, events = append(plain, v), append(events, ev)
+	}
+	foreign, foreignEv := w.awaiting(t, w.users[3], "tampered-foreign")
+	other := ""
+	for _, g := range w.s.Gateways {
+		if g.ID != foreignEv.Gateway {
+			other = g.ID
+		}
+	}
+	if other == "" {
+		t.Fatal("the test stack has one gateway; this test needs two")
+	}
+	reffed, reffedEv := w.awaiting(t, w.users[4], "tampered-ref")
+	reffedEv.PSPRef += "x"
+	first := w.hold(t, w.users[5], "tampered-first-hold")
+
+	gate.arm()
+	taken0 := w.s.Payments.SetBasedSuccesses()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := w.s.Payments.Initiate(ctx, teststack.Caller(w.users[5]),
+			payment.InitiateRequest{HoldID: first.HoldID, Method: payment.Wallet, IdempotencyKey: "tampered-first-pay"}); err != nil {
+			t.Errorf("first group: %v", err)
+		}
+	})
+	<-gate.paused
+	type sent struct {
+		gw string
+		ev pspapi.Webhook
+	}
+	all := []sent{{events[0].Gateway, events[0]}, {events[1].Gateway, events[1]}, {events[2].Gateway, events[2]},
+		{other, foreignEv}, {reffedEv.Gateway, reffedEv}}
+	codes := make([]int, len(all))
+	for i, s := range all {
+		wg.Go(func() { codes[i] = sendWebhook(t, w, s.gw, s.ev) })
+	}
+	gate.waitQueued(t, 1+len(all))
+	close(gate.release)
+	wg.Wait()
+	for i, code := range codes {
+		if ok := code == 200; ok != (i < 3) {
+			t.Errorf("callback %d (%s at %s) answered %d", i, all[i].ev.EventID, all[i].gw, code)
+		}
+	}
+	if taken := w.s.Payments.SetBasedSuccesses() - taken0; taken != 3 {
+		t.Errorf("%d successes taken set-based; want the 3 plain ones", taken)
+	}
+	for i, v := range plain {
+		var state, hold string
+		if err := w.s.Pool.QueryRow(ctx, `SELECT p.state, h.state FROM payments p JOIN holds h ON h.id = p.hold_id WHERE p.id = $1`,
+			v.ID).Scan(&state, &hold); err != nil {
+			t.Fatal(err)
+		}
+		if state != payment.Success || hold != booking.HoldConfirmed {
+			t.Errorf("plain payment %d: %s, hold %s; want SUCCESS, CONFIRMED", i, state, hold)
+		}
+	}
+	for _, v := range []payment.View{foreign, reffed} {
+		var state, hold string
+		var hooks, events int
+		if err := w.s.Pool.QueryRow(ctx, `SELECT p.state, h.state, (SELECT count(*) FROM webhook_events e WHERE e.payment_id = p.id),
+			(SELECT count(*) FROM payment_events e WHERE e.payment_id = p.id AND e.to_state = 'SUCCESS')
+			FROM payments p JOIN holds h ON h.id = p.hold_id WHERE p.id = $1`, v.ID).Scan(&state, &hold, &hooks, &events); err != nil {
+			t.Fatal(err)
+		}
+		if state != payment.AwaitingUser || hold != booking.HoldHeld || hooks != 0 || events != 0 {
+			t.Errorf("tampered callback's payment %s: %s, hold %s, %d events recorded, %d changes to SUCCESS; want it unchanged",
+				v.ID, state, hold, hooks, events)
+		}
+	}
+	w.s.CheckInvariants(t, w.shard)
+}

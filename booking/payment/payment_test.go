@@ -414,11 +414,17 @@ func TestTamperedCallbacksChangeNothing(t *testing.T) {
 	}
 	var pspRef string
 	w.s.Pool.QueryRow(ctx, `SELECT psp_ref FROM payments WHERE id = $1`, v.ID).Scan(&pspRef) //nolint:errcheck
-	var secret []byte
+	var secret, otherSecret []byte
+	other := ""
 	for _, g := range w.s.Gateways {
 		if g.ID == v.Gateway {
 			secret = g.WebhookSecrets[0]
+		} else if other == "" {
+			other, otherSecret = g.ID, g.WebhookSecrets[0]
 		}
+	}
+	if other == "" {
+		t.Fatal("the test stack has one gateway; this test needs two")
 	}
 	genuine := pspapi.Webhook{EventID: "evt-genuine-1", PSPRef: pspRef, MerchantRef: v.ID.String(), Gateway: v.Gateway, Method: "UPI",
 		Status: pspapi.StatusSuccess, AmountPaise: v.AmountPaise, BankEventTime: time.Now()}
@@ -448,6 +454,12 @@ func TestTamperedCallbacksChangeNothing(t *testing.T) {
 	altered := genuine
 	altered.AmountPaise = 100
 	alteredBody, _ := json.Marshal(altered)
+	otherRef := genuine
+	otherRef.PSPRef += "x"
+	otherRefBody, _ := json.Marshal(otherRef)
+	notOurs := genuine
+	notOurs.MerchantRef = uuid.NewString()
+	notOursBody, _ := json.Marshal(notOurs)
 	old := time.Now().Add(-10 * time.Minute)
 	cases := []struct {
 		name   string
@@ -463,6 +475,10 @@ func TestTamperedCallbacksChangeNothing(t *testing.T) {
 		{"body changed after signing", v.Gateway, time.Now(), alteredBody, pspapi.Sign(secret, time.Now(), body), "BAD_SIGNATURE"},
 		{"amount altered (re-signed)", v.Gateway, time.Now(), alteredBody, pspapi.Sign(secret, time.Now(), alteredBody), "AMOUNT_MISMATCH"},
 		{"unknown gateway", "evilpay", time.Now(), body, pspapi.Sign(secret, time.Now(), body), "UNKNOWN_GATEWAY"},
+		// Genuinely signed, but by a gateway the payment is not with.
+		{"another gateway's callback", other, time.Now(), body, pspapi.Sign(otherSecret, time.Now(), body), "UNKNOWN_PAYMENT"},
+		{"gateway reference changed (re-signed)", v.Gateway, time.Now(), otherRefBody, pspapi.Sign(secret, time.Now(), otherRefBody), "REF_MISMATCH"},
+		{"no payment of ours", v.Gateway, time.Now(), notOursBody, pspapi.Sign(secret, time.Now(), notOursBody), "UNKNOWN_PAYMENT"},
 		{"malformed body", v.Gateway, time.Now(), []byte(`{"event_id":`), pspapi.Sign(secret, time.Now(), []byte(`{"event_id":`)), "MALFORMED_CALLBACK"},
 	}
 	for _, tc := range cases {
@@ -497,6 +513,22 @@ func TestTamperedCallbacksChangeNothing(t *testing.T) {
 	}
 	if again := state(); again != after {
 		t.Fatalf("duplicate callback changed state: %s -> %s", after, again)
+	}
+	// Another process, or this one restarted, has not seen the event: it is
+	// found recorded under the payment's lock and acknowledged, changing
+	// nothing, even when it now says otherwise (a gateway reusing an event
+	// id would otherwise raise a review of a FAILED after SUCCESS).
+	failedLater := genuine
+	failedLater.Status, failedLater.FailureReason = pspapi.StatusFailed, "USER_DECLINED"
+	failedBody, _ := json.Marshal(failedLater)
+	for _, b := range [][]byte{body, failedBody} {
+		payment.ForgetSeenEvents(w.s.Payments)
+		if code, resp := send(v.Gateway, time.Now(), b, pspapi.Sign(secret, time.Now(), b)); code != 200 {
+			t.Fatalf("a recorded event, delivered to a process that had not seen it: %d %s", code, resp)
+		}
+		if again := state(); again != after {
+			t.Fatalf("a recorded event changed state: %s -> %s", after, again)
+		}
 	}
 }
 

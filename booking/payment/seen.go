@@ -7,7 +7,8 @@ import "sync"
 // send one event several times) are acknowledged without touching
 // PostgreSQL. It is only a speed-up: the unique key of webhook_events
 // decides, and an event this process never saw or has forgotten is looked
-// up there. Oldest entries are forgotten first.
+// up there, under its payment's lock (webhookEvent.check). Oldest entries
+// are forgotten first.
 type seenEvents struct {
 	mu   sync.Mutex
 	set  map[string]struct{}

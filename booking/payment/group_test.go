@@ -95,6 +95,36 @@ func (g *groupGate) waitQueued(t *testing.T, n int) {
 	}
 }
 
+// sentCallback is a webhook and the gateway that signs and sends it.
+type sentCallback struct {
+	gw string
+	ev pspapi.Webhook
+}
+
+// inOneGroup holds a first group (user's wallet payment for first, under
+// key) at its COMMIT until every callback of sends is queued, so that they
+// are all written as the next group, and returns each callback's status.
+func (w *world) inOneGroup(t *testing.T, gate *groupGate, user int64, first booking.HoldResult, key string, sends []sentCallback) []int {
+	t.Helper()
+	gate.arm()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := w.s.Payments.Initiate(context.Background(), teststack.Caller(user),
+			payment.InitiateRequest{HoldID: first.HoldID, Method: payment.Wallet, IdempotencyKey: key}); err != nil {
+			t.Errorf("first group: %v", err)
+		}
+	})
+	<-gate.paused
+	codes := make([]int, len(sends))
+	for i, s := range sends {
+		wg.Go(func() { codes[i] = sendWebhook(t, w, s.gw, s.ev) })
+	}
+	gate.waitQueued(t, 1+len(sends))
+	close(gate.release)
+	wg.Wait()
+	return codes
+}
+
 // awaiting makes a UPI payment for a fresh hold of user, left AWAITING_USER
 // (the customer never answers), and returns the SUCCESS webhook its gateway
 // would send.
@@ -106,6 +136,18 @@ func (w *world) awaiting(t *testing.T, user int64, key string) (payment.View, ps
 		t.Fatalf("upi pay: %+v %v", v, err)
 	}
 	return v, w.successHook(t, v, "evt-"+key)
+}
+
+// awaitingEach is awaiting for each of users, keyed prefix-0, prefix-1, ...
+func (w *world) awaitingEach(t *testing.T, users []int64, prefix string) ([]payment.View, []pspapi.Webhook) {
+	t.Helper()
+	var views []payment.View
+	var hooks []pspapi.Webhook
+	for i, u := range users {
+		v, ev := w.awaiting(t, u, fmt.Sprintf("%s-%d", prefix, i))
+		views, hooks = append(views, v), append(hooks, ev)
+	}
+	return views, hooks
 }
 
 // successHook is the SUCCESS webhook v's gateway would send, as eventID.
@@ -514,12 +556,7 @@ func TestCommonSuccessesTakenTogetherAndTheRestByTheirBodies(t *testing.T) {
 	gate := newGroupGate()
 	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 16, 10)
 	ctx := context.Background()
-	var plain []payment.View
-	var events []pspapi.Webhook
-	for i := range 4 {
-		v, ev := w.awaiting(t, w.users[i], fmt.Sprintf("common-%d", i))
-		plain, events = append(plain, v), append(events, ev)
-	}
+	plain, events := w.awaitingEach(t, w.users[:4], "common")
 	again := events[0]
 	again.EventID += "-again"
 	cancelled, cancelledEv := w.awaiting(t, w.users[4], "common-cancelled")
@@ -531,24 +568,13 @@ func TestCommonSuccessesTakenTogetherAndTheRestByTheirBodies(t *testing.T) {
 	given, givenEv, second, secondEv := w.givenUp(t, w.users[6], "common-given-up")
 	first := w.hold(t, w.users[7], "common-first-hold")
 
-	gate.arm()
 	taken0 := w.s.Payments.SetBasedSuccesses()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if _, err := w.s.Payments.Initiate(ctx, teststack.Caller(w.users[7]),
-			payment.InitiateRequest{HoldID: first.HoldID, Method: payment.Wallet, IdempotencyKey: "common-first-pay"}); err != nil {
-			t.Errorf("first group: %v", err)
-		}
-	})
-	<-gate.paused
 	all := append(events, again, cancelledEv, mismatchEv, givenEv, secondEv)
-	codes := make([]int, len(all))
-	for i, ev := range all {
-		wg.Go(func() { codes[i] = sendWebhook(t, w, ev.Gateway, ev) })
+	var sends []sentCallback
+	for _, ev := range all {
+		sends = append(sends, sentCallback{ev.Gateway, ev})
 	}
-	gate.waitQueued(t, 1+len(all))
-	close(gate.release)
-	wg.Wait()
+	codes := w.inOneGroup(t, gate, w.users[7], first, "common-first-pay", sends)
 	for i, code := range codes {
 		if ok := code == 200 || code == 204; ok == (all[i].EventID == mismatchEv.EventID) {
 			t.Errorf("callback %s answered %d", all[i].EventID, code)
@@ -615,12 +641,7 @@ func TestTamperedCallbacksInAGroupChangeNothing(t *testing.T) {
 	gate := newGroupGate()
 	w := newWorld(t, teststack.Options{Routes: fastRoutes(noAnswer), Pause: gate.pause, ConfirmWriters: 1}, 16, 6)
 	ctx := context.Background()
-	var plain []payment.View
-	var events []pspapi.Webhook
-	for i := range 3 {
-		v, ev := w.awaiting(t, w.users[i], fmt.Sprintf("tampered-plain-%d", i))
-		plain, events = append(plain, v), append(events, ev)
-	}
+	plain, events := w.awaitingEach(t, w.users[:3], "tampered-plain")
 	foreign, foreignEv := w.awaiting(t, w.users[3], "tampered-foreign")
 	other := ""
 	for _, g := range w.s.Gateways {
@@ -635,29 +656,10 @@ func TestTamperedCallbacksInAGroupChangeNothing(t *testing.T) {
 	reffedEv.PSPRef += "x"
 	first := w.hold(t, w.users[5], "tampered-first-hold")
 
-	gate.arm()
 	taken0 := w.s.Payments.SetBasedSuccesses()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if _, err := w.s.Payments.Initiate(ctx, teststack.Caller(w.users[5]),
-			payment.InitiateRequest{HoldID: first.HoldID, Method: payment.Wallet, IdempotencyKey: "tampered-first-pay"}); err != nil {
-			t.Errorf("first group: %v", err)
-		}
-	})
-	<-gate.paused
-	type sent struct {
-		gw string
-		ev pspapi.Webhook
-	}
-	all := []sent{{events[0].Gateway, events[0]}, {events[1].Gateway, events[1]}, {events[2].Gateway, events[2]},
+	all := []sentCallback{{events[0].Gateway, events[0]}, {events[1].Gateway, events[1]}, {events[2].Gateway, events[2]},
 		{other, foreignEv}, {reffedEv.Gateway, reffedEv}}
-	codes := make([]int, len(all))
-	for i, s := range all {
-		wg.Go(func() { codes[i] = sendWebhook(t, w, s.gw, s.ev) })
-	}
-	gate.waitQueued(t, 1+len(all))
-	close(gate.release)
-	wg.Wait()
+	codes := w.inOneGroup(t, gate, w.users[5], first, "tampered-first-pay", all)
 	for i, code := range codes {
 		if ok := code == 200; ok != (i < 3) {
 			t.Errorf("callback %d (%s at %s) answered %d", i, all[i].ev.EventID, all[i].gw, code)

@@ -310,12 +310,12 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			return rep, fmt.Errorf("bench %s: %w", p.name, err)
 		}
 		if prefix, ok := keyPrefixes[p.name]; ok {
-			if err := batches(ctx, env, prefix, &ph); err != nil {
+			if ph.Holds, err = holdBatches(ctx, env, prefix); err != nil {
 				return rep, fmt.Errorf("bench %s: %w", p.name, err)
 			}
 		}
 		if sh := confirmShards(env)[p.name]; sh != nil {
-			if ph.Groups, err = confirmationGroups(ctx, env, sh.ID); err != nil {
+			if ph.Confirmations, err = confirmationGroups(ctx, env, sh.ID); err != nil {
 				return rep, fmt.Errorf("bench %s: %w", p.name, err)
 			}
 		}
@@ -356,20 +356,14 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 // keyPrefixes name each hold-writing phase's idempotency keys (see idemKey).
 var keyPrefixes = map[string]string{"cycle": "c", "service": "s", "http": "h", "rush": "r", "wallet": "w", "spread": "m"}
 
-// batches reads how a phase's holds were grouped into transactions.
-func batches(ctx context.Context, env *runEnv, phase string, ph *Phase) error {
+// holdBatches reads how a phase's holds were grouped into transactions.
+func holdBatches(ctx context.Context, env *runEnv, phase string) (Batches, error) {
 	var ids []int64
 	for _, sh := range env.shards() {
 		ids = append(ids, sh.ID)
 	}
-	err := env.opts.Pool.QueryRow(ctx, `
-		SELECT count(*), coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY n), 0), coalesce(max(n), 0)
-		FROM (SELECT count(*) AS n FROM holds WHERE shard_id = ANY($1) AND idempotency_key LIKE $2 GROUP BY created_at) b`,
-		ids, "bench-"+env.runID+"-"+phase+"-%").Scan(&ph.Commits, &ph.BatchP50, &ph.BatchMax)
-	if err != nil {
-		return fmt.Errorf("read group-commit batches: %w", err)
-	}
-	return nil
+	return readBatches(ctx, env, `SELECT count(*) AS n FROM holds WHERE shard_id = ANY($1) AND idempotency_key LIKE $2 GROUP BY created_at`,
+		ids, "bench-"+env.runID+"-"+phase+"-%")
 }
 
 // confirmShards are the payment phases' shards, by phase.
@@ -381,13 +375,19 @@ func confirmShards(env *runEnv) map[string]*booking.Shard {
 // so far, were grouped into transactions: read before anything is sent
 // after the phase, it is the phase's own.
 func confirmationGroups(ctx context.Context, env *runEnv, shardID int64) (Batches, error) {
+	return readBatches(ctx, env, `SELECT count(*) AS n FROM bookings b JOIN holds h ON h.id = b.hold_id WHERE h.shard_id = $1 GROUP BY b.booked_at`,
+		shardID)
+}
+
+// readBatches sums up perTransaction, a query of one row per transaction
+// with its row count n.
+func readBatches(ctx context.Context, env *runEnv, perTransaction string, args ...any) (Batches, error) {
 	var g Batches
 	err := env.opts.Pool.QueryRow(ctx, `
 		SELECT coalesce(sum(n), 0), count(*), coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY n), 0), coalesce(max(n), 0)
-		FROM (SELECT count(*) AS n FROM bookings b JOIN holds h ON h.id = b.hold_id WHERE h.shard_id = $1 GROUP BY b.booked_at) g`,
-		shardID).Scan(&g.Rows, &g.Transactions, &g.P50, &g.Max)
+		FROM (`+perTransaction+`) g`, args...).Scan(&g.Rows, &g.Transactions, &g.P50, &g.Max)
 	if err != nil {
-		return g, fmt.Errorf("read confirmation groups: %w", err)
+		return g, fmt.Errorf("read batches: %w", err)
 	}
 	return g, nil
 }

@@ -79,12 +79,18 @@ func TestBenchSmoke(t *testing.T) {
 			rep.Callbacks.Durable, rep.Callbacks.Ops, rep.Duplicates.Durable)
 	}
 	// The confirmation groups are read before anything is sent after a
-	// phase: they hold exactly its confirmations.
-	for _, p := range []bench.Phase{rep.Wallet, rep.Callbacks} {
-		g := p.Groups
-		if g.Rows != p.Durable || g.Transactions < 1 || g.Transactions > g.Rows || g.P50 < 1 || g.P50 > g.Max || int64(g.Max) > g.Rows {
-			t.Errorf("%s: %d confirmations, groups %+v", p.Name, p.Durable, g)
+	// phase: they hold exactly its confirmations; a hold phase's batches
+	// hold exactly its durable holds.
+	grouped := func(name string, durable int64, g bench.Batches) {
+		if g.Rows != durable || g.Transactions < 1 || g.Transactions > g.Rows || g.P50 < 1 || g.P50 > g.Max || int64(g.Max) > g.Rows {
+			t.Errorf("%s: %d durable, grouped %+v", name, durable, g)
 		}
+	}
+	for _, p := range []bench.Phase{rep.Service, rep.HTTP} {
+		grouped(p.Name+" holds", p.Durable, p.Holds)
+	}
+	for _, p := range []bench.Phase{rep.Wallet, rep.Callbacks} {
+		grouped(p.Name+" confirmations", p.Durable, p.Confirmations)
 	}
 	if len(rep.CallbackPrepFailures) > 0 || rep.CallbacksPrepared == 0 ||
 		int64(rep.CallbacksPrepared) != rep.Callbacks.Durable+int64(rep.CallbacksDrained) {

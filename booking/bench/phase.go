@@ -57,13 +57,11 @@ type Phase struct {
 	CPU            CPUUse
 	// Group commit, for phases that write holds: the transactions their
 	// holds went in (rows of one transaction share created_at, which is
-	// now() at its start) and the holds per transaction.
-	Commits            int64
-	BatchP50, BatchMax int
+	// now() at its start).
+	Holds Batches
 	// Payment phases: the confirmation groups their bookings went in
-	// (bookings of one transaction share booked_at, its now()) and the
-	// bookings per group.
-	Groups Batches
+	// (bookings of one transaction share booked_at, its now()).
+	Confirmations Batches
 }
 
 // Batches is how rows were grouped into transactions.
@@ -78,14 +76,6 @@ func (b Batches) Mean() float64 {
 		return 0
 	}
 	return float64(b.Rows) / float64(b.Transactions)
-}
-
-// BatchMean is the mean holds per group-commit transaction.
-func (p Phase) BatchMean() float64 {
-	if p.Commits == 0 {
-		return 0
-	}
-	return float64(p.Durable) / float64(p.Commits)
 }
 
 // Rate is Ops per second of wall time.

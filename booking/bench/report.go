@@ -274,9 +274,10 @@ func (r Report) String() string {
 		if (p.name == "wallet" && !r.Payments) || (p.name == "spread" && r.SpreadShards == 0) {
 			continue
 		}
+		h := p.ph.Holds
 		fmt.Fprintf(&b, "  %-8s %s holds in %s transactions: mean %.1f, p50 %d, max %d; %s commits/s\n", p.name,
-			thousands(p.ph.Durable), thousands(p.ph.Commits), p.ph.BatchMean(), p.ph.BatchP50, p.ph.BatchMax,
-			thousands(int64(perSecond(p.ph.Commits, p.ph.Elapsed)+0.5)))
+			thousands(h.Rows), thousands(h.Transactions), h.Mean(), h.P50, h.Max,
+			thousands(int64(perSecond(h.Transactions, p.ph.Elapsed)+0.5)))
 	}
 	if r.Payments {
 		fmt.Fprintf(&b, "confirmation groups (bookings per PostgreSQL transaction, %d writers):\n", r.ConfirmWriters)
@@ -284,7 +285,7 @@ func (r Report) String() string {
 			name string
 			ph   Phase
 		}{{"wallet", r.Wallet}, {"callbacks", r.Callbacks}} {
-			g := p.ph.Groups
+			g := p.ph.Confirmations
 			fmt.Fprintf(&b, "  %-9s %s bookings in %s transactions: mean %.1f, p50 %d, max %d\n", p.name,
 				thousands(g.Rows), thousands(g.Transactions), g.Mean(), g.P50, g.Max)
 		}

@@ -41,6 +41,7 @@ func (c *Console) financeRoutes(r chi.Router) {
 	fin.Post("/finance/exceptions/{id}/{action}", c.financeAction)
 	fin.Get("/finance/files", c.financeFiles)
 	fin.Post("/finance/files", c.financeUpload)
+	fin.Post("/finance/files/{id}/accept", c.financeAccept)
 	fin.Get("/finance/books", c.financeBooks)
 	fin.Post("/finance/messages/read", c.financeMessagesRead)
 }
@@ -142,9 +143,12 @@ func runRow(r recon.RunSummary) views.FinanceRunRow {
 		Pay: views.INR(r.Payouts)}
 }
 
-func fileRow(f recon.FileInfo) views.FinanceFile {
+// fileRow is a file as the viewer me sees it: an upload not theirs waits
+// for them to accept it.
+func fileRow(f recon.FileInfo, me string) views.FinanceFile {
 	v := views.FinanceFile{ID: f.ID, Source: f.Source, Gateway: f.Gateway, Format: f.Format, Date: istDay(f.BusinessDate), Name: f.Name,
-		SHA: f.SHA256, Rows: f.Rows, Bytes: f.Bytes, IngestedAt: ist(f.IngestedAt), IngestedBy: f.IngestedBy, Replayed: f.Replayed}
+		SHA: f.SHA256, Rows: f.Rows, Bytes: f.Bytes, IngestedAt: ist(f.IngestedAt), IngestedBy: f.IngestedBy, Replayed: f.Replayed,
+		Origin: f.Origin, AcceptedBy: f.AcceptedBy, CanAccept: !f.Accepted() && f.IngestedBy != me}
 	if f.SupersededBy != nil {
 		v.SupersededBy = fmt.Sprint(*f.SupersededBy)
 	}
@@ -322,6 +326,8 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case booking.EFORBIDDEN:
 		return http.StatusForbidden
+	case booking.EUNAVAIL:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusBadRequest
 }
@@ -417,7 +423,7 @@ func (c *Console) financeRunPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, f := range files {
-		p.Files = append(p.Files, fileRow(f))
+		p.Files = append(p.Files, fileRow(f, u.Login))
 	}
 	hist, err := c.cfg.Recon.RunHistory(ctx, run.Gateway, run.BusinessDate)
 	if err != nil {
@@ -616,7 +622,7 @@ func (c *Console) renderException(w http.ResponseWriter, r *http.Request, e reco
 	u, _ := userFrom(ctx)
 	k, _ := recon.KindOf(e.Kind)
 	p := views.FinanceExceptionPage{E: exceptionRow(e, time.Now()), Meaning: k.Meaning, PNR: e.PNR, PSPRef: e.PSPRef, PayoutID: e.PayoutID,
-		WriteOffBy: e.WriteOffBy, ApprovedBy: e.ApprovedBy, ResolvedBy: e.ResolvedBy, Me: u.Login, Codes: recon.ResolutionCodes,
+		WriteOffBy: e.WriteOffBy, ApprovedBy: e.ApprovedBy, ResolvedBy: e.ResolvedBy, Me: u.Login, Codes: resolutionCodes(e.Kind),
 		Open: e.State == recon.StateOpen || e.State == recon.StateInvestigating, Error: errMsg, CSRF: u.CSRF}
 	var ev any
 	if json.Unmarshal(e.Evidence, &ev) == nil {
@@ -735,11 +741,14 @@ func (c *Console) financeAction(w http.ResponseWriter, r *http.Request) {
 		err, done = c.cfg.Recon.AddNote(ctx, e.ID, u.Login, note), "Note added."
 	case "resolve":
 		code := r.PostFormValue("code")
-		err, done = c.cfg.Recon.ResolveManually(ctx, e.ID, u.Login, code, note), "Resolved as "+code+"."
+		err, done = c.cfg.Recon.ResolveManually(ctx, e.ID, u.Login, code, note, c.reconPayments()), "Resolved as "+code+"."
 	case "writeoff":
-		if r.PostFormValue("approve") == "1" {
+		switch {
+		case r.PostFormValue("withdraw") == "1":
+			err, done = c.cfg.Recon.WithdrawWriteOff(ctx, e.ID, u.Login, note), "Write-off proposal withdrawn."
+		case r.PostFormValue("approve") == "1":
 			err, done = c.cfg.Recon.ApproveWriteOff(ctx, e.ID, u.Login, note), "Written off."
-		} else {
+		default:
 			err, done = c.cfg.Recon.ProposeWriteOff(ctx, e.ID, u.Login, note), "Write-off proposed; a second person approves it."
 		}
 	case "approve":
@@ -787,7 +796,7 @@ func (c *Console) renderFiles(w http.ResponseWriter, r *http.Request, p views.Fi
 		return
 	}
 	for _, f := range files {
-		p.Files = append(p.Files, fileRow(f))
+		p.Files = append(p.Files, fileRow(f, u.Login))
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
@@ -843,7 +852,7 @@ func (c *Console) financeUpload(w http.ResponseWriter, r *http.Request) {
 		c.renderFiles(w, r, p, status)
 		return
 	}
-	res := fileRow(info)
+	res := fileRow(info, u.Login)
 	p.Result = &res
 	c.renderFiles(w, r, p, http.StatusCreated)
 }

@@ -51,9 +51,9 @@ func financeFixture(t *testing.T, s *teststack.Stack) {
 		meta recon.FileMeta
 		body string
 	}{
-		{recon.FileMeta{Source: recon.SourceSettlement, Gateway: "swiftpay", BusinessDate: day, Name: "swiftpay-20250604.csv", By: "job:recon_fetch"},
+		{recon.FileMeta{Source: recon.SourceSettlement, Gateway: "swiftpay", BusinessDate: day, Name: "swiftpay-20250604.csv", By: "job:recon_fetch", Fetched: true},
 			swiftFile(1000, 2000, 3000)},
-		{recon.FileMeta{Source: recon.SourceBank, BusinessDate: day.AddDate(0, 0, 1), Name: "bank-20250605.csv", By: "job:recon_fetch"},
+		{recon.FileMeta{Source: recon.SourceBank, BusinessDate: day.AddDate(0, 0, 1), Name: "bank-20250605.csv", By: "job:recon_fetch", Fetched: true},
 			bankFile(5990)},
 	} {
 		if _, err := s.App.Recon.Ingest(t.Context(), f.meta, strings.NewReader(f.body)); err != nil {

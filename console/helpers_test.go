@@ -24,6 +24,7 @@ const password = "console-test"
 var testUsers = []console.DemoUser{
 	{Login: "ops1", Password: password, Role: console.Ops},
 	{Login: "finance1", Password: password, Role: console.Finance},
+	{Login: "finance2", Password: password, Role: console.Finance},
 	{Login: "fraud1", Password: password, Role: console.Fraud},
 	{Login: "admin1", Password: password, Role: console.Admin},
 	{Login: "admin2", Password: password, Role: console.Admin},

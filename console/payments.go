@@ -72,18 +72,22 @@ func (c *Console) renderPayments(w http.ResponseWriter, r *http.Request, p views
 	for _, v := range reviews {
 		p.Reviews = append(p.Reviews, views.ReviewRow{ID: fmt.Sprint(v.ID), PaymentID: v.PaymentID.String(), Kind: v.Kind, Detail: v.Detail,
 			Login: v.Login, Purpose: v.Purpose, Method: v.Method, State: v.State, Amount: booking.Rupees(v.AmountPaise), PNR: v.PNR,
-			Age: now.Sub(v.CreatedAt).Truncate(time.Second).String(), WalletFallback: v.Kind == payment.ReviewRefundRefused})
+			Age: now.Sub(v.CreatedAt).Truncate(time.Second).String(), WalletFallback: v.Kind == payment.ReviewRefundRefused,
+			Proposal: proposalLabel(v.Proposal), ProposedBy: v.ProposedBy, ProposalNote: v.ProposalNote})
 	}
-	p.CanResolve = u.Role == Finance || u.Role == Admin
+	p.CanResolve, p.Me = u.Role == Finance || u.Role == Admin, u.Login
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	c.render(w, r, "Stuck payments", views.ConsolePayments(p, u.CSRF))
 }
 
-// paymentReview resolves an open payment review (action=resolve, with a
-// note) or, for a refused refund, credits it to the wallet (action=wallet;
-// once: payment.RefundToWallet says why that is a person's decision).
-// Finance and admin only. Audited.
+// paymentReview acts on an open payment review, four eyes: one person
+// proposes (action=resolve with a note saying what was done, or, for a
+// refused refund, action=wallet: credit it to the wallet); a second person
+// approves (action=approve), which asks the gateway first and goes ahead
+// only on its answer, and above the approval limit only a finance lead
+// may; the proposer withdraws or another person rejects (action=reject).
+// Finance and admin only. Every step audited, refused ones too.
 func (c *Console) paymentReview(w http.ResponseWriter, r *http.Request) {
 	u, _ := userFrom(r.Context())
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
@@ -91,33 +95,56 @@ func (c *Console) paymentReview(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	ctx := r.Context()
 	action, note := r.PostFormValue("action"), strings.TrimSpace(r.PostFormValue("note"))
+	detail := map[string]any{"action": action, "note": note}
+	var done string
 	switch action {
-	case "wallet":
-		err = c.cfg.Payments.RefundToWallet(r.Context(), id, u.Login)
-		note = "refund credited to the wallet"
-	case "resolve":
-		err = c.cfg.Payments.ResolveReview(r.Context(), id, u.Login, note)
+	case "wallet", "resolve":
+		err = c.cfg.Payments.ProposeReview(ctx, id, u.Login, strings.ToUpper(action), note)
+		done = fmt.Sprintf("Review %d: proposed; a second person approves it.", id)
+	case "approve":
+		var lead bool
+		if err = c.pool.QueryRow(ctx, `SELECT finance_lead FROM console_users WHERE id = $1`, u.ID).Scan(&lead); err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+		var answer payment.GatewayAnswer
+		answer, err = c.cfg.Payments.ApproveReview(ctx, id, payment.Approver{Login: u.Login, Lead: lead})
+		detail["gateway"] = answer.String()
+		done = fmt.Sprintf("Review %d: approved and carried out (%s).", id, answer)
+	case "reject":
+		err, done = c.cfg.Payments.RejectReview(ctx, id, u.Login), fmt.Sprintf("Review %d: proposal cleared.", id)
 	default:
-		err = booking.Errorf(booking.EINVALID, "BAD_ACTION", "Choose resolve or wallet.")
+		err = booking.Errorf(booking.EINVALID, "BAD_ACTION", "Choose propose, approve or reject.")
 	}
 	if err != nil && booking.ErrorCode(err) == booking.EINTERNAL {
 		c.serverError(w, r, err)
 		return
 	}
-	detail := map[string]any{"action": action, "note": note}
 	if err != nil {
 		detail["refused"] = booking.ErrorMessage(err)
 	}
-	if aerr := levers.Audit(r.Context(), c.pool, u.Login, "payment.review."+action, fmt.Sprint(id), detail); aerr != nil {
+	if aerr := levers.Audit(ctx, c.pool, u.Login, "payment.review."+action, fmt.Sprint(id), detail); aerr != nil {
 		c.serverError(w, r, aerr)
 		return
 	}
 	if err != nil {
-		c.renderPayments(w, r, views.PaymentsPage{Error: booking.ErrorMessage(err)}, http.StatusConflict)
+		c.renderPayments(w, r, views.PaymentsPage{Error: booking.ErrorMessage(err)}, statusOf(err))
 		return
 	}
-	c.redirectNotice(w, r, "/console/payments", fmt.Sprintf("Review %d: %s.", id, note))
+	c.redirectNotice(w, r, "/console/payments", done)
+}
+
+// proposalLabel is a review proposal as the page names it.
+func proposalLabel(p string) string {
+	switch p {
+	case payment.ProposeWallet:
+		return "Credit the refund to the wallet"
+	case payment.ProposeResolve:
+		return "Close the review"
+	}
+	return ""
 }
 
 // paymentInquire asks the gateway for the payment's status now. Audited.

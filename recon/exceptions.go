@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -356,18 +357,32 @@ func (s *Service) note(ctx context.Context, id uuid.UUID, actor, action, note st
 	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error { return event(ctx, tx, id, actor, action, "", "", note) })
 }
 
-// ResolveManually closes an exception with a resolution code and a note.
-func (s *Service) ResolveManually(ctx context.Context, id uuid.UUID, actor, code, note string) error {
+// ResolveManually closes an exception with one of its kind's resolution
+// codes (CodesFor) and a note, once the evidence the code needs holds (a
+// refund recorded, a ticket, or the gateway's answer asked now through
+// pay). Never while a write-off is proposed: that is decided by its
+// second person, or withdrawn first.
+func (s *Service) ResolveManually(ctx context.Context, id uuid.UUID, actor, code, note string, pay Payments) error {
 	if err := checkActor(actor); err != nil {
 		return err
 	}
-	if !codeRE.MatchString(code) || code == ClearedOnRerun || strings.HasPrefix(code, "AUTO_") {
-		return booking.Errorf(booking.EINVALID, "BAD_CODE", "A resolution code is 3-40 capitals and _ (not %s or AUTO_…).", ClearedOnRerun)
+	if !codeRE.MatchString(code) {
+		return booking.Errorf(booking.EINVALID, "BAD_CODE", "Choose a resolution code.")
 	}
 	if err := checkNote(note, true); err != nil {
 		return err
 	}
 	return s.change(ctx, id, func(tx pgx.Tx, e Exception) error {
+		if e.WriteOffBy != "" {
+			return booking.Errorf(booking.ECONFLICT, "WRITE_OFF_PROPOSED", "%s proposed writing it off: a second person approves or refuses that first.", e.WriteOffBy)
+		}
+		evidence, err := checkResolution(ctx, tx, e, code, pay)
+		if err != nil {
+			return err
+		}
+		if evidence != "" {
+			note += " (" + evidence + ")"
+		}
 		return s.closeTx(ctx, tx, id, actor, StateResolved, code, note)
 	})
 }
@@ -410,6 +425,26 @@ func (s *Service) ProposeWriteOff(ctx context.Context, id uuid.UUID, actor, note
 	})
 }
 
+// WithdrawWriteOff takes a write-off proposal back: its proposer withdraws
+// it or a second person refuses it. The exception stays open.
+func (s *Service) WithdrawWriteOff(ctx context.Context, id uuid.UUID, actor, note string) error {
+	if err := checkActor(actor); err != nil {
+		return err
+	}
+	if err := checkNote(note, false); err != nil {
+		return err
+	}
+	return s.change(ctx, id, func(tx pgx.Tx, e Exception) error {
+		if e.WriteOffBy == "" {
+			return booking.Errorf(booking.ECONFLICT, "NOT_PROPOSED", "Nobody proposed writing it off.")
+		}
+		if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET writeoff_by = '' WHERE id = $1`, id); err != nil {
+			return fmt.Errorf("withdraw write-off %s: %w", id, err)
+		}
+		return event(ctx, tx, id, actor, "WRITE_OFF_WITHDRAWN", e.State, e.State, note)
+	})
+}
+
 // ApproveWriteOff writes an exception off: a second person, never the proposer.
 func (s *Service) ApproveWriteOff(ctx context.Context, id uuid.UUID, approver, note string) error {
 	if err := checkActor(approver); err != nil {
@@ -433,7 +468,9 @@ func (s *Service) ApproveWriteOff(ctx context.Context, id uuid.UUID, approver, n
 }
 
 // ApproveAutomatic lets an automatic money move above the limit go ahead:
-// its job is enqueued with the approval.
+// its job is enqueued with the approval. Whoever uploaded a line behind
+// the exception, or ran a reconciliation that found it, is not the second
+// person: they may not approve it.
 func (s *Service) ApproveAutomatic(ctx context.Context, id uuid.UUID, approver string, jobs booking.JobInserter) error {
 	if err := checkActor(approver); err != nil {
 		return err
@@ -444,6 +481,13 @@ func (s *Service) ApproveAutomatic(ctx context.Context, id uuid.UUID, approver s
 			return booking.Errorf(booking.ECONFLICT, "NO_APPROVAL_NEEDED", "Exception %s needs no approval.", id)
 		case e.ApprovedBy != "":
 			return booking.Errorf(booking.ECONFLICT, "ALREADY_APPROVED", "%s approved it already.", e.ApprovedBy)
+		}
+		behind, err := peopleBehind(ctx, tx, e)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(behind, approver) {
+			return booking.Errorf(booking.EFORBIDDEN, "SAME_PERSON", "%s uploaded a file behind it or ran the reconciliation that found it: a second person approves.", approver)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET approved_by = $2 WHERE id = $1`, id, approver); err != nil {
 			return fmt.Errorf("approve %s: %w", id, err)

@@ -54,10 +54,10 @@ func TestLifecycle(t *testing.T) {
 		"no assignee":       svc.Assign(ctx, a, "finance1", ""),
 		"unknown":           svc.Assign(ctx, uuid.New(), "finance1", "asha"),
 		"empty note":        svc.AddNote(ctx, a, "finance1", "  "),
-		"bad code":          svc.ResolveManually(ctx, a, "finance1", "fixed it", "note"),
-		"reserved code":     svc.ResolveManually(ctx, a, "finance1", ClearedOnRerun, "note"),
-		"auto code":         svc.ResolveManually(ctx, a, "finance1", "AUTO_REFUND", "note"),
-		"no note":           svc.ResolveManually(ctx, a, "finance1", "GATEWAY_CONFIRMED", ""),
+		"bad code":          svc.ResolveManually(ctx, a, "finance1", "fixed it", "note", nil),
+		"reserved code":     svc.ResolveManually(ctx, a, "finance1", ClearedOnRerun, "note", nil),
+		"auto code":         svc.ResolveManually(ctx, a, "finance1", "AUTO_REFUND", "note", nil),
+		"no note":           svc.ResolveManually(ctx, a, "finance1", "TIMING_DIFFERENCE", "", nil),
 		"unproposed":        svc.ApproveWriteOff(ctx, a, "finance2", ""),
 		"no approval asked": svc.ApproveAutomatic(ctx, a, "finance2", w.river),
 	} {
@@ -75,9 +75,9 @@ func TestLifecycle(t *testing.T) {
 	// a: assigned, noted, resolved with a code.
 	w.must(svc.Assign(ctx, a, "finance1", "asha"))
 	w.must(svc.AddNote(ctx, a, "asha", "gateway says the line is in tomorrow's file"))
-	w.must(svc.ResolveManually(ctx, a, "asha", "GATEWAY_CONFIRMED", "confirmed by the gateway's ops"))
+	w.must(svc.ResolveManually(ctx, a, "asha", "TIMING_DIFFERENCE", "the gateway's ops: in tomorrow's file", nil))
 	got, _ := svc.Exception(ctx, a)
-	if got.State != StateResolved || got.Resolution != "GATEWAY_CONFIRMED" || got.ResolvedBy != "asha" || got.ResolvedAt == nil || got.Assignee != "asha" {
+	if got.State != StateResolved || got.Resolution != "TIMING_DIFFERENCE" || got.ResolvedBy != "asha" || got.ResolvedAt == nil || got.Assignee != "asha" {
 		t.Fatalf("resolved: %+v", got)
 	}
 	if err := svc.Assign(ctx, a, "finance1", "ravi"); code(err) != booking.ECONFLICT {
@@ -90,7 +90,7 @@ func TestLifecycle(t *testing.T) {
 	for _, h := range hist {
 		actions = append(actions, h.Actor+":"+h.Action)
 	}
-	if want := []string{"run:" + strconv.FormatInt(got.FirstRunID, 10) + ":DETECTED", "finance1:ASSIGNED", "asha:NOTE", "asha:RESOLVED:GATEWAY_CONFIRMED", "ravi:NOTE"}; !slices.Equal(actions, want) {
+	if want := []string{"run:" + strconv.FormatInt(got.FirstRunID, 10) + ":DETECTED", "finance1:ASSIGNED", "asha:NOTE", "asha:RESOLVED:TIMING_DIFFERENCE", "ravi:NOTE"}; !slices.Equal(actions, want) {
 		t.Fatalf("history %v, want %v", actions, want)
 	}
 
@@ -117,7 +117,7 @@ func TestLifecycle(t *testing.T) {
 
 	// A rerun leaves closed exceptions alone and still finds the open one.
 	w.run(gw)
-	if got, _ := svc.Exception(ctx, a); got.State != StateResolved || got.Resolution != "GATEWAY_CONFIRMED" {
+	if got, _ := svc.Exception(ctx, a); got.State != StateResolved || got.Resolution != "TIMING_DIFFERENCE" {
 		t.Fatalf("rerun changed a resolved exception: %+v", got)
 	}
 	if got, _ := svc.Exception(ctx, c); got.State != StateOpen {

@@ -68,6 +68,7 @@ func (s *Service) fetch(ctx context.Context, src Sources, url, token string, met
 		return FileInfo{}, fmt.Errorf("fetch %s: %w", url, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	meta.Fetched = true // from the issuer's own API, with our key
 	resp, err := client.Do(req)
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("fetch %s: %w", url, err)

@@ -26,6 +26,10 @@ type FileMeta struct {
 	BusinessDate time.Time
 	Name         string
 	By           string // a person's login, or job:<name>
+	// Fetched: our own job fetched the file from its issuer's API with our
+	// key (fetch.go). Anything else was brought by a person and starts no
+	// automatic resolution until a second person accepts it (AcceptFile).
+	Fetched bool
 }
 
 // FileInfo is an ingested file's lineage.
@@ -43,11 +47,26 @@ type FileInfo struct {
 	IngestedBy   string     `json:"ingested_by"`
 	SupersededBy *int64     `json:"superseded_by,omitempty"`
 	SupersededAt *time.Time `json:"superseded_at,omitempty"`
+	// Origin is OriginFetched or OriginUpload; AcceptedBy is who accepted
+	// an upload ("" until a second person does; a fetched file is
+	// accepted as it arrives).
+	Origin     string     `json:"origin"`
+	AcceptedBy string     `json:"accepted_by,omitempty"`
+	AcceptedAt *time.Time `json:"accepted_at,omitempty"`
 	// Replayed: these exact bytes were ingested before; nothing changed.
 	Replayed bool `json:"replayed"`
 	// Superseded is the file this one replaced as the day's current one.
 	Superseded int64 `json:"superseded,omitempty"`
 }
+
+// Where a file came from.
+const (
+	OriginFetched = "FETCHED" // fetched by our job from its issuer's API
+	OriginUpload  = "UPLOAD"  // brought by a person
+)
+
+// Accepted says whether the file's lines may start automatic resolutions.
+func (f FileInfo) Accepted() bool { return f.AcceptedBy != "" }
 
 var gatewayID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
@@ -141,6 +160,13 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 			meta.Source, meta.Gateway, pgDate(day), sum).Scan(&prior)
 		if err == nil {
 			info.ID = prior
+			if meta.Fetched {
+				// The issuer's own API sent the very bytes a person uploaded:
+				// the upload is what the issuer says, accepted.
+				if err := s.acceptFetched(ctx, tx, prior, meta.By); err != nil {
+					return err
+				}
+			}
 			return errReplay
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
@@ -159,13 +185,15 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 		case !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("supersede: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE recon_files SET sha256 = $2, row_count = $3, byte_count = $4, superseded_by = NULL WHERE id = $1`,
-			id, sum, n, counter.n); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE recon_files SET sha256 = $2, row_count = $3, byte_count = $4, superseded_by = NULL,
+				origin = CASE WHEN $5 THEN 'FETCHED' ELSE 'UPLOAD' END,
+				accepted_by = CASE WHEN $5 THEN ingested_by END, accepted_at = CASE WHEN $5 THEN now() END WHERE id = $1`,
+			id, sum, n, counter.n, meta.Fetched); err != nil {
 			return fmt.Errorf("record file: %w", err)
 		}
 		if err := audit.Write(ctx, tx, meta.By, "recon.ingest", fmt.Sprintf("recon_file:%d", id), map[string]any{
 			"source": meta.Source, "gateway": meta.Gateway, "business_date": day.Format(time.DateOnly), "sha256": sum,
-			"rows": n, "superseded": old, "name": meta.Name}); err != nil {
+			"rows": n, "superseded": old, "name": meta.Name, "fetched": meta.Fetched}); err != nil {
 			return err
 		}
 		info.ID = id
@@ -199,12 +227,12 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 const analyzeRows = 10_000
 
 const fileCols = `id, source, gateway, format, business_date, sha256, row_count, byte_count, name, ingested_at, ingested_by,
-	superseded_by, superseded_at`
+	superseded_by, superseded_at, origin, coalesce(accepted_by, ''), accepted_at`
 
 func scanFile(row pgx.Row) (FileInfo, error) {
 	var f FileInfo
 	err := row.Scan(&f.ID, &f.Source, &f.Gateway, &f.Format, &f.BusinessDate, &f.SHA256, &f.Rows, &f.Bytes, &f.Name,
-		&f.IngestedAt, &f.IngestedBy, &f.SupersededBy, &f.SupersededAt)
+		&f.IngestedAt, &f.IngestedBy, &f.SupersededBy, &f.SupersededAt, &f.Origin, &f.AcceptedBy, &f.AcceptedAt)
 	return f, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"tatkal/booking"
 	"tatkal/booking/db"
@@ -16,16 +17,20 @@ import (
 )
 
 // ResolveArgs carries out one exception's automatic resolution. It is
-// inserted with the exception, in the run's transaction, once: River
-// keeps it unique by the exception id, and the resolution itself checks
-// the exception's state, so a retried or resumed job does nothing twice.
+// inserted with the exception, in the run's transaction, and again when a
+// file behind it is accepted or it is approved or reopened: River keeps one
+// unfinished job per exception (a finished one does not block the next),
+// and the resolution itself checks the exception's state under its lock, so
+// a retried or resumed job does nothing twice.
 type ResolveArgs struct {
 	ExceptionID uuid.UUID `json:"exception_id"`
 }
 
 func (ResolveArgs) Kind() string { return "recon_resolve" }
 func (ResolveArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: booking.QueueMoney, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: booking.QueueMoney, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true,
+		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+			rivertype.JobStateRunning, rivertype.JobStateScheduled}}}
 }
 
 // Payments is the part of the payment orchestrator a resolution uses: the
@@ -33,10 +38,13 @@ func (ResolveArgs) InsertOpts() river.InsertOpts {
 type Payments interface {
 	// RequestRefundTx records a refund in the resolution's transaction.
 	RequestRefundTx(ctx context.Context, tx pgx.Tx, paymentID uuid.UUID, reason string, amount int64) (uuid.UUID, bool, error)
-	// ApplySettled settles a payment from the settlement file's capture
-	// through the live path, then the late-success path: the seats
-	// retaken or the money refunded in full, once.
-	ApplySettled(ctx context.Context, id uuid.UUID, pspRef string, amountPaise int64) error
+	// ConfirmCapture asks the gateway, now, about a payment a file says it
+	// captured, and applies the gateway's answer (never the file's)
+	// through the live path, then the late-success path for a success
+	// nothing came of: the seats retaken or the money refunded, once.
+	ConfirmCapture(ctx context.Context, id uuid.UUID) (payment.GatewayAnswer, error)
+	// AskGateway asks the gateway about a payment and changes nothing.
+	AskGateway(ctx context.Context, id uuid.UUID) (payment.GatewayAnswer, error)
 }
 
 // Bookings is the part of the booking service a resolution uses
@@ -63,89 +71,105 @@ func (w *ResolveWorker) Work(ctx context.Context, job *river.Job[ResolveArgs]) e
 	return w.Recon.Resolve(ctx, job.Args.ExceptionID, w.Payments, w.Bookings)
 }
 
-// ErrNotYet means a resolution could not finish now (the gateway has not
-// answered); the job retries.
-var ErrNotYet = errors.New("resolution not finished yet")
-
-// Resolve carries out an exception's automatic resolution, once. An
-// exception already closed, or waiting for a person's approval, is left
-// alone.
+// Resolve carries out an exception's automatic resolution, once, holding
+// the exception's lock throughout: a person resolving or writing it off at
+// the same moment waits, then finds it closed (never a second money move).
+// An exception already closed, waiting for a person's approval, or resting
+// on a file no second person has accepted, is left alone.
 func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bookings) error {
-	e, err := s.Exception(ctx, id)
-	if err != nil {
-		return err
-	}
-	if e.State != StateOpen && e.State != StateInvestigating {
-		return nil
-	}
-	if e.NeedsApproval && e.ApprovedBy == "" {
-		return nil
-	}
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		e, err := scanException(tx.QueryRow(ctx, `SELECT `+exceptionCols+` FROM reconciliation_exceptions WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return fmt.Errorf("resolve %s: %w", id, err)
+		}
+		if e.State != StateOpen && e.State != StateInvestigating {
+			return nil
+		}
+		if e.NeedsApproval && e.ApprovedBy == "" {
+			return nil
+		}
+		return s.resolveLocked(ctx, tx, e, pay, bk)
+	})
+}
+
+// resolveLocked is Resolve with the exception locked in tx.
+func (s *Service) resolveLocked(ctx context.Context, tx pgx.Tx, e Exception, pay Payments, bk Bookings) error {
+	id := e.ID
 	actor := "job:recon_resolve"
-	if e.PaymentID != nil && (e.Kind == DuplicateCharge || e.Kind == PaidNotBooked || (e.Kind == StatusMismatch && e.Path == PathAuto)) {
+	moves := e.PaymentID != nil && (e.Kind == DuplicateCharge || e.Kind == PaidNotBooked || (e.Kind == StatusMismatch && e.Path == PathAuto))
+	if moves {
 		// A payment a person is already reviewing (payment_reviews: the
 		// gateway contradicted itself, or captured another amount) is not
 		// moved automatically: the review's person decides. The run sends
 		// such exceptions to a person; this catches a review opened since.
 		var review int64
-		err := s.pool.QueryRow(ctx, `SELECT id FROM payment_reviews WHERE payment_id = $1 AND resolved_at IS NULL ORDER BY id LIMIT 1`,
+		err := tx.QueryRow(ctx, `SELECT id FROM payment_reviews WHERE payment_id = $1 AND resolved_at IS NULL ORDER BY id LIMIT 1`,
 			*e.PaymentID).Scan(&review)
 		switch {
 		case err == nil:
-			return s.close(ctx, id, actor, StateInvestigating, "", fmt.Sprintf("payment review #%d is open: a person decides", review))
+			return s.closeTx(ctx, tx, id, actor, StateInvestigating, "", fmt.Sprintf("payment review #%d is open: a person decides", review))
 		case !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("resolve %s: reviews: %w", id, err)
+		}
+		// A file a person uploaded is evidence only once a second person
+		// accepts it; its acceptance enqueues this job again.
+		file, err := unacceptedFile(ctx, tx, e)
+		if err != nil || file != 0 {
+			return err
 		}
 	}
 	switch {
 	case e.Kind == DuplicateCharge:
 		// The same refund the live path makes for a second charge, recorded
-		// with the resolution in one transaction.
-		return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-			if done, err := lockOpen(ctx, tx, id); err != nil || done {
-				return err
-			}
-			refundID, _, err := pay.RequestRefundTx(ctx, tx, *e.PaymentID, booking.RefundDuplicateCharge, 0)
-			if err != nil {
-				return err
-			}
-			var userID int64
-			if err := tx.QueryRow(ctx, `SELECT user_id FROM payments WHERE id = $1`, *e.PaymentID).Scan(&userID); err != nil {
-				return err
-			}
-			if err := booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", e.PaymentID.String(), "msg.refunddup", booking.Rupees(e.AmountPaise)); err != nil {
-				return err
-			}
-			s.cfg.Pause.At(ctx, "recon.resolve.before-commit")
-			return s.closeTx(ctx, tx, id, actor, StateResolved, "AUTO_REFUND", "duplicate charge refunded: refund "+refundID.String())
-		})
+		// with the resolution in one transaction. Both charges are SUCCESS
+		// in our own records (the gateway's word); the file only found them.
+		refundID, _, err := pay.RequestRefundTx(ctx, tx, *e.PaymentID, booking.RefundDuplicateCharge, 0)
+		if err != nil {
+			return err
+		}
+		var userID int64
+		if err := tx.QueryRow(ctx, `SELECT user_id FROM payments WHERE id = $1`, *e.PaymentID).Scan(&userID); err != nil {
+			return err
+		}
+		if err := booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", e.PaymentID.String(), "msg.refunddup", booking.Rupees(e.AmountPaise)); err != nil {
+			return err
+		}
+		s.cfg.Pause.At(ctx, "recon.resolve.before-commit")
+		return s.closeTx(ctx, tx, id, actor, StateResolved, "AUTO_REFUND", "duplicate charge refunded: refund "+refundID.String())
 
 	case e.Kind == PaidNotBooked || (e.Kind == StatusMismatch && e.Path == PathAuto):
 		// A retried or resumed job whose effect already happened only closes.
-		done, err := s.settled(ctx, e)
-		if err != nil || done {
-			if err == nil {
-				err = s.closeOutcome(ctx, id, actor, *e.PaymentID)
-			}
+		done, err := s.settled(ctx, tx, e)
+		if err != nil {
 			return err
 		}
-		state, err := s.paymentState(ctx, *e.PaymentID)
+		if done {
+			return s.closeOutcome(ctx, tx, id, actor, *e.PaymentID)
+		}
+		state, err := s.paymentState(ctx, tx, *e.PaymentID)
 		if err != nil {
 			return err
 		}
 		if state == payment.Failed || state == payment.Refunded {
-			return s.close(ctx, id, actor, StateInvestigating, "", "our payment is "+state+"; a person must decide")
+			return s.closeTx(ctx, tx, id, actor, StateInvestigating, "", "our payment is "+state+"; a person must decide")
 		}
-		// The file is the gateway's record of the capture: settle from it
-		// through the live path (confirm, refund a second charge, or the
-		// late-success path).
-		if err := pay.ApplySettled(ctx, *e.PaymentID, e.PSPRef, e.AmountPaise); err != nil {
-			return fmt.Errorf("resolve %s: %w", id, err)
+		// The file's line is a trigger, not the truth: the gateway is asked
+		// now and only its answer moves money (confirm, or the late-success
+		// path: the seats retaken or the money refunded).
+		answer, err := pay.ConfirmCapture(ctx, *e.PaymentID)
+		switch {
+		case booking.ErrorCode(err) == booking.ECONFLICT:
+			return s.closeTx(ctx, tx, id, actor, StateInvestigating, "", booking.ErrorMessage(err))
+		case err != nil:
+			return fmt.Errorf("resolve %s: %w", id, err) // the gateway did not answer: retried
+		case !answer.Captured():
+			return s.closeTx(ctx, tx, id, actor, StateInvestigating, "",
+				"asked the gateway: "+answer.String()+"; the file's capture is not the gateway's word, a person must look")
 		}
 		// A worker killed here has moved the money but not closed the
 		// exception: the resumed job finds it settled and only closes it.
 		s.cfg.Pause.At(ctx, "recon.resolve.after-effect")
-		return s.closeOutcome(ctx, id, actor, *e.PaymentID)
+		return s.closeOutcome(ctx, tx, id, actor, *e.PaymentID)
 
 	case e.Path == PathResync:
 		var ev struct {
@@ -153,25 +177,25 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bo
 		}
 		json.Unmarshal(e.Evidence, &ev) //nolint:errcheck // checked below
 		if ev.BookingID == 0 {
-			return s.close(ctx, id, actor, StateInvestigating, "", "no booking to re-sync; a person must look")
+			return s.closeTx(ctx, tx, id, actor, StateInvestigating, "", "no booking to re-sync; a person must look")
 		}
 		// Send it once more through the live sync.
 		if err := bk.ResyncToCore(ctx, ev.BookingID); err != nil {
 			return fmt.Errorf("resolve %s: re-sync: %w", id, err)
 		}
 		// Once only: a person takes over if the next run still finds it.
-		if _, err := s.pool.Exec(ctx, `UPDATE reconciliation_exceptions SET path = 'MANUAL' WHERE id = $1`, id); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET path = 'MANUAL' WHERE id = $1`, id); err != nil {
 			return err
 		}
-		return s.note(ctx, id, actor, "RESYNCED", "sent to the core again; the next run clears it or a person takes over")
+		return event(ctx, tx, id, actor, "RESYNCED", "", "", "sent to the core again; the next run clears it or a person takes over")
 	}
 	return nil
 }
 
 // paymentState reads our payment's state.
-func (s *Service) paymentState(ctx context.Context, id uuid.UUID) (string, error) {
+func (s *Service) paymentState(ctx context.Context, q db.Querier, id uuid.UUID) (string, error) {
 	var state string
-	if err := s.pool.QueryRow(ctx, `SELECT state FROM payments WHERE id = $1`, id).Scan(&state); err != nil {
+	if err := q.QueryRow(ctx, `SELECT state FROM payments WHERE id = $1`, id).Scan(&state); err != nil {
 		return "", fmt.Errorf("payment %s: %w", id, err)
 	}
 	return state, nil
@@ -179,9 +203,9 @@ func (s *Service) paymentState(ctx context.Context, id uuid.UUID) (string, error
 
 // settled says whether an exception's payment has already come to
 // something since it was found: refunded, or (paid, not booked) booked.
-func (s *Service) settled(ctx context.Context, e Exception) (bool, error) {
+func (s *Service) settled(ctx context.Context, q db.Querier, e Exception) (bool, error) {
 	var done bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refunds WHERE payment_id = $1)
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refunds WHERE payment_id = $1)
 		OR ($2 AND EXISTS (SELECT 1 FROM bookings b JOIN payments p ON p.hold_id = b.hold_id WHERE p.id = $1))`,
 		*e.PaymentID, e.Kind == PaidNotBooked).Scan(&done)
 	if err != nil {
@@ -190,20 +214,20 @@ func (s *Service) settled(ctx context.Context, e Exception) (bool, error) {
 	return done, nil
 }
 
-// closeOutcome resolves an exception with what its payment became.
-func (s *Service) closeOutcome(ctx context.Context, id uuid.UUID, actor string, paymentID uuid.UUID) error {
-	outcome, err := s.outcome(ctx, paymentID)
+// closeOutcome resolves a locked exception with what its payment became.
+func (s *Service) closeOutcome(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor string, paymentID uuid.UUID) error {
+	outcome, err := s.outcome(ctx, tx, paymentID)
 	if err != nil {
 		return err
 	}
-	return s.close(ctx, id, actor, StateResolved, "AUTO_"+outcome, "settled through the payment path: "+outcome)
+	return s.closeTx(ctx, tx, id, actor, StateResolved, "AUTO_"+outcome, "settled through the payment path: "+outcome)
 }
 
 // outcome says what the payment became: a ticket, a refund, or a late
 // success still being worked on by its own job.
-func (s *Service) outcome(ctx context.Context, id uuid.UUID) (string, error) {
+func (s *Service) outcome(ctx context.Context, q db.Querier, id uuid.UUID) (string, error) {
 	var booked, refunded bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bookings b JOIN payments p ON p.hold_id = b.hold_id WHERE p.id = $1),
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bookings b JOIN payments p ON p.hold_id = b.hold_id WHERE p.id = $1),
 		EXISTS (SELECT 1 FROM refunds WHERE payment_id = $1)`, id).Scan(&booked, &refunded)
 	switch {
 	case err != nil:

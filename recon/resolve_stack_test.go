@@ -23,6 +23,16 @@ func TestAutomaticResolutions(t *testing.T) {
 	recon.AutomaticResolutions(t, liveStack(t))
 }
 
+func TestUploadedCaptureIsEvidenceNotTheTruth(t *testing.T) {
+	t.Parallel()
+	recon.UploadedCaptureIsEvidenceNotTheTruth(t, liveStack(t))
+}
+
+func TestResolvingNeedsEvidence(t *testing.T) {
+	t.Parallel()
+	recon.ResolvingNeedsEvidence(t, liveStack(t))
+}
+
 func TestResolutionWorkerKilled(t *testing.T) {
 	t.Parallel()
 	recon.ResolutionWorkerKilled(t, liveStack(t))

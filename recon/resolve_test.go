@@ -299,6 +299,10 @@ func ResolutionWorkerKilled(t *testing.T, start StartProc) {
 	stopCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	a.River.StopAndCancel(stopCtx) //nolint:errcheck // its job does not return: the stop gives up on it
 	cancel()
+	// A dead process's connections die with it: PostgreSQL ends the
+	// resolution's transaction, which held the exception's lock.
+	w.must2(pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()`))
 	if got, _ := w.svc.Exception(ctx, e.ID); got.State != StateOpen {
 		t.Fatalf("after the kill the exception is %s, want OPEN", got.State)
 	}

@@ -755,7 +755,9 @@ func (s *Service) enqueue(ctx context.Context, tx pgx.Tx, rows []autoRow) error 
 	if s.cfg.Jobs == nil {
 		return errors.New("automatic resolutions found but no job inserter configured")
 	}
-	if _, err := s.cfg.Jobs.InsertManyFastTx(ctx, tx, params); err != nil {
+	// Not COPY: a reopened exception may still have its job waiting (a
+	// retry for a gateway that did not answer), which the insert skips.
+	if _, err := s.cfg.Jobs.InsertManyTx(ctx, tx, params); err != nil {
 		return fmt.Errorf("enqueue resolutions: %w", err)
 	}
 	return nil

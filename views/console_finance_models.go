@@ -74,7 +74,10 @@ type KindCount struct {
 	Link                      string
 }
 
-// FinanceFile is an ingested file's lineage.
+// Resolution is a code an exception may be closed with.
+type Resolution struct{ Code, Meaning string }
+
+// FinanceFile is an ingested file with its lineage.
 type FinanceFile struct {
 	ID                                       int64
 	Source, Gateway, Format, Date, Name, SHA string
@@ -84,6 +87,11 @@ type FinanceFile struct {
 	SupersededBy                             string // "" while current
 	SupersededAt                             string
 	Replayed                                 bool
+	// Origin is FETCHED or UPLOAD; AcceptedBy the second person who
+	// accepted an upload; CanAccept: the viewer may accept it (finance,
+	// not its uploader).
+	Origin, AcceptedBy string
+	CanAccept          bool
 }
 
 // FinanceExceptionsPage lists exceptions with filters and paging.
@@ -148,7 +156,7 @@ type FinanceExceptionPage struct {
 	Evidence   string
 	Me         string
 	People     []string
-	Codes      []string
+	Codes      []Resolution
 	Error      string
 	CSRF       string
 }

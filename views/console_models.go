@@ -235,8 +235,9 @@ type PaymentsPage struct {
 	MinAge  string
 	Rows    []PaymentRow
 	Reviews []ReviewRow
-	// CanResolve: the viewer may resolve reviews (finance, admin).
+	// CanResolve: the viewer may propose and approve on reviews (finance, admin).
 	CanResolve bool
+	Me         string // the viewer's login: nobody approves their own proposal
 	Error      string
 }
 
@@ -246,6 +247,8 @@ type ReviewRow struct {
 	ID, PaymentID, Kind, Detail, Login, Purpose, Method, State, Amount, PNR, Age string
 	// WalletFallback: a refused refund the wallet can take instead.
 	WalletFallback bool
+	// Proposal waiting for a second person ("" when none).
+	Proposal, ProposedBy, ProposalNote string
 }
 
 // PaymentRow is one stuck payment.

@@ -389,7 +389,8 @@ func (a *App) build() error {
 		Funnel: a.Funnel, Levers: a.Levers, Throttle: throttle, Gateways: cfg.Gateways(), Log: log, Pause: opts.Pause,
 		CallbackURL: cfg.PublicURL + "/v1/internal/payments/callback", ReturnURL: cfg.PublicURL + "/payments/return",
 		HoldWindows: pt.HoldWindows, Extension: pt.Extension, ResolutionDeadline: pt.ResolutionDeadline, LateGrace: pt.LateGrace,
-		CreateTimeout: pt.CreateTimeout, NotCreatedAfter: pt.NotCreatedAfter, ConfirmWriters: cfg.ConfirmWriters})
+		CreateTimeout: pt.CreateTimeout, NotCreatedAfter: pt.NotCreatedAfter, ConfirmWriters: cfg.ConfirmWriters,
+		LeadApprovalPaise: cfg.ReconApprovalLimitPaise})
 	if err := secrets.Check(EnvMsgKey, cfg.MsgKey); err != nil {
 		return err
 	}

@@ -64,8 +64,9 @@ type Config struct {
 	// the CLI or the daily fetch (TATKAL_RECON_MAX_FILE_MB; 0: recon's default).
 	ReconMaxFileBytes int64
 	// ReconApprovalLimitPaise: an automatic money-moving resolution above it
-	// waits for a second finance person (TATKAL_RECON_APPROVAL_RUPEES; 0:
-	// recon's default, ₹10,000).
+	// waits for a second finance person, and a person's money move on a
+	// payment review above it is approved by a finance lead
+	// (TATKAL_RECON_APPROVAL_RUPEES; 0: the default, ₹10,000).
 	ReconApprovalLimitPaise int64
 
 	// RedisClusterAddrs (REDIS_CLUSTER_ADDRS, host:port,...) selects a

@@ -385,30 +385,6 @@ func (s *Service) ResolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 	return s.resolveLateSuccess(ctx, id)
 }
 
-// ApplySettled settles a payment from the gateway's settlement file,
-// which is the gateway's own record that it captured pspRef for
-// amountPaise: as an inquiry's answer, through the live path (an
-// unresolved payment becomes a success that confirms its hold, refunds a
-// second charge, or finds its hold lapsed), then the late-success path
-// for a success nothing came of: the seats retaken or the money refunded
-// in full, once. Reconciliation's PAID_NOT_BOOKED resolution.
-func (s *Service) ApplySettled(ctx context.Context, id uuid.UUID, pspRef string, amountPaise int64) error {
-	var state string
-	if err := s.pool.QueryRow(ctx, `SELECT state FROM payments WHERE id = $1`, id).Scan(&state); err != nil {
-		return fmt.Errorf("settle %s from the file: %w", id, err)
-	}
-	switch {
-	case state == Failed || state == Refunded:
-		return booking.Errorf(booking.ECONFLICT, "PAYMENT_FINAL", "Payment %s is %s; the settlement file's capture is for a person to judge.", id, state)
-	case !resolved(state):
-		p := pspapi.Payment{PSPRef: pspRef, Status: pspapi.StatusSuccess, AmountPaise: amountPaise, Currency: currency}
-		if err := s.apply(ctx, id, p, "settlement file", true); err != nil {
-			return fmt.Errorf("settle %s from the file: %w", id, err)
-		}
-	}
-	return s.ResolveLateSuccess(ctx, id)
-}
-
 func (s *Service) resolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 	var holdID uuid.UUID
 	var userID, amount int64

@@ -102,6 +102,10 @@ type Config struct {
 	Throttle *booking.Throttle
 	// Pause is a test hook between the steps of a path; nil in production.
 	Pause booking.PauseFunc
+	// LeadApprovalPaise: a person's money move on a payment review above
+	// it (a wallet credit, closing the alarm) is approved by a finance
+	// lead (default ₹10,000).
+	LeadApprovalPaise int64
 	// ConfirmWriters: confirmation groups written at once, each on one
 	// connection (group.go); 0: no grouping, each confirmation its own
 	// transaction.
@@ -166,6 +170,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.NotCreatedAfter == 0 {
 		cfg.NotCreatedAfter = DefaultNotCreatedAfter
+	}
+	if cfg.LeadApprovalPaise == 0 {
+		cfg.LeadApprovalPaise = 10_000_00
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}

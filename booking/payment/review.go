@@ -68,13 +68,16 @@ type Review struct {
 	State       string
 	AmountPaise int64
 	PNR         string
+	// The proposal waiting for a second person, if any.
+	Proposal, ProposedBy, ProposalNote string
 }
 
 // OpenReviews lists the open reviews, oldest first, with the booking (PNR)
 // each payment bought, if any.
 func (s *Service) OpenReviews(ctx context.Context, limit int) ([]Review, error) {
 	rows, err := s.pool.Query(ctx, `SELECT r.id, r.payment_id, r.refund_id, r.kind, r.detail::text, r.created_at, u.login,
-		p.purpose, p.method, p.psp, p.state, p.amount_paise, coalesce(b.pnr, '')
+		p.purpose, p.method, p.psp, p.state, p.amount_paise, coalesce(b.pnr, ''),
+		coalesce(r.proposal, ''), coalesce(r.proposed_by, ''), r.proposal_note
 		FROM payment_reviews r JOIN payments p ON p.id = r.payment_id JOIN users u ON u.id = p.user_id
 		LEFT JOIN bookings b ON b.hold_id = p.hold_id
 		WHERE r.resolved_at IS NULL ORDER BY r.created_at, r.id LIMIT $1`, limit)
@@ -88,67 +91,198 @@ func (s *Service) OpenReviews(ctx context.Context, limit int) ([]Review, error) 
 	return out, nil
 }
 
-// ResolveReview closes an open review with the operator's note. What was
-// done about the money is the operator's to record in the note.
-func (s *Service) ResolveReview(ctx context.Context, id int64, actor, note string) error {
-	if actor == "" || note == "" || len(note) > 500 {
-		return booking.Errorf(booking.EINVALID, "BAD_RESOLUTION", "Say in at most 500 characters what was done about this payment.")
+// Proposals on a review: one person proposes, a second carries it out.
+const (
+	// ProposeWallet credits a refused refund's amount to the passenger's
+	// wallet (REFUND_REFUSED reviews only).
+	ProposeWallet = "WALLET"
+	// ProposeResolve closes the alarm; the note says what was done about
+	// the money.
+	ProposeResolve = "RESOLVE"
+)
+
+// ProposeReview records one person's proposal on an open review. Nothing
+// moves until a second person approves it (ApproveReview). A wallet credit
+// is proposed only for a refused refund; every proposal says why.
+func (s *Service) ProposeReview(ctx context.Context, id int64, actor, action, note string) error {
+	switch {
+	case actor == "":
+		return booking.Errorf(booking.EINVALID, "NO_ACTOR", "Say who proposes it.")
+	case action != ProposeWallet && action != ProposeResolve:
+		return booking.Errorf(booking.EINVALID, "BAD_ACTION", "Propose a wallet credit or closing the review.")
+	case note == "" || len(note) > 500:
+		return booking.Errorf(booking.EINVALID, "BAD_RESOLUTION", "Say in at most 500 characters what was done about this payment and why.")
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE payment_reviews SET resolved_at = now(), resolved_by = $2, resolution = $3
-		WHERE id = $1 AND resolved_at IS NULL`, id, actor, note)
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		r, err := lockReview(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case r.proposal != "":
+			return booking.Errorf(booking.ECONFLICT, "ALREADY_PROPOSED", "%s already proposed %s; approve or reject that first.", r.proposedBy, proposalText(r.proposal))
+		case action == ProposeWallet && r.kind != ReviewRefundRefused:
+			return booking.Errorf(booking.EINVALID, "NOT_A_REFUSED_REFUND", "Only a refund the gateway refused can be credited to the wallet.")
+		}
+		_, err = tx.Exec(ctx, `UPDATE payment_reviews SET proposal = $2, proposed_by = $3, proposal_note = $4, proposed_at = now() WHERE id = $1`,
+			id, action, actor, note)
+		if err != nil {
+			return fmt.Errorf("propose on review %d: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// RejectReview clears a review's proposal: its proposer withdraws it, or a
+// second person refuses it. The review stays open.
+func (s *Service) RejectReview(ctx context.Context, id int64, actor string) error {
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		r, err := lockReview(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if r.proposal == "" {
+			return booking.Errorf(booking.ECONFLICT, "NOT_PROPOSED", "Nothing is proposed on review %d.", id)
+		}
+		_, err = tx.Exec(ctx, `UPDATE payment_reviews SET proposal = NULL, proposed_by = NULL, proposal_note = '', proposed_at = NULL WHERE id = $1`, id)
+		if err != nil {
+			return fmt.Errorf("reject the proposal on review %d: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// Approver is the second person of a review's proposal.
+type Approver struct {
+	Login string
+	Lead  bool // a finance lead: may approve above Config.LeadApprovalPaise
+}
+
+// ApproveReview carries out a review's proposal: by a person who did not
+// propose it, after a fresh answer from the gateway, and above the lead's
+// limit only by a finance lead. A wallet credit goes ahead only when the
+// gateway says it holds the money and has not refunded it: a refused
+// refund can mean the money is still ours to return (a closed bank
+// account), but also that the gateway never captured it (crediting would
+// mint money) or already refunded it under another key (crediting would pay
+// twice). It returns the gateway's answer, which the review's resolution
+// records with both names.
+func (s *Service) ApproveReview(ctx context.Context, id int64, by Approver) (GatewayAnswer, error) {
+	if by.Login == "" {
+		return GatewayAnswer{}, booking.Errorf(booking.EINVALID, "NO_ACTOR", "Say who approves it.")
+	}
+	r, err := s.review(ctx, id)
 	if err != nil {
-		return fmt.Errorf("resolve review %d: %w", id, err)
+		return GatewayAnswer{}, err
 	}
-	if tag.RowsAffected() == 0 {
-		return booking.Errorf(booking.ENOTFOUND, "NO_OPEN_REVIEW", "Review %d is not open.", id)
+	if err := r.approvable(by, s.cfg.LeadApprovalPaise); err != nil {
+		return GatewayAnswer{}, err
+	}
+	a, err := s.AskGateway(ctx, r.paymentID)
+	noGateway := booking.ErrorReason(err) == "NO_GATEWAY"
+	switch {
+	case noGateway && r.proposal == ProposeResolve:
+		// Nothing to ask (a wallet payment): the two people decide alone.
+	case err != nil:
+		return a, err
+	case r.proposal == ProposeWallet && !a.Captured():
+		return a, booking.Errorf(booking.ECONFLICT, "GATEWAY_DISAGREES", "Not credited: %s, so there is no money of the passenger's to return.", a)
+	case r.proposal == ProposeWallet && a.AmountPaise-a.RefundedPaise < r.amount:
+		return a, booking.Errorf(booking.ECONFLICT, "GATEWAY_DISAGREES", "Not credited: %s; crediting %d paise more would pay the passenger twice.", a, r.amount)
+	}
+	answer := a.String()
+	if noGateway {
+		answer = "no gateway to ask"
+	}
+	resolution := func(tx pgx.Tx) error {
+		now, err := lockReview(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if now.proposal != r.proposal || now.proposedBy != r.proposedBy {
+			return booking.Errorf(booking.ECONFLICT, "PROPOSAL_CHANGED", "The proposal on review %d changed meanwhile; look again.", id)
+		}
+		text := fmt.Sprintf("%s (proposed by %s: %s; approved by %s; %s)", proposalText(r.proposal), r.proposedBy, r.note, by.Login, answer)
+		_, err = tx.Exec(ctx, `UPDATE payment_reviews SET resolved_at = now(), resolved_by = $2, approved_by = $2, resolution = $3
+			WHERE id = $1`, id, by.Login, text)
+		return err
+	}
+	if r.proposal == ProposeResolve {
+		return a, db.Transact(ctx, s.pool, resolution)
+	}
+	return a, s.finishRefund(ctx, *r.refundID, r.paymentID, r.userID, r.amount, r.captured, "", time.Now(), func(tx pgx.Tx) error {
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT state FROM refunds WHERE id = $1`, *r.refundID).Scan(&state); err != nil {
+			return err
+		}
+		if state != "FAILED" {
+			return booking.Errorf(booking.ECONFLICT, "REFUND_NOT_FAILED", "Refund %s is %s, not FAILED.", *r.refundID, state)
+		}
+		if _, err := walletPost(ctx, tx, r.userID, "REFUND", r.refundID.String(), r.amount); err != nil {
+			return err
+		}
+		return resolution(tx)
+	})
+}
+
+// openReview is an open review with its proposal and the money at stake.
+type openReview struct {
+	kind                 string
+	paymentID            uuid.UUID
+	refundID             *uuid.UUID
+	userID               int64
+	amount               int64 // the refund's (a refused refund) or the payment's
+	captured             int64
+	proposal, proposedBy string
+	note                 string
+}
+
+// approvable says whether by may carry out the review's proposal.
+func (r openReview) approvable(by Approver, leadLimit int64) error {
+	switch {
+	case r.proposal == "":
+		return booking.Errorf(booking.ECONFLICT, "NOT_PROPOSED", "Nobody proposed anything on this review; propose first, then a second person approves.")
+	case r.proposedBy == by.Login:
+		return booking.Errorf(booking.EFORBIDDEN, "SAME_PERSON", "%s proposed it: a second person approves.", by.Login)
+	case r.amount > leadLimit && !by.Lead:
+		return booking.Errorf(booking.EFORBIDDEN, "LEAD_REQUIRED", "%s is above ₹%s: a finance lead approves it.", booking.Rupees(r.amount), booking.Rupees(leadLimit))
+	case r.proposal == ProposeWallet && r.refundID == nil:
+		return booking.Errorf(booking.ECONFLICT, "NOT_A_REFUSED_REFUND", "This review has no refused refund to credit.")
 	}
 	return nil
 }
 
-// RefundToWallet is the fallback for a refund the gateway refused: the
-// refund's amount is credited to the passenger's wallet, once (the ledger
-// entry is keyed by the refund id), the refund becomes PROCESSED and the
-// review is resolved.
-//
-// It is an operator's action, never automatic: a refusal can mean the
-// money is still ours to return (a closed bank account), but also that the
-// gateway never captured it (NOT_CAPTURED: crediting would mint money) or
-// already refunded it under another key (crediting would pay twice). Only a
-// person who has looked at the gateway's records can tell which.
-func (s *Service) RefundToWallet(ctx context.Context, reviewID int64, actor string) error {
-	var refundID, paymentID uuid.UUID
-	var amount, captured, userID int64
-	err := s.pool.QueryRow(ctx, `SELECT r.refund_id, f.payment_id, f.amount_paise, coalesce(p.captured_paise, p.amount_paise), p.user_id
-		FROM payment_reviews r JOIN refunds f ON f.id = r.refund_id JOIN payments p ON p.id = f.payment_id
-		WHERE r.id = $1 AND r.kind = $2 AND r.resolved_at IS NULL`, reviewID, ReviewRefundRefused).
-		Scan(&refundID, &paymentID, &amount, &captured, &userID)
+const reviewCols = `r.kind, r.payment_id, r.refund_id, p.user_id, coalesce(f.amount_paise, p.amount_paise),
+	coalesce(p.captured_paise, p.amount_paise), coalesce(r.proposal, ''), coalesce(r.proposed_by, ''), r.proposal_note
+	FROM payment_reviews r JOIN payments p ON p.id = r.payment_id LEFT JOIN refunds f ON f.id = r.refund_id`
+
+func scanReview(row pgx.Row, id int64) (openReview, error) {
+	var r openReview
+	err := row.Scan(&r.kind, &r.paymentID, &r.refundID, &r.userID, &r.amount, &r.captured, &r.proposal, &r.proposedBy, &r.note)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return booking.Errorf(booking.ENOTFOUND, "NO_REFUSED_REFUND", "Review %d is not an open refused refund.", reviewID)
+		return r, booking.Errorf(booking.ENOTFOUND, "NO_OPEN_REVIEW", "Review %d is not open.", id)
 	}
 	if err != nil {
-		return fmt.Errorf("refund to wallet, review %d: %w", reviewID, err)
+		return r, fmt.Errorf("review %d: %w", id, err)
 	}
-	return s.finishRefund(ctx, refundID, paymentID, userID, amount, captured, "", time.Now(), func(tx pgx.Tx) error {
-		var state string
-		if err := tx.QueryRow(ctx, `SELECT state FROM refunds WHERE id = $1`, refundID).Scan(&state); err != nil {
-			return err
-		}
-		if state != "FAILED" {
-			return booking.Errorf(booking.ECONFLICT, "REFUND_NOT_FAILED", "Refund %s is %s, not FAILED.", refundID, state)
-		}
-		if _, err := walletPost(ctx, tx, userID, "REFUND", refundID.String(), amount); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `UPDATE payment_reviews SET resolved_at = now(), resolved_by = $2,
-			resolution = 'refund credited to the wallet' WHERE id = $1 AND resolved_at IS NULL`, reviewID, actor)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() != 1 {
-			return booking.Errorf(booking.ECONFLICT, "REVIEW_CLOSED", "Review %d was closed meanwhile.", reviewID)
-		}
-		return nil
-	})
+	return r, nil
+}
+
+// review reads an open review.
+func (s *Service) review(ctx context.Context, id int64) (openReview, error) {
+	return scanReview(s.pool.QueryRow(ctx, `SELECT `+reviewCols+` WHERE r.id = $1 AND r.resolved_at IS NULL`, id), id)
+}
+
+// lockReview locks an open review in tx.
+func lockReview(ctx context.Context, tx pgx.Tx, id int64) (openReview, error) {
+	return scanReview(tx.QueryRow(ctx, `SELECT `+reviewCols+` WHERE r.id = $1 AND r.resolved_at IS NULL FOR UPDATE OF r`, id), id)
+}
+
+func proposalText(p string) string {
+	if p == ProposeWallet {
+		return "refund credited to the wallet"
+	}
+	return "review closed"
 }
 
 // refundRefused marks a refund the gateway refused FAILED and raises it

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,8 +136,27 @@ func TestSuccessCallbackContradictedByTheGatewayIsRaised(t *testing.T) {
 	if err != nil || len(reviews) != 1 || reviews[0].PNR == "" || reviews[0].PaymentID != v.ID {
 		t.Fatalf("open reviews as operators see them: %+v %v", reviews, err)
 	}
-	if err := w.s.Payments.ResolveReview(ctx, reviews[0].ID, "finance1", "booking cancelled by hand"); err != nil {
+	// Closing the alarm takes two people: one proposes, the same one may
+	// not approve, a second does after the gateway is asked again.
+	if err := w.s.Payments.ProposeReview(ctx, reviews[0].ID, "finance1", payment.ProposeResolve, "booking cancelled by hand"); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := w.s.Payments.ApproveReview(ctx, reviews[0].ID, payment.Approver{Login: "finance1"}); booking.ErrorReason(err) != "SAME_PERSON" {
+		t.Fatalf("the proposer approving: %v", err)
+	}
+	if got, _ := w.s.Payments.Get(ctx, u, v.ID); !got.InReview {
+		t.Fatal("a refused approval closed the review")
+	}
+	answer, err := w.s.Payments.ApproveReview(ctx, reviews[0].ID, payment.Approver{Login: "finance2"})
+	if err != nil || !answer.Found || answer.Status != pspapi.StatusFailed {
+		t.Fatalf("second person's approval: %v, gateway %+v", err, answer)
+	}
+	var resolution string
+	w.s.Pool.QueryRow(ctx, `SELECT resolution FROM payment_reviews WHERE id = $1`, reviews[0].ID).Scan(&resolution) //nolint:errcheck
+	for _, want := range []string{"finance1", "finance2", "booking cancelled by hand", "the gateway says FAILED"} {
+		if !strings.Contains(resolution, want) {
+			t.Fatalf("resolution %q lacks %q", resolution, want)
+		}
 	}
 	if got, _ := w.s.Payments.Get(ctx, u, v.ID); got.InReview {
 		t.Fatal("still in review after resolving")
@@ -236,15 +256,26 @@ func TestRefusedRefundStopsAndFallsBackToTheWalletOnce(t *testing.T) {
 	if err != nil || len(reviews) != 1 {
 		t.Fatalf("open reviews: %+v %v", reviews, err)
 	}
-	// Four operators press the button at once: the wallet is credited once.
+	// One person proposes the wallet credit; alone they move nothing.
+	id := reviews[0].ID
+	if _, err := w.s.Payments.ApproveReview(ctx, id, payment.Approver{Login: "finance2"}); booking.ErrorReason(err) != "NOT_PROPOSED" {
+		t.Fatalf("approving with no proposal: %v", err)
+	}
+	if err := w.s.Payments.ProposeReview(ctx, id, "finance1", payment.ProposeWallet, "customer's bank account closed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.s.Payments.ApproveReview(ctx, id, payment.Approver{Login: "finance1", Lead: true}); booking.ErrorReason(err) != "SAME_PERSON" {
+		t.Fatalf("the proposer approving: %v", err)
+	}
+	// Four other people approve at once: the gateway confirms it holds the
+	// money, and the wallet is credited once.
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- w.s.Payments.RefundToWallet(ctx, reviews[0].ID, fmt.Sprintf("finance%d", i))
-		}()
+		wg.Go(func() {
+			_, err := w.s.Payments.ApproveReview(ctx, id, payment.Approver{Login: fmt.Sprintf("finance%d", i+2)})
+			errs <- err
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -253,7 +284,7 @@ func TestRefusedRefundStopsAndFallsBackToTheWalletOnce(t *testing.T) {
 			t.Fatalf("wallet fallback: %v", err)
 		}
 	}
-	if err := w.s.Payments.RefundToWallet(ctx, reviews[0].ID, "finance9"); booking.ErrorCode(err) != booking.ENOTFOUND {
+	if _, err := w.s.Payments.ApproveReview(ctx, id, payment.Approver{Login: "finance9"}); booking.ErrorCode(err) != booking.ENOTFOUND {
 		t.Fatalf("wallet fallback after it was done: %v, want a refusal", err)
 	}
 	after, _, _ := w.s.Payments.Wallet(ctx, u, 0)
@@ -266,6 +297,64 @@ func TestRefusedRefundStopsAndFallsBackToTheWalletOnce(t *testing.T) {
 	}
 	w.drain(t, 20*time.Second)
 	w.checkMoney(t)
+}
+
+// A wallet credit rests on two people and the gateway's fresh word: a
+// refused refund of a payment the gateway never captured (crediting would
+// mint money) is refused even when two people agree, and above the limit
+// only a finance lead approves. Nothing moves on a refusal.
+func TestWalletCreditNeedsTheGatewaysWordAndALeadAboveTheLimit(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, teststack.Options{Routes: fastRoutes(nil)}, 4, 1)
+	ctx := context.Background()
+	u := w.users[0]
+	review := func(key string, amount int64) int64 {
+		t.Helper()
+		pay, refund := uuid.New(), uuid.New()
+		var id int64
+		if _, err := w.s.Pool.Exec(ctx, `INSERT INTO payments (id, purpose, user_id, psp, route, method, amount_paise, state, idempotency_key, deadline, psp_ref)
+			VALUES ($1, 'TOPUP', $2, 'swiftpay', 'UPI', 'UPI', $3, 'SUCCESS', $4, now(), $4)`, pay, u, amount, key); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.s.Pool.Exec(ctx, `INSERT INTO refunds (id, payment_id, reason, amount_paise, state) VALUES ($1, $2, 'SYSTEM', $3, 'FAILED')`,
+			refund, pay, amount); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.s.Pool.QueryRow(ctx, `INSERT INTO payment_reviews (payment_id, refund_id, kind) VALUES ($1, $2, 'REFUND_REFUSED') RETURNING id`,
+			pay, refund).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.s.Payments.ProposeReview(ctx, id, "finance1", payment.ProposeWallet, "the bank refused it"); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	before, _, _ := w.s.Payments.Wallet(ctx, u, 0)
+	small, large := review("never-captured-1", 50000), review("never-captured-2", 2_000_000)
+	if _, err := w.s.Payments.ApproveReview(ctx, large, payment.Approver{Login: "finance2"}); booking.ErrorReason(err) != "LEAD_REQUIRED" {
+		t.Fatalf("₹20,000 approved by a clerk: %v", err)
+	}
+	for _, id := range []int64{small, large} {
+		a, err := w.s.Payments.ApproveReview(ctx, id, payment.Approver{Login: "finance2", Lead: true})
+		if booking.ErrorReason(err) != "GATEWAY_DISAGREES" || a.Found {
+			t.Fatalf("crediting a capture the gateway never made: %v (%+v)", err, a)
+		}
+	}
+	if after, _, _ := w.s.Payments.Wallet(ctx, u, 0); after != before {
+		t.Fatalf("the wallet moved from %d to %d paise on refusals", before, after)
+	}
+	var open int
+	w.s.Pool.QueryRow(ctx, `SELECT count(*) FROM payment_reviews WHERE resolved_at IS NULL AND proposal = 'WALLET'`).Scan(&open) //nolint:errcheck
+	if open != 2 {
+		t.Fatalf("%d proposals still open, want both", open)
+	}
+	// The proposer may withdraw; then there is nothing to approve.
+	if err := w.s.Payments.RejectReview(ctx, small, "finance1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.s.Payments.ApproveReview(ctx, small, payment.Approver{Login: "finance2"}); booking.ErrorReason(err) != "NOT_PROPOSED" {
+		t.Fatalf("approving a withdrawn proposal: %v", err)
+	}
 }
 
 // A gateway answer that says SUCCESS without an amount or currency proves

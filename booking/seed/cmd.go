@@ -99,7 +99,7 @@ func Command(ctx context.Context, args []string, out io.Writer, open func(contex
 		count := fs.Int("count", 10, "how many")
 		prefix := fs.String("prefix", "user", "login prefix")
 		password := fs.String("password", "", "password for all of them (required)")
-		wallet := fs.Int("wallet", 0, "wallet balance in rupees")
+		wallet := fs.Int("wallet", 0, "opening wallet balance in rupees (only on the database of tatkal dev)")
 		agent := fs.Bool("agent", false, "create agent accounts")
 		if err := parse(fs, args[1:]); err != nil {
 			return err
@@ -145,6 +145,18 @@ func users(ctx context.Context, open func(context.Context) (*pgxpool.Pool, error
 		return err
 	}
 	defer pool.Close()
+	if spec.WalletRupees != 0 {
+		// An opening balance is money that never arrived: only the database
+		// of tatkal dev (which keeps its session key in settings; a real
+		// deployment keeps it in the environment) may have it.
+		var dev bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM settings WHERE key = 'session_key')`).Scan(&dev); err != nil {
+			return fmt.Errorf("seed users: %w", err)
+		}
+		if !dev {
+			return fmt.Errorf("seed users --wallet credits wallets with money that never arrived: allowed only on the database of tatkal dev")
+		}
+	}
 	ids, err := Users(ctx, pool, spec)
 	if err != nil {
 		return err

@@ -746,3 +746,33 @@ func TestPassengerFor(t *testing.T) {
 		t.Errorf("%d over 60, %d women of 1000", over60, women)
 	}
 }
+
+// An opening wallet balance is money that never arrived (issue 32: no
+// money moves on one person's word): the seed command refuses it on any
+// database but tatkal dev's, creating nobody, and allows it on dev's.
+func TestSeedUsersWalletOnlyOnTheDevDatabase(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	open := func(context.Context) (*pgxpool.Pool, error) { return pgxpool.New(ctx, env.DatabaseURL) }
+	var out strings.Builder
+	err := Command(ctx, []string{"users", "--count", "2", "--prefix", "rich", "--password", "a long password", "--wallet", "5000"}, &out, open)
+	if err == nil || !strings.Contains(err.Error(), "tatkal dev") {
+		t.Fatalf("seeding wallet money on a real database: %v", err)
+	}
+	if n := count(t, env.Pool, `SELECT count(*) FROM wallet_accounts`) + count(t, env.Pool, `SELECT count(*) FROM users`); n != 0 {
+		t.Fatalf("a refused seed created %d rows", n)
+	}
+	if err := Command(ctx, []string{"users", "--count", "2", "--prefix", "poor", "--password", "a long password"}, &out, open); err != nil {
+		t.Fatalf("seeding users without money: %v", err)
+	}
+	if _, err := env.Pool.Exec(ctx, `INSERT INTO settings (key, value) VALUES ('session_key', 'dev')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := Command(ctx, []string{"users", "--count", "2", "--prefix", "rich", "--password", "a long password", "--wallet", "5000"}, &out, open); err != nil {
+		t.Fatalf("seeding wallet money on the dev database: %v", err)
+	}
+	if n := count(t, env.Pool, `SELECT count(*) FROM wallet_accounts WHERE balance_paise = 500000`); n != 2 {
+		t.Fatalf("%d dev wallets funded, want 2", n)
+	}
+}

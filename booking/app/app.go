@@ -426,7 +426,7 @@ func (a *App) build() error {
 	v1.Routes(r)
 	a.Console.Routes(r)
 	a.Handler = httpx.App(r, httpx.AppOptions{HTTPS: cfg.SecureCookies(), APIReject: api.RejectInput, TrustedProxies: cfg.TrustedProxies,
-		CSP: map[string]string{"/console/river/": httpx.InlineStyleCSP}})
+		CSP: map[string]string{"/console/river/": httpx.InlineStyleCSP}, Uploads: console.Uploads()})
 	if s := a.find("app"); s != nil {
 		s.srv = httpx.NewServer(a.Handler)
 	}

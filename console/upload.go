@@ -21,8 +21,9 @@ var uploadRoles = []string{Finance, Admin}
 
 // readUpload reads an upload's form for the handlers after it (csrf, the
 // upload itself), at most limit plus the form's slack, and removes its
-// temporary files once they are done. A form that does not parse is
-// refused here and changes nothing.
+// temporary files once they are done. A form that does not parse, or
+// whose fields or file name hold text PostgreSQL cannot store, is refused
+// here and changes nothing.
 func (c *Console) readUpload(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c.noRecon(w, r) {
@@ -46,6 +47,10 @@ func (c *Console) readUpload(next http.Handler) http.Handler {
 			// Left unread, the rest of the body would be parsed again by the next form lookup.
 			c.uploadRefused(w, r, "bad-upload", booking.Errorf(booking.EINVALID, "BAD_UPLOAD",
 				"The upload is not a form the upload page sends (multipart/form-data with the file and its fields); nothing was stored."))
+			return
+		case !httpx.CleanForm(r.MultipartForm):
+			c.uploadRefused(w, r, "bad-text", booking.Errorf(booking.EINVALID, "BAD_TEXT",
+				"A field or the file name holds a NUL byte or invalid UTF-8; nothing was stored."))
 			return
 		}
 		next.ServeHTTP(w, r)

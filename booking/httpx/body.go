@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"mime/multipart"
 	"net/http"
 	"slices"
 	"strings"
@@ -66,4 +67,34 @@ func ParseUpload(w http.ResponseWriter, r *http.Request, maxBytes int64) (cleanu
 			form.RemoveAll() //nolint:errcheck // best effort; a file still open is gone on close
 		}
 	}, err
+}
+
+// CleanForm reports whether every name, value and file name of a parsed
+// multipart form is text PostgreSQL can store (valid UTF-8 without NUL),
+// as ValidText checks every other body.
+func CleanForm(f *multipart.Form) bool {
+	if f == nil {
+		return true
+	}
+	for k, vs := range f.Value {
+		if !cleanText(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !cleanText(v) {
+				return false
+			}
+		}
+	}
+	for k, fhs := range f.File {
+		if !cleanText(k) {
+			return false
+		}
+		for _, fh := range fhs {
+			if !cleanText(fh.Filename) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -108,7 +108,7 @@ func TestBodies(t *testing.T) {
 }
 
 // ParseUpload reads at most its bound, and its cleanup removes the files
-// the form spilled to disk.
+// the form spilled to disk; CleanForm refuses text PostgreSQL cannot store.
 func TestParseUpload(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", dir) // where Go's multipart parser spills
@@ -130,7 +130,7 @@ func TestParseUpload(t *testing.T) {
 	req := httptest.NewRequest("POST", "/upload", body)
 	req.Header.Set("Content-Type", ctype)
 	cleanup, err := ParseUpload(httptest.NewRecorder(), req, 4*UploadMemory)
-	if err != nil {
+	if err != nil || !CleanForm(req.MultipartForm) {
 		t.Fatalf("parse: %v", err)
 	}
 	if len(spilled()) == 0 {
@@ -152,5 +152,17 @@ func TestParseUpload(t *testing.T) {
 	}
 	if left := spilled(); len(left) != 0 {
 		t.Fatalf("a refused upload left %v", left)
+	}
+
+	for _, c := range []struct{ field, filename string }{{"SETT\x00LEMENT", "f.csv"}, {"\xff", "f.csv"}, {"SETTLEMENT", "f\xfe.csv"},
+		{"SETTLEMENT", "f\x00.csv"}} {
+		body, ctype := form(c.field, c.filename, 10)
+		req := httptest.NewRequest("POST", "/upload", body)
+		req.Header.Set("Content-Type", ctype)
+		cleanup, err := ParseUpload(httptest.NewRecorder(), req, UploadMemory)
+		cleanup()
+		if err == nil && CleanForm(req.MultipartForm) { // Go itself refuses a NUL in a part's header
+			t.Errorf("field %q, file %q: taken, want it refused", c.field, c.filename)
+		}
 	}
 }

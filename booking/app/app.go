@@ -287,6 +287,9 @@ func (a *App) listen() error {
 		a.Config.PublicURL = s.url()
 	}
 	if a.Config.MetricsAddr != "off" {
+		if err := a.Config.CheckMetrics(); err != nil {
+			return err
+		}
 		if _, err := add("metrics", a.Config.MetricsAddr, ` (TATKAL_METRICS_ADDR; "off" turns metrics off)`); err != nil {
 			return err
 		}
@@ -436,7 +439,7 @@ func (a *App) build() error {
 		// The heap profile, for finding where a rush's memory goes (the
 		// serve benchmark); like /metrics, never on the public listener.
 		mux.Handle("GET /debug/pprof/heap", pprof.Handler("heap"))
-		s.srv = httpx.NewServer(mux)
+		s.srv = httpx.NewServer(metricsAuth(cfg.MetricsToken, mux))
 	}
 	return nil
 }

@@ -61,7 +61,8 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   REDIS_URL            default redis://127.0.0.1:6379/0 (several, comma-separated: a Redis Cluster)
   REDIS_CLUSTER_ADDRS  host:port,... of a Redis Cluster's nodes (overrides REDIS_URL)
   TATKAL_ADDR          default :8080
-  TATKAL_METRICS_ADDR  default 127.0.0.1:9090 (/metrics and /debug/pprof/heap, off the public listener; "off" for none)
+  TATKAL_METRICS_ADDR  default 127.0.0.1:9090 (/metrics and /debug/pprof/heap, off the public listener; "off" for none;
+                       an address other machines reach needs TATKAL_METRICS_TOKEN)
   TATKAL_PUBLIC_URL    default http://127.0.0.1:8080 (gateway callbacks and returns come here;
                        https here means Secure cookies and HSTS)
   TATKAL_TRUSTED_PROXIES  CIDRs of the load balancers whose X-Forwarded-For names the client
@@ -84,6 +85,8 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   TATKAL_FRAUD_KEY        keys the fraud signals' hashes (serve, worker)
   TATKAL_MSG_KEY          the messaging gateway's API key (serve, worker, msg)
   TATKAL_SIM_ADMIN_TOKEN  the simulators' fault API (psp, prs, msg); unset: that API is off
+  TATKAL_METRICS_TOKEN    every request to TATKAL_METRICS_ADDR must send Authorization: Bearer <token> (serve);
+                          needed when that address is not loopback; unset: none asked
 
 Run "tatkal <command> --help" for a command's flags.
 `

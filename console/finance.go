@@ -8,7 +8,6 @@ package console
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -56,27 +55,16 @@ const uploadSlack = 64 << 10
 // uploadLimit refuses an upload larger than recon's file limit before
 // anything reads it: a Content-Length past the limit is answered 413 at
 // once, and a body that grows past it (sent without a length) stops being
-// read. It runs before the csrf check, which parses the form; the refusal
-// shows no finance data (the role is not checked yet) and changes nothing.
+// read. It runs before the csrf check, which parses the form, and checks
+// the role first, so only finance and admin get a body read at all
+// (upload.go); the refusal shows no finance data and changes nothing.
 func (c *Console) uploadLimit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != uploadPath || c.cfg.Recon == nil {
+		if r.Method != http.MethodPost || r.URL.Path != uploadPath {
 			next.ServeHTTP(w, r)
 			return
 		}
-		limit := c.cfg.Recon.MaxFileBytes()
-		if r.ContentLength > limit+uploadSlack {
-			c.uploadTooLarge(w, r, limit)
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit+uploadSlack)
-		if err := r.ParseMultipartForm(32 << 20); err != nil {
-			if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
-				c.uploadTooLarge(w, r, limit)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
+		c.roles(uploadRoles...)(c.readUpload(next)).ServeHTTP(w, r)
 	})
 }
 

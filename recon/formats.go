@@ -132,6 +132,10 @@ func (lr *lineReader) record() ([]string, string, error) {
 	for lr.sc.Scan() {
 		lr.n++
 		raw := strings.TrimSuffix(lr.sc.Text(), "\r")
+		if !text(raw) {
+			// PostgreSQL stores neither; refused here, the whole file is.
+			return nil, "", fmt.Errorf("line %d: holds a NUL byte or invalid UTF-8 (files are UTF-8 text)", lr.n)
+		}
 		if strings.TrimSpace(raw) == "" {
 			continue
 		}

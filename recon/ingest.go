@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -96,9 +98,14 @@ func (m *FileMeta) validate() error {
 		return booking.Errorf(booking.EINVALID, "NO_ACTOR", "Say who (or which job) ingests the file.")
 	case len(m.Name) > 200:
 		return booking.Errorf(booking.EINVALID, "NAME_TOO_LONG", "File names are at most 200 characters.")
+	case !text(m.Name) || !text(m.By):
+		return booking.Errorf(booking.EINVALID, "BAD_TEXT", "The file name and who ingests it must be UTF-8 text without NUL bytes.")
 	}
 	return nil
 }
+
+// text reports whether PostgreSQL can store s: valid UTF-8 without NUL.
+func text(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // Ingest stores a file and its lines with their lineage, in one
 // transaction: a file that fails to parse changes nothing. The same bytes

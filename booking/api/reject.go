@@ -8,13 +8,16 @@ import (
 	"tatkal/booking/api/reply"
 )
 
-// RejectInput answers a request refused before routing (httpx.ValidText)
-// as a problem document like every other /v1 error.
+// RejectInput answers a request refused before routing (httpx.Bodies,
+// httpx.ValidText) as a problem document like every other /v1 error.
 func RejectInput(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	code := booking.EINVALID
 	reason := "INVALID_TEXT"
-	if status == http.StatusRequestEntityTooLarge {
+	switch status {
+	case http.StatusRequestEntityTooLarge:
 		reason = "BODY_TOO_LARGE"
+	case http.StatusUnsupportedMediaType:
+		reason = reply.ReasonUnsupportedMedia
 	}
 	reply.Error(w, r, slog.Default(), booking.Errorf(code, reason, "%s", msg))
 }

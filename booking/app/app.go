@@ -287,6 +287,9 @@ func (a *App) listen() error {
 		a.Config.PublicURL = s.url()
 	}
 	if a.Config.MetricsAddr != "off" {
+		if err := a.Config.CheckMetrics(); err != nil {
+			return err
+		}
 		if _, err := add("metrics", a.Config.MetricsAddr, ` (TATKAL_METRICS_ADDR; "off" turns metrics off)`); err != nil {
 			return err
 		}
@@ -427,7 +430,7 @@ func (a *App) build() error {
 	v1.Routes(r)
 	a.Console.Routes(r)
 	a.Handler = httpx.App(r, httpx.AppOptions{HTTPS: cfg.SecureCookies(), APIReject: api.RejectInput, TrustedProxies: cfg.TrustedProxies,
-		CSP: map[string]string{"/console/river/": httpx.InlineStyleCSP}})
+		CSP: map[string]string{"/console/river/": httpx.InlineStyleCSP}, Uploads: console.Uploads()})
 	if s := a.find("app"); s != nil {
 		s.srv = httpx.NewServer(a.Handler)
 	}
@@ -437,7 +440,7 @@ func (a *App) build() error {
 		// The heap profile, for finding where a rush's memory goes (the
 		// serve benchmark); like /metrics, never on the public listener.
 		mux.Handle("GET /debug/pprof/heap", pprof.Handler("heap"))
-		s.srv = httpx.NewServer(mux)
+		s.srv = httpx.NewServer(metricsAuth(cfg.MetricsToken, mux))
 	}
 	return nil
 }

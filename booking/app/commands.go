@@ -78,6 +78,11 @@ func Serve(ctx context.Context, cfg Config, opts Options, out io.Writer) error {
 	if err := cfg.RequireSecrets(NeedGateways | NeedPRSKey | NeedSessionKey | NeedMsgKey); err != nil {
 		return err
 	}
+	// A worker serves no metrics, but shares the deployment's settings:
+	// refused alike, before anything connects.
+	if err := cfg.CheckMetrics(); err != nil {
+		return err
+	}
 	limit := applyMemoryLimit(cfg, opts)
 	a, err := New(ctx, cfg, opts)
 	if err != nil {

@@ -25,6 +25,7 @@ type Config struct {
 	RedisURL         string
 	Addr             string
 	MetricsAddr      string // Prometheus text, kept off the public listener
+	MetricsToken     string // TATKAL_METRICS_TOKEN: asked of every request to MetricsAddr; needed off loopback (CheckMetrics)
 	SessionKey       []byte
 	RedisPrefix      string
 	HoldWindow       time.Duration
@@ -104,6 +105,7 @@ func FromEnv() (Config, error) {
 		RedisURL:         env("REDIS_URL", "redis://127.0.0.1:6379/0"),
 		Addr:             env("TATKAL_ADDR", ":8080"),
 		MetricsAddr:      env("TATKAL_METRICS_ADDR", "127.0.0.1:9090"),
+		MetricsToken:     os.Getenv(EnvMetricsToken),
 		RedisPrefix:      env("TATKAL_REDIS_PREFIX", "tk"),
 		HoldWindow:       3 * time.Minute,
 		MaxHoldsInFlight: 512,

@@ -5,6 +5,7 @@ package httpx
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -78,16 +79,18 @@ func Headers(https bool, csp map[string]string) func(http.Handler) http.Handler 
 	}
 }
 
-// MaxTextBody bounds the body ValidText reads to check; a larger text
-// body is refused with 413 (every handler's own limit is lower).
+// MaxTextBody bounds every request body but an upload's (Bodies), and so
+// the body ValidText reads to check; a larger body is refused with 413
+// (every handler's own limit is lower).
 const MaxTextBody = 1 << 20
 
 // ValidText refuses, before any handler runs, a request whose path, query
 // string, headers, form or JSON body holds a NUL byte or invalid UTF-8: PostgreSQL
 // stores neither, so such input would otherwise fail deep inside a
 // handler as a 500, possibly after a partial write. reject answers (400,
-// in the caller's error format) with a message naming the part. Bodies
-// of multipart and binary content types are the handler's to check.
+// in the caller's error format) with a message naming the part. Binary
+// bodies are the handler's to check; multipart ones reach only uploads
+// (Bodies), whose fields CleanForm checks.
 func ValidText(reject func(w http.ResponseWriter, r *http.Request, status int, msg string)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -110,12 +113,13 @@ func ValidText(reject func(w http.ResponseWriter, r *http.Request, status int, m
 			if r.Body != nil && r.Body != http.NoBody && textBody(r.Header.Get("Content-Type")) {
 				body, err := io.ReadAll(io.LimitReader(r.Body, MaxTextBody+1))
 				r.Body.Close()
+				var tooLarge *http.MaxBytesError // Bodies' bound
 				switch {
+				case errors.As(err, &tooLarge) || len(body) > MaxTextBody:
+					reject(w, r, http.StatusRequestEntityTooLarge, "The request body is too large.")
+					return
 				case err != nil:
 					reject(w, r, http.StatusBadRequest, "The request body could not be read.")
-					return
-				case len(body) > MaxTextBody:
-					reject(w, r, http.StatusRequestEntityTooLarge, "The request body is too large.")
 					return
 				case !cleanBody(r.Header.Get("Content-Type"), body):
 					reject(w, r, http.StatusBadRequest, "The request body holds a NUL byte or invalid UTF-8.")
@@ -199,11 +203,15 @@ type AppOptions struct {
 	// TrustedProxies may set X-Forwarded-For (TATKAL_TRUSTED_PROXIES);
 	// see ClientIPs.
 	TrustedProxies []netip.Prefix
+	// Uploads are the paths whose POST takes a multipart body (see
+	// Bodies); their handlers bound and parse it with ParseUpload.
+	Uploads []string
 }
 
 // App wraps the app's router in what every request passes through, in
-// this order: the security headers (so even a refusal carries them),
-// cross-origin protection for unsafe methods, then the text check.
+// this order: the security headers (so even a refusal carries them), the
+// bound on bodies, cross-origin protection for unsafe methods, then the
+// text check.
 func App(h http.Handler, o AppOptions) http.Handler {
 	reject := func(w http.ResponseWriter, r *http.Request, status int, msg string) {
 		if o.APIReject != nil && strings.HasPrefix(r.URL.Path, "/v1/") {
@@ -215,5 +223,6 @@ func App(h http.Handler, o AppOptions) http.Handler {
 	h = ValidText(reject)(h)
 	h = ClientIPs(o.TrustedProxies)(h)
 	h = http.NewCrossOriginProtection().Handler(h)
+	h = Bodies(o.Uploads, reject)(h)
 	return Headers(o.HTTPS, o.CSP)(h)
 }

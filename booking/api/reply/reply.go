@@ -57,12 +57,20 @@ const HighDemandRetryAfter = 2
 // writes it without any work.
 var highDemandBody = encode(problemOf(booking.HighDemand()))
 
+// ReasonUnsupportedMedia refuses a body of a type the API does not take
+// (multipart: httpx.Bodies); answered 415, so a client knows to change
+// the request, not its content.
+const ReasonUnsupportedMedia = "UNSUPPORTED_MEDIA_TYPE"
+
 func problemOf(err error) Problem {
 	code := booking.ErrorCode(err)
 	status := Status(code)
-	if booking.ErrorReason(err) == payment.ReasonKeyReused {
+	switch booking.ErrorReason(err) {
+	case payment.ReasonKeyReused:
 		// An idempotency key sent again with another request (as Stripe answers it).
 		status = http.StatusUnprocessableEntity
+	case ReasonUnsupportedMedia:
+		status = http.StatusUnsupportedMediaType
 	}
 	return Problem{
 		Type:   "https://tatkal.example/problems/" + string(code),

@@ -67,14 +67,7 @@ type commitResult struct {
 	// row may be durable. Redis must not be undone: the sweeper frees the
 	// hold at expiry if no row turns up.
 	unknown bool
-	tx      serverTx // when unknown: the transaction that may still commit
-}
-
-// serverTx names a transaction on the server: its process and its 64-bit
-// id, enough to stop it and to ask how it ended (Committer.committed).
-type serverTx struct {
-	pid uint32
-	xid uint64
+	tx      db.ServerTx // when unknown: the transaction that may still commit
 }
 
 type pendingHold struct {
@@ -220,7 +213,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 	}
 	inserted := map[uuid.UUID]bool{}
 	bodyDone := false
-	var stx serverTx // the transaction on the server, once its COMMIT may be sent
+	var stx db.ServerTx // the transaction on the server, once its COMMIT may be sent
 	var xid string
 	var paxRefused map[int]bool
 	var paxKeys [][]string
@@ -314,7 +307,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		if err != nil {
 			return fmt.Errorf("transaction id %q: %w", xid, err)
 		}
-		bodyDone, stx = true, serverTx{pid: tx.Conn().PgConn().PID(), xid: id}
+		bodyDone, stx = true, db.ServerTx{PID: tx.Conn().PgConn().PID(), XID: id}
 		c.pause.At(ctx, "commit.before-commit")
 		return tx.CommitBatch(ctx, last)
 	}
@@ -394,44 +387,9 @@ func expiryJobs(batch []*pendingHold, inserted map[uuid.UUID]bool) []river.Inser
 }
 
 // committed asks the server how a transaction whose COMMIT reported an
-// error ended. Its connection failed, but the server may not know yet: the
-// COMMIT may still be at work there, or still on its way (a half-open
-// connection keeps the transaction open, idle, until the server notices,
-// which can take hours). Reading the rows then would see none, Redis would
-// be undone, and a COMMIT arriving after would sell the seats again. So a
-// transaction still open and idle is stopped (its process terminated,
-// matched by id as well as process, so a process reused by another
-// connection is never touched); one at work is waited for; and only once
-// the server says committed or aborted does the answer count
-// (pg_xact_status: final once the transaction is no longer in progress).
-// Retried for a few seconds, as the error may be PostgreSQL going away
-// for a moment; past that the transaction is in doubt.
-func (c *Committer) committed(ctx context.Context, t serverTx) (bool, error) {
-	var err error
-	for wait := 50 * time.Millisecond; wait < 5*time.Second; wait *= 2 {
-		var status *string
-		err = c.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8),
-			(SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			 WHERE pid = $2 AND backend_xid::text = $3 AND state <> 'active')`,
-			strconv.FormatUint(t.xid, 10), int64(t.pid), strconv.FormatUint(t.xid&0xffffffff, 10)).Scan(&status, nil)
-		switch {
-		case err != nil:
-		case status == nil:
-			return false, fmt.Errorf("transaction %d is too old to ask about", t.xid)
-		case *status == "committed":
-			return true, nil
-		case *status == "aborted":
-			return false, nil
-		default:
-			err = fmt.Errorf("transaction %d of server process %d is still in progress", t.xid, t.pid)
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-	return false, fmt.Errorf("how transaction %d ended: %w", t.xid, err)
+// error ended (db.Settle).
+func (c *Committer) committed(ctx context.Context, t db.ServerTx) (bool, error) {
+	return db.Settle(ctx, c.pool, t)
 }
 
 // diagnose explains why a row was skipped. It runs after the commit, on the

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/singleflight"
 
+	"tatkal/booking/db"
 	"tatkal/booking/fraud"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
@@ -599,7 +600,7 @@ func (s *Service) TriggerRebuild(shardID int64) {
 // comes (Committer.committed answers only for a transaction that has ended,
 // and ends one left open). If this process ends first, the sweeper frees
 // the seats at expiry, as before.
-func (s *Service) settleUnknown(holdID uuid.UUID, tx serverTx, expires time.Time, undo func(context.Context)) {
+func (s *Service) settleUnknown(holdID uuid.UUID, tx db.ServerTx, expires time.Time, undo func(context.Context)) {
 	if s.background.Err() != nil {
 		return // closed
 	}

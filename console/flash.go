@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"tatkal/booking/audit"
+	"tatkal/booking/httpx"
 )
 
 // Notices after a form (a flash): kept with the console session and shown
@@ -12,8 +13,14 @@ import (
 
 const flashMax = 1000
 
-// redirectNotice stores notice for the session and redirects to path.
+// redirectNotice stores notice for the session and redirects to path,
+// which some callers build from the request (a cluster id in the URL):
+// it goes through the one redirect check, like every such target.
 func (c *Console) redirectNotice(w http.ResponseWriter, r *http.Request, path, notice string) {
+	path, ok := httpx.LocalPath(path, "/console/")
+	if !ok {
+		path = "/console/"
+	}
 	if u, _ := userFrom(r.Context()); u.session != nil {
 		if _, err := c.pool.Exec(r.Context(), `UPDATE console_sessions SET flash = $2 WHERE token_hash = $1`,
 			u.session, audit.CleanText(notice, flashMax)); err != nil {

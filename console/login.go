@@ -113,12 +113,11 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 // most 64 characters; the guard's records cut there too).
 const maxLoginLen = 64
 
-// safeNext keeps redirects inside the console.
+// safeNext keeps redirects inside the console; "" means the user's first
+// page.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
-		return ""
-	}
-	return next
+	p, _ := httpx.LocalPath(next, "/console/")
+	return p
 }
 
 // logout ends the session.

@@ -14,6 +14,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"tatkal/booking"
+	"tatkal/booking/csvx"
 	"tatkal/booking/india"
 )
 
@@ -460,7 +461,10 @@ func (s *Service) matchedSheet(ctx context.Context, f *excelize.File, run RunSum
 
 // WriteCSV writes the run's exceptions as CSV, the columns of the
 // workbook's kind sheets: amounts in rupees with two decimals, times in
-// IST as RFC 3339.
+// IST as RFC 3339. Every text cell goes through csvx.Text, since
+// references come from outside files and notes from people, and a
+// spreadsheet would run "=HYPERLINK(...)" in one; the amounts, which we
+// format ourselves and may be negative, stay numbers.
 func (s *Service) WriteCSV(ctx context.Context, runID int64, w io.Writer) error {
 	run, err := s.RunByID(ctx, runID)
 	if err != nil {
@@ -488,6 +492,11 @@ func (s *Service) WriteCSV(ctx context.Context, runID int64, w io.Writer) error 
 		rec = append(rec[:0], e.ID.String(), e.Kind, e.State, e.Owner, e.Path, e.BusinessDate.Format(time.DateOnly),
 			ts(e.DetectedAt), ts(e.DueAt), AgeBucket(e.age(now)), e.Ref, payment, e.PNR, e.PSPRef, e.PayoutID,
 			rupeeText(e.AmountPaise), rupeeText(e.DiffPaise), e.Assignee, e.Resolution, resolved)
+		for i := range rec {
+			if !csvNumeric[i] {
+				rec[i] = csvx.Text(rec[i])
+			}
+		}
 		return cw.Write(rec)
 	})
 	if err != nil {
@@ -496,6 +505,17 @@ func (s *Service) WriteCSV(ctx context.Context, runID int64, w io.Writer) error 
 	cw.Flush()
 	return cw.Error()
 }
+
+// csvNumeric marks the CSV's columns of numbers we format ourselves (the
+// amount and the difference, by their index in exceptionColumns), which
+// are written as they are.
+var csvNumeric = func() []bool {
+	m := make([]bool, len(exceptionColumns))
+	for i, c := range exceptionColumns {
+		m[i] = c.name == "Amount (₹)" || c.name == "Difference (₹)"
+	}
+	return m
+}()
 
 // rupeeText is signed rupees with two decimals, for CSV.
 func rupeeText(paise int64) string { return india.Decimal(paise) }

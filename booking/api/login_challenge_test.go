@@ -25,7 +25,7 @@ import (
 func TestLoginChallengeOpensOnlyTheAccountLock(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
-	clk := &fakeClock{}
+	clk := &testenv.Clock{}
 	signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
 	if err != nil {
 		t.Fatal(err)

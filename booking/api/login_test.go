@@ -21,24 +21,6 @@ import (
 	"tatkal/booking/testenv"
 )
 
-// fakeClock is a settable clock for the login guard's backoff.
-type fakeClock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.off += d
-	c.mu.Unlock()
-}
-
 // loginServer is the /v1 API alone on a fresh database: login needs only
 // the pool and the signer.
 func loginServer(t *testing.T, cfg api.Config) (*testenv.Env, *client) {
@@ -76,7 +58,7 @@ func loginBody(login, pw string) string { return fmt.Sprintf(`{"login":%q,"passw
 // has passed, then accepted. Every checked failure is on record.
 func TestLoginBackoffAfterWrongPasswords(t *testing.T) {
 	t.Parallel()
-	clk := &fakeClock{}
+	clk := &testenv.Clock{}
 	env, c := loginServer(t, api.Config{Now: clk.Now})
 	seedUsers(t, env, "bf", 1, "right-pw", cheap)
 
@@ -133,7 +115,7 @@ func TestLoginBackoffAfterWrongPasswords(t *testing.T) {
 // limit, even for an account it never tried and the right password.
 func TestLoginPerIPLimitAcrossAccounts(t *testing.T) {
 	t.Parallel()
-	clk := &fakeClock{}
+	clk := &testenv.Clock{}
 	env, c := loginServer(t, api.Config{Now: clk.Now})
 	seedUsers(t, env, "spray", 61, "right-pw", cheap)
 	for i := 1; i <= 50; i++ {
@@ -157,7 +139,7 @@ func TestLoginPerIPLimitAcrossAccounts(t *testing.T) {
 func TestLoginGuardSubjects(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
-	clk := &fakeClock{}
+	clk := &testenv.Clock{}
 	g := auth.NewGuard(auth.GuardConfig{Pool: env.Pool, Now: clk.Now})
 	ctx := context.Background()
 	wrong := func(context.Context) (bool, error) { return false, nil }

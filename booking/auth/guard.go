@@ -40,6 +40,9 @@ type GuardConfig struct {
 	// allowance, up to MaxDelay (15m). Counters forget after Quiet (24h)
 	// without a failure.
 	BaseDelay, MaxDelay, Quiet time.Duration
+	// Reservation bounds how long an attempt in flight counts against the
+	// allowance (1m): one whose process died mid-check stops counting then.
+	Reservation time.Duration
 	// ChallengeBits is the proof of work that opens an account's lock
 	// (18: about a second in a browser); ChallengeTTL how long it may be
 	// answered (5m: a person types a password meanwhile).
@@ -61,7 +64,10 @@ type GuardConfig struct {
 // account and IP, and per IP, and a bounded number of concurrent hashes.
 //
 // Past the allowance a sign-in is refused with Retry-After until the
-// backoff passes, correct password or not: backoff, then a challenge. When
+// backoff passes, correct password or not: backoff, then a challenge. An
+// attempt is reserved before its password is hashed, atomically across
+// processes, and counts like a failure while in flight: parallel guesses
+// get no more checks than sequential ones. When
 // the account's own lock is all that refuses (not the address's, nor the
 // account's at this address), a solved proof-of-work challenge (Challenge)
 // lets the attempt through to the password check: else an attacker
@@ -103,6 +109,9 @@ func NewGuard(cfg GuardConfig) *Guard {
 	}
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = 24 * time.Hour
+	}
+	if cfg.Reservation <= 0 {
+		cfg.Reservation = time.Minute
 	}
 	if cfg.ChallengeBits <= 0 {
 		cfg.ChallengeBits = 18
@@ -169,27 +178,14 @@ func (g *Guard) Attempt(ctx context.Context, login, ip string, proof Proof, chec
 	login = NormaliseLogin(login)
 	subj := g.subjects(login, ip)
 	now := g.cfg.Now()
-	account, other, err := g.locks(ctx, subj)
+	attempt, err := g.reserve(ctx, subj, proof, now)
 	if err != nil {
 		return err
-	}
-	switch {
-	case now.Before(other):
-		return &Throttled{RetryAfter: later(account, other).Sub(now)}
-	case now.Before(account) && (proof.Challenge == "" && proof.Nonce == ""):
-		return &Throttled{RetryAfter: account.Sub(now), AccountOnly: true}
-	case now.Before(account):
-		ok, err := g.useProof(ctx, subj, proof, now)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return &Throttled{RetryAfter: account.Sub(now), AccountOnly: true, BadProof: true}
-		}
 	}
 	select {
 	case g.slots <- struct{}{}:
 	default:
+		g.release(ctx, attempt, nil)
 		return &Busy{RetryAfter: time.Second}
 	}
 	ok, err := func() (bool, error) {
@@ -200,33 +196,117 @@ func (g *Guard) Attempt(ctx context.Context, login, ip string, proof Proof, chec
 		return check(ctx)
 	}()
 	if err != nil {
+		g.release(ctx, attempt, nil)
 		return err
 	}
 	if ok {
 		// Not the IP's counter: a sprayer must not reset it by signing in
 		// to an account of their own between guesses.
-		if _, err := g.cfg.Pool.Exec(ctx, `DELETE FROM login_throttle WHERE subject = ANY($1)`,
-			[]string{subj.account, subj.accountIP}); err != nil {
-			g.cfg.Log.Warn("login guard: clear counters", "err", err)
-		}
+		g.release(ctx, attempt, []string{subj.account, subj.accountIP})
 		return nil
 	}
-	if err := g.recordFailure(ctx, subj, login, ip, now); err != nil {
+	if err := g.recordFailure(ctx, subj, attempt, login, ip, now); err != nil {
 		return err
 	}
 	return ErrWrongCredentials
 }
 
-// locks reads when the account's lock ends, and when the latest of the
-// address's and the account-at-address's ends (zero: none).
-func (g *Guard) locks(ctx context.Context, subj subjects) (account, other time.Time, err error) {
-	rows, err := g.cfg.Pool.Query(ctx, `SELECT subject, locked_until FROM login_throttle WHERE subject = ANY($1)`, subj.all())
+// guardLockClass namespaces the guard's advisory locks (the two-key form,
+// apart from the one-key locks of migrations and River).
+const guardLockClass = 0x6c6f67 // "log"
+
+// reserve decides whether an attempt may go on to the password check and,
+// if so, records it as in flight until Reservation from now; it answers
+// the reservation's id or *Throttled. Deciders of attempts sharing a
+// subject (the account, the address, the account at the address) take
+// turns under advisory locks, taken in one order, so every process sees
+// the attempts let through before it and none passes on counters that
+// parallel attempts are about to raise.
+func (g *Guard) reserve(ctx context.Context, subj subjects, proof Proof, now time.Time) (string, error) {
+	id := make([]byte, 16)
+	rand.Read(id) //nolint:errcheck // crypto/rand never fails
+	attempt := hex.EncodeToString(id)
+	var refused error
+	err := db.Transact(ctx, g.cfg.Pool, func(tx pgx.Tx) error {
+		refused = nil
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, k)
+			FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest($2::text[]) AS s ORDER BY 1) AS x`, guardLockClass, subj.all()); err != nil {
+			return err
+		}
+		account, other, err := g.refusals(ctx, tx, subj, now)
+		if err != nil {
+			return err
+		}
+		switch {
+		case now.Before(other):
+			refused = &Throttled{RetryAfter: later(account, other).Sub(now)}
+			return nil
+		case now.Before(account) && (proof.Challenge == "" && proof.Nonce == ""):
+			refused = &Throttled{RetryAfter: account.Sub(now), AccountOnly: true}
+			return nil
+		case now.Before(account):
+			ok, err := g.useProof(ctx, tx, subj, proof, now)
+			if err != nil {
+				return err
+			}
+			if !ok { // committed all the same: the challenge is used up
+				refused = &Throttled{RetryAfter: account.Sub(now), AccountOnly: true, BadProof: true}
+				return nil
+			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM login_reservations WHERE subject = ANY($1) AND expires_at <= $2`, subj.all(), now); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO login_reservations (attempt, subject, expires_at) SELECT $1, s, $2 FROM unnest($3::text[]) AS s`,
+			attempt, now.Add(g.cfg.Reservation), subj.all())
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("login guard: reserve attempt: %w", err)
+	}
+	if refused != nil {
+		return "", refused
+	}
+	return attempt, nil
+}
+
+// release drops an attempt's reservation (a success, a shed or failed
+// check: not a wrong password) and clears the counters of clear with it.
+// It runs even if the caller has gone: a reservation left behind would
+// count against the allowance until it expires.
+func (g *Guard) release(ctx context.Context, attempt string, clear []string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := g.cfg.Pool.Exec(ctx, `WITH r AS (DELETE FROM login_reservations WHERE attempt = $1)
+		DELETE FROM login_throttle WHERE subject = ANY($2)`, attempt, clear); err != nil {
+		g.cfg.Log.Warn("login guard: release attempt", "err", err)
+	}
+}
+
+// refusals reads until when the account refuses a sign-in, and until when
+// the latest of the address and the account at the address does (zero or
+// past: not refused). A subject refuses while locked after failures, and
+// while its attempts in flight, should they all fail, would reach its
+// allowance: past the allowance that is one attempt at a time.
+func (g *Guard) refusals(ctx context.Context, q db.Querier, subj subjects, now time.Time) (account, other time.Time, err error) {
+	rows, err := q.Query(ctx, `
+		SELECT s, coalesce(t.failures, 0), coalesce(t.last_failure, $2), coalesce(t.locked_until, $2),
+			(SELECT count(*) FROM login_reservations r WHERE r.subject = s AND r.expires_at > $2)
+		FROM unnest($1::text[]) AS s LEFT JOIN login_throttle t ON t.subject = s`, subj.all(), now)
 	if err != nil {
 		return account, other, fmt.Errorf("login guard: read throttle: %w", err)
 	}
+	allowance := subj.allowances(g.cfg)
 	var s string
-	var until time.Time
-	_, err = pgx.ForEachRow(rows, []any{&s, &until}, func() error {
+	var failures, inflight int
+	var last, until time.Time
+	_, err = pgx.ForEachRow(rows, []any{&s, &failures, &last, &until, &inflight}, func() error {
+		if last.Before(now.Add(-g.cfg.Quiet)) {
+			failures = 0 // the counter restarts at the next failure
+		}
+		if a := allowance[s]; inflight > 0 && failures+inflight >= a {
+			until = later(until, now.Add(g.backoff(failures+inflight-a)))
+		}
 		if s == subj.account {
 			account = until
 		} else {
@@ -255,7 +335,7 @@ type Challenge struct {
 func (g *Guard) Challenge(ctx context.Context, login, ip string) (*Challenge, error) {
 	subj := g.subjects(NormaliseLogin(login), ip)
 	now := g.cfg.Now()
-	account, other, err := g.locks(ctx, subj)
+	account, other, err := g.refusals(ctx, g.cfg.Pool, subj, now)
 	if err != nil {
 		return nil, err
 	}
@@ -288,12 +368,12 @@ const challengePrefix = "lc_"
 
 // useProof uses up the challenge of proof if it is this account's, open
 // and solved. Any use deletes it, solved or not, so it is tried once.
-func (g *Guard) useProof(ctx context.Context, subj subjects, p Proof, now time.Time) (bool, error) {
+func (g *Guard) useProof(ctx context.Context, q db.Querier, subj subjects, p Proof, now time.Time) (bool, error) {
 	if !strings.HasPrefix(p.Challenge, challengePrefix) || len(p.Challenge) > 64 || p.Nonce == "" || len(p.Nonce) > 32 {
 		return false, nil
 	}
 	var bits int
-	err := g.cfg.Pool.QueryRow(ctx, `DELETE FROM login_challenges WHERE id = $1 AND account = $2 AND expires_at > $3 RETURNING bits`,
+	err := q.QueryRow(ctx, `DELETE FROM login_challenges WHERE id = $1 AND account = $2 AND expires_at > $3 RETURNING bits`,
 		p.Challenge, subj.account, now).Scan(&bits)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
@@ -326,6 +406,11 @@ type subjects struct{ account, accountIP, ip string }
 
 func (s subjects) all() []string { return []string{s.account, s.accountIP, s.ip} }
 
+// allowances are the failures each subject is allowed before backoff.
+func (s subjects) allowances(cfg GuardConfig) map[string]int {
+	return map[string]int{s.account: cfg.PerAccount, s.accountIP: cfg.PerAccountIP, s.ip: cfg.PerIP}
+}
+
 func (g *Guard) subjects(login, ip string) subjects {
 	h := func(parts ...string) string {
 		sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
@@ -354,10 +439,17 @@ func ipNet(ip string) string {
 	return p.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
-// recordFailure counts a failure against every subject, starts or extends
-// their backoff, and writes the failure's record.
-func (g *Guard) recordFailure(ctx context.Context, subj subjects, login, ip string, now time.Time) error {
+// recordFailure counts a failure against every subject in place of the
+// attempt's reservation, starts or extends their backoff, and writes the
+// failure's record. It runs even if the caller has gone: the guess was
+// checked.
+func (g *Guard) recordFailure(ctx context.Context, subj subjects, attempt, login, ip string, now time.Time) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	err := db.Transact(ctx, g.cfg.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM login_reservations WHERE attempt = $1`, attempt); err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, `
 			INSERT INTO login_throttle AS t (subject, allowance, failures, last_failure, locked_until)
 			SELECT s, a, 1, $2, $2 FROM unnest($1::text[], $3::int[]) AS x(s, a)
@@ -404,6 +496,9 @@ func (g *Guard) recordFailure(ctx context.Context, subj subjects, login, ip stri
 				return err
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM login_challenges WHERE expires_at < $1`, now); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM login_reservations WHERE expires_at < $1`, now); err != nil {
 				return err
 			}
 		}

@@ -280,12 +280,13 @@ func (p *Pages) setLang(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, safeNext(r.PostFormValue("back")), http.StatusSeeOther)
 }
 
-// safeNext keeps redirects on this site.
+// safeNext keeps redirects on this site's pages (not the JSON API);
+// anything else goes home.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") || strings.HasPrefix(next, "/v1/") {
-		return "/"
+	if p, ok := httpx.LocalPath(next, "/", "/v1/"); ok {
+		return p
 	}
-	return next
+	return "/"
 }
 
 func (p *Pages) verifyPage(w http.ResponseWriter, r *http.Request) {

@@ -8,12 +8,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"tatkal/booking/db"
 	"tatkal/booking/inventory"
 	"tatkal/booking/prs"
+)
+
+// A shard's chart states (inventory_shards.chart_state): OPEN sells;
+// CHARTING and CHARTED are frozen (no hold, no confirmation, no
+// promotion); FAILED is a preparation that failed, frozen until an
+// operator retries it.
+const (
+	ChartOpen     = "OPEN"
+	ChartCharting = "CHARTING"
+	ChartCharted  = "CHARTED"
+	ChartFailed   = "FAILED"
 )
 
 // ChartArgs prepares the chart of one shard, scheduled at its chart time
@@ -104,7 +116,10 @@ type ChartReport struct {
 	Already   bool // charted before: nothing done
 	Promoted  []Promoted
 	Cancelled []string // PNRs of the waitlisted tickets cancelled with a refund
-	Chart     prs.Chart
+	// Ended are the holds still live at charting: they end, and a payment
+	// for one that arrives later is refunded (a retake finds the chart).
+	Ended []uuid.UUID
+	Chart prs.Chart
 }
 
 // Chart prepares the chart of a shard: frozen (its window closed, no hold
@@ -185,6 +200,9 @@ func (s *Service) chart(ctx context.Context, shardID int64, retry bool) (ChartRe
 			window_closes_at = least(window_closes_at, now()) WHERE id = $1`, shardID); err != nil {
 			return err
 		}
+		if rep.Ended, err = s.endLiveHoldsTx(ctx, tx, shardID); err != nil {
+			return err
+		}
 		waiting, err := s.waitlistTx(ctx, tx, shardID)
 		if err != nil {
 			return err
@@ -232,8 +250,26 @@ func (s *Service) chart(ctx context.Context, shardID int64, retry bool) (ChartRe
 	if _, err := s.Rebuild(ctx, shardID); err != nil {
 		s.log.Warn("rebuild after charting failed; the sweeper rebuilds it", "shard", shardID, "err", err)
 	}
-	s.log.Info("chart prepared", "shard", shardID, "promoted", len(rep.Promoted), "cancelled", len(rep.Cancelled))
+	s.log.Info("chart prepared", "shard", shardID, "promoted", len(rep.Promoted), "cancelled", len(rep.Cancelled), "holds ended", len(rep.Ended))
 	return rep, nil
+}
+
+// endLiveHoldsTx ends, in charting's transaction, every hold of the shard
+// still live (seats or a waitlist offer): the chart is final, so none may
+// become a ticket after it. A payment for one that arrives later goes the
+// late-success way, finds the chart prepared and is refunded in full. The
+// shard is rebuilt after the commit, which drops their Redis records.
+func (s *Service) endLiveHoldsTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]uuid.UUID, error) {
+	rows, err := tx.Query(ctx, `UPDATE holds SET state = 'RELEASED', state_reason = 'the chart is prepared', updated_at = now(),
+		state_version = state_version + 1 WHERE shard_id = $1 AND state = 'HELD' RETURNING id`, shardID)
+	if err != nil {
+		return nil, fmt.Errorf("end live holds of shard %d: %w", shardID, err)
+	}
+	ended, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("end live holds of shard %d: %w", shardID, err)
+	}
+	return ended, nil
 }
 
 // chartTx builds the prepared chart of a shard as it stands in tx (after

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/testenv"
@@ -27,8 +29,11 @@ import (
 // the client sees an error. A real network fault, the real server on the
 // far side; other transactions (the simulators') pass untouched.
 type pgProxy struct {
-	ln      net.Listener
-	target  string
+	ln     net.Listener
+	target string
+	// marker is the statement text that makes a connection the one cut
+	// (default "INSERT INTO holds": the group commit's).
+	marker  atomic.Pointer[string]
 	armed   atomic.Bool
 	dropped atomic.Int32
 	// cutBeforeCommit, when armed, plays PostgreSQL going away just as the
@@ -121,7 +126,10 @@ func (p *pgProxy) serve(client net.Conn) {
 				server.Close()
 			}
 		}()
-		const marker = "INSERT INTO holds"
+		marker := "INSERT INTO holds"
+		if m := p.marker.Load(); m != nil {
+			marker = *m
+		}
 		buf := make([]byte, 32<<10)
 		var tail, commitName []byte
 		for {
@@ -380,4 +388,43 @@ func TestHoldInDoubtIsSettledWhenPostgresReturns(t *testing.T) {
 		t.Fatalf("live hold rows %d %v, want 1", n, err)
 	}
 	s.CheckInvariants(t, shardID)
+}
+
+// Issue 33 (2): a late success's retake whose COMMIT committed but whose
+// answer was lost must not undo Redis: the ticket is durable, so its berth
+// stays sold. Before, the retake released its Redis hold on any error: the
+// booking stood CONFIRMED in PostgreSQL with its berth free in Redis, the
+// next passenger held and paid it, and the shard's rebuild then failed
+// with "berth taken twice".
+func TestRetakeWhoseCommitAnswerIsLostKeepsItsBerth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, proxy := proxiedStack(t)
+	shardID, date := s.DemoShard(t, 1, 0)
+	users := s.Users(t, "rl", 2)
+	h := mustHold(t, s, users[0], "retake-lost-1", date)
+	lapse(t, s, h.HoldID)
+	reheld := "re-held after a late payment"
+	proxy.marker.Store(&reheld)
+	proxy.armed.Store(true)
+	res, outcome, err := s.Service.RetakeAndConfirm(ctx, h.HoldID, func(pgx.Tx, booking.ConfirmResult) error { return nil })
+	if proxy.dropped.Load() != 1 {
+		t.Fatalf("the retake's COMMIT answer was not cut (%d)", proxy.dropped.Load())
+	}
+	if err != nil || outcome != booking.RetakeConfirmed || res.PNR == "" {
+		t.Fatalf("retake whose COMMIT committed: %+v %s %v, want CONFIRMED with its PNR", res, outcome, err)
+	}
+	var state string
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT status FROM bookings WHERE hold_id = $1`, h.HoldID).Scan(&state), "booking")
+	if state != booking.BookingConfirmed {
+		t.Fatalf("booking %s", state)
+	}
+	s.CheckInvariants(t, shardID)
+	r, err := s.Service.Hold(ctx, teststack.Caller(users[1]), holdReq(users[1], "retake-lost-2", date, "MMCT", "NDLS", pax("Kiran Shah", 30, "M")))
+	if err != nil || r.Status != "SOLD_OUT" {
+		t.Fatalf("the next passenger on the retaken berth: %+v %v, want SOLD_OUT", r, err)
+	}
+	if _, err := s.Service.Rebuild(ctx, shardID); err != nil {
+		t.Fatalf("rebuild after the retake: %v", err)
+	}
 }

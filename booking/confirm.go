@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"tatkal/booking/db"
@@ -93,8 +94,8 @@ type confirming struct {
 // RELEASED holds whose seats a retake has just taken back
 // (RetakeAndConfirm). Confirmed holds are returned as Already.
 //
-// Four round trips: the holds read under lock, one batch with the shards'
-// locks, the holds' change and the bookings with their passengers (one
+// Four round trips: the shards' locks and the holds read under lock, one
+// batch with the holds' change and the bookings with their passengers (one
 // statement), one batch with the e-tickets (one statement) and the fraud
 // signals, and the River jobs in one insert. A confirmation is the busiest
 // write of a rush; each statement it shares is PostgreSQL work saved.
@@ -110,15 +111,31 @@ func (s *Service) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, l
 	// The payment's instrument (for the fraud signal) and the passenger's
 	// language (for the e-ticket) come with the hold, not in round trips of
 	// their own. Locked in id order, as every set of holds is.
-	rows, err := tx.Query(ctx, `SELECT h.id, h.shard_id, h.user_id, h.state, h.kind, h.from_seq, h.to_seq, coalesce(h.waitlist_no, 0),
+	//
+	// The shards' writer locks come first, in the same round trip, as on
+	// every path; under them a shard's chart state is final for this
+	// transaction: a chart prepared meanwhile is refused, not joined.
+	lock := &pgx.Batch{}
+	lock.Queue(`SELECT pg_advisory_xact_lock_shared($2, s::int)
+		FROM (SELECT DISTINCT shard_id FROM holds WHERE id = ANY($1) ORDER BY shard_id) AS x(s)`, ids, inventory.ShardLockClass).
+		Exec(func(pgconn.CommandTag) error { return nil })
+	lock.Queue(`SELECT h.id, h.shard_id, h.user_id, h.state, h.kind, h.from_seq, h.to_seq, coalesce(h.waitlist_no, 0),
 		h.fare_paise, h.passengers, h.berths, h.created_at,
 		coalesce((SELECT CASE WHEN p.method = 'UPI' THEN 'upi:' || p.vpa ELSE p.instrument_ref END
 			FROM payments p WHERE p.hold_id = h.id AND p.state IN ('SUCCESS', 'PENDING_AT_BANK', 'UNKNOWN')
 			AND ((p.method = 'UPI' AND p.vpa <> '') OR (p.method IN ('CARD', 'NB') AND p.instrument_ref <> ''))
 			ORDER BY p.initiated_at DESC LIMIT 1), ''),
-		coalesce((SELECT u.lang FROM users u WHERE u.id = h.user_id), '')
-		FROM holds h WHERE h.id = ANY($1) ORDER BY h.id FOR UPDATE OF h`, ids)
+		u.lang, s.chart_state, u.banned_at IS NOT NULL
+		FROM holds h JOIN users u ON u.id = h.user_id JOIN inventory_shards s ON s.id = h.shard_id
+		WHERE h.id = ANY($1) ORDER BY h.id FOR UPDATE OF h`, ids)
+	br := tx.SendBatch(ctx, lock)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("lock shards: %w", err)
+	}
+	rows, err := br.Query()
 	if err != nil {
+		br.Close()
 		return nil, fmt.Errorf("lock holds: %w", err)
 	}
 	var todo []*confirming
@@ -127,12 +144,14 @@ func (s *Service) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, l
 	found := make([]bool, len(ids))
 	for rows.Next() {
 		var id uuid.UUID
-		var state string
+		var state, chart string
 		var shardID int64
+		var banned bool
 		c := &confirming{}
 		if err := rows.Scan(&id, &shardID, &c.userID, &state, &c.kind, &c.from, &c.to, &c.wl, &c.fare, &c.pax, &c.berths,
-			&c.heldAt, &c.instrument, &c.lang); err != nil {
+			&c.heldAt, &c.instrument, &c.lang, &chart, &banned); err != nil {
 			rows.Close()
+			br.Close()
 			return nil, fmt.Errorf("lock holds: %w", err)
 		}
 		c.at = at[id]
@@ -145,12 +164,23 @@ func (s *Service) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, l
 			if problem == nil {
 				problem = Errorf(ECONFLICT, "HOLD_"+state, "Hold %s is %s and can no longer be confirmed.", id, state)
 			}
+		case chart != ChartOpen || banned:
+			// Its payment's path refunds it (HoldInfo.Unconfirmable); here
+			// only a backstop, so a ticket is never issued past either.
+			if problem == nil {
+				why := HoldInfo{Chart: chart, Banned: banned}.Unconfirmable()
+				problem = Errorf(ECONFLICT, "HOLD_UNCONFIRMABLE", "Hold %s can no longer be confirmed: %s.", id, why)
+			}
 		default:
 			todo = append(todo, c)
 		}
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	err = rows.Err()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, fmt.Errorf("lock holds: %w", err)
 	}
 	if i := slices.Index(found, false); i >= 0 {
@@ -262,16 +292,12 @@ func (s *Service) readBookings(ctx context.Context, tx pgx.Tx, holds []uuid.UUID
 // insertBookings writes the holds' change to CONFIRMED and their bookings
 // with passengers. A PNR already taken inserts nothing for its hold (no
 // booking, no passengers), and the next attempt gives that hold another;
-// the shards' locks and the holds' change are sent once.
+// the holds' change is sent once.
 func (s *Service) insertBookings(ctx context.Context, tx pgx.Tx, todo []*confirming, ids []uuid.UUID, results []ConfirmResult) error {
-	var shards []int64
 	holds := make([]uuid.UUID, len(todo))
 	for i, c := range todo {
 		holds[i] = ids[c.at]
-		shards = append(shards, results[c.at].ShardID)
 	}
-	slices.Sort(shards)
-	shards = slices.Compact(shards)
 	byHold := make(map[uuid.UUID]*confirming, len(todo))
 	for _, c := range todo {
 		byHold[ids[c.at]] = c
@@ -292,22 +318,13 @@ func (s *Service) insertBookings(ctx context.Context, tx pgx.Tx, todo []*confirm
 		}
 		b := &pgx.Batch{}
 		if attempt == 0 {
-			// The shard locks order these writers against a rebuild; the
-			// holds' compare-and-set is already decided by their row locks.
-			for _, id := range shards {
-				inventory.QueueLockShardShared(b, id)
-			}
+			// The shards' locks are held since the holds were read; the
+			// holds' compare-and-set is decided by their row locks.
 			b.Queue(`UPDATE holds SET state = 'CONFIRMED', updated_at = now(), state_version = state_version + 1 WHERE id = ANY($1)`, holds)
 		}
 		rows.queue(b)
 		br := tx.SendBatch(ctx, b)
 		if attempt == 0 {
-			for _, id := range shards {
-				if _, err := br.Exec(); err != nil {
-					br.Close()
-					return fmt.Errorf("lock shard %d: %w", id, err)
-				}
-			}
 			if _, err := br.Exec(); err != nil {
 				br.Close()
 				return fmt.Errorf("confirm holds: %w", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"tatkal/booking/db"
@@ -32,6 +33,24 @@ type HoldInfo struct {
 	ExpiresAt  time.Time
 	UpdatedAt  time.Time
 	Extended   bool
+	// Chart is its shard's chart state and Banned whether a fraud decision
+	// banned its account, read under the locks: a live hold of a charted
+	// shard or a banned account can no longer become a ticket.
+	Chart  string
+	Banned bool
+}
+
+// Unconfirmable says why a HELD hold can no longer become a ticket ("" when
+// it can): its shard is charted, or its account is banned. Its payment is
+// refunded as for a cancelled hold.
+func (h HoldInfo) Unconfirmable() string {
+	switch {
+	case h.Chart != "" && h.Chart != ChartOpen:
+		return "the chart is prepared"
+	case h.Banned:
+		return "the account is banned"
+	}
+	return ""
 }
 
 // HoldShard is the shard of userID's hold id, without a lock; ok is false
@@ -47,29 +66,44 @@ func HoldShard(ctx context.Context, q db.Querier, id uuid.UUID, userID int64) (s
 	return shardID, true, nil
 }
 
-// LockHoldTx reads a hold FOR UPDATE in tx.
+// LockHoldTx reads a hold FOR UPDATE in tx, after taking its shard's
+// writer lock: every path locks a shard before the holds and bookings on
+// it, as charting, promotion and rebuilds do, so no two paths wait on each
+// other in a cycle (broken only by PostgreSQL's deadlock detector). One
+// round trip.
 func LockHoldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (HoldInfo, error) {
 	var h HoldInfo
-	err := scanHoldInfo(tx.QueryRow(ctx, lockHoldSQL, id), id, &h)
+	b := &pgx.Batch{}
+	QueueLockHold(b, id, &h)
+	err := tx.SendBatch(ctx, b).Close()
 	return h, err
 }
 
-// QueueLockHold is LockHoldTx as one statement of a batch: h is filled in
+// QueueLockHold is LockHoldTx as statements of a batch: h is filled in
 // when the batch's results are read (its Close returns the error), so the
-// statements queued after it run under the hold's lock in the same round
-// trip.
+// statements queued after it run under the shard's and the hold's locks
+// in the same round trip.
 func QueueLockHold(b *pgx.Batch, id uuid.UUID, h *HoldInfo) {
+	QueueLockShardOfHold(b, id)
 	b.Queue(lockHoldSQL, id).QueryRow(func(row pgx.Row) error { return scanHoldInfo(row, id, h) })
 }
 
-const lockHoldSQL = `SELECT id, user_id, shard_id, idempotency_key, kind, state, from_seq, to_seq, berths, passengers,
-	fare_paise, created_at, expires_at, updated_at, extended FROM holds WHERE id = $1 FOR UPDATE`
+// QueueLockShardOfHold takes the writer lock of a hold's shard, read
+// without a lock (a hold never changes shard); no hold, no lock.
+func QueueLockShardOfHold(b *pgx.Batch, id uuid.UUID) {
+	b.Queue(`SELECT pg_advisory_xact_lock_shared($1, (SELECT shard_id FROM holds WHERE id = $2)::int)`, inventory.ShardLockClass, id).
+		Exec(func(pgconn.CommandTag) error { return nil })
+}
+
+const lockHoldSQL = `SELECT h.id, h.user_id, h.shard_id, h.idempotency_key, h.kind, h.state, h.from_seq, h.to_seq, h.berths, h.passengers,
+	h.fare_paise, h.created_at, h.expires_at, h.updated_at, h.extended, s.chart_state, u.banned_at IS NOT NULL
+	FROM holds h JOIN inventory_shards s ON s.id = h.shard_id JOIN users u ON u.id = h.user_id WHERE h.id = $1 FOR UPDATE OF h`
 
 func scanHoldInfo(row pgx.Row, id uuid.UUID, h *HoldInfo) error {
 	var pax []byte
 	var berths []int32
 	err := row.Scan(&h.ID, &h.UserID, &h.ShardID, &h.IdemKey, &h.Kind, &h.State, &h.From, &h.To, &berths, &pax,
-		&h.FarePaise, &h.CreatedAt, &h.ExpiresAt, &h.UpdatedAt, &h.Extended)
+		&h.FarePaise, &h.CreatedAt, &h.ExpiresAt, &h.UpdatedAt, &h.Extended, &h.Chart, &h.Banned)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
 	}
@@ -202,21 +236,22 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 	}
 	var out ConfirmResult
 	outcome, held := RetakeNoSeat, false
-	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+	committed, err := db.TransactSettled(ctx, s.pool, s.log, func(tx pgx.Tx) error {
 		outcome, held = RetakeNoSeat, false // a retried attempt starts afresh
-		var state string
-		if err := tx.QueryRow(ctx, `SELECT state FROM holds WHERE id = $1 FOR UPDATE`, id).Scan(&state); err != nil {
-			return err
-		}
-		if state != HoldExpired && state != HoldReleased {
-			return nil
-		}
+		// The shard's lock first, as everywhere; under it the chart state is
+		// final for this transaction: a chart prepared since the hold
+		// lapsed (the late success's read above) leaves no seat to retake.
 		if err := inventory.LockShardShared(ctx, tx, h.ShardID); err != nil {
 			return err
 		}
+		var state, chart string
 		var epoch int64
-		if err := tx.QueryRow(ctx, `SELECT epoch FROM inventory_shards WHERE id = $1`, h.ShardID).Scan(&epoch); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT h.state, s.chart_state, s.epoch FROM holds h JOIN inventory_shards s ON s.id = h.shard_id
+			WHERE h.id = $1 FOR UPDATE OF h`, id).Scan(&state, &chart, &epoch); err != nil {
 			return err
+		}
+		if (state != HoldExpired && state != HoldReleased) || chart != ChartOpen {
+			return nil
 		}
 		// Whatever Redis still has under this id is not durable: the lapsed
 		// hold's record (its release late or lost) or an earlier attempt of
@@ -263,7 +298,11 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 		return inTx(tx, out)
 	})
 	if err != nil {
-		if held {
+		// Redis is undone only when PostgreSQL did not commit: a COMMIT
+		// whose answer was lost may have committed the ticket (settled by
+		// asking the server), and one in doubt is left to the sweeper,
+		// which compares Redis with the rows once the server knows.
+		if held && committed == db.NotCommitted {
 			uctx, cancel := afterCommit(ctx)
 			if _, err := release(uctx); err != nil {
 				s.log.Error("undo retake failed; the sweeper will free it", "hold", id, "err", err)

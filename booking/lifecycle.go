@@ -417,18 +417,19 @@ func (s *Service) ExpireHold(ctx context.Context, id uuid.UUID) (time.Duration, 
 	// positive duration, so its job always comes back.
 	now := s.now()
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT shard_id, user_id, state, expires_at FROM holds WHERE id = $1 FOR UPDATE`, id).
-			Scan(&shardID, &userID, &state, &expires)
-		if err != nil {
+		// The shard's lock first, then the hold's, as on every path.
+		b := &pgx.Batch{}
+		QueueLockShardOfHold(b, id)
+		b.Queue(`SELECT shard_id, user_id, state, expires_at FROM holds WHERE id = $1 FOR UPDATE`, id).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&shardID, &userID, &state, &expires)
+		})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
 		if state != HoldHeld || expires.After(now) {
 			return nil
 		}
-		if err := inventory.LockShardShared(ctx, tx, shardID); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE holds SET state = 'EXPIRED', state_reason = 'hold window ended',
+		_, err := tx.Exec(ctx, `UPDATE holds SET state = 'EXPIRED', state_reason = 'hold window ended',
 			updated_at = now(), state_version = state_version + 1 WHERE id = $1`, id)
 		changed, state = err == nil, HoldExpired
 		return err

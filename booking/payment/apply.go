@@ -343,6 +343,18 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, c *confirmations, b *pg
 	switch {
 	case others > 0:
 		return refund(booking.RefundDuplicateCharge, "msg.refunddup")
+	case h.State == booking.HoldHeld && h.Unconfirmable() != "":
+		// Charted meanwhile, or the account banned: no ticket can come of
+		// it any more. The hold ends and the money goes back, as for a
+		// cancelled hold.
+		if _, err := s.booking.ReleaseTx(ctx, tx, h, booking.HoldCancelled, "the payment came when "+h.Unconfirmable()); err != nil {
+			return err
+		}
+		*after = append(*after, func() { s.booking.AfterRelease(ctx, h) })
+		if h.Banned && h.Chart == booking.ChartOpen {
+			return refund(booking.RefundHoldCancelled, "msg.refundbanned")
+		}
+		return refund(booking.RefundHoldCancelled, "msg.refundcharted")
 	case h.State == booking.HoldHeld:
 		res, err := c.confirm(ctx, tx, holdID)
 		if err != nil {

@@ -418,6 +418,9 @@ func payable(h booking.HoldInfo, paid paidSoFar, now time.Time) error {
 	if h.State != booking.HoldHeld {
 		return booking.Errorf(booking.ECONFLICT, "HOLD_"+h.State, "This hold is %s; hold seats again to pay.", h.State)
 	}
+	if why := h.Unconfirmable(); why != "" {
+		return booking.Errorf(booking.ECONFLICT, "HOLD_UNCONFIRMABLE", "This hold can no longer become a ticket: %s. Nothing was charged.", why)
+	}
 	if !now.Before(h.ExpiresAt) {
 		return booking.Errorf(booking.ECONFLICT, "HOLD_EXPIRED", "This hold ran out at %s IST; hold seats again to pay.",
 			h.ExpiresAt.In(booking.IST).Format("15:04:05"))

@@ -1,6 +1,7 @@
 package teststack
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"testing"
@@ -33,14 +34,7 @@ func (s *Stack) CaptureAtGateway(t testing.TB, gateway string, merchantRef uuid.
 	if r.Status >= 300 || r.Decode(&p) != nil {
 		t.Fatalf("create at %s: %d %s", gateway, r.Status, r.Raw)
 	}
-	// The customer's approval; the gateway then sends the browser back to
-	// us, which is not followed.
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	approve := testenv.Call(t, testenv.Request{Method: "POST", URL: base + "/pay/" + url.PathEscape(p.PSPRef) + "/approve", Client: noRedirect,
-		Header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, Body: "otp=123456"})
-	if approve.Status >= 400 {
-		t.Fatalf("approve %s at %s: %d %s", p.PSPRef, gateway, approve.Status, approve.Raw)
-	}
+	s.approveAt(t, gateway, p.PSPRef)
 	for deadline := time.Now().Add(15 * time.Second); p.Status != pspapi.StatusSuccess; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("payment %s at %s is %s, never captured", p.PSPRef, gateway, p.Status)
@@ -51,4 +45,28 @@ func (s *Stack) CaptureAtGateway(t testing.TB, gateway string, merchantRef uuid.
 		}
 	}
 	return p.PSPRef
+}
+
+// ApproveAtGateway plays the customer of one of our payments on its
+// gateway's page: they approve, and the gateway captures it (and tells us
+// by callback, as it would).
+func (s *Stack) ApproveAtGateway(t testing.TB, paymentID uuid.UUID) {
+	t.Helper()
+	var gateway, ref string
+	if err := s.Pool.QueryRow(context.Background(), `SELECT psp, coalesce(psp_ref, '') FROM payments WHERE id = $1`, paymentID).Scan(&gateway, &ref); err != nil || ref == "" {
+		t.Fatalf("payment %s at its gateway: %q %v", paymentID, ref, err)
+	}
+	s.approveAt(t, gateway, ref)
+}
+
+// approveAt posts the customer's approval on the gateway's page; the
+// gateway then sends the browser back to us, which is not followed.
+func (s *Stack) approveAt(t testing.TB, gateway, pspRef string) {
+	t.Helper()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	r := testenv.Call(t, testenv.Request{Method: "POST", URL: s.PSP.URL + "/gw/" + gateway + "/pay/" + url.PathEscape(pspRef) + "/approve",
+		Client: noRedirect, Header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, Body: "otp=123456"})
+	if r.Status >= 400 {
+		t.Fatalf("approve %s at %s: %d %s", pspRef, gateway, r.Status, r.Raw)
+	}
 }

@@ -67,6 +67,73 @@ func TestTopUpsNamingAStrangersAddressBlockNobody(t *testing.T) {
 	}
 }
 
+// One account sends collect requests to a stranger's UPI address, twelve
+// in a row: past MaxOpenTopUps still waiting, each is refused with
+// TOPUP_LIMIT and nothing reaches the gateway; once those are declined,
+// more may start, up to MaxTopUpsPerDay in the day.
+func TestTopUpCollectRequestsAreCapped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{Routes: routesAwaitingCustomer()})
+	ids, err := seed.Users(ctx, s.Pool, seed.UsersSpec{Count: 2, Prefix: "collect", PasswordHash: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(s, ids[0])
+	topUp := func(n int) reply {
+		return c.do(t, "POST", "/v1/wallet/topup", nil,
+			fmt.Sprintf(`{"amount_paise":100,"method":"UPI","vpa":"stranger@okbank","idempotency_key":"collect-topup-%02d"}`, n))
+	}
+	var open []reply
+	for n := range 12 {
+		r := topUp(n)
+		switch {
+		case n < 3 && r.status == 201:
+			open = append(open, r)
+		case n >= 3 && r.status == 409 && r.body["reason"] == "TOPUP_LIMIT":
+		default:
+			t.Fatalf("collect request %d: %d %s", n, r.status, r.raw)
+		}
+	}
+	var payments, sent int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*), count(psp_ref) FROM payments WHERE user_id = $1`, ids[0]).Scan(&payments, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if payments != 3 || sent != 3 {
+		t.Fatalf("%d payments recorded, %d sent to the gateway; want 3 and 3", payments, sent)
+	}
+	// Another account is not held back by this one's requests.
+	if r := newClient(s, ids[1]).do(t, "POST", "/v1/wallet/topup", nil,
+		`{"amount_paise":100,"method":"UPI","vpa":"stranger@okbank","idempotency_key":"collect-other-1"}`); r.status != 201 {
+		t.Fatalf("another account's top-up: %d %s", r.status, r.raw)
+	}
+	// The stranger declines them; the account may start more, until ten
+	// were started today.
+	n := 12
+	for started := 3; started < 10; started++ {
+		if len(open) == 3 {
+			for _, r := range open {
+				customerDecides(t, s, r, false)
+				c.pollPayment(t, r.body["payment_id"].(string), "FAILED")
+			}
+			open = open[:0]
+		}
+		r := topUp(n)
+		n++
+		if r.status != 201 {
+			t.Fatalf("top-up %d of the day, none waiting: %d %s", started+1, r.status, r.raw)
+		}
+		open = append(open, r)
+	}
+	for _, r := range open {
+		customerDecides(t, s, r, false)
+		c.pollPayment(t, r.body["payment_id"].(string), "FAILED")
+	}
+	if r := topUp(n); r.status != 409 || r.body["reason"] != "TOPUP_LIMIT" || !strings.Contains(r.body["detail"].(string), "tomorrow") {
+		t.Fatalf("the eleventh top-up of the day: %d %s", r.status, r.raw)
+	}
+}
+
 // After three captured payments from three accounts with one UPI address,
 // a fourth account paying with it is refused like overload, and nothing is
 // charged: the guard still works, counting captures.

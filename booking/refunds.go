@@ -18,6 +18,9 @@ const (
 	// RefundAmountMismatch returns a capture the gateway made for another
 	// amount than ours (migrations/006).
 	RefundAmountMismatch = "AMOUNT_MISMATCH"
+	// RefundAppealUpheld returns the full fare of a booking a fraud
+	// decision cancelled, once an appeal against it is upheld.
+	RefundAppealUpheld = "APPEAL_UPHELD"
 )
 
 // Refunds records refund requests inside the booking's own transaction

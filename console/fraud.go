@@ -33,7 +33,13 @@ func (c *Console) fraudRoutes(r chi.Router) {
 	})
 }
 
-func (c *Console) review() *review.Service { return review.New(c.pool) }
+func (c *Console) review() *review.Service {
+	s := review.New(c.pool)
+	if c.cfg.Payments != nil {
+		s.Refunds = c.cfg.Payments // an upheld appeal against a cancellation refunds the fare
+	}
+	return s
+}
 
 func pathID(r *http.Request) (int64, bool) {
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
@@ -89,8 +95,22 @@ func (c *Console) fraudPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, a := range appeals {
-		p.Appeals = append(p.Appeals, views.FraudAppealRow{ID: fmt.Sprint(a.ID), Login: a.Login, DecisionID: fmt.Sprint(a.DecisionID),
-			Outcome: a.Outcome, Statement: a.Statement, Filed: ist(a.CreatedAt)})
+		row := views.FraudAppealRow{ID: fmt.Sprint(a.ID), Login: a.Login, DecisionID: fmt.Sprint(a.DecisionID),
+			Outcome: a.Outcome, Statement: a.Statement, Filed: ist(a.CreatedAt), TwoPerson: a.TwoPerson, TookPart: a.TookPart(u.ID)}
+		if a.ProposedBy != 0 {
+			row.ProposedBy, row.ProposedAt = logins[a.ProposedBy], ist(*a.ProposedAt)
+		}
+		switch {
+		case a.TwoPerson && a.ProposedBy == 0:
+			row.Uphold = "Propose upholding (a second analyst approves)"
+		case a.TwoPerson && a.ProposedBy == u.ID:
+			row.Uphold = "" // a second analyst approves
+		case a.TwoPerson:
+			row.Uphold = "Approve upholding (restore)"
+		default:
+			row.Uphold = "Uphold (restore)"
+		}
+		p.Appeals = append(p.Appeals, row)
 	}
 	if p.Metrics, err = c.fraudMetrics(ctx); err != nil {
 		c.serverError(w, r, err)
@@ -464,14 +484,23 @@ func (c *Console) fraudAppeal(w http.ResponseWriter, r *http.Request) {
 		c.redirectNotice(w, r, "/console/fraud", "Choose uphold or reject.")
 		return
 	}
-	err := c.review().AnswerAppeal(r.Context(), u.ID, id, uphold, r.PostFormValue("note"))
+	ans, err := c.review().AnswerAppeal(r.Context(), u.ID, id, uphold, r.PostFormValue("note"))
 	if err != nil && booking.ErrorCode(err) == booking.EINTERNAL {
 		c.serverError(w, r, err)
 		return
 	}
-	msg := fmt.Sprintf("Appeal %d answered.", id)
-	if err != nil {
+	var msg string
+	switch {
+	case err != nil:
 		msg = booking.ErrorMessage(err)
+	case ans.Verdict == review.Proposed:
+		msg = fmt.Sprintf("Upholding appeal %d proposed; a second analyst must approve it before anything is lifted.", id)
+	case ans.Verdict == review.Upheld && ans.RefundedPaise > 0:
+		msg = fmt.Sprintf("Appeal %d upheld; ₹%s refunded in full.", id, booking.Rupees(ans.RefundedPaise))
+	case ans.Verdict == review.Upheld:
+		msg = fmt.Sprintf("Appeal %d upheld.", id)
+	default:
+		msg = fmt.Sprintf("Appeal %d rejected.", id)
 	}
 	c.redirectNotice(w, r, "/console/fraud", msg)
 }

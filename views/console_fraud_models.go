@@ -21,6 +21,14 @@ type FraudApprovalRow struct {
 
 type FraudAppealRow struct {
 	ID, Login, DecisionID, Outcome, Statement, Filed string
+	// TwoPerson: the decision took two analysts, so upholding takes two.
+	TwoPerson bool
+	// ProposedBy, ProposedAt: who proposed upholding it, and when ("" if nobody).
+	ProposedBy, ProposedAt string
+	// TookPart: the viewer decided or approved the decision, so answers
+	// nothing; Uphold is the uphold button's words, "" for none.
+	TookPart bool
+	Uphold   string
 }
 
 type FraudMetrics struct {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +20,7 @@ import (
 	"tatkal/booking/db"
 	"tatkal/booking/fraud"
 	"tatkal/booking/i18n"
+	"tatkal/booking/instrument"
 )
 
 // One-time codes for identity verification.
@@ -327,24 +327,18 @@ func (s *Service) attested(c Caller) bool {
 	return err == nil && token.Attested(s.attest, c.Attestation, c.UserID, dev, s.now())
 }
 
-// CheckInstrument counts a payment instrument (a VPA, a card fingerprint)
-// against the accounts that used it in the last 30 days; a new account
-// past maxAccounts is refused (answered like overload), while an account
-// already counted keeps using it. Call it only for a payment about to be
-// accepted (a valid hold of the caller's): counting on a bare request
-// would let anyone block a victim's address by naming it.
-func (s *Service) CheckInstrument(ctx context.Context, instrument string, userID int64, maxAccounts int) error {
-	h := sha256.Sum256([]byte("instrument|" + instrument))
-	key := s.cfg.Prefix + ":inst:" + hex.EncodeToString(h[:12])
-	pipe := s.rdb.TxPipeline()
-	added := pipe.SAdd(ctx, key, userID)
-	card := pipe.SCard(ctx, key)
-	pipe.Expire(ctx, key, 30*24*time.Hour)
-	if _, err := pipe.Exec(ctx); err != nil {
+// CheckInstrument refuses a payment with an instrument (instrument.UPI)
+// whose captures already counted maxAccounts other accounts in the last 30
+// days (answered like overload); an account already counted keeps using
+// it. It counts nothing: only a captured payment does (package
+// instrument), so naming a stranger's address in requests never paid
+// blocks nobody.
+func (s *Service) CheckInstrument(ctx context.Context, name string, userID int64, maxAccounts int) error {
+	ok, err := instrument.Allowed(ctx, s.rdb, s.cfg.Prefix, name, userID, maxAccounts)
+	if err != nil {
 		return booking.Errorf(booking.EUNAVAIL, "LIMITS_UNREACHABLE", "Please retry in a moment.")
 	}
-	if added.Val() == 1 && card.Val() > int64(maxAccounts) {
-		s.rdb.SRem(ctx, key, userID) //nolint:errcheck
+	if !ok {
 		return highDemand()
 	}
 	return nil
@@ -417,20 +411,21 @@ func ChallengeUsedKey(prefix, id string) string { return prefix + ":ch:" + id }
 
 // MaxAccountsPerInstrument is how many accounts may pay with one UPI
 // address within 30 days.
-const MaxAccountsPerInstrument = 3
+const MaxAccountsPerInstrument = instrument.MaxAccounts
 
 // InstrumentGuard is the check a UPI payment of user runs once its hold is
-// the caller's and payable (one address paying for many accounts is a
-// tout's signature: past a few accounts it is refused, looking like
-// overload); nil when there is nothing to count. The payment path calls it
-// only then, so a request naming a random hold with someone else's address
-// counts nothing.
+// the caller's and payable, or its top-up is within the account's limits:
+// one address paying for many accounts is a tout's signature, so an
+// address whose captures counted MaxAccountsPerInstrument other accounts
+// is refused, looking like overload. nil when there is nothing to check.
+// It counts nothing; the payment path counts the account once a payment
+// with the address is captured.
 func (s *Service) InstrumentGuard(method, vpa string, user int64) func(context.Context) error {
 	if s == nil || method != "UPI" || vpa == "" {
 		return nil
 	}
 	return func(ctx context.Context) error {
-		return s.CheckInstrument(ctx, "upi:"+strings.ToLower(vpa), user, MaxAccountsPerInstrument)
+		return s.CheckInstrument(ctx, instrument.UPI(vpa), user, MaxAccountsPerInstrument)
 	}
 }
 

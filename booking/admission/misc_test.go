@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"tatkal/booking/admission/token"
+	"tatkal/booking/instrument"
 )
 
 // TestConcurrentEntriesOneTicket: one account entering from many
@@ -118,21 +119,28 @@ func TestChallengeSingleUse(t *testing.T) {
 	}
 }
 
-// TestInstrumentLimit: a UPI handle shared by more accounts than allowed is
-// refused for the extra account, with the uniform answer.
+// TestInstrumentLimit: a UPI handle that paid for more accounts than
+// allowed is refused for a further account, with the uniform answer; the
+// check itself counts nothing, only captures do.
 func TestInstrumentLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := context.Background()
-	for uid := int64(1); uid <= 3; uid++ {
-		if err := b.svc.CheckInstrument(ctx, "upi:asha@okbank", uid, 3); err != nil {
-			t.Fatalf("account %d: %v", uid, err)
+	name := instrument.UPI("Asha@OKBank")
+	for uid := int64(1); uid <= 5; uid++ {
+		if err := b.svc.CheckInstrument(ctx, name, uid, 3); err != nil {
+			t.Fatalf("account %d before any capture: %v", uid, err)
 		}
 	}
-	if err := b.svc.CheckInstrument(ctx, "upi:asha@okbank", 2, 3); err != nil {
+	for uid := int64(1); uid <= 3; uid++ {
+		if err := instrument.Record(ctx, b.env.Redis, b.env.KeyPrefix, instrument.Use{UserID: uid, Instrument: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.svc.CheckInstrument(ctx, name, 2, 3); err != nil {
 		t.Fatalf("an account already counted: %v", err)
 	}
-	if err := b.svc.CheckInstrument(ctx, "upi:asha@okbank", 4, 3); !IsHighDemand(err) {
+	if err := b.svc.CheckInstrument(ctx, instrument.UPI("asha@okbank"), 4, 3); !IsHighDemand(err) {
 		t.Fatalf("fourth account: %v", err)
 	}
 }

@@ -139,37 +139,6 @@ func TestPayOverHTTPAndWhatThePassengerIsTold(t *testing.T) {
 	}
 }
 
-// A UPI address shared by more accounts than allowed is refused like
-// overload, and nothing is charged.
-func TestOneUPIAddressForManyAccounts(t *testing.T) {
-	t.Parallel()
-	s := teststack.New(t, teststack.Options{})
-	_, date := s.DemoShard(t, 10, 0)
-	ids, err := seed.Users(context.Background(), s.Pool, seed.UsersSpec{Count: 5, Prefix: "tout", PasswordHash: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := 0
-	for i, u := range ids {
-		c := newClient(s, u)
-		h := c.hold(t, fmt.Sprintf("tout-hold-%d", i), holdBody(date, "MMCT", "NDLS", 1))
-		r := c.do(t, "POST", "/v1/payments/initiate", nil, fmt.Sprintf(`{"hold_id":%q,"method":"UPI","vpa":"Tout@okbank","idempotency_key":"tout-pay-%d"}`,
-			h.body["hold_id"], i))
-		switch {
-		case i < 3 && r.status == 201:
-		case i >= 3 && r.status == 503 && r.body["reason"] == "HIGH_DEMAND":
-			refused++
-		default:
-			t.Fatalf("account %d paying with the shared address: %d %s", i, r.status, r.raw)
-		}
-	}
-	var n int
-	s.Pool.QueryRow(context.Background(), `SELECT count(*) FROM payments`).Scan(&n) //nolint:errcheck
-	if refused != 2 || n != 3 {
-		t.Fatalf("%d refused, %d payments; want 2 and 3", refused, n)
-	}
-}
-
 // routesAwaitingCustomer: quick routes whose customer decides on the page.
 func routesAwaitingCustomer() []pspapi.RouteConfig {
 	var routes []pspapi.RouteConfig

@@ -139,6 +139,8 @@ func RefundReason(r string) string {
 		return "waitlisted ticket cancelled, less clerkage"
 	case booking.RefundCoreRejected:
 		return "the reservation system could not issue the ticket"
+	case booking.RefundAppealUpheld:
+		return "your appeal against the cancellation was upheld: the full fare"
 	case booking.RefundAmountMismatch:
 		return "your bank was charged a different amount than the fare"
 	}

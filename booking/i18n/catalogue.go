@@ -201,6 +201,8 @@ var catalogue = map[string][2]string{
 	"msg.refundbanned.body":        {"Your account may no longer book tickets after a fraud review, so no ticket was issued. Rs %[1]s is being refunded automatically. You may appeal the decision.", "धोखाधड़ी जाँच के बाद आपका खाता अब टिकट बुक नहीं कर सकता, इसलिए टिकट जारी नहीं हुआ। रु %[1]s अपने आप लौटाए जा रहे हैं। आप इस निर्णय के विरुद्ध अपील कर सकते हैं।"},
 	"msg.refundcancelled.subject":  {"Refund started", "धनवापसी शुरू हुई"},
 	"msg.refundcancelled.body":     {"You cancelled this booking before the payment arrived. Rs %[1]s is being refunded automatically.", "भुगतान पहुँचने से पहले आपने यह बुकिंग रद्द कर दी थी। रु %[1]s अपने आप लौटाए जा रहे हैं।"},
+	"msg.refundappeal.subject":     {"Appeal upheld: refund started", "अपील स्वीकार: धनवापसी शुरू हुई"},
+	"msg.refundappeal.body":        {"Your appeal against the cancellation of PNR %[2]s was upheld. The full fare of Rs %[1]s is being refunded automatically.", "PNR %[2]s के रद्द होने के विरुद्ध आपकी अपील स्वीकार की गई। पूरा किराया रु %[1]s अपने आप लौटाया जा रहा है।"},
 	"msg.latesuccess.subject":      {"Your payment arrived late: ticket confirmed", "आपका भुगतान देर से पहुँचा: टिकट कन्फ़र्म"},
 	"msg.latesuccess.body":         {"Your bank confirmed the payment after your hold ran out. The seats were still free, so PNR %[1]s is confirmed at the original fare.", "आपका होल्ड समाप्त होने के बाद आपके बैंक ने भुगतान की पुष्टि की। सीटें तब भी खाली थीं, इसलिए PNR %[1]s मूल किराए पर कन्फ़र्म है।"},
 	"msg.refundlate.subject":       {"Refund started", "धनवापसी शुरू हुई"},

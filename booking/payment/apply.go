@@ -15,6 +15,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/funnel"
+	"tatkal/booking/instrument"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -43,11 +44,14 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 // answer applied, or not at all.
 func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool, hook *webhookEvent) error {
 	var after []func()
+	// paidBy is the UPI address of a capture this answer applies, counted
+	// once the capture has committed (countCapture).
+	var paidBy instrument.Use
 	// ctx is the caller's without its cancellation when the body runs in a
 	// confirmation group (group.go).
 	body := func(ctx context.Context, tx pgx.Tx, c *confirmations) error {
-		after = after[:0]
-		var state, purpose, gateway, pspRef string
+		after, paidBy = after[:0], instrument.Use{}
+		var state, purpose, gateway, pspRef, method, vpa string
 		var amount, userID, shardID int64
 		var hold uuid.NullUUID
 		var confirmedAt *time.Time
@@ -56,10 +60,11 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 		// With the lock, what a callback is checked against: the payment's
 		// gateway and reference, and whether its event was recorded.
 		b.Queue(`SELECT p.state, p.purpose, p.amount_paise, p.user_id, p.hold_id, coalesce(h.shard_id, 0), p.gateway_confirmed_at,
-				p.psp, coalesce(p.psp_ref, ''), EXISTS (SELECT 1 FROM webhook_events e WHERE e.gateway = $2 AND e.event_id = $3)
+				p.psp, coalesce(p.psp_ref, ''), EXISTS (SELECT 1 FROM webhook_events e WHERE e.gateway = $2 AND e.event_id = $3),
+				p.method, p.vpa
 			FROM payments p LEFT JOIN holds h ON h.id = p.hold_id WHERE p.id = $1 FOR UPDATE OF p`, id, hook.gatewayID(), hook.id()).
 			QueryRow(func(row pgx.Row) error {
-				err := row.Scan(&state, &purpose, &amount, &userID, &hold, &shardID, &confirmedAt, &gateway, &pspRef, &seen)
+				err := row.Scan(&state, &purpose, &amount, &userID, &hold, &shardID, &confirmedAt, &gateway, &pspRef, &seen, &method, &vpa)
 				if errors.Is(err, pgx.ErrNoRows) {
 					return errNoSuchPayment(hook)
 				}
@@ -108,6 +113,9 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 			case pulled && (p.AmountPaise <= 0 || p.Currency == ""):
 				return errAmountUnknown
 			case pulled && mismatch:
+				if !captured {
+					paidBy = upiUse(method, vpa, userID) // captured, at another amount
+				}
 				return s.amountMismatch(ctx, tx, c, id, state, holdID, userID, amount, p, cause, set, &after)
 			}
 		}
@@ -198,6 +206,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 					return err
 				}
 			}
+			paidBy = upiUse(method, vpa, userID)
 			// The change and its event: a group's common successes are
 			// written by the same statements (answers).
 			var success answers
@@ -231,12 +240,40 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 	}
 	if common != nil && common.taken {
 		res, shardID := common.res, common.shardID
+		paidBy = common.paidBy
 		after = []func(){func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) }, func() { s.booking.AfterConfirm(ctx, *res) }}
 	}
 	for _, f := range after {
 		f()
 	}
+	s.countCapture(ctx, paidBy)
 	return nil
+}
+
+// upiUse is a captured payment's account and UPI address, if it was paid
+// by UPI.
+func upiUse(method, vpa string, userID int64) instrument.Use {
+	if method != UPI {
+		return instrument.Use{}
+	}
+	return instrument.Use{UserID: userID, Instrument: instrument.UPI(vpa)}
+}
+
+// countCapture counts a captured UPI payment's account against its address
+// (package instrument), after the capture has committed: a Redis write in
+// the transaction would stand though the transaction rolled back. Redis
+// failing here fails nothing: the payment stands, the miss is logged, and
+// the account is counted at its next capture with the address. One round
+// trip, no PostgreSQL: the address came with the payment's lock.
+func (s *Service) countCapture(ctx context.Context, u instrument.Use) {
+	if u.Instrument == "" || s.cfg.Redis == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := instrument.Record(ctx, s.cfg.Redis, s.cfg.Prefix, u); err != nil {
+		s.log.Warn("captured payment's UPI address not counted", "user", u.UserID, "err", err)
+	}
 }
 
 // answerDetail is what a payment's event keeps of the gateway's answer.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"tatkal/booking"
+	"tatkal/booking/instrument"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -33,6 +34,7 @@ type commonSuccess struct {
 	taken   bool
 	shardID int64
 	res     *booking.ConfirmResult
+	paidBy  instrument.Use // a UPI payment's account and address
 }
 
 // SetBasedSuccesses is how many successes this service's confirmation
@@ -90,6 +92,7 @@ func (g *confirmGroup) takeCommonTx(ctx context.Context, tx *savepointTx, batch 
 		state   string
 		holdID  uuid.UUID
 		shardID int64
+		paidBy  instrument.Use
 	}
 	var took []found
 	// A callback's event names its gateway; the payment must be that
@@ -105,19 +108,22 @@ func (g *confirmGroup) takeCommonTx(ctx context.Context, tx *savepointTx, batch 
 			EXISTS (SELECT 1 FROM payments o WHERE o.hold_id = p.hold_id AND o.id <> p.id AND o.state IN ('SUCCESS', 'REFUNDED')),
 			p.psp, coalesce(p.psp_ref, ''),
 			EXISTS (SELECT 1 FROM unnest($1::uuid[], $2::text[], $3::text[]) AS k(id, gateway, event_id)
-			        JOIN webhook_events e ON e.gateway = k.gateway AND e.event_id = k.event_id WHERE k.id = p.id)
+			        JOIN webhook_events e ON e.gateway = k.gateway AND e.event_id = k.event_id WHERE k.id = p.id),
+			p.user_id, p.method, p.vpa
 		FROM payments p JOIN holds h ON h.id = p.hold_id
 		WHERE p.id = ANY($1) ORDER BY p.id FOR UPDATE OF p, h`, ids, gateways, events).Query(func(rows pgx.Rows) error {
 		holds := map[uuid.UUID]bool{}
 		for rows.Next() {
 			var f found
 			var id uuid.UUID
-			var purpose, holdState, gateway, pspRef string
-			var amount int64
+			var purpose, holdState, gateway, pspRef, method, vpa string
+			var amount, userID int64
 			var others, seen bool
-			if err := rows.Scan(&id, &f.state, &purpose, &amount, &f.holdID, &holdState, &f.shardID, &others, &gateway, &pspRef, &seen); err != nil {
+			if err := rows.Scan(&id, &f.state, &purpose, &amount, &f.holdID, &holdState, &f.shardID, &others, &gateway, &pspRef, &seen,
+				&userID, &method, &vpa); err != nil {
 				return err
 			}
+			f.paidBy = upiUse(method, vpa, userID)
 			f.at = offered[id]
 			cs := batch[f.at].common
 			open := f.state == Initiated || f.state == AwaitingUser || f.state == PendingAtBank || f.state == Unknown
@@ -158,7 +164,7 @@ func (g *confirmGroup) takeCommonTx(ctx context.Context, tx *savepointTx, batch 
 		}
 		at[i] = f.at
 		cs := batch[f.at].common
-		cs.shardID, cs.res = f.shardID, res
+		cs.shardID, cs.res, cs.paidBy = f.shardID, res, f.paidBy
 	}
 	for _, i := range at {
 		batch[i].common.taken = true

@@ -54,6 +54,16 @@ const (
 	MaxTopUpPaise = 1_00_000_00
 )
 
+// Top-ups an account may start in one IST day: at most MaxOpenTopUps still
+// waiting for the customer or the bank (neither captured nor failed), and
+// MaxTopUpsPerDay in all. Each one sends a collect request to the address
+// it names, which need not be the account's: without a cap an account
+// could flood a stranger's UPI app with them.
+const (
+	MaxOpenTopUps   = 3
+	MaxTopUpsPerDay = 10
+)
+
 var (
 	vpaRE       = regexp.MustCompile(`^[a-zA-Z0-9._-]{2,256}@[a-zA-Z]{2,64}$`)
 	keyRE       = regexp.MustCompile(`^[A-Za-z0-9:._-]{8,128}$`)
@@ -191,6 +201,8 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 				return err
 			}
 			holdID, shardID, amount = &h.ID, h.ShardID, h.FarePaise
+		} else if err := topUpRoom(ctx, tx, c.UserID, now); err != nil {
+			return err
 		}
 		if o.guard != nil {
 			if err := o.guard(ctx); err != nil {
@@ -272,6 +284,37 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 	}
 	return s.Get(ctx, c.UserID, id)
 }
+
+// topUpRoom refuses a top-up past the account's limits for the IST day
+// (MaxOpenTopUps, MaxTopUpsPerDay), in tx, before anything is recorded or
+// sent to a gateway. The account's top-ups are counted under a lock of its
+// own, so concurrent requests cannot all squeeze under the cap.
+func topUpRoom(ctx context.Context, tx pgx.Tx, userID int64, now time.Time) error {
+	ist := now.In(booking.IST)
+	day := time.Date(ist.Year(), ist.Month(), ist.Day(), 0, 0, 0, 0, booking.IST)
+	var open, started int
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('payment.topup|' || $1::bigint, 0))`, userID).Exec(func(pgconn.CommandTag) error { return nil })
+	b.Queue(`SELECT count(*) FILTER (WHERE state NOT IN ('SUCCESS', 'REFUNDED', 'FAILED')), count(*)
+		FROM payments WHERE user_id = $1 AND purpose = 'TOPUP' AND initiated_at >= $2`, userID, day).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&open, &started)
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("top-ups of %d today: %w", userID, err)
+	}
+	switch {
+	case started >= MaxTopUpsPerDay:
+		return booking.Errorf(booking.ECONFLICT, ReasonTopUpLimit,
+			"You have started %d wallet top-ups today, the most allowed in a day. Try again tomorrow.", started)
+	case open >= MaxOpenTopUps:
+		return booking.Errorf(booking.ECONFLICT, ReasonTopUpLimit,
+			"You have %d wallet top-ups still waiting for approval. Approve or decline them in your UPI app or on the bank's page first.", open)
+	}
+	return nil
+}
+
+// ReasonTopUpLimit refuses a top-up past the account's daily limits.
+const ReasonTopUpLimit = "TOPUP_LIMIT"
 
 // initiateTimeout bounds the transaction that records a payment (its
 // caller's cancellation does not reach it).

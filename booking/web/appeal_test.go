@@ -52,7 +52,7 @@ func TestAppealPage(t *testing.T) {
 		VALUES ($1, 3, true, 2, '{"why":["test"]}') RETURNING id`, window).Scan(&cluster), "cluster")
 	_, err = s.Pool.Exec(ctx, `INSERT INTO fraud_cluster_members (cluster_id, user_id) VALUES ($1, $2), ($1, $3)`, cluster, ids[0], ids[1])
 	teststack.Must(t, err, "members")
-	var analysts [2]int64
+	var analysts [4]int64 // 0 decides, 1 approves; 2 and 3 answer the appeal
 	for i := range analysts {
 		teststack.Must(t, s.Pool.QueryRow(ctx, `INSERT INTO console_users (login, name, role, password_hash) VALUES ($1, $1, 'fraud', 'x') RETURNING id`,
 			fmt.Sprintf("analyst-%d", i)).Scan(&analysts[i]), "analyst")
@@ -115,7 +115,14 @@ func TestAppealPage(t *testing.T) {
 	if err != nil || len(queue) != 1 || queue[0].UserID != ids[1] || queue[0].DecisionID != d2.ID {
 		t.Fatalf("analysts' queue: %+v %v", queue, err)
 	}
-	teststack.Must(t, svc.AnswerAppeal(ctx, analysts[1], queue[0].ID, true, "mother confirmed"), "uphold")
+	// Against a two-analyst ban: one analyst proposes, another upholds.
+	_, err = svc.AnswerAppeal(ctx, analysts[2], queue[0].ID, true, "mother to be called")
+	teststack.Must(t, err, "propose")
+	if _, _, page = b.get("/appeal"); !strings.Contains(page, "With the reviewers") {
+		t.Fatalf("with the uphold only proposed: %.2500s", page)
+	}
+	_, err = svc.AnswerAppeal(ctx, analysts[3], queue[0].ID, true, "mother confirmed")
+	teststack.Must(t, err, "uphold")
 	_, _, page = b.get("/appeal")
 	if !strings.Contains(page, "Upheld: your account is restored") || !strings.Contains(page, "mother confirmed") ||
 		strings.Contains(page, `data-testid="appeal-suspended"`) {

@@ -129,7 +129,7 @@ func (e *Enforcer) cancelBookings(ctx context.Context, decisionID, clusterID int
 			if tag.RowsAffected() == 0 {
 				return nil // done by an earlier run
 			}
-			done, err = e.Booking.CancelBookingTx(ctx, tx, t.hold, fmt.Sprintf("cancelled after fraud review (decision %d)", decisionID))
+			done, err = e.Booking.CancelBookingTx(ctx, tx, t.hold, cancelReason(decisionID))
 			if err != nil {
 				return err
 			}
@@ -160,6 +160,13 @@ func (e *Enforcer) cancelBookings(ctx context.Context, decisionID, clusterID int
 		}
 	}
 	return nil
+}
+
+// cancelReason is the cancel reason of the bookings a decision cancelled:
+// an upheld appeal refunds exactly those (and not one the passenger had
+// cancelled before, which enforcement records too).
+func cancelReason(decisionID int64) string {
+	return fmt.Sprintf("cancelled after fraud review (decision %d)", decisionID)
 }
 
 // accounts bans the members or makes their challenges harder. A ban also

@@ -27,7 +27,7 @@ type ring struct {
 	cluster   int64
 	members   []int64
 	holds     []uuid.UUID // the members' bookings, the last two waitlisted
-	analysts  [2]int64
+	analysts  [5]int64    // a decides, b approves; c, d and e had no part
 	shardID   int64
 	date      time.Time
 	paused    atomic.Int32
@@ -80,7 +80,7 @@ func newRing(t *testing.T) *ring {
 	if _, err := r.s.Pool.Exec(ctx, `INSERT INTO fraud_cluster_members (cluster_id, user_id) SELECT $1, unnest($2::bigint[])`, r.cluster, ids); err != nil {
 		t.Fatal(err)
 	}
-	for i, login := range []string{"fraud-a", "fraud-b"} {
+	for i, login := range []string{"fraud-a", "fraud-b", "fraud-c", "fraud-d", "fraud-e"} {
 		if err := r.s.Pool.QueryRow(ctx, `INSERT INTO console_users (login, name, role, password_hash) VALUES ($1, $1, 'fraud', 'x') RETURNING id`,
 			login).Scan(&r.analysts[i]); err != nil {
 			t.Fatal(err)
@@ -88,6 +88,7 @@ func newRing(t *testing.T) *ring {
 	}
 	r.svc = review.New(r.s.Pool)
 	r.svc.EnforceDelay = 0
+	r.svc.Refunds = r.s.Payments
 	return r
 }
 
@@ -275,8 +276,29 @@ func TestBanAndUpheldAppeal(t *testing.T) {
 	if err != nil || len(appeals) != 1 || appeals[0].UserID != r.members[0] || appeals[0].DecisionID != d.ID {
 		t.Fatalf("appeals queue: %+v %v", appeals, err)
 	}
-	if err := r.svc.AnswerAppeal(ctx, r.analysts[1], appeals[0].ID, true, "family verified by phone"); err != nil {
-		t.Fatal(err)
+	id := appeals[0].ID
+	// Neither analyst of the ban answers the appeal against it.
+	for _, a := range r.analysts[:2] {
+		if _, err := r.svc.AnswerAppeal(ctx, a, id, true, "I was wrong"); booking.ErrorReason(err) != "OWN_DECISION" {
+			t.Fatalf("an analyst of the ban upholding the appeal: %v, want OWN_DECISION", err)
+		}
+	}
+	// One analyst who had no part proposes; the ban holds.
+	if ans, err := r.svc.AnswerAppeal(ctx, r.analysts[2], id, true, "family verified by phone"); err != nil || ans.Verdict != review.Proposed {
+		t.Fatalf("first uphold of a two-analyst ban's appeal: %+v %v, want PROPOSED", ans, err)
+	}
+	if err := hold(0, "proposed-hold-0001"); booking.ErrorReason(err) != "ACCOUNT_SUSPENDED" {
+		t.Fatalf("with the uphold only proposed, the member's hold: %v, want ACCOUNT_SUSPENDED", err)
+	}
+	if _, err := r.svc.AnswerAppeal(ctx, r.analysts[2], id, true, "again"); booking.ErrorReason(err) != "SAME_ANALYST" {
+		t.Fatalf("the proposer approving their own proposal: %v, want SAME_ANALYST", err)
+	}
+	if n := count(t, r, `SELECT count(*) FROM users WHERE id = $1 AND banned_at IS NOT NULL`, r.members[0]); n != 1 {
+		t.Fatal("the ban was lifted by one analyst")
+	}
+	// A second analyst with no part approves: lifted.
+	if ans, err := r.svc.AnswerAppeal(ctx, r.analysts[3], id, true, "agreed"); err != nil || ans.Verdict != review.Upheld {
+		t.Fatalf("second analyst's uphold: %+v %v", ans, err)
 	}
 	if err := hold(0, "restored-hold-0001"); err != nil && booking.ErrorReason(err) == "ACCOUNT_SUSPENDED" {
 		t.Errorf("after the upheld appeal the account is still suspended: %v", err)
@@ -286,6 +308,179 @@ func TestBanAndUpheldAppeal(t *testing.T) {
 	}
 	if n := count(t, r, `SELECT count(*) FROM audit_log WHERE action IN ('fraud.appeal', 'fraud.appeal_upheld', 'fraud.ban')`); n != 3 {
 		t.Errorf("%d appeal and ban audit records, want 3", n)
+	}
+	if n := count(t, r, `SELECT count(*) FROM audit_log WHERE (action = 'fraud.appeal_uphold_proposed' AND actor = 'fraud-c')
+		OR (action = 'fraud.appeal_upheld' AND actor = 'fraud-d' AND detail->>'proposed_by' = 'fraud-c')`); n != 2 {
+		t.Errorf("%d audit records of the proposal and the uphold with both logins, want 2", n)
+	}
+}
+
+// A member banned by two decisions appeals one of them: upheld, the other
+// decision's ban still holds; their appeal against the other, upheld too,
+// lifts it.
+func TestAppealLiftsOnlyItsDecisionsBan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRing(t)
+	banned := func() bool {
+		return count(t, r, `SELECT count(*) FROM users WHERE id = $1 AND banned_at IS NOT NULL`, r.members[0]) == 1
+	}
+	// A second cluster, of another window's evidence, with the same member.
+	var window time.Time
+	if err := r.s.Pool.QueryRow(ctx, `SELECT window_opens_at FROM fraud_clusters WHERE id = $1`, r.cluster).Scan(&window); err != nil {
+		t.Fatal(err)
+	}
+	var second int64
+	if err := r.s.Pool.QueryRow(ctx, `INSERT INTO fraud_clusters (window_opens_at, score, flagged, members, evidence)
+		VALUES ($1, 5, true, 2, '{"why":["second ring"]}') RETURNING id`, window.Add(24*time.Hour)).Scan(&second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.s.Pool.Exec(ctx, `INSERT INTO fraud_cluster_members (cluster_id, user_id) VALUES ($1, $2), ($1, $3)`,
+		second, r.members[0], r.members[1]); err != nil {
+		t.Fatal(err)
+	}
+	var decisions []int64
+	for _, cl := range []int64{r.cluster, second} {
+		if _, err := r.svc.Claim(ctx, r.analysts[0], cl, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		d, err := r.svc.Decide(ctx, r.analysts[0], cl, review.Decision{Outcome: review.Ban, Reason: "AUTOMATION"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.svc.Approve(ctx, r.analysts[1], d.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.enforcer().Enforce(ctx, d.ID); err != nil {
+			t.Fatal(err)
+		}
+		decisions = append(decisions, d.ID)
+	}
+	uphold := func() int64 {
+		t.Helper()
+		a, err := r.svc.FileAppeal(ctx, r.members[0], "Not me.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, analyst := range r.analysts[2:4] {
+			if _, err := r.svc.AnswerAppeal(ctx, analyst, a.ID, true, "ok"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return a.DecisionID
+	}
+	first := uphold()
+	if !banned() {
+		t.Fatalf("upholding the appeal against decision %d lifted the ban decision %v still imposes", first, decisions)
+	}
+	if n := count(t, r, `SELECT count(*) FROM users WHERE id = $1 AND banned_at IS NOT NULL`, r.members[1]); n != 1 {
+		t.Fatal("another member's ban was lifted")
+	}
+	if second := uphold(); second == first || banned() {
+		t.Fatalf("the appeal against the other decision (%d after %d): banned %v", second, first, banned())
+	}
+	if _, err := r.svc.FileAppeal(ctx, r.members[0], "Again."); booking.ErrorReason(err) != "NOTHING_TO_APPEAL" {
+		t.Fatalf("an appeal with both decisions lifted: %v, want NOTHING_TO_APPEAL", err)
+	}
+}
+
+// An appeal against an enforced cancellation of a confirmed Tatkal ticket
+// (refunded nothing by the rules), upheld by two analysts at once after a
+// third proposed it: the full fare is refunded once, the booking says why,
+// the member is told.
+func TestUpheldCancellationAppealRefundsFullFare(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRing(t)
+	if _, err := r.svc.Claim(ctx, r.analysts[0], r.cluster, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	d, err := r.svc.Decide(ctx, r.analysts[0], r.cluster, review.Decision{Outcome: review.CancelBookings, Reason: "PASSENGER_RESALE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.svc.Approve(ctx, r.analysts[1], d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.enforcer().Enforce(ctx, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	var paymentID uuid.UUID
+	var fare int64
+	if err := r.s.Pool.QueryRow(ctx, `SELECT id, amount_paise FROM payments WHERE hold_id = $1 AND state = 'SUCCESS'`, r.holds[0]).Scan(&paymentID, &fare); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, r, `SELECT count(*) FROM refunds WHERE payment_id = $1`, paymentID); n != 0 {
+		t.Fatalf("the cancelled confirmed Tatkal ticket was refunded %d times before any appeal", n)
+	}
+	a, err := r.svc.FileAppeal(ctx, r.members[0], "I travel on this ticket myself.")
+	if err != nil || a.DecisionID != d.ID {
+		t.Fatalf("appeal: %+v %v", a, err)
+	}
+	if ans, err := r.svc.AnswerAppeal(ctx, r.analysts[2], a.ID, true, "verified"); err != nil || ans.Verdict != review.Proposed {
+		t.Fatalf("proposal: %+v %v", ans, err)
+	}
+	if n := count(t, r, `SELECT count(*) FROM refunds WHERE payment_id = $1`, paymentID); n != 0 {
+		t.Fatal("a proposed uphold refunded")
+	}
+	// Two analysts approve at once: one upholds, the other is told it was
+	// answered.
+	type result struct {
+		ans review.Answer
+		err error
+	}
+	results := make(chan result, 2)
+	for _, analyst := range r.analysts[3:5] {
+		go func() {
+			ans, err := r.svc.AnswerAppeal(ctx, analyst, a.ID, true, "agreed")
+			results <- result{ans, err}
+		}()
+	}
+	upheld := 0
+	for range 2 {
+		res := <-results
+		switch {
+		case res.err == nil && res.ans.Verdict == review.Upheld && res.ans.RefundedPaise == fare:
+			upheld++
+		case booking.ErrorReason(res.err) == "ANSWERED":
+		default:
+			t.Errorf("a concurrent approval: %+v %v", res.ans, res.err)
+		}
+	}
+	if upheld != 1 {
+		t.Fatalf("%d upholds, want 1", upheld)
+	}
+	if n := count(t, r, `SELECT count(*) FROM refunds WHERE payment_id = $1 AND reason = 'APPEAL_UPHELD' AND amount_paise = $2`, paymentID, fare); n != 1 {
+		t.Fatalf("%d full refunds of the payment, want 1", n)
+	}
+	if n := count(t, r, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'refund_id' = (SELECT id::text FROM refunds WHERE payment_id = $2)`,
+		payment.RefundArgs{}.Kind(), paymentID); n != 1 {
+		t.Fatalf("%d refund jobs enqueued, want 1", n)
+	}
+	if n := count(t, r, `SELECT count(*) FROM notifications WHERE user_id = $1 AND kind = 'REFUND_STARTED' AND ref = $2`, r.members[0], paymentID.String()); n == 0 {
+		t.Error("the member was not told of the refund")
+	}
+	if n := count(t, r, `SELECT count(*) FROM audit_log WHERE action = 'fraud.appeal_refund' AND actor IN ('fraud-d', 'fraud-e')
+		AND detail->>'proposed_by' = 'fraud-c'`); n != 1 {
+		t.Errorf("%d refund audit records naming both analysts, want 1", n)
+	}
+	// The member sees why.
+	req, _ := http.NewRequest("GET", r.s.Server.URL+"/v1/bookings/"+r.holds[0].String()+"/status", nil)
+	req.Header.Set("Authorization", "Bearer "+r.s.Token(r.members[0]))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	json.NewDecoder(resp.Body).Decode(&st) //nolint:errcheck
+	resp.Body.Close()
+	if msg, _ := st["message"].(string); !strings.Contains(msg, "appeal") || st["refund_due_paise"] != float64(fare) {
+		t.Errorf("the member's booking after the upheld appeal: %v", st)
+	}
+	// Other members' cancelled tickets are untouched.
+	if n := count(t, r, `SELECT count(*) FROM refunds f JOIN payments p ON p.id = f.payment_id WHERE p.hold_id = ANY($1) AND f.reason = 'APPEAL_UPHELD'`,
+		r.holds[1:]); n != 0 {
+		t.Errorf("%d other members refunded by one member's appeal", n)
 	}
 }
 
@@ -347,8 +542,8 @@ func TestExtraChallengeDecision(t *testing.T) {
 	if err != nil || a.Outcome != review.ExtraChallenge {
 		t.Fatalf("appeal: %+v %v", a, err)
 	}
-	if err := r.svc.AnswerAppeal(ctx, r.analysts[1], a.ID, true, "ok"); err != nil {
-		t.Fatal(err)
+	if ans, err := r.svc.AnswerAppeal(ctx, r.analysts[1], a.ID, true, "ok"); err != nil || ans.Verdict != review.Upheld {
+		t.Fatalf("a one-analyst decision's appeal upheld by another analyst: %+v %v", ans, err)
 	}
 	if n := bits(r.members[0]); n != base {
 		t.Errorf("after the upheld appeal: %d bits, want %d", n, base)

@@ -53,6 +53,9 @@ type Service struct {
 	// EnforceDelay: how long after a decision (or its approval) the batch
 	// may enforce it (DefaultEnforceDelay unless set).
 	EnforceDelay time.Duration
+	// Refunds records the refunds of upheld appeals against cancellations;
+	// nil: such an appeal cannot be upheld here (nothing is changed).
+	Refunds Refunder
 }
 
 // New returns the review service on pool.

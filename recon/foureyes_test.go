@@ -222,3 +222,114 @@ func ResolvingNeedsEvidence(t *testing.T, start StartProc) {
 		t.Fatalf("resolution history: %+v", last)
 	}
 }
+
+// ResolutionHoldsTheExceptionsLock is TestResolutionHoldsTheExceptionsLock
+// (issue 33, 6): an automatic resolution holds the exception's lock from
+// its read to its close, so a person acting on the exception meanwhile
+// (here: approving a write-off another person proposed) waits, then finds
+// it closed. Before, the resolution read the exception unlocked, moved
+// the money and closed it; the write-off approved in between stood, and the
+// refunded money was also written off.
+func ResolutionHoldsTheExceptionsLock(t *testing.T, start StartProc) {
+	st := start(t, ProcOptions{})
+	ctx := context.Background()
+	w := liveWorld(t, st, "lk")
+	reached, release := make(chan struct{}), make(chan struct{})
+	c, err := river.NewClient(riverpgxv5.New(w.env.Pool), &river.Config{})
+	w.must(err)
+	w.svc = New(Config{Pool: w.env.Pool, Jobs: c, Pause: func(ctx context.Context, point string) {
+		if point == "recon.resolve.after-effect" {
+			close(reached)
+			<-release
+		}
+	}})
+	const gw = "swiftpay"
+	lost := w.make(spec{gateway: gw, method: "UPI", amount: 145000, ours: "UNKNOWN", captured: true})[0]
+	w.must2(w.env.Pool.Exec(ctx, `UPDATE holds SET updated_at = now() - interval '2 hours' WHERE id = $1`, lost.Hold))
+	_, err = w.svc.FetchSettlement(ctx, w.src, gw, w.day, "job:test")
+	w.must(err)
+	_, err = w.svc.Run(ctx, RunRequest{Gateway: gw, Date: w.day, By: "finance1"})
+	w.must(err)
+	var e Exception
+	for _, x := range w.exceptions(gw) {
+		if x.Kind == PaidNotBooked {
+			e = x
+		}
+	}
+	w.must(w.svc.ProposeWriteOff(ctx, e.ID, "finance1", "not worth chasing"))
+	resolved := make(chan error, 1)
+	go func() { resolved <- w.svc.Resolve(ctx, e.ID, st.Payments, st.Service) }()
+	<-reached // the money has moved; the exception is not closed yet
+	approved := make(chan error, 1)
+	go func() { approved <- w.svc.ApproveWriteOff(ctx, e.ID, "finance2", "agreed") }()
+	// The approval waits on the exception's lock (or, before the fix, is
+	// already done).
+	deadline := time.Now().Add(10 * time.Second)
+	for w.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
+		select {
+		case err := <-approved:
+			approved <- err
+			deadline = time.Now() // it did not wait
+		default:
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	w.must(<-resolved)
+	if err := <-approved; booking.ErrorReason(err) != "EXCEPTION_CLOSED" {
+		t.Fatalf("the write-off approved during the resolution: %v, want EXCEPTION_CLOSED", err)
+	}
+	got, _ := w.svc.Exception(ctx, e.ID)
+	if got.State != StateResolved || !strings.HasPrefix(got.Resolution, "AUTO_") {
+		t.Fatalf("after both: %s %s, want resolved automatically", got.State, got.Resolution)
+	}
+	if n := w.count(`SELECT count(*) FROM refunds WHERE payment_id = $1`, lost.ID); n != 1 {
+		t.Fatalf("%d refunds", n)
+	}
+}
+
+// ReopenedExceptionIsResolvedAgain is TestReopenedExceptionIsResolvedAgain
+// (issue 33, 6): an exception cleared on a rerun and reopened by the next
+// gets its automatic resolution enqueued again, though its first job
+// finished. Before, River kept the finished job's arguments unique and
+// skipped the new one, so the automatic path never ran again.
+func ReopenedExceptionIsResolvedAgain(t *testing.T, start StartProc) {
+	st := start(t, ProcOptions{})
+	ctx := context.Background()
+	w := liveWorld(t, st, "ro")
+	w.insertOnly()
+	const gw = "swiftpay"
+	lost := w.make(spec{gateway: gw, method: "UPI", amount: 145000, ours: "UNKNOWN", captured: true})[0]
+	w.must2(w.env.Pool.Exec(ctx, `UPDATE holds SET updated_at = now() - interval '2 hours' WHERE id = $1`, lost.Hold))
+	file, err := w.svc.FetchSettlement(ctx, w.src, gw, w.day, "job:test")
+	w.must(err)
+	_, err = w.svc.Run(ctx, RunRequest{Gateway: gw, Date: w.day, By: "finance1"})
+	w.must(err)
+	// The stack's own workers do not work resolutions: a job stays a row.
+	jobs := func() int { return w.count(`SELECT count(*) FROM river_job WHERE kind = 'recon_resolve'`) }
+	if jobs() != 1 {
+		t.Fatalf("%d resolution jobs after the first run", jobs())
+	}
+	// The job ran (finding, say, a review open at the time); the lines
+	// then vanish from the day's file for a run, and come back.
+	w.must2(w.env.Pool.Exec(ctx, `UPDATE river_job SET state = 'completed', finalized_at = now() WHERE kind = 'recon_resolve'`))
+	w.must2(w.env.Pool.Exec(ctx, `UPDATE recon_lines SET current = false WHERE file_id = $1`, file.ID))
+	_, err = w.svc.Run(ctx, RunRequest{Gateway: gw, Date: w.day, By: "finance1"})
+	w.must(err)
+	w.must2(w.env.Pool.Exec(ctx, `UPDATE recon_lines SET current = true WHERE file_id = $1`, file.ID))
+	_, err = w.svc.Run(ctx, RunRequest{Gateway: gw, Date: w.day, By: "finance1"})
+	w.must(err)
+	var state string
+	var id uuid.UUID
+	w.must(w.env.Pool.QueryRow(ctx, `SELECT id, state FROM reconciliation_exceptions WHERE kind = 'PAID_NOT_BOOKED'`).Scan(&id, &state))
+	if state != StateOpen || jobs() != 2 {
+		t.Fatalf("reopened: %s with %d resolution jobs in all, want OPEN with a second one", state, jobs())
+	}
+	w.must(w.svc.Resolve(ctx, id, st.Payments, st.Service))
+	if n := w.count(`SELECT count(*) FROM refunds WHERE payment_id = $1`, lost.ID); n != 1 {
+		t.Fatalf("%d refunds after the reopened exception's resolution", n)
+	}
+}

@@ -33,6 +33,16 @@ func TestResolvingNeedsEvidence(t *testing.T) {
 	recon.ResolvingNeedsEvidence(t, liveStack(t))
 }
 
+func TestResolutionHoldsTheExceptionsLock(t *testing.T) {
+	t.Parallel()
+	recon.ResolutionHoldsTheExceptionsLock(t, liveStack(t))
+}
+
+func TestReopenedExceptionIsResolvedAgain(t *testing.T) {
+	t.Parallel()
+	recon.ReopenedExceptionIsResolvedAgain(t, liveStack(t))
+}
+
 func TestResolutionWorkerKilled(t *testing.T) {
 	t.Parallel()
 	recon.ResolutionWorkerKilled(t, liveStack(t))

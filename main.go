@@ -20,10 +20,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"tatkal/booking/app"
-	"tatkal/booking/bench"
-	"tatkal/booking/chaos"
-	"tatkal/booking/rehearse"
-	"tatkal/booking/seed"
+	"tatkal/booking/lab/bench"
+	"tatkal/booking/lab/chaos"
+	"tatkal/booking/lab/rehearse"
+	"tatkal/booking/lab/seed"
 	"tatkal/jobs/backoffice"
 	"tatkal/recon"
 )

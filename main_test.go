@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"tatkal/booking/app"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 	"tatkal/jobs/backoffice"
 )
 

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
 )
 
 // A passenger cancels an unpaid hold while their wallet payment commits

@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 )
 
 func heapInUse() uint64 {

@@ -12,10 +12,10 @@ import (
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/prs"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
 )
 
 // At charting a shard with one free berth and two paid waitlisted tickets:

@@ -8,10 +8,10 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
-	"tatkal/booking/teststack"
+	"tatkal/booking/sim/pspsim"
 )
 
 // Issue 33 (1): a hold still live when the chart is prepared can no

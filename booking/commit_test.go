@@ -19,8 +19,8 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/db"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 )
 
 // pgProxy forwards connections to PostgreSQL and, when armed, cuts the

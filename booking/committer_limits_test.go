@@ -10,8 +10,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 )
 
 // Two accounts of one verified phone in one group commit: the INSERT's own

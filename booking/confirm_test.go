@@ -12,8 +12,8 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/db"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 )
 
 // ConfirmManyTx confirms holds of two shards, seat and waitlist, with one

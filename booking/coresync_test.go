@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/prs"
-	"tatkal/booking/teststack"
 )
 
 // booked holds the shard's journey for user and confirms it, returning

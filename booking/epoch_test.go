@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking/inventory"
-	"tatkal/booking/seed"
+	"tatkal/booking/lab/seed"
 )
 
 // A writer that took its seats under an old epoch must not commit after

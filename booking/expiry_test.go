@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"tatkal/booking/seed"
+	"tatkal/booking/lab/seed"
 )
 
 // A group commit's holds that end in the same second share one expiry job,

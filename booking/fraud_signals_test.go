@@ -10,7 +10,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/fraud"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // TestBadSignalNeverFailsAHold: a hold whose signal is refused (a device

@@ -22,12 +22,12 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/inventory"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/sim/pspsim"
 )
 
 // TestRandomInterleavings drives passengers and the deferred work against

@@ -15,7 +15,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/inventory"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 func pax(name string, age int, gender string) booking.Passenger {

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // Two confirmed berths are cancelled at once on a sold-out shard with three

@@ -16,10 +16,10 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/inventory"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/prs"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
 )
 
 // Seats under interleavings (issue 9, the Redis side): each test forces its

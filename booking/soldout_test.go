@@ -12,8 +12,8 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/inventory"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 )
 
 // soldOutWorld is a one-berth shard without a waitlist, sold to users[0],

@@ -11,8 +11,8 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/db"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/prs"
-	"tatkal/booking/teststack"
 )
 
 // A confirmation group's sync jobs: the core sync and the seat sync of

@@ -9,7 +9,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/inventory"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // fixedThrottle is a lever at a fixed rate for every shard (0: off).

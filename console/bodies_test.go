@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"tatkal/booking/httpx"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // countingBody counts what the app reads of a request body.

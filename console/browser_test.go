@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/console/levers"
 )
 

@@ -12,10 +12,10 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/prs"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
 )
 
 // A send of the chart from the console whose process dies after claiming

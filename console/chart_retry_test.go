@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/prs"
-	"tatkal/booking/teststack"
 )
 
 // sendGate counts the passes through one pause point (the chart's sends

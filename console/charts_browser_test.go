@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking/funnel"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 )
 
 // TestBrowserFunnelCharts: ops opens the funnel before a small rush. Every

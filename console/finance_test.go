@@ -15,7 +15,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"tatkal/booking"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 	"tatkal/recon"
 )
 

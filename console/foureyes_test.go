@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 	"tatkal/recon"
 )
 

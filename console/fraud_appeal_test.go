@@ -14,8 +14,8 @@ import (
 
 	"tatkal/booking/auth"
 	"tatkal/booking/fraud/review"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/console"
 )
 

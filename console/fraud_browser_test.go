@@ -17,10 +17,10 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/auth"
 	"tatkal/booking/fraud/review"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
 	"tatkal/console"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 	"tatkal/console"
 	"tatkal/console/levers"
 	"tatkal/views"

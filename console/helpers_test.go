@@ -13,8 +13,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"tatkal/booking/auth"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/console"
 	"tatkal/console/levers"
 )

@@ -15,7 +15,7 @@ import (
 	"tatkal/views"
 )
 
-// Lab runs rehearsals for the Lab page; booking/rehearse implements it
+// Lab runs rehearsals for the Lab page; booking/lab/rehearse implements it
 // (the console cannot import it: a rehearsal builds a whole process).
 type Lab interface {
 	// Start starts a rehearsal on a scratch stack of its own, recorded as

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // Every goroutine a test starts is stopped by the end of the package's tests.

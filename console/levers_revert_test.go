@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 	"tatkal/console/levers"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
-	"tatkal/booking/teststack"
 	"tatkal/console/levers"
 )
 

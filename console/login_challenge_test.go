@@ -16,8 +16,8 @@ import (
 
 	"tatkal/booking/admission/token"
 	"tatkal/booking/auth"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 )
 
 // lockFromElsewhere locks a console account the way an attacker elsewhere

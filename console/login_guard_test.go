@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // Console sign-in goes through the login guard: after five wrong passwords

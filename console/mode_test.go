@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"tatkal/booking"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 	"tatkal/console/levers"
 )
 

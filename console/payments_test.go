@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // Payments in review are listed for ops, finance and admin, and their

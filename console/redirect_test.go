@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // Signing in to the console goes back only to a console page, whatever the

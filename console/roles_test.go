@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // TestRoutesByRole: every console route against every role and an

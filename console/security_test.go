@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"tatkal/booking"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 	"tatkal/console/levers"
 )
 

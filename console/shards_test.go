@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // A rebuild that failed is shown red on the shards page, with its error,

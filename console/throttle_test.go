@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"tatkal/booking"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 	"tatkal/console/levers"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // Reloading the page that showed a new token sends its form again: that

@@ -8,8 +8,8 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/admission"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 )
 
 // TestTraceShowsQueueRefusals: a refusal in the waiting room (here an

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // An upload whose fields, file name or lines hold a NUL byte or invalid

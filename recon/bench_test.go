@@ -23,10 +23,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/prs"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
 )
 
 // BenchmarkReconcileDay reconciles one gateway's day of

@@ -12,7 +12,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"tatkal/booking"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // tatkal recon ingest, run and export against a database; mistakes in the

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
-	"tatkal/booking/payment/pspsim"
+	"tatkal/booking/sim/pspsim"
 )
 
 func code(err error) booking.Code { return booking.ErrorCode(err) }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
-	"tatkal/booking/payment/pspsim"
+	"tatkal/booking/sim/pspsim"
 )
 
 // The workbook read back with excelize: its sheets, styled and frozen

@@ -17,12 +17,12 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
-	"tatkal/booking/prs/prssim"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
+	"tatkal/booking/sim/prssim"
+	"tatkal/booking/sim/pspsim"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"tatkal/booking"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 const swiftHead = "Txn Type,SwiftPay Txn ID,Merchant Order ID,Refund ID,Merchant Refund ID,Payment Mode,Gross Amount (INR),MDR (INR),GST on MDR (INR),Net Amount (INR),Txn Date,Settlement Date,Payout Ref\n"

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"tatkal/booking"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // A file with a NUL byte or invalid UTF-8 in any line (PostgreSQL stores

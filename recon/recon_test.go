@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
+	"tatkal/booking/sim/pspsim"
 )
 
 // cleanSet is n payments of a gateway that went right, every method, some

@@ -7,10 +7,10 @@ import (
 	"github.com/riverqueue/river"
 
 	"tatkal/booking/app"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/sim/pspsim"
 	"tatkal/recon"
 )
 

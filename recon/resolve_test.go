@@ -16,9 +16,9 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/auth"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/payment"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
 )
 
 // The resolution tests run on the app's own graph: booking/teststack,

@@ -13,7 +13,7 @@ import (
 	"tatkal/booking/admission/token"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // fill puts n late entrants (users base..base+n-1) in shard's queue.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"tatkal/booking/admission/token"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // TestFairOrder: thousands enter across the pre-queue and the randomisation

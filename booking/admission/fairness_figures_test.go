@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"tatkal/booking/admission/token"
-	"tatkal/booking/seed"
+	"tatkal/booking/lab/seed"
 )
 
 // TestFairnessFiguresOfASyntheticWindow: a sealed window of 12 entrants

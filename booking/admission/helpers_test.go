@@ -14,8 +14,8 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/inventory"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 )
 
 // clock is a settable clock; zero offset follows real time.

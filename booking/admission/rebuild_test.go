@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"tatkal/booking"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // lossBundle is a sealed window part-way through admission: cohort

@@ -13,7 +13,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/inventory"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // TestQueueLostBeforeItsSealReopensTheDraw: until the seal the randomised

@@ -15,9 +15,9 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/auth"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 )
 
 // client is a passenger's HTTP client against the test server.

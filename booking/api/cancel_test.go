@@ -7,9 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
 )
 
 // Sixty passengers each pay for a hold from the wallet and cancel the same

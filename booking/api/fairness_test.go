@@ -23,9 +23,9 @@ import (
 	"tatkal/booking/admission"
 	"tatkal/booking/admission/token"
 	"tatkal/booking/api"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 )
 
 // The waiting-room rehearsal of issue 10: 600 verified travellers with
@@ -53,7 +53,7 @@ func TestWaitingRoomRehearsal(t *testing.T) {
 	// guards against (the per-address limiter answered ordinary polls 503,
 	// and aggressive travellers won 9.57 times as often). The bound on the
 	// mean of three seeds, and the waiting room against direct booking, are
-	// booking/rehearse's TestSmallRehearsal (its travellers share one
+	// booking/lab/rehearse's TestSmallRehearsal (its travellers share one
 	// address too); a control with an address each never differed (README).
 	r := rehearse(t, &rehearsal{seed: 1, travellers: 600, berths: 64, waitlist: 38, aggressive: 0.3})
 	t.Log(r)

@@ -13,8 +13,8 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/fraud"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 )
 
 func paxBody(date time.Time, name string, age int, idRef string) string {

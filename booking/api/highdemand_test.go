@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"tatkal/booking/admission/token"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 )
 
 // Every way a request is turned away for "high demand" (the hold shed at

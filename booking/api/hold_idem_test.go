@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // A hold's Idempotency-Key is bound to its request: the same key with

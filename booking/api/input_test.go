@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // Malformed journeys are refused with a clear 400 before any lookup, and

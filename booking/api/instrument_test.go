@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"tatkal/booking/instrument"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 )
 
 // customerDecides follows a payment's next action to the gateway's page

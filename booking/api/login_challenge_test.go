@@ -14,7 +14,7 @@ import (
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
 	"tatkal/booking/httpx"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // Backoff, then a challenge, over HTTP: an account locked by guesses from

@@ -12,7 +12,7 @@ import (
 
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // Twenty wrong passwords for one account posted at once to /v1/auth/login

@@ -17,8 +17,8 @@ import (
 
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 )
 
 // loginServer is the /v1 API alone on a fresh database: login needs only

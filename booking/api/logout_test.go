@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // Logging out kills that session at once on the server that answered,

@@ -16,7 +16,7 @@ import (
 
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // TestMeasureLoginMemory measures 40 parallel logins at production argon2

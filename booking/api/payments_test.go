@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/sim/pspsim"
 )
 
 // A passenger pays over HTTP: the wallet confirms at once (CONFIRMING until

@@ -12,8 +12,8 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/admission"
 	"tatkal/booking/inventory"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 )
 
 // BenchmarkEarlyPollHTTP: status polls that come before poll_after_ms,

@@ -19,8 +19,8 @@ import (
 	"tatkal/booking/admission/token"
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 )
 
 // queueStack is a test stack with the waiting room mounted.

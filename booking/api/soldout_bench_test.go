@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"tatkal/booking/bench"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/bench"
+	"tatkal/booking/lab/teststack"
 )
 
 // BenchmarkSoldOutHold: POST /v1/bookings/hold on a sold-out shard,

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"tatkal/booking/auth"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 	"tatkal/console"
 	"tatkal/console/levers"
 )

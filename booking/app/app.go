@@ -36,13 +36,13 @@ import (
 	"tatkal/booking/httpx"
 	"tatkal/booking/inventory"
 	"tatkal/booking/notify"
-	"tatkal/booking/notify/msgsim"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
-	"tatkal/booking/prs/prssim"
 	"tatkal/booking/secrets"
+	"tatkal/booking/sim/msgsim"
+	"tatkal/booking/sim/prssim"
+	"tatkal/booking/sim/pspsim"
 	"tatkal/booking/web"
 	"tatkal/console"
 	"tatkal/console/levers"
@@ -98,7 +98,7 @@ type Options struct {
 	// MsgRetryBase: the unit of a failed send's backoff (zero: a second each).
 	ReceiptPoll, MsgRetryBase time.Duration
 	// Lab builds the console's rehearsal lab once the process is built
-	// (booking/rehearse.NewLab; nil: no lab). Close closes it.
+	// (booking/lab/rehearse.NewLab; nil: no lab). Close closes it.
 	Lab func(*App) LabCloser
 	// FairnessAfter: how long after a window's seal its fairness figures
 	// are computed (0: the waiting room's default, 10m).

@@ -19,16 +19,16 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"tatkal/booking/admission"
-	"tatkal/booking/bench"
 	"tatkal/booking/db"
 	"tatkal/booking/httpx"
 	"tatkal/booking/inventory"
-	"tatkal/booking/notify/msgsim"
-	"tatkal/booking/payment/pspsim"
-	"tatkal/booking/prs/prssim"
+	"tatkal/booking/lab/bench"
+	"tatkal/booking/lab/seed"
 	"tatkal/booking/redisx"
 	"tatkal/booking/secrets"
-	"tatkal/booking/seed"
+	"tatkal/booking/sim/msgsim"
+	"tatkal/booking/sim/prssim"
+	"tatkal/booking/sim/pspsim"
 	"tatkal/console"
 )
 

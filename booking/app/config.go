@@ -14,8 +14,8 @@ import (
 
 	"tatkal/booking/httpx"
 	"tatkal/booking/payment"
-	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/secrets"
+	"tatkal/booking/sim/pspsim"
 )
 
 // Config is everything a process needs, from the environment.

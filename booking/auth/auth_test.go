@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"tatkal/booking/auth"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 func TestSessionTokenCarriesGenerationAndID(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	"tatkal/booking/admission/token"
 	"tatkal/booking/auth"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // Backoff, then a challenge: an attacker who locks an account from

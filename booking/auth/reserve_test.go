@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"tatkal/booking/auth"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 var cheap = auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 var testKey = []byte("fraud-test-key-0123456789abcdef")

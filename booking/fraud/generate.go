@@ -426,7 +426,7 @@ func luhnCard(r *rand.Rand) string {
 // window and one signal per account (through Recorder.Record, as the live
 // path's group commit does), and says who is who: the direct path, for the
 // clustering's tests and its large measure. The rehearsal lab drives the
-// same plan through the HTTP API (booking/rehearse.Abuse).
+// same plan through the HTTP API (booking/lab/rehearse.Abuse).
 func Generate(ctx context.Context, q Querier, rec Recorder, p Population) (Generated, error) {
 	pl, err := PlanPopulation(p)
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/fraud"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
-	"tatkal/booking/payment/pspsim"
-	"tatkal/booking/teststack"
+	"tatkal/booking/sim/pspsim"
 )
 
 // TestSharedCardLinksAccounts pays five accounts' holds through the

@@ -13,7 +13,7 @@ import (
 // SeedAbuseDirect is `tatkal seed abuse --direct`: the population's
 // signals written straight into the database (Generate), without the API:
 // fast enough for populations of tens of thousands, which the API path
-// (booking/rehearse.Abuse) takes minutes over. With cluster, the window is
+// (booking/lab/rehearse.Abuse) takes minutes over. With cluster, the window is
 // clustered at once and measured. key keys the signal hashes
 // (TATKAL_FRAUD_KEY; a random one when unset, as the population is
 // synthetic).

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"tatkal/booking/funnel"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // Two processes count into one funnel; the sum is what the console reads.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"tatkal/booking/funnel"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // Two processes time one stage in one 5-second step. Process a: 90 at

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"tatkal/booking/instrument"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/redisx"
-	"tatkal/booking/testenv"
 )
 
 // Checking counts nothing; captures count, once per account, whatever the

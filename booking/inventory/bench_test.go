@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"tatkal/booking/inventory"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // benchParallelism multiplies GOMAXPROCS into the number of goroutines

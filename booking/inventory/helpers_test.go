@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"tatkal/booking/inventory"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 func randHex(n int) string {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"tatkal/booking/inventory"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/redisx"
-	"tatkal/booking/testenv"
 )
 
 // clock is a test clock the caches read.

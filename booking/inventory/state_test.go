@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking/inventory"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 )
 
 // stateShard is a small shard with a live hold, a confirmed booking, a

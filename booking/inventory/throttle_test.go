@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"tatkal/booking/inventory"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/redisx"
-	"tatkal/booking/testenv"
 )
 
 // The GCRA limiter, hammered for 2 s by several callers at rate r, admits

@@ -24,9 +24,9 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/i18n"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/notify"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
 )
 
 func TestMain(m *testing.M) {

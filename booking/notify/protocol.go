@@ -5,7 +5,7 @@
 // idempotency key, so a retry after a timeout, a lost answer or a worker
 // killed mid-send never makes the gateway deliver it twice.
 //
-// The gateway's protocol (booking/notify/msgsim simulates it):
+// The gateway's protocol (booking/sim/msgsim simulates it):
 //
 //	POST /v1/messages        Authorization: Bearer <TATKAL_MSG_KEY>, Idempotency-Key: <key>
 //	                         body Message; 202 Accepted, or 200 with duplicate=true for a

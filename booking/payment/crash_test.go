@@ -9,10 +9,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/prs"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
 )
 
 func TestMain(m *testing.M) {

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/teststack"
 )
 
 // A create that never reached the gateway (our call gave up, and the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/payment"
-	"tatkal/booking/testenv"
 )
 
 // Late-success resolutions hold a pool connection for their lock and take

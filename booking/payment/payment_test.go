@@ -16,13 +16,13 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/inventory"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
 	"tatkal/booking/prs"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/sim/pspsim"
 )
 
 func pax(name string) booking.Passenger {

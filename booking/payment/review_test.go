@@ -14,9 +14,9 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/teststack"
 )
 
 // sendWebhook posts a webhook signed with the gateway's secret, as the

@@ -8,9 +8,9 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/funnel"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/teststack"
 )
 
 // Routing weighs gateways by health: after a failure the heavily weighted

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 // A group's bodies share a transaction, each in a savepoint that rides in

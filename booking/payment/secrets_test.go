@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/teststack"
 )
 
 // The webhook secrets once compiled into the source are public: a stack

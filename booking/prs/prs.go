@@ -3,7 +3,7 @@
 // confirmed Tatkal bookings are synchronised to. It holds the request and
 // answer bodies, the CSV export's columns and the client our booking side
 // uses; the simulator that serves the protocol (`tatkal prs`) is
-// booking/prs/prssim, so the domain never links an HTTP server and the
+// booking/sim/prssim, so the domain never links an HTTP server and the
 // adapter could later point at a real core.
 //
 // The protocol is JSON over HTTP (Authorization: Bearer <api key>):

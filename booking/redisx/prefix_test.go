@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/redisx"
-	"tatkal/booking/testenv"
 )
 
 // DeletePrefix removes a scratch deployment's keys on every node, in

@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/redisx"
-	"tatkal/booking/testenv"
 )
 
 // After the master of a key's slot is killed and its replica takes over,

@@ -12,9 +12,9 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/auth"
 	"tatkal/booking/fraud/review"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
 )
 
 // TestAppealPage: a member whose waitlisted booking a fraud review

@@ -1,6 +1,6 @@
 package web_test
 
-import "tatkal/booking/testenv"
+import "tatkal/booking/lab/testenv"
 
 // accessible runs axe-core (testenv.Axe) on the page shown and fails the
 // test on any serious or critical violation.

@@ -20,11 +20,11 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/admission"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/payment/pspsim"
-	"tatkal/booking/seed"
-	"tatkal/booking/testenv"
-	"tatkal/booking/teststack"
+	"tatkal/booking/sim/pspsim"
 )
 
 // shotsDir is where screenshots go: $TATKAL_SCREENSHOTS, else /tmp/shots/site.

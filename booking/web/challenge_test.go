@@ -18,8 +18,8 @@ import (
 	"tatkal/booking/admission"
 	"tatkal/booking/admission/token"
 	"tatkal/booking/auth"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 )
 
 // lockFromElsewhere locks a passenger account the way a guesser elsewhere

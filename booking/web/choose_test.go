@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 var (

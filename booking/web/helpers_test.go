@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"tatkal/booking"
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // A paid ticket the reservation core has not recorded yet (CONFIRMING) is

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // offSite are "next" values (as the form or query carries them, decoded)

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
-	"tatkal/booking/teststack"
 )
 
 // The bank's return page shows the PNR and the amount to the signed-in

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"tatkal/booking/teststack"
+	"tatkal/booking/lab/teststack"
 )
 
 // TestVerifyAsksForPhone: the verify form asks for a mobile number and

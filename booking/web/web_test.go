@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
-	"tatkal/booking/seed"
-	"tatkal/booking/teststack"
 )
 
 // The page a bank redirects to is reached without a sign-in: it says how

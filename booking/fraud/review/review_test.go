@@ -9,7 +9,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/fraud"
-	"tatkal/booking/testenv"
+	"tatkal/booking/lab/testenv"
 )
 
 type bundle struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -323,9 +324,10 @@ func (s *Service) chartTx(ctx context.Context, tx pgx.Tx, shardID int64, ref str
 
 // SendChart delivers a charted shard's prepared chart to the reservation
 // core: first every booking on it is synced (a promotion's sync may still
-// be queued), then the chart itself, the same bytes however often it is
-// sent. A shard charted and acknowledged already, or not charted, is left
-// alone. A retryable failure is returned for the job to retry.
+// be queued), then the chart itself, less any booking the core rejected
+// since it was prepared (chartStanding), the same bytes however often it
+// is sent. A shard charted and acknowledged already, or not charted, is
+// left alone. A retryable failure is returned for the job to retry.
 func (s *Service) SendChart(ctx context.Context, shardID int64) error {
 	if s.core == nil {
 		return errors.New("no reservation core configured")
@@ -357,6 +359,9 @@ func (s *Service) SendChart(ctx context.Context, shardID int64) error {
 		}
 	}
 	s.pause.At(ctx, "chart.before-send")
+	if chart, err = s.chartStanding(ctx, shardID, chart); err != nil {
+		return fmt.Errorf("send chart %s: %w", chart.Ref, err)
+	}
 	ack, err := s.core.SendChart(ctx, chart)
 	if err != nil {
 		return fmt.Errorf("send chart %s: %w", chart.Ref, err)
@@ -368,6 +373,42 @@ func (s *Service) SendChart(ctx context.Context, shardID int64) error {
 	s.log.Info("chart sent to the reservation core", "shard", shardID, "ref", chart.Ref, "core_chart_id", ack.CoreChartID,
 		"passengers", ack.Passengers, "cancelled", ack.Cancelled)
 	return nil
+}
+
+// chartStanding is chart less its confirmed entries whose booking has been
+// cancelled since it was prepared. After charting only the core's
+// rejection does that (compensateRejected: cancelled, refunded in full,
+// the passenger told), and the core, which does not hold the booking,
+// refuses every chart that lists it (CHART_MISMATCH): sent as prepared, the
+// chart could never be delivered, nor the passengers who do travel charted
+// at the core. The core stored no chart listing such a booking, so the
+// chart sent instead conflicts with no earlier send. The shard keeps the
+// chart as sent, so a resend after a lost answer sends the same bytes.
+func (s *Service) chartStanding(ctx context.Context, shardID int64, chart prs.Chart) (prs.Chart, error) {
+	pnrs := make([]string, len(chart.Confirmed))
+	for i, e := range chart.Confirmed {
+		pnrs[i] = e.PNR
+	}
+	rows, err := s.pool.Query(ctx, `SELECT pnr FROM bookings WHERE shard_id = $1 AND pnr = ANY($2) AND status = 'CANCELLED'`, shardID, pnrs)
+	if err != nil {
+		return chart, err
+	}
+	gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(gone) == 0 {
+		return chart, err
+	}
+	chart.Confirmed = slices.DeleteFunc(slices.Clone(chart.Confirmed), func(e prs.ChartEntry) bool { return slices.Contains(gone, e.PNR) })
+	body, err := json.Marshal(chart.Request())
+	if err != nil {
+		return chart, err
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE inventory_shards SET chart_body = $2 WHERE id = $1 AND chart_core_state = 'PENDING'`,
+		shardID, body); err != nil {
+		return chart, err
+	}
+	s.log.Warn("chart sent without bookings cancelled since it was prepared (the core rejected them; refunded)",
+		"shard", shardID, "ref", chart.Ref, "pnrs", gone)
+	return chart, nil
 }
 
 // ChartJob runs one attempt of a chart job (ChartArgs, or ChartSendArgs
@@ -452,10 +493,11 @@ const ChartSendTimeout = ChartSendLease / 2
 // send was left unfinished past its lease, one more attempt, asked for by
 // an operator: the state becomes PENDING, stamped now, by
 // compare-and-set, so of two operators clicking at once one sends and the
-// other is told it is in hand; then SendChart, which sends the same bytes
-// (the core answers a replay as the first) and marks it SENT. A failure
-// records FAILED again with the reason. The answer is the core's chart id.
-// A chart in neither state is refused and nothing is sent.
+// other is told it is in hand; then SendChart, which sends the chart as
+// prepared less bookings the core rejected since (chartStanding, so a
+// chart refused for listing them is delivered), and marks it SENT. A
+// failure records FAILED again with the reason. The answer is the core's
+// chart id. A chart in neither state is refused and nothing is sent.
 func (s *Service) RetryChartSend(ctx context.Context, shardID int64) (string, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE inventory_shards SET chart_core_state = 'PENDING', chart_sending_since = now()
 		WHERE id = $1 AND chart_state = 'CHARTED' AND (chart_core_state = 'FAILED'

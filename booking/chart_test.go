@@ -368,3 +368,74 @@ func TestChartKilledBetweenStepsAndRerun(t *testing.T) {
 	}
 	s.CheckInvariants(t, shardID)
 }
+
+// seatedAndPaid books one paid berth on the shard, by wallet: its booking
+// is CONFIRMED and its sync to the core queued (no workers run it).
+func seatedAndPaid(t *testing.T, s *teststack.Stack, user int64, key string, date time.Time) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	h, err := s.Service.Hold(ctx, teststack.Caller(user), holdReq(user, key, date, "MMCT", "NDLS", pax("Seated Passenger", 35, "M")))
+	if err != nil || h.Status != "HELD" {
+		t.Fatalf("hold: %+v %v, want HELD", h, err)
+	}
+	pay, err := s.Payments.Initiate(ctx, teststack.Caller(user), payment.InitiateRequest{HoldID: h.HoldID, Method: payment.Wallet,
+		IdempotencyKey: key + "-pay"})
+	if err != nil || pay.State != payment.Success {
+		t.Fatalf("pay: %+v %v", pay, err)
+	}
+	return h.HoldID
+}
+
+// A booking on a prepared chart whose sync to the core was still queued
+// (its job held back) is rejected by the core during the chart's send: it
+// is cancelled and refunded in full, and the chart reaches the core
+// without it, seating the passenger who travels. The chart used to be sent
+// as frozen, still listing the rejected booking, and the core refused it
+// (CHART_MISMATCH) on that send and on every send again.
+func TestChartDeliveredWithoutABookingTheCoreRejectedDuringItsSend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	shardID, date := s.DemoShard(t, 2, 0)
+	users := walletUsers(t, s, "cj", 2)
+	seated, rejected := seatedAndPaid(t, s, users[0], "chart-rej-0", date), seatedAndPaid(t, s, users[1], "chart-rej-1", date)
+	s.Recorded(t, seated) // at the core; the other's sync job waits
+	rep, err := s.Service.Chart(ctx, shardID)
+	teststack.Must(t, err, "chart")
+	if len(rep.Chart.Confirmed) != 2 {
+		t.Fatalf("prepared chart lists %d bookings, want both", len(rep.Chart.Confirmed))
+	}
+
+	// The core refuses the queued booking when the chart's send syncs it.
+	s.SetCoreFaults(t, prs.Faults{RejectRate: 1})
+	err = s.Service.ChartJob(ctx, shardID, true, 1, booking.ChartMaxAttempts)
+	s.SetCoreFaults(t, prs.Faults{})
+	teststack.Must(t, err, "send the chart")
+	wantChartAtCore(t, s, shardID, 1, 0)
+
+	sv, err := s.Service.Status(ctx, users[0], seated)
+	teststack.Must(t, err, "status of the seated")
+	rv, err := s.Service.Status(ctx, users[1], rejected)
+	teststack.Must(t, err, "status of the rejected")
+	if rv.BookingStat != booking.BookingCancelled || rv.CoreState != "REJECTED" {
+		t.Fatalf("the rejected booking is %s/%s, want CANCELLED/REJECTED", rv.BookingStat, rv.CoreState)
+	}
+	var atCore, kept string
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT (SELECT string_agg(e->>'pnr', ',') FROM prs.charts, jsonb_array_elements(body->'confirmed') e),
+		(SELECT string_agg(e->>'pnr', ',') FROM inventory_shards, jsonb_array_elements(chart_body->'confirmed') e WHERE id = $1)`, shardID).
+		Scan(&atCore, &kept), "charts")
+	if atCore != sv.PNR || kept != sv.PNR {
+		t.Fatalf("the core's chart seats %q and ours lists %q, want only %s (not the rejected %s)", atCore, kept, sv.PNR, rv.PNR)
+	}
+	var refunds int
+	var amount int64
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(r.amount_paise), 0) FROM refunds r JOIN payments p ON p.id = r.payment_id
+		WHERE p.hold_id = $1`, rejected).Scan(&refunds, &amount), "refunds")
+	if refunds != 1 || amount != rv.Fare.TotalPaise {
+		t.Fatalf("%d refunds of Rs %s for the booking the core rejected, want one of the full Rs %s", refunds, booking.Rupees(amount), booking.Rupees(rv.Fare.TotalPaise))
+	}
+	// A send again (a doubled job) finds it delivered.
+	teststack.Must(t, s.Service.SendChart(ctx, shardID), "send again")
+	wantChartAtCore(t, s, shardID, 1, 0)
+	s.CheckInvariants(t, shardID)
+}

@@ -190,10 +190,22 @@ func (s *Service) coreBooking(ctx context.Context, bookingID int64) (prs.Booking
 
 // compensateRejected undoes a booking the core refused: cancelled, seats
 // back, full refund, a message to the passenger; all in one transaction.
+// Its locks follow the one order, the shard's first: taken after the
+// booking's and the hold's, it closed a cycle with a promotion or a chart
+// (the shard's exclusive lock, then the waitlisted bookings) that only the
+// deadlock detector broke, a second later.
 func (s *Service) compensateRejected(ctx context.Context, bookingID int64, reason string) error {
 	var h HoldInfo
 	var release bool
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		var shardID int64
+		// Read unlocked: a booking, like its hold, never changes shard.
+		if err := tx.QueryRow(ctx, `SELECT shard_id FROM bookings WHERE id = $1`, bookingID).Scan(&shardID); err != nil {
+			return err
+		}
+		if err := inventory.LockShardShared(ctx, tx, shardID); err != nil {
+			return err
+		}
 		var pnr, status string
 		var userID int64
 		var holdID [16]byte
@@ -204,11 +216,9 @@ func (s *Service) compensateRejected(ctx context.Context, bookingID int64, reaso
 		if status == BookingCancelled {
 			return nil
 		}
+		s.pause.At(ctx, "compensate.booking-locked")
 		var err error
 		if h, err = LockHoldTx(ctx, tx, holdID); err != nil {
-			return err
-		}
-		if err := inventory.LockShardShared(ctx, tx, h.ShardID); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE bookings SET status = 'CANCELLED', prs_state = 'REJECTED', cancelled_at = now(),

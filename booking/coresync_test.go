@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking"
 	"tatkal/booking/lab/teststack"
@@ -177,4 +178,88 @@ func TestBerthTakenByOurOwnCancelledBookingIsRepaired(t *testing.T) {
 	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM refunds`).Scan(&refunds); err != nil || refunds != 0 {
 		t.Fatalf("%d refunds (%v), want none", refunds, err)
 	}
+}
+
+// slowDeadlockDetector makes PostgreSQL wait a minute before it breaks a
+// deadlock in the test's database (new connections; the pool is reset),
+// so a lock cycle shows as a hang the test reports, not as a second's
+// delay and a silent retry.
+func slowDeadlockDetector(t *testing.T, s *teststack.Stack) {
+	t.Helper()
+	ctx := context.Background()
+	var name string
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT current_database()`).Scan(&name), "database")
+	_, err := s.Pool.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` SET deadlock_timeout = '1min'`)
+	teststack.Must(t, err, "deadlock timeout")
+	s.Pool.Reset()
+	var got string
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SHOW deadlock_timeout`).Scan(&got), "show deadlock timeout")
+	if got != "1min" {
+		t.Fatalf("deadlock_timeout %s, want 1min", got)
+	}
+}
+
+// The core rejects a waitlisted booking while the shard's waitlist is
+// being promoted: the compensation (cancel, refund) and the promotion
+// both lock the booking and the shard, and must take them in one order,
+// the shard's first. Forced: the compensation holds the booking's lock
+// while the promotion starts. The compensation used to lock the booking,
+// then the hold, then the shard, closing a cycle with the promotion
+// (shard, then the waitlisted bookings) that only PostgreSQL's deadlock
+// detector broke.
+func TestCoreRejectionDuringPromotionTakesTheShardLockFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := &pauser{}
+	s := teststack.New(t, teststack.Options{Pause: p.pause})
+	slowDeadlockDetector(t, s)
+	shardID, date := s.DemoShard(t, 1, 5)
+	users := s.Users(t, "lo", 2)
+	seat, _ := booked(t, s, users[0], "lock-order-0", date)
+	s.Recorded(t, seat.ID)
+	h, err := s.Service.Hold(ctx, teststack.Caller(users[1]), holdReq(users[1], "lock-order-1", date, "MMCT", "NDLS", pax("Waiting", 40, "M")))
+	if err != nil || h.Status != "WAITLIST_OFFERED" {
+		t.Fatalf("hold: %+v %v, want WAITLIST_OFFERED", h, err)
+	}
+	_, err = s.Service.Confirm(ctx, h.HoldID)
+	teststack.Must(t, err, "confirm the waitlisted ticket")
+	waiting := bookingID(t, s, h.HoldID)
+
+	s.SetCoreFaults(t, prs.Faults{RejectRate: 1})
+	runCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	reached, release := p.arm("compensate.booking-locked")
+	compensated := make(chan error, 1)
+	go func() { compensated <- s.Service.SyncToCore(runCtx, waiting) }()
+	waitFor(t, reached, "the compensation holding the booking")
+	promoted := make(chan error, 1)
+	go func() { _, err := s.Service.Promote(runCtx, shardID); promoted <- err }()
+	// The promotion is waiting on a lock the compensation holds.
+	for {
+		var n int
+		teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock'`).Scan(&n), "lock waits")
+		if n > 0 {
+			break
+		}
+		select {
+		case err := <-promoted:
+			t.Fatalf("the promotion ended (%v) while the compensation held the booking", err)
+		case <-runCtx.Done():
+			t.Fatal("the promotion never waited for the compensation")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(release)
+	if err := <-compensated; err != nil {
+		t.Fatalf("the compensation: %v (deadlocked with the promotion?)", err)
+	}
+	if err := <-promoted; err != nil {
+		t.Fatalf("the promotion: %v (deadlocked with the compensation?)", err)
+	}
+	s.SetCoreFaults(t, prs.Faults{})
+	if status, state := bookingState(t, s, waiting); status != booking.BookingCancelled || state != "REJECTED" {
+		t.Fatalf("the rejected booking is %s/%s, want CANCELLED/REJECTED", status, state)
+	}
+	s.CheckInvariants(t, shardID)
 }

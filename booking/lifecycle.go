@@ -455,12 +455,14 @@ func (s *Service) ExpireHold(ctx context.Context, id uuid.UUID) (time.Duration, 
 
 // SyncSeat makes Redis agree with PostgreSQL about one hold: released
 // states free their seats, confirmed ones are marked sold, cancelled
-// bookings free theirs. Idempotent.
+// bookings free theirs, unless their berths are kept for the waitlist's
+// promotion, which frees them itself. Idempotent.
 func (s *Service) SyncSeat(ctx context.Context, id uuid.UUID) error {
 	var shardID, userID int64
 	var state, bstatus string
-	err := s.pool.QueryRow(ctx, `SELECT h.shard_id, h.user_id, h.state, coalesce(b.status, '')
-		FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id WHERE h.id = $1`, id).Scan(&shardID, &userID, &state, &bstatus)
+	var kept bool
+	err := s.pool.QueryRow(ctx, `SELECT h.shard_id, h.user_id, h.state, coalesce(b.status, ''), coalesce(b.kept_for_promotion, false)
+		FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id WHERE h.id = $1`, id).Scan(&shardID, &userID, &state, &bstatus, &kept)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -469,6 +471,8 @@ func (s *Service) SyncSeat(ctx context.Context, id uuid.UUID) error {
 	}
 	switch {
 	case state == HoldHeld:
+		return nil
+	case bstatus == BookingCancelled && kept:
 		return nil
 	case bstatus == BookingCancelled:
 		_, err = s.store.Release(ctx, shardID, id.String(), inventory.ReleaseCancel, userID, "")

@@ -49,13 +49,19 @@ type waitingBooking struct {
 
 // promotionQueuedTx says whether cancelling a confirmed booking of shard
 // queues a promotion: the shard is not charted and someone is waiting. The
-// freed berths then go back on sale only through the promotion (its
-// rebuild), so the waitlist gets them before any new hold.
+// freed berths then go back on sale only through the promotion, so the
+// waitlist gets them before any new hold: the booking is marked
+// kept_for_promotion, which makes PostgreSQL itself say the berths are
+// still taken (inventory.RecordState), so neither the sweeper nor a
+// rebuild frees them while the promotion job waits, however long.
 func (s *Service) promotionQueuedTx(ctx context.Context, tx pgx.Tx, shardID, cancelled int64) (bool, error) {
 	var waiting bool
 	err := tx.QueryRow(ctx, `SELECT sh.chart_state = 'OPEN' AND EXISTS (SELECT 1 FROM bookings b WHERE b.shard_id = sh.id
 		AND b.status = 'WAITLISTED') FROM inventory_shards sh WHERE sh.id = $1`, shardID).Scan(&waiting)
 	if err != nil || !waiting {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE bookings SET kept_for_promotion = true WHERE id = $1`, cancelled); err != nil {
 		return false, err
 	}
 	_, err = s.jobs.InsertTx(ctx, tx, PromoteArgs{ShardID: shardID, Cancelled: cancelled}, nil)
@@ -81,9 +87,9 @@ func (s *Service) Promote(ctx context.Context, shardID int64) ([]Promoted, error
 		if done, epoch, err = s.promoteTx(ctx, tx, shardID); err != nil {
 			return err
 		}
-		// Cancelled bookings whose berths wait for this promotion keep
-		// their records in Redis (AfterCancelBooking); any cancelled one
-		// still there is stale, and goes.
+		// Cancelled bookings whose berths waited for this promotion kept
+		// their records in Redis (kept_for_promotion, cleared above); any
+		// cancelled one still there is stale, and goes.
 		rows, err := tx.Query(ctx, `SELECT hold_id::text FROM bookings WHERE shard_id = $1 AND status = 'CANCELLED'`, shardID)
 		if err != nil {
 			return err
@@ -123,6 +129,13 @@ func (s *Service) promoteTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]Pr
 	var epoch int64
 	if err := tx.QueryRow(ctx, `UPDATE inventory_shards SET epoch = epoch + 1 WHERE id = $1 RETURNING chart_state, epoch`, shardID).
 		Scan(&chart, &epoch); err != nil {
+		return nil, 0, err
+	}
+	// This promotion is the one the kept berths waited for, whatever it
+	// finds (someone to promote, no one, or the shard charted): from its
+	// commit they are free in PostgreSQL, and Redis learns it from the
+	// caller (the PROMOTE script, or a rebuild).
+	if _, err := tx.Exec(ctx, `UPDATE bookings SET kept_for_promotion = false WHERE shard_id = $1 AND kept_for_promotion`, shardID); err != nil {
 		return nil, 0, err
 	}
 	if chart != "OPEN" {

@@ -368,3 +368,124 @@ func TestPromotedBookingOutlivesItsStaleSync(t *testing.T) {
 		t.Errorf("promoted %s: core seats it %v, our sync state %s; want seated and SYNCED", pnr, active, state)
 	}
 }
+
+// keptScene is a shard of one berth whose confirmed booking is cancelled
+// while a paid waitlisted ticket waits: the berth is kept for the
+// promotion, whose job is held back (no workers run).
+func keptScene(t *testing.T, s *teststack.Stack, prefix string) (shardID int64, date time.Time, users []int64, seat, waiting uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	shardID, date = s.DemoShard(t, 1, 5)
+	users = s.Users(t, prefix, 3)
+	book := func(i int, want string) uuid.UUID {
+		h, err := s.Service.Hold(ctx, teststack.Caller(users[i]), holdReq(users[i], fmt.Sprintf("kept-%s-%d", prefix, i), date, "MMCT", "NDLS",
+			pax(fmt.Sprintf("Passenger %c", 'A'+i), 30+i, "F")))
+		if err != nil || h.Status != want {
+			t.Fatalf("hold %d: %+v %v, want %s", i, h, err, want)
+		}
+		_, err = s.Service.Confirm(ctx, h.HoldID)
+		teststack.Must(t, err, "confirm %d", i)
+		return h.HoldID
+	}
+	seat, waiting = book(0, "HELD"), book(1, "WAITLIST_OFFERED")
+	s.Recorded(t, seat)
+	_, err := s.Service.CancelBooking(ctx, users[0], seat, nil)
+	teststack.Must(t, err, "cancel the seat")
+	var queued int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'tqwl_promote' AND state = 'available'`).
+		Scan(&queued), "promotion job")
+	if queued != 1 {
+		t.Fatalf("%d promotion jobs waiting after the cancellation, want 1", queued)
+	}
+	return shardID, date, users, seat, waiting
+}
+
+// The berth of a cancelled confirmed booking is kept for the waitlist's
+// promotion however late its job runs: the sweeper, run while the job is
+// held back, leaves it taken (it used to see a cancelled booking still
+// sold in Redis and free it), and so does a rebuild of the shard from
+// PostgreSQL, so a new passenger is offered the waitlist,
+// not the berth; then the promotion runs and confirms the waitlisted
+// ticket onto that berth. The invariants hold throughout.
+func TestSweeperKeepsTheBerthForALatePromotion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	shardID, date, users, seat, waiting := keptScene(t, s, "sk")
+
+	rep, err := s.Service.Sweep(ctx)
+	teststack.Must(t, err, "sweep")
+	// Nor does a rebuild from PostgreSQL (Redis lost meanwhile) free it.
+	_, err = s.Service.Rebuild(ctx, shardID)
+	teststack.Must(t, err, "rebuild")
+	h, err := s.Service.Hold(ctx, teststack.Caller(users[2]), holdReq(users[2], "kept-sk-late", date, "MMCT", "NDLS", pax("Late Comer", 50, "M")))
+	if err != nil || h.Status != "WAITLIST_OFFERED" {
+		t.Fatalf("a new passenger's hold after the sweep, while the berth waits for the promotion: %+v %v, want WAITLIST_OFFERED (sweep: %+v)",
+			h, err, rep)
+	}
+	if rep.Synced != 0 || rep.Promoted != 0 {
+		t.Fatalf("the sweep touched the kept berth: %+v, want it left for the promotion", rep)
+	}
+	s.CheckInvariants(t, shardID)
+
+	// The promotion job runs at last.
+	done, err := s.Service.Promote(ctx, shardID)
+	teststack.Must(t, err, "promote")
+	if len(done) != 1 || done[0].HoldID != waiting {
+		t.Fatalf("promoted %+v, want the waitlisted ticket", done)
+	}
+	var freed, got []int32
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT (SELECT berths FROM holds WHERE id = $1), (SELECT berths FROM holds WHERE id = $2)`,
+		seat, waiting).Scan(&freed, &got), "berths")
+	if len(got) != 1 || len(freed) != 1 || got[0] != freed[0] {
+		t.Fatalf("promoted onto berths %v, want the cancelled booking's %v", got, freed)
+	}
+	v, err := s.Service.Status(ctx, users[1], waiting)
+	teststack.Must(t, err, "status")
+	if v.BookingStat != booking.BookingConfirmed {
+		t.Fatalf("the waitlisted ticket is %s after the promotion, want CONFIRMED", v.BookingStat)
+	}
+	var kept int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM bookings WHERE kept_for_promotion`).Scan(&kept), "kept")
+	if kept != 0 {
+		t.Fatalf("%d bookings still keep berths after the promotion ran", kept)
+	}
+	if _, err := s.Service.Sweep(ctx); err != nil {
+		t.Fatalf("sweep after the promotion: %v", err)
+	}
+	s.CheckInvariants(t, shardID)
+}
+
+// A berth kept for a promotion that can never come (its job lost, and the
+// waitlisted ticket cancelled meanwhile) does not stay kept for ever: past
+// the sweep grace the sweeper runs the promotion itself, which promotes no
+// one and puts the berth back on sale.
+func TestKeptBerthOfALostPromotionIsFreedBySweeper(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := teststack.New(t, teststack.Options{})
+	shardID, date, users, _, waiting := keptScene(t, s, "sl")
+	_, err := s.Service.CancelBooking(ctx, users[1], waiting, nil)
+	teststack.Must(t, err, "cancel the waitlisted ticket")
+	_, err = s.Pool.Exec(ctx, `DELETE FROM river_job WHERE kind = 'tqwl_promote'`)
+	teststack.Must(t, err, "lose the promotion job")
+
+	rep, err := s.Service.Sweep(ctx)
+	teststack.Must(t, err, "sweep within the grace")
+	if rep.Promoted != 0 {
+		t.Fatalf("the sweeper promoted within the grace: %+v", rep)
+	}
+	// Past the grace (the clock moved on: the cancellation is older).
+	_, err = s.Pool.Exec(ctx, `UPDATE bookings SET cancelled_at = cancelled_at - interval '10 minutes' WHERE kept_for_promotion`)
+	teststack.Must(t, err, "age the cancellation")
+	rep, err = s.Service.Sweep(ctx)
+	teststack.Must(t, err, "sweep past the grace")
+	if rep.Promoted != 1 {
+		t.Fatalf("sweep past the grace: %+v, want the overdue promotion run", rep)
+	}
+	h, err := s.Service.Hold(ctx, teststack.Caller(users[2]), holdReq(users[2], "kept-sl-late", date, "MMCT", "NDLS", pax("Late Comer", 50, "M")))
+	if err != nil || h.Status != "HELD" {
+		t.Fatalf("a hold once no promotion can take the berth: %+v %v, want HELD", h, err)
+	}
+	s.CheckInvariants(t, shardID)
+}

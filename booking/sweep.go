@@ -31,9 +31,15 @@ type SweepReport struct {
 	Orphans int // Redis holds with no durable row, released
 	Synced  int // Redis records brought in line with their row
 	Rebuilt int // shards rebuilt: state missing, behind PostgreSQL's epoch, a failed rebuild, or a record no script can repair
+	// Promoted: shards whose promotion was overdue (berths kept for the
+	// waitlist longer than the grace), run by the sweeper.
+	Promoted int
 }
 
 // Sweep catches whatever the per-hold jobs missed: HELD rows past expiry;
+// berths kept for a waitlist promotion whose job is overdue (the
+// promotion is run here, so a job lost or given up cannot keep them for
+// ever; until then they stay kept, and nothing below frees them);
 // shards in or near their window whose Redis state is missing, behind
 // PostgreSQL's epoch or whose last rebuild failed (rebuilt); and every Redis
 // record that disagrees with PostgreSQL, whatever its state (PostgreSQL
@@ -61,6 +67,23 @@ func (s *Service) Sweep(ctx context.Context) (SweepReport, error) {
 			continue
 		}
 		rep.Expired++
+	}
+
+	rows, err = s.pool.Query(ctx, `SELECT DISTINCT shard_id FROM bookings WHERE kept_for_promotion AND cancelled_at < $1`, cutoff)
+	if err != nil {
+		return rep, fmt.Errorf("sweep: %w", err)
+	}
+	late, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return rep, fmt.Errorf("sweep: %w", err)
+	}
+	for _, shardID := range late {
+		s.log.Warn("sweep: berths kept for a waitlist promotion whose job is overdue; promoting now", "shard", shardID)
+		if _, err := s.Promote(ctx, shardID); err != nil {
+			fail(fmt.Errorf("sweep: %w", err))
+			continue
+		}
+		rep.Promoted++
 	}
 
 	rows, err = s.pool.Query(ctx, `SELECT id FROM inventory_shards
@@ -105,18 +128,19 @@ func (s *Service) sweepShard(ctx context.Context, shardID int64, cutoff time.Tim
 	}
 	pg := map[string]sweptRow{}
 	read := func(where string, arg any) error {
-		rows, err := s.pool.Query(ctx, `SELECT h.id, h.state, h.kind, coalesce(b.status, ''), h.berths,
-			greatest(h.updated_at, coalesce(b.cancelled_at, h.updated_at))
+		rows, err := s.pool.Query(ctx, `SELECT h.id, h.state, h.kind, coalesce(b.status, ''), coalesce(b.kept_for_promotion, false),
+			h.berths, greatest(h.updated_at, coalesce(b.cancelled_at, h.updated_at))
 			FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id WHERE `+where, arg)
 		if err != nil {
 			return err
 		}
 		var id uuid.UUID
 		var state, kind, bstatus string
+		var kept bool
 		var berths []int32
 		var changed time.Time
-		_, err = pgx.ForEachRow(rows, []any{&id, &state, &kind, &bstatus, &berths, &changed}, func() error {
-			r := sweptRow{want: inventory.RecordState(state, kind, bstatus), changed: changed}
+		_, err = pgx.ForEachRow(rows, []any{&id, &state, &kind, &bstatus, &kept, &berths, &changed}, func() error {
+			r := sweptRow{want: inventory.RecordState(state, kind, bstatus, kept), changed: changed}
 			if r.want == 'H' || r.want == 'C' {
 				for _, b := range berths {
 					r.berths = append(r.berths, int(b))

@@ -134,8 +134,8 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 		}
 	}
 	rows, err := pool.Query(ctx, `
-		SELECT h.id::text, h.kind, h.state, coalesce(b.status, ''), h.from_seq, h.to_seq, h.berths, h.seat_count,
-		       greatest(h.updated_at, coalesce(b.cancelled_at, h.updated_at))
+		SELECT h.id::text, h.kind, h.state, coalesce(b.status, ''), coalesce(b.kept_for_promotion, false), h.from_seq, h.to_seq,
+		       h.berths, h.seat_count, greatest(h.updated_at, coalesce(b.cancelled_at, h.updated_at))
 		FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id
 		WHERE h.shard_id = $1 AND (h.state IN ('HELD', 'CONFIRMED') OR h.id = ANY($2))`, shardID, redisIDs)
 	if err != nil {
@@ -143,15 +143,16 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 	}
 	pg := map[string]pgHold{}
 	var id, kind, state, bstatus string
+	var kept bool
 	var from, to, npax int
 	var berths []int32
 	var changed time.Time
-	if _, err := pgx.ForEachRow(rows, []any{&id, &kind, &state, &bstatus, &from, &to, &berths, &npax, &changed}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &kind, &state, &bstatus, &kept, &from, &to, &berths, &npax, &changed}, func() error {
 		h := pgHold{id: id, from: from, to: to, npax: npax, desc: state, changed: changed}
 		if bstatus != "" {
 			h.desc = "booking " + bstatus
 		}
-		if st := RecordState(state, kind, bstatus); st != 0 {
+		if st := RecordState(state, kind, bstatus, kept); st != 0 {
 			h.state = string(st)
 		} else if state == "CONFIRMED" && bstatus == "" {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s is CONFIRMED but has no booking", id))

@@ -360,7 +360,7 @@ func rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (
 		// something (a berth or a waitlist place).
 		rows, err = tx.Query(ctx, `
 			SELECT h.id::text, h.kind, h.user_id, h.from_seq, h.to_seq, h.expires_at, h.berths,
-			       coalesce(h.waitlist_no, 0), h.seat_count, h.state, coalesce(b.status, '')
+			       coalesce(h.waitlist_no, 0), h.seat_count, h.state, coalesce(b.status, ''), coalesce(b.kept_for_promotion, false)
 			FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id
 			WHERE h.shard_id = $1 AND h.state IN ('HELD', 'CONFIRMED')`, shardID)
 		if err != nil {
@@ -371,17 +371,18 @@ func rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (
 		extraDaily = map[int64]int{}
 		var rec HoldRecord
 		var kind, state, bstatus string
+		var kept bool
 		var expires time.Time
 		var berths []int32
 		_, err = pgx.ForEachRow(rows, []any{&rec.ID, &kind, &rec.UserID, &rec.From, &rec.To, &expires, &berths,
-			&rec.WaitlistNo, &rec.Passengers, &state, &bstatus}, func() error {
+			&rec.WaitlistNo, &rec.Passengers, &state, &bstatus, &kept}, func() error {
 			h := rec
 			h.ExpiresMs = expires.UnixMilli()
 			h.Berths = make([]int, len(berths))
 			for i, b := range berths {
 				h.Berths[i] = int(b)
 			}
-			if h.State = RecordState(state, kind, bstatus); h.State == 0 {
+			if h.State = RecordState(state, kind, bstatus, kept); h.State == 0 {
 				extraDaily[h.UserID]++ // cancelled booking: occupies nothing
 				return nil
 			}
@@ -406,10 +407,13 @@ func rebuild(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64) (
 }
 
 // RecordState is the Redis record PostgreSQL implies for a hold, from its
-// state, kind and its booking's status ("" for none): H or W for a live hold
-// or waitlist offer, C or X for a confirmed or waitlisted booking, and 0 for
-// a hold that occupies nothing (lapsed, cancelled, its booking cancelled).
-func RecordState(holdState, kind, bookingStatus string) byte {
+// state, kind, its booking's status ("" for none) and whether that booking,
+// cancelled, keeps its berths for the waitlist's promotion
+// (bookings.kept_for_promotion): H or W for a live hold or waitlist offer,
+// C for a confirmed booking or a cancelled one whose berths are kept, X for
+// a waitlisted booking, and 0 for a hold that occupies nothing (lapsed,
+// cancelled, its booking cancelled).
+func RecordState(holdState, kind, bookingStatus string, kept bool) byte {
 	switch {
 	case holdState == "HELD" && kind == "SEAT":
 		return 'H'
@@ -418,6 +422,8 @@ func RecordState(holdState, kind, bookingStatus string) byte {
 	case holdState != "CONFIRMED":
 		return 0
 	case bookingStatus == "CONFIRMED":
+		return 'C'
+	case bookingStatus == "CANCELLED" && kept && kind == "SEAT":
 		return 'C'
 	case bookingStatus == "WAITLISTED":
 		return 'X'

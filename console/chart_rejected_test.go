@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/prs"
-	"tatkal/booking/teststack"
 )
 
 // A chart's delivery FAILED (the core down at its job's last attempt)

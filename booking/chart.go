@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"tatkal/booking/db"
+	"tatkal/booking/india"
 	"tatkal/booking/inventory"
 	"tatkal/booking/prs"
 )
@@ -219,7 +220,7 @@ func (s *Service) chart(ctx context.Context, shardID int64, retry bool) (ChartRe
 			}
 			cancelled = append(cancelled, done)
 			rep.Cancelled = append(rep.Cancelled, w.pnr)
-			if err := NotifyT(ctx, tx, w.userID, "CHART", w.pnr, "msg.chartwl", w.pnr, w.wl, Rupees(done.RefundPaise)); err != nil {
+			if err := NotifyT(ctx, tx, w.userID, "CHART", w.pnr, "msg.chartwl", w.pnr, w.wl, india.Decimal(done.RefundPaise)); err != nil {
 				return err
 			}
 		}

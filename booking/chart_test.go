@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"tatkal/booking"
+	"tatkal/booking/india"
 	"tatkal/booking/lab/seed"
 	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
@@ -84,7 +85,7 @@ func TestChartConfirmsWhatFitsAndRefundsTheRestOnce(t *testing.T) {
 	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(r.amount_paise), 0) FROM refunds r JOIN payments p ON p.id = r.payment_id
 		WHERE p.hold_id = $1`, w2).Scan(&refunds, &amount), "refunds")
 	if want := v2.Fare.TotalPaise - shard.Fare.Clerkage; refunds != 1 || amount != want {
-		t.Fatalf("%d refunds of Rs %s for the waitlisted ticket left at charting, want one of Rs %s", refunds, booking.Rupees(amount), booking.Rupees(want))
+		t.Fatalf("%d refunds of Rs %s for the waitlisted ticket left at charting, want one of Rs %s", refunds, india.Decimal(amount), india.Decimal(want))
 	}
 	var others int
 	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE p.hold_id <> $1`, w2).
@@ -205,7 +206,7 @@ func TestChartNearDepartureStillSettlesTheWaitlist(t *testing.T) {
 	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(r.amount_paise), 0) FROM refunds r JOIN payments p ON p.id = r.payment_id
 		WHERE p.hold_id = $1`, w).Scan(&refunds, &amount), "refunds")
 	if want := v.Fare.TotalPaise - shard.Fare.Clerkage; refunds != 1 || amount != want {
-		t.Fatalf("%d refunds of Rs %s, want one of Rs %s", refunds, booking.Rupees(amount), booking.Rupees(want))
+		t.Fatalf("%d refunds of Rs %s, want one of Rs %s", refunds, india.Decimal(amount), india.Decimal(want))
 	}
 	teststack.Must(t, s.Service.ChartJob(ctx, shardID, true, 1, booking.ChartMaxAttempts), "send the chart")
 	wantChartAtCore(t, s, shardID, 1, 1)
@@ -432,7 +433,7 @@ func TestChartDeliveredWithoutABookingTheCoreRejectedDuringItsSend(t *testing.T)
 	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(r.amount_paise), 0) FROM refunds r JOIN payments p ON p.id = r.payment_id
 		WHERE p.hold_id = $1`, rejected).Scan(&refunds, &amount), "refunds")
 	if refunds != 1 || amount != rv.Fare.TotalPaise {
-		t.Fatalf("%d refunds of Rs %s for the booking the core rejected, want one of the full Rs %s", refunds, booking.Rupees(amount), booking.Rupees(rv.Fare.TotalPaise))
+		t.Fatalf("%d refunds of Rs %s for the booking the core rejected, want one of the full Rs %s", refunds, india.Decimal(amount), india.Decimal(rv.Fare.TotalPaise))
 	}
 	// A send again (a doubled job) finds it delivered.
 	teststack.Must(t, s.Service.SendChart(ctx, shardID), "send again")

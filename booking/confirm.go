@@ -17,6 +17,7 @@ import (
 	"tatkal/booking/fraud"
 	"tatkal/booking/funnel"
 	"tatkal/booking/i18n"
+	"tatkal/booking/india"
 	"tatkal/booking/inventory"
 )
 
@@ -220,14 +221,14 @@ func (s *Service) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, l
 			sh.Stops[c.to].Code, sh.Date.Format("2 Jan 2006"))
 		lang := i18n.Norm(c.lang)
 		if c.kind == KindWaitlist {
-			mail.add(lang, c.userID, "ETICKET", res.PNR, "msg.eticketwl", res.PNR, c.wl, journey, Rupees(c.fare))
+			mail.add(lang, c.userID, "ETICKET", res.PNR, "msg.eticketwl", res.PNR, c.wl, journey, india.Decimal(c.fare))
 		} else {
 			seats := make([]string, len(c.passengers))
 			for i, p := range c.passengers {
 				info := berthInfo(sh, int(c.berths[i]))
 				seats[i] = fmt.Sprintf("%s %s/%d %s", p.Name, info.Coach, info.BerthNo, info.Type)
 			}
-			mail.add(lang, c.userID, "ETICKET", res.PNR, "msg.eticket", res.PNR, journey, strings.Join(seats, ", "), Rupees(c.fare))
+			mail.add(lang, c.userID, "ETICKET", res.PNR, "msg.eticket", res.PNR, journey, strings.Join(seats, ", "), india.Decimal(c.fare))
 		}
 		signals = append(signals, fraud.Signal{HoldID: res.HoldID, BookingID: res.BookingID, ShardID: res.ShardID, UserID: c.userID,
 			SolveMS: -1, HeldAt: c.heldAt, Instrument: c.instrument})

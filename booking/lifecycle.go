@@ -85,9 +85,6 @@ func (s *Service) view(ctx context.Context, q db.Querier, id uuid.UUID) (HoldVie
 	return v, nil
 }
 
-// Rupees formats paise as rupees with two decimals ("3052.00"): india.Decimal.
-func Rupees(paise int64) string { return india.Decimal(paise) }
-
 // NewPNR makes a 10-digit PNR: the origin's region digit, the booking
 // location, then seven random digits (DOMAIN.md, "Codes").
 func NewPNR(region int, location string) (string, error) {
@@ -163,7 +160,7 @@ func refundClause(q CancelQuote) string {
 	if !q.Allowed {
 		return ""
 	}
-	return fmt.Sprintf(" (refund under the Tatkal rules: Rs %s)", Rupees(q.RefundPaise))
+	return fmt.Sprintf(" (refund under the Tatkal rules: Rs %s)", india.Decimal(q.RefundPaise))
 }
 
 // CancelQuote is what cancelling a hold's booking would do now, shown to
@@ -235,7 +232,7 @@ func (s *Service) quote(ctx context.Context, on db.Querier, v HoldView) (CancelQ
 	q.Allowed = true
 	q.RefundPaise = waitlistRefund(v, shard)
 	q.Message = fmt.Sprintf("Cancelling waitlisted ticket PNR %s refunds Rs %s (the fare less clerkage of Rs %s per passenger).",
-		v.PNR, Rupees(q.RefundPaise), Rupees(shard.Fare.Clerkage))
+		v.PNR, india.Decimal(q.RefundPaise), india.Decimal(shard.Fare.Clerkage))
 	return q, nil
 }
 
@@ -355,7 +352,7 @@ func (s *Service) cancelBookingTx(ctx context.Context, tx pgx.Tx, v HoldView, re
 	}
 	if expectRefund != nil && *expectRefund != q.RefundPaise {
 		return done, Errorf(ECONFLICT, "REFUND_CHANGED", "The refund is now Rs %s, not the Rs %s you were shown. Nothing was cancelled.",
-			Rupees(q.RefundPaise), Rupees(*expectRefund))
+			india.Decimal(q.RefundPaise), india.Decimal(*expectRefund))
 	}
 	if _, err := tx.Exec(ctx, `UPDATE bookings SET status = 'CANCELLED', refund_due_paise = $2, cancelled_at = now(),
 		cancel_reason = $3 WHERE id = $1`, bookingID, q.RefundPaise, reason); err != nil {

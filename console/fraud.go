@@ -16,6 +16,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/fraud"
 	"tatkal/booking/fraud/review"
+	"tatkal/booking/india"
 	"tatkal/views"
 )
 
@@ -269,7 +270,7 @@ func (c *Console) loadCluster(ctx context.Context, id int64) (*clusterInfo, erro
 	var fare int64
 	var at time.Time
 	if _, err := pgx.ForEachRow(rows, []any{&pnr, &login, &journey, &status, &fare, &at}, func() error {
-		ci.bookings = append(ci.bookings, views.FraudBookingRow{PNR: pnr, Login: login, Journey: journey, Status: status, Fare: booking.Rupees(fare), BookedAt: ist(at)})
+		ci.bookings = append(ci.bookings, views.FraudBookingRow{PNR: pnr, Login: login, Journey: journey, Status: status, Fare: india.Decimal(fare), BookedAt: ist(at)})
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("cluster %d bookings: %w", id, err)
@@ -496,7 +497,7 @@ func (c *Console) fraudAppeal(w http.ResponseWriter, r *http.Request) {
 	case ans.Verdict == review.Proposed:
 		msg = fmt.Sprintf("Upholding appeal %d proposed; a second analyst must approve it before anything is lifted.", id)
 	case ans.Verdict == review.Upheld && ans.RefundedPaise > 0:
-		msg = fmt.Sprintf("Appeal %d upheld; ₹%s refunded in full.", id, booking.Rupees(ans.RefundedPaise))
+		msg = fmt.Sprintf("Appeal %d upheld; ₹%s refunded in full.", id, india.Decimal(ans.RefundedPaise))
 	case ans.Verdict == review.Upheld:
 		msg = fmt.Sprintf("Appeal %d upheld.", id)
 	default:

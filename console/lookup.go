@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"tatkal/booking"
+	"tatkal/booking/india"
 	"tatkal/views"
 )
 
@@ -61,7 +61,7 @@ func (c *Console) lookup(ctx context.Context, q string) ([]views.LookupRow, erro
 			return nil, fmt.Errorf("lookup %q: %w", q, err)
 		}
 		row.Chart = chartWords(chart, charted, core, coreRef, chartErr)
-		row.Created, row.Expires, row.Fare = ist(created), ist(expires), booking.Rupees(fare)
+		row.Created, row.Expires, row.Fare = ist(created), ist(expires), india.Decimal(fare)
 		out = append(out, row)
 	}
 	return out, rows.Err()

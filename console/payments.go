@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/india"
 	"tatkal/booking/payment"
 	"tatkal/console/levers"
 	"tatkal/views"
@@ -52,7 +53,7 @@ func (c *Console) renderPayments(w http.ResponseWriter, r *http.Request, p views
 			c.serverError(w, r, err)
 			return
 		}
-		row.Amount, row.Age, row.Deadline = booking.Rupees(amount), now.Sub(at).Truncate(time.Second).String(), ist(deadline)
+		row.Amount, row.Age, row.Deadline = india.Decimal(amount), now.Sub(at).Truncate(time.Second).String(), ist(deadline)
 		row.Overdue = now.After(deadline)
 		p.Rows = append(p.Rows, row)
 	}
@@ -71,7 +72,7 @@ func (c *Console) renderPayments(w http.ResponseWriter, r *http.Request, p views
 	}
 	for _, v := range reviews {
 		p.Reviews = append(p.Reviews, views.ReviewRow{ID: fmt.Sprint(v.ID), PaymentID: v.PaymentID.String(), Kind: v.Kind, Detail: v.Detail,
-			Login: v.Login, Purpose: v.Purpose, Method: v.Method, State: v.State, Amount: booking.Rupees(v.AmountPaise), PNR: v.PNR,
+			Login: v.Login, Purpose: v.Purpose, Method: v.Method, State: v.State, Amount: india.Decimal(v.AmountPaise), PNR: v.PNR,
 			Age: now.Sub(v.CreatedAt).Truncate(time.Second).String(), WalletFallback: v.Kind == payment.ReviewRefundRefused,
 			Proposal: proposalLabel(v.Proposal), ProposedBy: v.ProposedBy, ProposalNote: v.ProposalNote})
 	}

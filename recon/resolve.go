@@ -13,6 +13,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/db"
+	"tatkal/booking/india"
 	"tatkal/booking/payment"
 )
 
@@ -131,7 +132,7 @@ func (s *Service) resolveLocked(ctx context.Context, tx pgx.Tx, e Exception, pay
 		if err := tx.QueryRow(ctx, `SELECT user_id FROM payments WHERE id = $1`, *e.PaymentID).Scan(&userID); err != nil {
 			return err
 		}
-		if err := booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", e.PaymentID.String(), "msg.refunddup", booking.Rupees(e.AmountPaise)); err != nil {
+		if err := booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", e.PaymentID.String(), "msg.refunddup", india.Decimal(e.AmountPaise)); err != nil {
 			return err
 		}
 		s.cfg.Pause.At(ctx, "recon.resolve.before-commit")

@@ -16,6 +16,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/auth"
+	"tatkal/booking/india"
 	"tatkal/booking/lab/seed"
 	"tatkal/booking/lab/testenv"
 	"tatkal/booking/payment"
@@ -366,7 +367,7 @@ func ResolutionWorkerKilled(t *testing.T, start StartProc) {
 	want := int64(145000 + 165000 + 98000)
 	if bk.Paise[TermCollected] != want || bk.Paise[TermTickets] != 165000+98000 || bk.Paise[TermRefunds] != 145000 ||
 		bk.Paise[TermPending] != 0 || bk.Difference != 0 {
-		t.Fatalf("books %+v, want ₹%s collected = tickets + the refund, nothing pending", bk, booking.Rupees(want))
+		t.Fatalf("books %+v, want ₹%s collected = tickets + the refund, nothing pending", bk, india.Decimal(want))
 	}
 	lines, err := w.svc.BookLines(ctx, w.day, "", TermRefunds, 10, 0)
 	w.must(err)

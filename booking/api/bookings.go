@@ -14,6 +14,7 @@ import (
 	"tatkal/booking/api/reply"
 	"tatkal/booking/bookingstate"
 	"tatkal/booking/httpx"
+	"tatkal/booking/india"
 	"tatkal/booking/payment"
 )
 
@@ -65,7 +66,7 @@ var soldOutBody = func() []byte {
 }()
 
 func fareOf(f booking.Fare) *fareJSON {
-	return &fareJSON{TotalPaise: f.TotalPaise, TotalRupees: booking.Rupees(f.TotalPaise), Breakup: f.Breakup}
+	return &fareJSON{TotalPaise: f.TotalPaise, TotalRupees: india.Decimal(f.TotalPaise), Breakup: f.Breakup}
 }
 
 // hold takes seats for a passenger: 201 for HELD or WAITLIST_OFFERED, 200
@@ -315,7 +316,7 @@ func (a *API) cancelPreview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := cancelPreview{HoldID: q.HoldID.String(), Cancel: q.What, Allowed: q.Allowed, RefundPaise: q.RefundPaise,
-		Refund: booking.Rupees(q.RefundPaise), Reason: q.Reason, Message: q.Message}
+		Refund: india.Decimal(q.RefundPaise), Reason: q.Reason, Message: q.Message}
 	if q.PNR != "" {
 		p.PNR = &q.PNR
 	}

@@ -11,6 +11,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/admission"
 	"tatkal/booking/api/reply"
+	"tatkal/booking/india"
 	"tatkal/booking/payment"
 )
 
@@ -33,7 +34,7 @@ type paymentResponse struct {
 }
 
 func paymentOf(v payment.View) paymentResponse {
-	r := paymentResponse{View: v, Amount: booking.Rupees(v.AmountPaise)}
+	r := paymentResponse{View: v, Amount: india.Decimal(v.AmountPaise)}
 	by := v.Deadline.In(booking.IST).Format("15:04")
 	outcome := "a ticket or an automatic refund"
 	if v.Purpose == payment.PurposeTopUp {
@@ -144,7 +145,7 @@ func (a *API) wallet(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, r, a.log, err)
 		return
 	}
-	reply.JSON(w, http.StatusOK, walletResponse{BalancePaise: bal, Balance: booking.Rupees(bal), Entries: entries})
+	reply.JSON(w, http.StatusOK, walletResponse{BalancePaise: bal, Balance: india.Decimal(bal), Entries: entries})
 }
 
 type topUpRequest struct {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"tatkal/booking"
+	"tatkal/booking/india"
 	"tatkal/booking/payment"
 )
 
@@ -52,7 +53,7 @@ func Describe(v booking.HoldView, pays []payment.View, now time.Time) Words {
 	case v.BookingStat == booking.BookingWaitlisted:
 		s.State, s.Message = Waitlisted, "Your ticket is waitlisted at TQWL/"+strconv.Itoa(v.WaitlistNo)+". PNR "+v.PNR+"."
 	case v.BookingStat == booking.BookingCancelled && v.RefundDue > 0:
-		s.State, s.Message = Cancelled, "Your ticket is cancelled. ₹"+booking.Rupees(v.RefundDue)+" will be refunded."
+		s.State, s.Message = Cancelled, "Your ticket is cancelled. ₹"+india.Decimal(v.RefundDue)+" will be refunded."
 	case v.BookingStat == booking.BookingCancelled:
 		s.State, s.Message = Cancelled, "Your ticket is cancelled. Confirmed Tatkal tickets are not refunded on cancellation."
 	case v.State == booking.HoldHeld:
@@ -86,7 +87,7 @@ func describePayment(s *Words, v booking.HoldView, pays []payment.View) {
 			r := p.Refund
 			if r.State == "PROCESSED" {
 				s.State = Refunded
-				s.Message = "₹" + booking.Rupees(r.AmountPaise) + " was refunded"
+				s.Message = "₹" + india.Decimal(r.AmountPaise) + " was refunded"
 				if r.GatewayRef != "" {
 					s.Message += " (reference " + r.GatewayRef + ")"
 				}
@@ -97,7 +98,7 @@ func describePayment(s *Words, v booking.HoldView, pays []payment.View) {
 				}
 			} else if v.BookingStat != booking.BookingConfirmed && v.BookingStat != booking.BookingWaitlisted {
 				s.State = RefundInitiated
-				s.Message = "₹" + booking.Rupees(r.AmountPaise) + " is being refunded automatically (" + RefundReason(r.Reason) + ")."
+				s.Message = "₹" + india.Decimal(r.AmountPaise) + " is being refunded automatically (" + RefundReason(r.Reason) + ")."
 			}
 			if v.BookingStat == "" || v.BookingStat == booking.BookingCancelled {
 				return

@@ -14,6 +14,7 @@ import (
 	qrcode "github.com/skip2/go-qrcode"
 
 	"tatkal/booking"
+	"tatkal/booking/india"
 )
 
 // Ticket is what an e-ticket shows, already in words (English: the PDF's
@@ -153,7 +154,7 @@ func berthText(b string) string {
 func FromView(v booking.HoldView, sh *booking.Shard, status string, rules []string) Ticket {
 	t := Ticket{PNR: v.PNR, Status: status, Train: v.Train, Class: v.Class, From: v.From, To: v.To,
 		Date: v.Date.Format("Mon 2 Jan 2006"), Booked: v.CreatedAt.In(booking.IST).Format("15:04 IST, 2 Jan 2006"),
-		Total: booking.Rupees(v.Fare.TotalPaise), Rules: rules}
+		Total: india.Decimal(v.Fare.TotalPaise), Rules: rules}
 	if sh != nil {
 		t.TrainName = sh.TrainName
 		t.Departs = sh.DepartsAt.In(booking.IST).Format("15:04, Mon 2 Jan") + " (from " + sh.Stops[0].Code + ")"
@@ -169,7 +170,7 @@ func FromView(v booking.HoldView, sh *booking.Shard, status string, rules []stri
 		t.Passengers = append(t.Passengers, row)
 	}
 	for _, l := range v.Fare.Breakup {
-		t.Fare = append(t.Fare, FareLine{Item: l.Item, Amount: booking.Rupees(l.Paise)})
+		t.Fare = append(t.Fare, FareLine{Item: l.Item, Amount: india.Decimal(l.Paise)})
 	}
 	return t
 }

@@ -15,6 +15,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/funnel"
+	"tatkal/booking/india"
 	"tatkal/booking/instrument"
 	"tatkal/booking/payment/pspapi"
 )
@@ -107,7 +108,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 			case !pulled && p.AmountPaise != amount:
 				// A callback's word against ours: refuse it; HandleWebhook asks
 				// the gateway directly, whose answer decides.
-				return booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The gateway reports ₹%s for a ₹%s payment.", booking.Rupees(p.AmountPaise), booking.Rupees(amount))
+				return booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The gateway reports ₹%s for a ₹%s payment.", india.Decimal(p.AmountPaise), india.Decimal(amount))
 			case !pulled && mismatch:
 				return booking.Errorf(booking.EINVALID, "CURRENCY_MISMATCH", "The gateway reports a payment in %q, not %s.", p.Currency, currency)
 			case pulled && (p.AmountPaise <= 0 || p.Currency == ""):
@@ -170,7 +171,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 				return err
 			}
 			if topUp {
-				return booking.NotifyT(ctx, tx, userID, "TOPUP_FAILED", id.String(), "msg.topupfailed", booking.Rupees(amount))
+				return booking.NotifyT(ctx, tx, userID, "TOPUP_FAILED", id.String(), "msg.topupfailed", india.Decimal(amount))
 			}
 			after = append(after, func() { s.funnel.Add(shardID, funnel.PayFailed, 1) })
 			h, err := lockHold(ctx, tx, c, holdID)
@@ -182,7 +183,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 			} else if released {
 				after = append(after, func() { s.booking.AfterRelease(ctx, h) })
 			}
-			return booking.NotifyT(ctx, tx, userID, "PAYMENT_FAILED", id.String(), "msg.payfailed", booking.Rupees(amount))
+			return booking.NotifyT(ctx, tx, userID, "PAYMENT_FAILED", id.String(), "msg.payfailed", india.Decimal(amount))
 		case pspapi.StatusSuccess:
 			if captured {
 				// A duplicate callback or a repeated inquiry; an inquiry's
@@ -220,7 +221,7 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 				if _, err := walletPost(ctx, tx, userID, "TOPUP", id.String(), amount); err != nil {
 					return err
 				}
-				return booking.NotifyT(ctx, tx, userID, "TOPUP_DONE", id.String(), "msg.topupdone", booking.Rupees(amount))
+				return booking.NotifyT(ctx, tx, userID, "TOPUP_DONE", id.String(), "msg.topupdone", india.Decimal(amount))
 			}
 			after = append(after, func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) })
 			// The change goes in the round trip that locks the hold.
@@ -346,7 +347,7 @@ func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, c *confirmation
 	if _, _, err := s.RequestRefundTx(ctx, tx, id, booking.RefundAmountMismatch, 0); err != nil {
 		return err
 	}
-	return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), "msg.refundmismatch", booking.Rupees(p.AmountPaise), booking.Rupees(amount))
+	return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), "msg.refundmismatch", india.Decimal(p.AmountPaise), india.Decimal(amount))
 }
 
 // settle decides, in tx, what a captured payment becomes: the hold's
@@ -375,7 +376,7 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, c *confirmations, b *pg
 		if _, _, err := s.RequestRefundTx(ctx, tx, id, reason, 0); err != nil {
 			return err
 		}
-		return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), msgKey, booking.Rupees(amount))
+		return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), msgKey, india.Decimal(amount))
 	}
 	switch {
 	case others > 0:
@@ -490,6 +491,6 @@ func (s *Service) resolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 		if err := event(ctx, tx, id, Success, Success, "late success: no seat, refunding", nil); err != nil {
 			return err
 		}
-		return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), "msg.refundlate", booking.Rupees(amount))
+		return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), "msg.refundlate", india.Decimal(amount))
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/funnel"
+	"tatkal/booking/india"
 	"tatkal/booking/metrics"
 	"tatkal/booking/payment/pspapi"
 )
@@ -120,7 +121,7 @@ func (s *Service) TopUp(ctx context.Context, c booking.Caller, req TopUpRequest)
 	}
 	if req.AmountPaise < MinTopUpPaise || req.AmountPaise > MaxTopUpPaise {
 		return View{}, booking.Errorf(booking.EINVALID, "BAD_AMOUNT", "A top-up must be between ₹%s and ₹%s.",
-			booking.Rupees(MinTopUpPaise), booking.Rupees(MaxTopUpPaise))
+			india.Decimal(MinTopUpPaise), india.Decimal(MaxTopUpPaise))
 	}
 	return s.start(ctx, c, order{purpose: PurposeTopUp, amount: req.AmountPaise, method: req.Method, vpa: req.VPA, bank: req.Bank,
 		key: req.IdempotencyKey, guard: req.Guard})

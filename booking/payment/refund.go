@@ -12,6 +12,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/funnel"
+	"tatkal/booking/india"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -116,9 +117,9 @@ func (s *Service) finishRefund(ctx context.Context, refundID, paymentID uuid.UUI
 			}
 		}
 		if gatewayRef != "" {
-			return booking.NotifyT(ctx, tx, userID, "REFUND_DONE", refundID.String(), "msg.refundbank", booking.Rupees(amount),
+			return booking.NotifyT(ctx, tx, userID, "REFUND_DONE", refundID.String(), "msg.refundbank", india.Decimal(amount),
 				expected.In(booking.IST).Format("2 Jan"), gatewayRef)
 		}
-		return booking.NotifyT(ctx, tx, userID, "REFUND_DONE", refundID.String(), "msg.refunddone", booking.Rupees(amount))
+		return booking.NotifyT(ctx, tx, userID, "REFUND_DONE", refundID.String(), "msg.refunddone", india.Decimal(amount))
 	})
 }

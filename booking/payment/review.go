@@ -12,6 +12,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/db"
+	"tatkal/booking/india"
 )
 
 // Review kinds (payment_reviews.kind): money a person must look at. See
@@ -245,7 +246,7 @@ func (r openReview) approvable(by Approver, leadLimit int64) error {
 	case r.proposedBy == by.Login:
 		return booking.Errorf(booking.EFORBIDDEN, "SAME_PERSON", "%s proposed it: a second person approves.", by.Login)
 	case r.amount > leadLimit && !by.Lead:
-		return booking.Errorf(booking.EFORBIDDEN, "LEAD_REQUIRED", "%s is above ₹%s: a finance lead approves it.", booking.Rupees(r.amount), booking.Rupees(leadLimit))
+		return booking.Errorf(booking.EFORBIDDEN, "LEAD_REQUIRED", "%s is above ₹%s: a finance lead approves it.", india.Decimal(r.amount), india.Decimal(leadLimit))
 	case r.proposal == ProposeWallet && r.refundID == nil:
 		return booking.Errorf(booking.ECONFLICT, "NOT_A_REFUSED_REFUND", "This review has no refused refund to credit.")
 	}
@@ -303,6 +304,6 @@ func (s *Service) refundRefused(ctx context.Context, refundID, paymentID uuid.UU
 		if _, err := s.raiseReview(ctx, tx, paymentID, &refundID, ReviewRefundRefused, map[string]any{"refund_id": refundID, "error": why}); err != nil {
 			return err
 		}
-		return booking.NotifyT(ctx, tx, userID, "REFUND_DELAYED", refundID.String(), "msg.refunddelayed", booking.Rupees(amount))
+		return booking.NotifyT(ctx, tx, userID, "REFUND_DELAYED", refundID.String(), "msg.refunddelayed", india.Decimal(amount))
 	})
 }

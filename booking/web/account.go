@@ -9,6 +9,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/bookingstate"
+	"tatkal/booking/india"
 	"tatkal/booking/payment"
 	"tatkal/views"
 )
@@ -50,7 +51,7 @@ func (p *Pages) renderCancel(w http.ResponseWriter, r *http.Request, status int,
 	}
 	f.Active = "bookings"
 	p.render(w, r, status, "Cancel", f, views.SiteCancel(views.SiteFrame{CSRF: p.csrfToken(r)}, views.CancelPage{HoldID: id.String(), PNR: q.PNR,
-		What: q.What, Refund: booking.Rupees(q.RefundPaise), RefundPaise: q.RefundPaise, Message: q.Message, Allowed: q.Allowed}))
+		What: q.What, Refund: india.Decimal(q.RefundPaise), RefundPaise: q.RefundPaise, Message: q.Message, Allowed: q.Allowed}))
 }
 
 // cancel cancels what the passenger was shown, at the refund shown: if the
@@ -105,11 +106,11 @@ func (p *Pages) renderWallet(w http.ResponseWriter, r *http.Request, status int,
 	if pref.Method == payment.Wallet {
 		pref.Method = payment.UPI // a top-up cannot come from the wallet itself
 	}
-	page := views.WalletPage{Balance: booking.Rupees(bal), Banks: payment.Banks(), Pref: views.PayChoice{Method: pref.Method, VPA: pref.VPA, Bank: pref.Bank},
+	page := views.WalletPage{Balance: india.Decimal(bal), Banks: payment.Banks(), Pref: views.PayChoice{Method: pref.Method, VPA: pref.VPA, Bank: pref.Bank},
 		Key: "webtop-" + uuid.NewString()}
 	for _, e := range entries {
 		page.Entries = append(page.Entries, views.WalletRow{At: e.At.In(booking.IST).Format("2 Jan 15:04"), Kind: e.Kind, Ref: e.Ref,
-			Amount: signedRupees(e.AmountPaise), Balance: booking.Rupees(e.BalanceAfter)})
+			Amount: signedRupees(e.AmountPaise), Balance: india.Decimal(e.BalanceAfter)})
 	}
 	f.Active = "wallet"
 	p.render(w, r, status, "Wallet", f, views.SiteWallet(views.SiteFrame{CSRF: p.csrfToken(r)}, page))
@@ -117,9 +118,9 @@ func (p *Pages) renderWallet(w http.ResponseWriter, r *http.Request, status int,
 
 func signedRupees(paise int64) string {
 	if paise < 0 {
-		return "−" + booking.Rupees(-paise)
+		return "−" + india.Decimal(-paise)
 	}
-	return "+" + booking.Rupees(paise)
+	return "+" + india.Decimal(paise)
 }
 
 // topUp starts a payment into the wallet through a gateway; the wallet is

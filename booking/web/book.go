@@ -13,6 +13,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/admission"
 	"tatkal/booking/bookingstate"
+	"tatkal/booking/india"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/views"
@@ -54,7 +55,7 @@ func (p *Pages) search(w http.ResponseWriter, r *http.Request) {
 }
 
 func journeyRow(j booking.Journey) views.JourneyRow {
-	row := views.JourneyRow{Train: j.Train, TrainName: j.TrainName, Class: j.Class, Fare: booking.Rupees(j.Fare.TotalPaise),
+	row := views.JourneyRow{Train: j.Train, TrainName: j.TrainName, Class: j.Class, Fare: india.Decimal(j.Fare.TotalPaise),
 		Opens: j.OpensAt.In(booking.IST).Format(istClock), Band: j.Band, BandNote: j.BandErr}
 	if !j.Departs.IsZero() {
 		row.Departs = j.Departs.In(booking.IST).Format("15:04, Mon 2 Jan")
@@ -137,7 +138,7 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 	page := views.WindowPage{Train: sh.Train, TrainName: sh.TrainName, Class: sh.Class, From: j.from, To: j.to, Date: j.date.Format(time.DateOnly),
 		Mode: sh.Mode, OpensAtISO: sh.OpensAt.Format(time.RFC3339), OpensAt: sh.OpensAt.In(booking.IST).Format(istClock), ClosesAt: sh.ClosesAt.In(booking.IST).Format(istClock),
 		ServerTimeISO: now.Format(time.RFC3339Nano), Open: !now.Before(sh.OpensAt) && now.Before(sh.ClosesAt), Closed: !now.Before(sh.ClosesAt),
-		Fare: booking.Rupees(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,
+		Fare: india.Decimal(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,
 		NoneChosen: noneChosen, Key: newAttemptKey(), Admission: admissionToken, OTP: otp && admissionToken != "", PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
 	if a, err := p.cfg.Booking.Availability(r.Context(), sh.Train, sh.Date, sh.Class, sh.Quota, j.from, j.to); err == nil {
 		page.Band = a.Band
@@ -251,7 +252,7 @@ func (p *Pages) loadBooking(r *http.Request) (views.BookingPage, booking.HoldVie
 	}
 	words := bookingstate.Describe(v, pays, p.cfg.Now())
 	page := views.BookingPage{HoldID: v.ID.String(), State: words.State, Message: words.Message, PNR: v.PNR, Train: v.Train, Class: v.Class,
-		From: v.From, To: v.To, Date: v.Date.Format("Mon 2 Jan 2006"), Total: booking.Rupees(v.Fare.TotalPaise), WaitlistNo: v.WaitlistNo,
+		From: v.From, To: v.To, Date: v.Date.Format("Mon 2 Jan 2006"), Total: india.Decimal(v.Fare.TotalPaise), WaitlistNo: v.WaitlistNo,
 		Ticket: words.State == bookingstate.Confirmed || words.State == bookingstate.Confirming || words.State == bookingstate.Waitlisted}
 	if sh, err := p.cfg.Booking.Catalog().ByID(r.Context(), v.ShardID); err == nil {
 		page.TrainName = sh.TrainName
@@ -268,7 +269,7 @@ func (p *Pages) loadBooking(r *http.Request) (views.BookingPage, booking.HoldVie
 		page.Passengers = append(page.Passengers, row)
 	}
 	for _, l := range v.Fare.Breakup {
-		page.Fare = append(page.Fare, views.FareLineRow{Item: l.Item, Amount: booking.Rupees(l.Paise)})
+		page.Fare = append(page.Fare, views.FareLineRow{Item: l.Item, Amount: india.Decimal(l.Paise)})
 	}
 	if words.HoldExpiresAt != nil {
 		page.HoldExpiresISO = words.HoldExpiresAt.Format(time.RFC3339)
@@ -307,7 +308,7 @@ func (p *Pages) renderBooking(w http.ResponseWriter, r *http.Request, status int
 		}
 		page.Pay, page.Banks, page.PayKey = views.PayChoice{Method: pref.Method, VPA: pref.VPA, Bank: pref.Bank}, payment.Banks(), "webpay-"+uuid.NewString()
 		if bal, _, err := p.cfg.Payments.Wallet(r.Context(), uid, 0); err == nil {
-			page.WalletBalance = booking.Rupees(bal)
+			page.WalletBalance = india.Decimal(bal)
 		}
 	}
 	f.Active = "bookings"
@@ -364,10 +365,10 @@ func (p *Pages) release(w http.ResponseWriter, r *http.Request) {
 func (p *Pages) toGateway(w http.ResponseWriter, r *http.Request, v payment.View, back string) {
 	by := v.Deadline.In(booking.IST).Format("15:04:05 IST")
 	g := views.GatewayPage{URL: v.NextAction.URL, Back: back, Title: "Approve the payment",
-		Message: "Open your bank's page to approve ₹" + booking.Rupees(v.AmountPaise) + " before " + by + ".", Button: "Continue to the bank"}
+		Message: "Open your bank's page to approve ₹" + india.Decimal(v.AmountPaise) + " before " + by + ".", Button: "Continue to the bank"}
 	if v.NextAction.Type == pspapi.NextActionCollect {
 		g.Title, g.Button = "Approve in your UPI app", "Open the UPI request"
-		g.Message = "A collect request for ₹" + booking.Rupees(v.AmountPaise) + " was sent to " + v.NextAction.VPA + ". Approve it before " + by + "."
+		g.Message = "A collect request for ₹" + india.Decimal(v.AmountPaise) + " was sent to " + v.NextAction.VPA + ". Approve it before " + by + "."
 	}
 	p.render(w, r, http.StatusOK, g.Title, views.SiteFrame{Active: "bookings"}, views.SiteGateway(g))
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/india"
 	"tatkal/booking/payment"
 	"tatkal/views"
 )
@@ -58,7 +59,7 @@ func (p *Pages) paymentReturn(w http.ResponseWriter, r *http.Request) {
 		page.Refresh = true
 	}
 	if owner {
-		page.Amount, page.PNR = booking.Rupees(v.AmountPaise), pnr
+		page.Amount, page.PNR = india.Decimal(v.AmountPaise), pnr
 		if v.HoldID != uuid.Nil {
 			page.BookingHref = "/bookings/" + v.HoldID.String()
 		} else {

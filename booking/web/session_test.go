@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"tatkal/booking"
+	"tatkal/booking/india"
 	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 )
@@ -32,7 +33,7 @@ func TestReturnPageShowsPNROnlyToOwner(t *testing.T) {
 	if err != nil {
 		t.Fatalf("UPI pay: %+v %v", v, err)
 	}
-	amount := booking.Rupees(v.AmountPaise)
+	amount := india.Decimal(v.AmountPaise)
 	path := "/payments/return?payment_id=" + v.ID.String()
 
 	anon := newBrowser(t, s)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"tatkal/booking"
+	"tatkal/booking/india"
 	"tatkal/booking/lab/seed"
 	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
@@ -43,7 +44,7 @@ func TestReturnPageShowsNoPNROrAmount(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(page, "Ticket booked") {
 		t.Fatalf("return page: %d %.1000s", resp.StatusCode, page)
 	}
-	if strings.Contains(page, pnr) || strings.Contains(page, booking.Rupees(v.AmountPaise)) || strings.Contains(page, `data-testid="pnr"`) {
-		t.Fatalf("return page shows the PNR %s or the amount %s to anyone with the link:\n%s", pnr, booking.Rupees(v.AmountPaise), page)
+	if strings.Contains(page, pnr) || strings.Contains(page, india.Decimal(v.AmountPaise)) || strings.Contains(page, `data-testid="pnr"`) {
+		t.Fatalf("return page shows the PNR %s or the amount %s to anyone with the link:\n%s", pnr, india.Decimal(v.AmountPaise), page)
 	}
 }

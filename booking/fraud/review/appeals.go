@@ -13,6 +13,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/audit"
 	"tatkal/booking/db"
+	"tatkal/booking/india"
 )
 
 const maxStatement = 2000
@@ -337,7 +338,7 @@ func (s *Service) refundCancelled(ctx context.Context, tx pgx.Tx, login string, 
 			WHERE decision_id = $1 AND user_id = $2 AND hold_id = $3 AND action = 'RESTORE'`, a.DecisionID, a.UserID, b.hold, captured); err != nil {
 			return 0, fmt.Errorf("record refund of %s: %w", b.hold, err)
 		}
-		if err := booking.NotifyT(ctx, tx, a.UserID, "REFUND_STARTED", paymentID.String(), "msg.refundappeal", booking.Rupees(captured), b.pnr); err != nil {
+		if err := booking.NotifyT(ctx, tx, a.UserID, "REFUND_STARTED", paymentID.String(), "msg.refundappeal", india.Decimal(captured), b.pnr); err != nil {
 			return 0, err
 		}
 		act["refund_paise"] = captured

@@ -776,7 +776,7 @@ var heldBack = []struct {
 	kind   string
 	chance float64
 }{
-	{booking.PromoteArgs{}.Kind(), 0.6}, {payment.InquiryArgs{}.Kind(), 0.5}, {payment.LateSuccessArgs{}.Kind(), 0.5},
+	{booking.PromoteArgs{}.Kind(), 0.75}, {payment.InquiryArgs{}.Kind(), 0.5}, {payment.LateSuccessArgs{}.Kind(), 0.5},
 	{booking.ChartSendArgs{}.Kind(), 0.3}, {recon.ResolveArgs{}.Kind(), 0.25},
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,18 +25,24 @@ import (
 )
 
 // pgProxy forwards connections to PostgreSQL and, when armed, cuts the
-// first connection that inserts holds right after the server answered its
-// COMMIT, before the client reads the answer: the transaction is durable,
-// the client sees an error. A real network fault, the real server on the
-// far side; other transactions (the simulators') pass untouched.
+// first connection whose transaction runs the marked statement (by default
+// an insert into holds; setMarker picks another) right after the server
+// answered its COMMIT, before the client reads the answer: the transaction
+// is durable, the client sees an error. A real network fault, the real
+// server on the far side; other transactions (the simulators') pass
+// untouched.
 type pgProxy struct {
-	ln     net.Listener
-	target string
-	// marker is the statement text that makes a connection the one cut
-	// (default "INSERT INTO holds": the group commit's).
-	marker  atomic.Pointer[string]
+	ln      net.Listener
+	target  string
 	armed   atomic.Bool
 	dropped atomic.Int32
+	// marker is a piece of the SQL that makes a transaction hot (empty:
+	// defaultMarker); named are the prepared statements seen to carry a
+	// marker, by the marker: pgx sends a statement's SQL only when it
+	// prepares it on a connection, and names it afterwards.
+	markerMu sync.Mutex
+	marker   string
+	named    map[string][][]byte
 	// cutBeforeCommit, when armed, plays PostgreSQL going away just as the
 	// hold batch's COMMIT is sent: the COMMIT never reaches the server
 	// (which rolls the transaction back), and every connection, old or new,
@@ -71,6 +78,56 @@ var (
 	// commitPrepared finds the name pgx gives the COMMIT it parses.
 	commitPrepared = regexp.MustCompile("(stmtcache_[0-9a-f]+)\x00COMMIT\x00")
 )
+
+// defaultMarker makes the hold batch's transaction hot.
+const defaultMarker = "INSERT INTO holds"
+
+// setMarker makes transactions running a statement whose SQL holds marker
+// hot from now on ("": the hold batch's).
+func (p *pgProxy) setMarker(marker string) {
+	p.markerMu.Lock()
+	defer p.markerMu.Unlock()
+	p.marker = marker
+}
+
+func (p *pgProxy) currentMarker() string {
+	p.markerMu.Lock()
+	defer p.markerMu.Unlock()
+	if p.marker == "" {
+		return defaultMarker
+	}
+	return p.marker
+}
+
+// parseNamed finds the name pgx gives a statement it prepares (a Parse
+// message: the name, then the SQL).
+var parseNamed = regexp.MustCompile("(stmtcache_[0-9a-f]+)\x00([^\x00]*)")
+
+// runsMarker says whether the client's bytes run a statement carrying
+// marker: its SQL, or the name of a statement prepared from it (learned
+// here, on any connection: pgx names a statement by its SQL's hash).
+func (p *pgProxy) runsMarker(seen []byte, marker string) bool {
+	m := []byte(marker)
+	p.markerMu.Lock()
+	defer p.markerMu.Unlock()
+	if bytes.Contains(seen, m) {
+		for _, sub := range parseNamed.FindAllSubmatch(seen, -1) {
+			if bytes.Contains(sub[2], m) && !slices.ContainsFunc(p.named[marker], func(n []byte) bool { return bytes.Equal(n, sub[1]) }) {
+				if p.named == nil {
+					p.named = map[string][][]byte{}
+				}
+				p.named[marker] = append(p.named[marker], append([]byte(nil), sub[1]...))
+			}
+		}
+		return true
+	}
+	for _, n := range p.named[marker] {
+		if bytes.Contains(seen, n) {
+			return true
+		}
+	}
+	return false
+}
 
 func startPGProxy(t *testing.T, target string) *pgProxy {
 	t.Helper()
@@ -118,7 +175,7 @@ func (p *pgProxy) serve(client net.Conn) {
 			return
 		}
 	}
-	var hot atomic.Bool // this connection sent an insert into holds
+	var hot atomic.Bool // this connection's transaction ran the marked statement
 	var cut atomic.Bool // the client was cut after its COMMIT: the server is heard out
 	go func() {
 		defer func() {
@@ -126,10 +183,6 @@ func (p *pgProxy) serve(client net.Conn) {
 				server.Close()
 			}
 		}()
-		marker := "INSERT INTO holds"
-		if m := p.marker.Load(); m != nil {
-			marker = *m
-		}
 		buf := make([]byte, 32<<10)
 		var tail, commitName []byte
 		for {
@@ -138,8 +191,9 @@ func (p *pgProxy) serve(client net.Conn) {
 				return
 			}
 			if n > 0 {
+				marker := p.currentMarker()
 				seen := append(tail, buf[:n]...)
-				if bytes.Contains(seen, []byte(marker)) {
+				if p.runsMarker(seen, marker) {
 					hot.Store(true)
 				}
 				commits := bytes.Contains(buf[:n], commitQuery) || bytes.Contains(buf[:n], commitParse)
@@ -149,7 +203,8 @@ func (p *pgProxy) serve(client net.Conn) {
 					client.Close()
 					return
 				}
-				tail = append([]byte(nil), seen[max(0, len(seen)-len(marker)):]...)
+				// Enough for a marker or a statement's name cut in two.
+				tail = append([]byte(nil), seen[max(0, len(seen)-max(len(marker), 80)):]...)
 				// The COMMIT's execution, not pgx's preparing of it: the
 				// write that binds the statement the COMMIT was parsed as.
 				if m := commitPrepared.FindSubmatch(buf[:n]); m != nil {
@@ -201,6 +256,12 @@ func (p *pgProxy) serve(client net.Conn) {
 			p.dropped.Add(1)
 			return // committed; the client never hears it
 		}
+		if hdr[0] == 'Z' && len(body) == 1 && body[0] == 'I' && !cut.Load() {
+			// The transaction is over (ReadyForQuery, idle): the
+			// connection's next one is hot only if it runs the marker too.
+			// pgx sends nothing more before it reads this.
+			hot.Store(false)
+		}
 		if cut.Load() {
 			// Closing now could reset the connection before the server has
 			// read the COMMIT; it goes once the server is ready again.
@@ -219,6 +280,12 @@ func (p *pgProxy) serve(client net.Conn) {
 // pgProxy (the simulators' pools go direct).
 func proxiedStack(t *testing.T) (*teststack.Stack, *pgProxy) {
 	t.Helper()
+	return proxiedStackWith(t, teststack.Options{})
+}
+
+// proxiedStackWith is proxiedStack with options.
+func proxiedStackWith(t *testing.T, opts teststack.Options) (*teststack.Stack, *pgProxy) {
+	t.Helper()
 	env := testenv.New(t)
 	u, err := url.Parse(env.DatabaseURL)
 	if err != nil {
@@ -232,7 +299,7 @@ func proxiedStack(t *testing.T) (*teststack.Stack, *pgProxy) {
 	}
 	t.Cleanup(pool.Close)
 	env.Pool = pool
-	return teststack.Start(t, env, teststack.Options{}), proxy
+	return teststack.Start(t, env, opts), proxy
 }
 
 // Problem 11: the group commit's COMMIT succeeds but its answer is lost. The
@@ -404,8 +471,7 @@ func TestRetakeWhoseCommitAnswerIsLostKeepsItsBerth(t *testing.T) {
 	users := s.Users(t, "rl", 2)
 	h := mustHold(t, s, users[0], "retake-lost-1", date)
 	lapse(t, s, h.HoldID)
-	reheld := "re-held after a late payment"
-	proxy.marker.Store(&reheld)
+	proxy.setMarker("re-held after a late payment")
 	proxy.armed.Store(true)
 	res, outcome, err := s.Service.RetakeAndConfirm(ctx, h.HoldID, func(pgx.Tx, booking.ConfirmResult) error { return nil })
 	if proxy.dropped.Load() != 1 {

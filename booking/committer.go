@@ -57,6 +57,7 @@ const (
 	rejectedMonthlyCap               // the account reached the month's cap
 	rejectedPassenger                // a passenger is on too many accounts' holds today
 	rejectedBanned                   // fraud review banned the account
+	rejectedCharted                  // the shard's chart is prepared: it sells nothing more
 )
 
 type commitResult struct {
@@ -265,7 +266,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 			            $15::date[], $16::timestamptz[], $17::text[], $19::text[])
 			     AS h(id, shard_id, user_id, key, kind, from_seq, to_seq, cnt, berths, wl, pax, fare, breakup,
 			          epoch, day, expires, token, hash)
-			JOIN inventory_shards s ON s.id = h.shard_id AND s.epoch = h.epoch
+			JOIN inventory_shards s ON s.id = h.shard_id AND s.epoch = h.epoch AND s.chart_state = 'OPEN'
 			JOIN users u ON u.id = h.user_id AND u.banned_at IS NULL
 			JOIN unnest($20::bool[], $1::uuid[]) AS k(ok, id) ON k.id = h.id AND k.ok
 			WHERE (SELECT count(*) FROM holds x WHERE x.user_id = h.user_id AND x.opening_day = h.day
@@ -416,8 +417,14 @@ func (c *Committer) diagnose(ctx context.Context, r holdRow) commitResult {
 		return commitResult{verdict: rejectedBanned}
 	}
 	var epoch int64
-	if err := c.pool.QueryRow(ctx, `SELECT epoch FROM inventory_shards WHERE id = $1`, r.ShardID).Scan(&epoch); err != nil {
+	var chart string
+	if err := c.pool.QueryRow(ctx, `SELECT epoch, chart_state FROM inventory_shards WHERE id = $1`, r.ShardID).Scan(&epoch, &chart); err != nil {
 		return commitResult{err: fmt.Errorf("diagnose hold %s: %w", r.ID, err)}
+	}
+	if chart != ChartOpen {
+		// A process's catalog may still show the window open a moment
+		// after charting closed it; the shard's row decides.
+		return commitResult{verdict: rejectedCharted}
 	}
 	if epoch != r.Epoch {
 		return commitResult{verdict: rejectedStaleEpoch}

@@ -436,6 +436,9 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	case cr.verdict == rejectedPassenger:
 		// A suspected resale looks exactly like a capacity refusal.
 		return HoldResult{}, shardID, HighDemand()
+	case cr.verdict == rejectedCharted:
+		return HoldResult{}, shardID, Errorf(ECONFLICT, "WINDOW_CLOSED", "Tatkal booking for train %s on %s is closed: its chart is prepared.",
+			shard.Train, shard.Date.Format(time.DateOnly))
 	case cr.verdict == rejectedStaleEpoch:
 		// Redis answered under an epoch PostgreSQL has left: a rebuild is
 		// loading, or one failed after its epoch bump and every hold will be

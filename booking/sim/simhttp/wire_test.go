@@ -36,12 +36,13 @@ type wire struct {
 	header                    map[string]string // headers that must be there
 }
 
-// dialect is where a simulator's error body keeps its message.
-type dialect struct {
+// party is a running simulator: its base URL and the field of its error
+// body that holds the message.
+type party struct {
 	base, message string
 }
 
-func (c wire) check(t *testing.T, d dialect) testenv.Reply {
+func (c wire) check(t *testing.T, d party) testenv.Reply {
 	t.Helper()
 	r := testenv.Call(t, testenv.Request{Method: c.method, URL: d.base + c.path, Token: c.token, Body: c.body,
 		Header: map[string]string{"Idempotency-Key": c.key}})
@@ -67,6 +68,26 @@ func (c wire) check(t *testing.T, d dialect) testenv.Reply {
 		}
 	}
 	return r
+}
+
+// setting checks c as a PUT of its body, then a GET of the same path
+// answering what the PUT stored.
+func (c wire) setting(t *testing.T, d party) {
+	t.Helper()
+	c.method = "PUT"
+	c.check(t, d)
+	c.name, c.method, c.body = c.name+", read back", "GET", nil
+	c.check(t, d)
+}
+
+// adminOff checks that a simulator started with no admin token refuses
+// every caller of path, whatever token it brings, with want.
+func adminOff(t *testing.T, d party, path string, want wire) {
+	t.Helper()
+	for _, tok := range []string{"", apiKey, admin} {
+		want.name, want.method, want.path, want.token = "admin off, token "+tok, "GET", path, tok
+		want.check(t, d)
+	}
 }
 
 func serve(t *testing.T, h interface{ Handler() http.Handler }) string {
@@ -96,7 +117,7 @@ func TestWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := dialect{base: serve(t, sim), message: "message"}
+		d := party{base: serve(t, sim), message: "message"}
 		unauthorized := `{"code":"UNAUTHORIZED","message":"missing or wrong bearer token"}` + "\n"
 		realm := map[string]string{"WWW-Authenticate": `Bearer realm="msg"`}
 		sms := notify.Message{Channel: "SMS", To: "asha", Body: "code 1", ClientRef: "n-1"}
@@ -124,13 +145,8 @@ func TestWire(t *testing.T) {
 			t.Fatalf("refused sends stored %d messages (%v)", n, err)
 		}
 
-		failing := notify.Faults{FailRate: 1, DeliverAfterMs: 10}
-		put := wire{name: "set faults", method: "PUT", path: "/admin/faults", token: admin, body: failing, status: 200,
-			raw: `{"latency_ms":0,"jitter_ms":0,"fail_rate":1,"lost_reply_rate":0,"reply_delay_ms":0,"undeliverable_rate":0,"deliver_after_ms":10}` + "\n"}
-		put.check(t, d)
-		get := put
-		get.name, get.method, get.body = "read faults", "GET", nil
-		get.check(t, d)
+		wire{name: "faults", path: "/admin/faults", token: admin, body: notify.Faults{FailRate: 1, DeliverAfterMs: 10}, status: 200,
+			raw: `{"latency_ms":0,"jitter_ms":0,"fail_rate":1,"lost_reply_rate":0,"reply_delay_ms":0,"undeliverable_rate":0,"deliver_after_ms":10}` + "\n"}.setting(t, d)
 		wire{name: "busy", method: "POST", path: "/v1/messages", token: apiKey, key: "k-1", body: sms, status: 503,
 			raw: `{"code":"UNAVAILABLE","message":"the gateway is busy; retry"}` + "\n", header: map[string]string{"Retry-After": "1"}}.check(t, d)
 
@@ -139,10 +155,7 @@ func TestWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		off := dialect{base: serve(t, shut), message: "message"}
-		for _, tok := range []string{"", apiKey, admin} {
-			wire{name: "admin off, token " + tok, method: "GET", path: "/admin/faults", token: tok, status: 401, raw: unauthorized, header: realm}.check(t, off)
-		}
+		adminOff(t, party{base: serve(t, shut), message: "message"}, "/admin/faults", wire{status: 401, raw: unauthorized, header: realm})
 	})
 
 	t.Run("prs", func(t *testing.T) {
@@ -150,7 +163,7 @@ func TestWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := dialect{base: serve(t, sim), message: "message"}
+		d := party{base: serve(t, sim), message: "message"}
 		unauthorized := `{"code":"UNAUTHORIZED","message":"missing or wrong bearer token"}` + "\n"
 		realm := map[string]string{"WWW-Authenticate": `Bearer realm="prs"`}
 		huge := `{"pnr":"4100000001","train":"` + strings.Repeat("1", 64<<10) + `"}`
@@ -174,15 +187,10 @@ func TestWire(t *testing.T) {
 		} {
 			c.check(t, d)
 		}
-		export := prs.ExportFaults{Seed: 3, Drop: prs.ExportPick{PNRs: []string{"4100000001"}}}
-		for _, method := range []string{"PUT", "GET"} {
-			wire{name: method + " export faults", method: method, path: "/admin/export-faults", token: admin, body: map[string]any{"PUT": export}[method],
-				status: 200, raw: `{"seed":3,"drop":{"pnrs":["4100000001"]},"change_fare":{},"unknown_pnrs":0}` + "\n"}.check(t, d)
-		}
-		for _, method := range []string{"PUT", "GET"} {
-			wire{name: method + " outage", method: method, path: "/admin/faults", token: admin, body: map[string]any{"PUT": prs.Faults{Outage: true}}[method],
-				status: 200, raw: `{"latency_ms":0,"jitter_ms":0,"fail_rate":0,"outage":true,"reject_rate":0,"timeout_rate":0}` + "\n"}.check(t, d)
-		}
+		wire{name: "export faults", path: "/admin/export-faults", token: admin, body: prs.ExportFaults{Seed: 3, Drop: prs.ExportPick{PNRs: []string{"4100000001"}}},
+			status: 200, raw: `{"seed":3,"drop":{"pnrs":["4100000001"]},"change_fare":{},"unknown_pnrs":0}` + "\n"}.setting(t, d)
+		wire{name: "outage", path: "/admin/faults", token: admin, body: prs.Faults{Outage: true},
+			status: 200, raw: `{"latency_ms":0,"jitter_ms":0,"fail_rate":0,"outage":true,"reject_rate":0,"timeout_rate":0}` + "\n"}.setting(t, d)
 		wire{name: "down", method: "GET", path: "/v1/bookings/4100000001", token: apiKey, status: 503,
 			raw: `{"code":"UNAVAILABLE","message":"the reservation core is down"}` + "\n", header: map[string]string{"Retry-After": "1"}}.check(t, d)
 
@@ -190,10 +198,7 @@ func TestWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		off := dialect{base: serve(t, shut), message: "message"}
-		for _, tok := range []string{"", apiKey, admin} {
-			wire{name: "admin off, token " + tok, method: "GET", path: "/admin/faults", token: tok, status: 401, raw: unauthorized, header: realm}.check(t, off)
-		}
+		adminOff(t, party{base: serve(t, shut), message: "message"}, "/admin/faults", wire{status: 401, raw: unauthorized, header: realm})
 	})
 
 	t.Run("psp", func(t *testing.T) {
@@ -205,7 +210,7 @@ func TestWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(sim.Close)
-		d := dialect{base: serve(t, sim), message: "error"}
+		d := party{base: serve(t, sim), message: "error"}
 		realm := map[string]string{"WWW-Authenticate": `Bearer realm="psp"`}
 		pay := "/gw/" + gws[0].ID + "/v1/payments"
 		faults := "/admin/settlement-faults/" + gws[0].ID
@@ -234,11 +239,8 @@ func TestWire(t *testing.T) {
 		} {
 			c.check(t, d)
 		}
-		set := pspsim.SettlementFaults{PhantomLines: 2, ShortPay: pspsim.FaultPick{Rate: 1, Paise: 300}}
-		for _, method := range []string{"PUT", "GET"} {
-			wire{name: method + " settlement faults", method: method, path: faults, token: admin, body: map[string]any{"PUT": set}[method], status: 200,
-				raw: `{"drop":{},"duplicate":{},"change_amount":{},"overcharge_fee":{},"next_day":{},"omit_refund":{},"chargeback":{},"short_pay":{"rate":1,"paise":300},"phantom_lines":2}` + "\n"}.check(t, d)
-		}
+		wire{name: "settlement faults", path: faults, token: admin, body: pspsim.SettlementFaults{PhantomLines: 2, ShortPay: pspsim.FaultPick{Rate: 1, Paise: 300}}, status: 200,
+			raw: `{"drop":{},"duplicate":{},"change_amount":{},"overcharge_fee":{},"next_day":{},"omit_refund":{},"chargeback":{},"short_pay":{"rate":1,"paise":300},"phantom_lines":2}` + "\n"}.setting(t, d)
 
 		cfg.AdminToken = ""
 		shut, err := pspsim.New(ctx, cfg)
@@ -246,10 +248,7 @@ func TestWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(shut.Close)
-		off := dialect{base: serve(t, shut), message: "error"}
-		for _, tok := range []string{"", key, admin} {
-			wire{name: "admin off, token " + tok, method: "GET", path: "/admin/routes", token: tok, status: 403,
-				raw: `{"error":"the admin API is disabled: no admin token is configured","code":"FORBIDDEN"}` + "\n"}.check(t, off)
-		}
+		adminOff(t, party{base: serve(t, shut), message: "error"}, "/admin/routes", wire{status: 403,
+			raw: `{"error":"the admin API is disabled: no admin token is configured","code":"FORBIDDEN"}` + "\n"})
 	})
 }

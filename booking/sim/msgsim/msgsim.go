@@ -10,16 +10,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +26,7 @@ import (
 
 	"tatkal/booking/db"
 	"tatkal/booking/notify"
+	"tatkal/booking/sim/simhttp"
 )
 
 // Config configures the simulator.
@@ -47,10 +45,11 @@ var DefaultFaults = notify.Faults{LatencyMs: 20, JitterMs: 60, DeliverAfterMs: 5
 
 // Server is the messaging gateway simulator.
 type Server struct {
-	pool  *pgxpool.Pool
-	key   []byte
-	admin []byte
-	log   *slog.Logger
+	pool    *pgxpool.Pool
+	key     []byte
+	admin   []byte
+	log     *slog.Logger
+	dialect simhttp.Dialect
 
 	mu     sync.Mutex
 	faults notify.Faults
@@ -80,6 +79,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{pool: cfg.Pool, key: []byte(cfg.APIKey), admin: []byte(cfg.AdminToken), log: cfg.Log.With("component", "msg"),
 		faults: f, rng: mrand.New(mrand.NewPCG(uint64(cfg.Seed), 0x6d7367))}
+	s.dialect = simhttp.Dialect{Log: s.log, Internal: notify.ErrorBody{Code: "INTERNAL", Message: "internal error"},
+		BadRequest: func(msg string) any { return notify.ErrorBody{Code: "BAD_REQUEST", Message: msg} }}
 	if err := s.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("msgsim: %w", err)
 	}
@@ -143,15 +144,16 @@ func (s *Server) SetFaults(f notify.Faults) error {
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusNotFound, notify.ErrorBody{Code: "NO_SUCH_ENDPOINT", Message: "no such endpoint"})
+		simhttp.Error(w, http.StatusNotFound, notify.ErrorBody{Code: "NO_SUCH_ENDPOINT", Message: "no such endpoint"})
 	})
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	r.Get("/healthz", simhttp.Health)
+	faults := simhttp.Setting[notify.Faults]{Name: "faults", Limit: maxBody, Log: s.log, Fail: s.dialect.Fail,
+		Load: func(*http.Request) (notify.Faults, error) { return s.Faults(), nil },
+		Save: func(_ *http.Request, f notify.Faults) error { return s.SetFaults(f) }}
 	r.Route("/admin", func(r chi.Router) {
 		r.Use(auth(s.admin))
-		r.Get("/faults", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Faults()) })
-		r.Put("/faults", s.putFaults)
+		r.Get("/faults", faults.Get)
+		r.Put("/faults", faults.Put)
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(auth(s.key))
@@ -161,32 +163,9 @@ func (s *Server) Handler() http.Handler {
 	return r
 }
 
+// auth admits callers bearing want; an empty want admits nobody.
 func auth(want []byte) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if len(want) == 0 || !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="msg"`)
-				writeJSON(w, http.StatusUnauthorized, notify.ErrorBody{Code: "UNAUTHORIZED", Message: "missing or wrong bearer token"})
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-}
-
-func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
-	var f notify.Faults
-	if err := decode(r, &f); err != nil {
-		writeJSON(w, http.StatusBadRequest, notify.ErrorBody{Code: "BAD_REQUEST", Message: err.Error()})
-		return
-	}
-	if err := s.SetFaults(f); err != nil {
-		writeJSON(w, http.StatusBadRequest, notify.ErrorBody{Code: "BAD_REQUEST", Message: err.Error()})
-		return
-	}
-	s.log.Info("msg faults set", "faults", f)
-	writeJSON(w, http.StatusOK, f)
+	return simhttp.RequireBearer("msg", want, notify.ErrorBody{Code: "UNAUTHORIZED", Message: "missing or wrong bearer token"})
 }
 
 // plan rolls the dice for one request.
@@ -219,39 +198,37 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	key := r.Header.Get("Idempotency-Key")
 	var m notify.Message
-	if err := decode(r, &m); err != nil {
-		writeJSON(w, http.StatusBadRequest, notify.ErrorBody{Code: "BAD_REQUEST", Message: err.Error()})
+	if err := simhttp.Decode(w, r, &m, maxBody); err != nil {
+		s.dialect.Fail(w, r, err)
 		return
 	}
 	if key == "" || len(key) > 100 {
-		writeJSON(w, http.StatusBadRequest, notify.ErrorBody{Code: "BAD_REQUEST", Message: "Idempotency-Key: want 1-100 characters"})
+		s.dialect.Fail(w, r, &simhttp.BadRequest{Err: errors.New("Idempotency-Key: want 1-100 characters")})
 		return
 	}
 	if err := m.Validate(); err != nil {
-		writeJSON(w, http.StatusBadRequest, notify.ErrorBody{Code: "BAD_REQUEST", Message: err.Error()})
+		s.dialect.Fail(w, r, &simhttp.BadRequest{Err: err})
 		return
 	}
 	p := s.plan()
-	if !sleep(ctx, p.delay) {
+	if !simhttp.Sleep(ctx, p.delay) {
 		s.logRequest(key, m.ClientRef, "CLIENT_GONE")
 		return
 	}
 	if p.fail {
 		s.logRequest(key, m.ClientRef, "FAILED")
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, notify.ErrorBody{Code: "UNAVAILABLE", Message: "the gateway is busy; retry"})
+		simhttp.Error(w, http.StatusServiceUnavailable, notify.ErrorBody{Code: "UNAVAILABLE", Message: "the gateway is busy; retry"})
 		return
 	}
 	rec, status, err := s.take(ctx, key, m, p)
 	switch {
 	case errors.Is(err, errKeyReused):
 		s.logRequest(key, m.ClientRef, "KEY_CONFLICT")
-		writeJSON(w, http.StatusConflict, notify.ErrorBody{Code: "IDEMPOTENCY_CONFLICT", Message: "this Idempotency-Key was used for another message"})
+		simhttp.Error(w, http.StatusConflict, notify.ErrorBody{Code: "IDEMPOTENCY_CONFLICT", Message: "this Idempotency-Key was used for another message"})
 		return
 	case err != nil:
 		s.logRequest(key, m.ClientRef, "ERROR")
-		s.log.Error("msg: take message", "err", err)
-		writeJSON(w, http.StatusInternalServerError, notify.ErrorBody{Code: "INTERNAL", Message: "internal error"})
+		s.dialect.Fail(w, r, fmt.Errorf("take message: %w", err))
 		return
 	}
 	outcome := "TAKEN"
@@ -260,14 +237,14 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.lost {
 		s.logRequest(key, m.ClientRef, outcome+"_REPLY_LOST")
-		writeJSON(w, http.StatusBadGateway, notify.ErrorBody{Code: "UPSTREAM", Message: "upstream carrier did not answer"})
+		simhttp.Error(w, http.StatusBadGateway, notify.ErrorBody{Code: "UPSTREAM", Message: "upstream carrier did not answer"})
 		return
 	}
 	s.logRequest(key, m.ClientRef, outcome)
-	if !sleep(ctx, p.replyDelay) {
+	if !simhttp.Sleep(ctx, p.replyDelay) {
 		return // the caller left: the message is taken all the same
 	}
-	writeJSON(w, status, rec)
+	simhttp.JSON(w, status, rec)
 }
 
 var errKeyReused = errors.New("idempotency key reused for another message")
@@ -337,24 +314,23 @@ func (s *Server) receipt(ctx context.Context, id string) (notify.Receipt, error)
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	p := s.plan()
-	if !sleep(r.Context(), p.delay) {
+	if !simhttp.Sleep(r.Context(), p.delay) {
 		return
 	}
 	if p.fail {
-		writeJSON(w, http.StatusServiceUnavailable, notify.ErrorBody{Code: "UNAVAILABLE", Message: "the gateway is busy; retry"})
+		simhttp.Error(w, http.StatusServiceUnavailable, notify.ErrorBody{Code: "UNAVAILABLE", Message: "the gateway is busy; retry"})
 		return
 	}
 	rec, err := s.receipt(r.Context(), chi.URLParam(r, "id"))
 	if errors.Is(err, pgx.ErrNoRows) {
-		writeJSON(w, http.StatusNotFound, notify.ErrorBody{Code: "NO_SUCH_MESSAGE", Message: "no such message"})
+		simhttp.Error(w, http.StatusNotFound, notify.ErrorBody{Code: "NO_SUCH_MESSAGE", Message: "no such message"})
 		return
 	}
 	if err != nil {
-		s.log.Error("msg: receipt", "err", err)
-		writeJSON(w, http.StatusInternalServerError, notify.ErrorBody{Code: "INTERNAL", Message: "internal error"})
+		s.dialect.Fail(w, r, fmt.Errorf("read receipt: %w", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	simhttp.JSON(w, http.StatusOK, rec)
 }
 
 // logRequest records one call; it outlives the caller's request.
@@ -364,38 +340,5 @@ func (s *Server) logRequest(key, ref, outcome string) {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO msg.requests (idempotency_key, client_ref, outcome) VALUES ($1, $2, $3)`,
 		key, ref, outcome); err != nil {
 		s.log.Warn("msg: log request", "err", err)
-	}
-}
-
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("malformed JSON body: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("malformed JSON body: trailing data after the object")
-	}
-	return nil
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client may be gone
-}
-
-// sleep waits d or until ctx ends, reporting whether the full wait passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"tatkal/booking/db"
 	"tatkal/booking/prs"
+	"tatkal/booking/sim/simhttp"
 )
 
 // maxChartBody bounds a chart request: MaxChartEntries PNRs of a few
@@ -193,17 +194,17 @@ func (s *store) getChart(ctx context.Context, train, date, class, quota string) 
 
 func (s *Server) putChart(w http.ResponseWriter, r *http.Request) {
 	var c prs.Chart
-	if err := decodeLimit(r, &c, maxChartBody); err != nil {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: err.Error()})
+	if err := simhttp.Decode(w, r, &c, maxChartBody); err != nil {
+		s.dialect.Fail(w, r, err)
 		return
 	}
 	if c.Train != chi.URLParam(r, "train") || c.JourneyDate != chi.URLParam(r, "date") || c.Class != chi.URLParam(r, "class") ||
 		c.Quota != chi.URLParam(r, "quota") {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: "the chart's train, date, class and quota differ from the path"})
+		simhttp.Error(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: "the chart's train, date, class and quota differ from the path"})
 		return
 	}
 	if err := c.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: err.Error()})
+		simhttp.Error(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: err.Error()})
 		return
 	}
 	ack, created, err := s.store.putChart(r.Context(), c)
@@ -211,33 +212,33 @@ func (s *Server) putChart(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &rej):
 		s.log.Warn("prs chart rejected", "ref", c.Ref, "train", c.Train, "date", c.JourneyDate, "reason", rej.reason, "detail", rej.detail)
-		writeError(w, http.StatusUnprocessableEntity, prs.ErrorBody{Code: prs.CodeRejected, Reason: rej.reason, Message: rej.detail})
+		simhttp.Error(w, http.StatusUnprocessableEntity, prs.ErrorBody{Code: prs.CodeRejected, Reason: rej.reason, Message: rej.detail})
 	case errors.Is(err, errChartConflict):
-		writeError(w, http.StatusConflict, prs.ErrorBody{Code: prs.CodeConflict, Message: err.Error()})
+		simhttp.Error(w, http.StatusConflict, prs.ErrorBody{Code: prs.CodeConflict, Message: err.Error()})
 	case err != nil:
-		s.internal(w, r, err)
+		s.dialect.Fail(w, r, err)
 	case created:
 		s.log.Info("prs chart accepted", "ref", c.Ref, "core_chart_id", ack.CoreChartID, "train", c.Train, "date", c.JourneyDate,
 			"class", c.Class, "passengers", ack.Passengers, "cancelled", ack.Cancelled)
-		writeJSON(w, http.StatusCreated, ack)
+		simhttp.JSON(w, http.StatusCreated, ack)
 	default:
-		writeJSON(w, http.StatusOK, ack)
+		simhttp.JSON(w, http.StatusOK, ack)
 	}
 }
 
 func (s *Server) getChart(w http.ResponseWriter, r *http.Request) {
 	date := chi.URLParam(r, "date")
 	if _, err := time.Parse(prs.DateLayout, date); err != nil {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: "date must be YYYY-MM-DD"})
+		simhttp.Error(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: "date must be YYYY-MM-DD"})
 		return
 	}
 	c, ack, err := s.store.getChart(r.Context(), chi.URLParam(r, "train"), date, chi.URLParam(r, "class"), chi.URLParam(r, "quota"))
 	switch {
 	case errors.Is(err, errNotFound):
-		writeError(w, http.StatusNotFound, prs.ErrorBody{Code: prs.CodeNotFound, Message: "no chart"})
+		simhttp.Error(w, http.StatusNotFound, prs.ErrorBody{Code: prs.CodeNotFound, Message: "no chart"})
 	case err != nil:
-		s.internal(w, r, err)
+		s.dialect.Fail(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"chart": c, "ack": ack})
+		simhttp.JSON(w, http.StatusOK, map[string]any{"chart": c, "ack": ack})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"tatkal/booking/db"
 	"tatkal/booking/prs"
@@ -124,31 +123,4 @@ func (s *store) setExportFaults(ctx context.Context, f prs.ExportFaults) error {
 			ON CONFLICT (id) DO UPDATE SET config = excluded.config, updated_at = now()`), raw)
 		return err
 	})
-}
-
-func (s *Server) getExportFaults(w http.ResponseWriter, r *http.Request) {
-	f, err := s.store.exportFaults(r.Context())
-	if err != nil {
-		s.internal(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, f)
-}
-
-func (s *Server) putExportFaults(w http.ResponseWriter, r *http.Request) {
-	var f prs.ExportFaults
-	if err := decode(r, &f); err != nil {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: err.Error()})
-		return
-	}
-	if err := f.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: err.Error()})
-		return
-	}
-	if err := s.store.setExportFaults(r.Context(), f); err != nil {
-		s.internal(w, r, err)
-		return
-	}
-	s.log.Warn("prs export faults set", "drop", f.Drop, "change_fare", f.ChangeFare, "unknown_pnrs", f.UnknownPNRs)
-	writeJSON(w, http.StatusOK, f)
 }

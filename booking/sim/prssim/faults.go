@@ -1,12 +1,12 @@
 package prssim
 
 import (
-	"context"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
 	"tatkal/booking/prs"
+	"tatkal/booking/sim/simhttp"
 	"time"
 )
 
@@ -75,14 +75,14 @@ func (s *Server) inject(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, p := s.faults.plan()
 		if f.Outage {
-			writeError(w, http.StatusServiceUnavailable, prs.ErrorBody{Code: prs.CodeUnavailable, Message: "the reservation core is down"})
+			simhttp.Error(w, http.StatusServiceUnavailable, prs.ErrorBody{Code: prs.CodeUnavailable, Message: "the reservation core is down"})
 			return
 		}
-		if !sleep(r.Context(), p.delay) {
+		if !simhttp.Sleep(r.Context(), p.delay) {
 			return // the client gave up
 		}
 		if p.fail {
-			writeError(w, http.StatusServiceUnavailable, prs.ErrorBody{Code: prs.CodeUnavailable, Message: "the reservation core is busy; retry"})
+			simhttp.Error(w, http.StatusServiceUnavailable, prs.ErrorBody{Code: prs.CodeUnavailable, Message: "the reservation core is busy; retry"})
 			return
 		}
 		if !p.hang {
@@ -94,25 +94,10 @@ func (s *Server) inject(next http.Handler) http.Handler {
 		// Only a fully read body lets net/http notice the client leaving.
 		io.Copy(io.Discard, r.Body) //nolint:errcheck
 		s.log.Info("prs fault: hanging after the work", "method", r.Method, "path", r.URL.Path)
-		if sleep(r.Context(), hangFor) {
-			writeError(w, http.StatusGatewayTimeout, prs.ErrorBody{Code: prs.CodeTimeout, Message: "the reservation core did not answer in time"})
+		if simhttp.Sleep(r.Context(), hangFor) {
+			simhttp.Error(w, http.StatusGatewayTimeout, prs.ErrorBody{Code: prs.CodeTimeout, Message: "the reservation core did not answer in time"})
 		}
 	})
-}
-
-// sleep waits d or until ctx ends, reporting whether the full wait passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // discard is a ResponseWriter whose answer nobody will ever read.

@@ -6,15 +6,12 @@ package prssim
 
 import (
 	"context"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"tatkal/booking/prs"
+	"tatkal/booking/sim/simhttp"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -33,11 +30,12 @@ type ServerConfig struct {
 
 // Server is the reservation-core simulator.
 type Server struct {
-	store  *store
-	faults *faultBox
-	apiKey []byte
-	admin  []byte
-	log    *slog.Logger
+	store   *store
+	faults  *faultBox
+	apiKey  []byte
+	admin   []byte
+	log     *slog.Logger
+	dialect simhttp.Dialect
 }
 
 // maxBody bounds a request body: six passengers fit in a few KiB.
@@ -65,6 +63,8 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		admin:  []byte(cfg.AdminToken),
 		log:    cfg.Log.With("component", "prs"),
 	}
+	s.dialect = simhttp.Dialect{Log: s.log, Internal: prs.ErrorBody{Code: prs.CodeInternal, Message: "internal error"},
+		BadRequest: func(msg string) any { return prs.ErrorBody{Code: prs.CodeBadRequest, Message: msg} }}
 	if err := s.store.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("prs: %w", err)
 	}
@@ -75,25 +75,27 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, prs.ErrorBody{Code: "NO_SUCH_ENDPOINT", Message: "no such endpoint"})
+		simhttp.Error(w, http.StatusNotFound, prs.ErrorBody{Code: "NO_SUCH_ENDPOINT", Message: "no such endpoint"})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, prs.ErrorBody{Code: prs.CodeBadRequest, Message: "method not allowed"})
+		simhttp.Error(w, http.StatusMethodNotAllowed, prs.ErrorBody{Code: prs.CodeBadRequest, Message: "method not allowed"})
 	})
-	// Liveness only: untouched by faults, so a supervisor can tell a
-	// simulated outage from a dead process.
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	r.Get("/healthz", simhttp.Health)
+	faults := simhttp.Setting[prs.Faults]{Name: "faults", Limit: maxBody, Log: s.log, Fail: s.dialect.Fail,
+		Load: func(*http.Request) (prs.Faults, error) { return s.faults.get(), nil },
+		Save: func(_ *http.Request, f prs.Faults) error { s.faults.set(f); return nil }}
+	exportFaults := simhttp.Setting[prs.ExportFaults]{Name: "export faults", Limit: maxBody, Log: s.log, Fail: s.dialect.Fail,
+		Load: func(r *http.Request) (prs.ExportFaults, error) { return s.store.exportFaults(r.Context()) },
+		Save: func(r *http.Request, f prs.ExportFaults) error { return s.store.setExportFaults(r.Context(), f) }}
 	r.Route("/admin", func(r chi.Router) {
-		r.Use(s.auth(func() []byte { return s.admin }))
-		r.Get("/faults", s.getFaults)
-		r.Put("/faults", s.putFaults)
-		r.Get("/export-faults", s.getExportFaults)
-		r.Put("/export-faults", s.putExportFaults)
+		r.Use(auth(s.admin))
+		r.Get("/faults", faults.Get)
+		r.Put("/faults", faults.Put)
+		r.Get("/export-faults", exportFaults.Get)
+		r.Put("/export-faults", exportFaults.Put)
 	})
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.auth(func() []byte { return s.apiKey }), s.inject)
+		r.Use(auth(s.apiKey), s.inject)
 		r.Put("/bookings/{pnr}", s.putBooking)
 		r.Post("/bookings/{pnr}/cancel", s.cancelBooking)
 		r.Get("/bookings/{pnr}", s.getBooking)
@@ -105,35 +107,24 @@ func (s *Server) Handler() http.Handler {
 }
 
 // auth admits requests bearing the secret; an empty secret admits nobody.
-func (s *Server) auth(secret func() []byte) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			want := secret()
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if len(want) == 0 || !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="prs"`)
-				writeError(w, http.StatusUnauthorized, prs.ErrorBody{Code: prs.CodeUnauthorized, Message: "missing or wrong bearer token"})
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
+func auth(secret []byte) func(http.Handler) http.Handler {
+	return simhttp.RequireBearer("prs", secret, prs.ErrorBody{Code: prs.CodeUnauthorized, Message: "missing or wrong bearer token"})
 }
 
 func (s *Server) putBooking(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pnr := chi.URLParam(r, "pnr")
 	var b prs.Booking
-	if err := decode(r, &b); err != nil {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: err.Error()})
+	if err := simhttp.Decode(w, r, &b, maxBody); err != nil {
+		s.dialect.Fail(w, r, err)
 		return
 	}
 	if b.PNR != pnr {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: fmt.Sprintf("body pnr %q differs from path pnr %q", b.PNR, pnr)})
+		simhttp.Error(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: fmt.Sprintf("body pnr %q differs from path pnr %q", b.PNR, pnr)})
 		return
 	}
 	if err := b.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: err.Error()})
+		simhttp.Error(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: err.Error()})
 		return
 	}
 	// The injected refusal only hits bookings the core has not accepted
@@ -141,11 +132,11 @@ func (s *Server) putBooking(w http.ResponseWriter, r *http.Request) {
 	if _, _, err := s.store.ack(ctx, pnr); errors.Is(err, errNotFound) {
 		if s.faults.roll(s.faults.get().RejectRate) {
 			s.log.Info("prs booking rejected", "pnr", pnr, "reason", prs.ReasonCoreRejected, "fault", true)
-			writeError(w, http.StatusUnprocessableEntity, prs.ErrorBody{Code: prs.CodeRejected, Reason: prs.ReasonCoreRejected, Message: "the reservation core refused the booking"})
+			simhttp.Error(w, http.StatusUnprocessableEntity, prs.ErrorBody{Code: prs.CodeRejected, Reason: prs.ReasonCoreRejected, Message: "the reservation core refused the booking"})
 			return
 		}
 	} else if err != nil {
-		s.internal(w, r, err)
+		s.dialect.Fail(w, r, err)
 		return
 	}
 	ack, created, err := s.store.put(ctx, b)
@@ -153,54 +144,54 @@ func (s *Server) putBooking(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &rej):
 		s.log.Warn("prs booking rejected", "pnr", pnr, "train", b.Train, "date", b.JourneyDate, "reason", rej.reason, "detail", rej.detail)
-		writeError(w, http.StatusUnprocessableEntity, prs.ErrorBody{Code: prs.CodeRejected, Reason: rej.reason, Message: rej.detail})
+		simhttp.Error(w, http.StatusUnprocessableEntity, prs.ErrorBody{Code: prs.CodeRejected, Reason: rej.reason, Message: rej.detail})
 	case errors.Is(err, errPNRConflict):
 		s.log.Warn("prs booking conflicts with the stored one", "pnr", pnr)
-		writeError(w, http.StatusConflict, prs.ErrorBody{Code: prs.CodeConflict, Message: "PNR " + pnr + " was synced before with a different body"})
+		simhttp.Error(w, http.StatusConflict, prs.ErrorBody{Code: prs.CodeConflict, Message: "PNR " + pnr + " was synced before with a different body"})
 	case err != nil:
-		s.internal(w, r, err)
+		s.dialect.Fail(w, r, err)
 	case created:
 		s.log.Info("prs booking accepted", "pnr", pnr, "core_ref", ack.CoreRef, "train", b.Train, "date", b.JourneyDate,
 			"status", b.Status, "passengers", len(b.Passengers))
-		writeJSON(w, http.StatusCreated, ack)
+		simhttp.JSON(w, http.StatusCreated, ack)
 	default:
 		s.log.Debug("prs booking replayed", "pnr", pnr, "core_ref", ack.CoreRef)
-		writeJSON(w, http.StatusOK, ack)
+		simhttp.JSON(w, http.StatusOK, ack)
 	}
 }
 
 func (s *Server) cancelBooking(w http.ResponseWriter, r *http.Request) {
 	pnr := chi.URLParam(r, "pnr")
 	if !prs.ValidPNR(pnr) {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: fmt.Sprintf("%q is not a 10-digit PNR", pnr)})
+		simhttp.Error(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: fmt.Sprintf("%q is not a 10-digit PNR", pnr)})
 		return
 	}
 	b, err := s.store.cancel(r.Context(), pnr)
 	switch {
 	case errors.Is(err, errNotFound):
-		writeError(w, http.StatusNotFound, prs.ErrorBody{Code: prs.CodeNotFound, Message: "no PNR " + pnr})
+		simhttp.Error(w, http.StatusNotFound, prs.ErrorBody{Code: prs.CodeNotFound, Message: "no PNR " + pnr})
 	case err != nil:
-		s.internal(w, r, err)
+		s.dialect.Fail(w, r, err)
 	default:
 		s.log.Info("prs booking cancelled", "pnr", pnr, "core_ref", b.CoreRef)
-		writeJSON(w, http.StatusOK, b)
+		simhttp.JSON(w, http.StatusOK, b)
 	}
 }
 
 func (s *Server) getBooking(w http.ResponseWriter, r *http.Request) {
 	pnr := chi.URLParam(r, "pnr")
 	if !prs.ValidPNR(pnr) {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: fmt.Sprintf("%q is not a 10-digit PNR", pnr)})
+		simhttp.Error(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: fmt.Sprintf("%q is not a 10-digit PNR", pnr)})
 		return
 	}
 	b, err := s.store.get(r.Context(), pnr)
 	switch {
 	case errors.Is(err, errNotFound):
-		writeError(w, http.StatusNotFound, prs.ErrorBody{Code: prs.CodeNotFound, Message: "no PNR " + pnr})
+		simhttp.Error(w, http.StatusNotFound, prs.ErrorBody{Code: prs.CodeNotFound, Message: "no PNR " + pnr})
 	case err != nil:
-		s.internal(w, r, err)
+		s.dialect.Fail(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, b)
+		simhttp.JSON(w, http.StatusOK, b)
 	}
 }
 
@@ -209,7 +200,7 @@ func (s *Server) getBooking(w http.ResponseWriter, r *http.Request) {
 func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	date, err := time.Parse(prs.DateLayout, chi.URLParam(r, "date"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: "date must be YYYY-MM-DD"})
+		simhttp.Error(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: "date must be YYYY-MM-DD"})
 		return
 	}
 	var enc exportEncoder
@@ -219,11 +210,11 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	case "csv":
 		enc = newCSVExport(w)
 	default:
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: fmt.Sprintf("format %q is neither json nor csv", f)})
+		simhttp.Error(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: fmt.Sprintf("format %q is neither json nor csv", f)})
 		return
 	}
 	if enc, err = s.withExportFaults(r.Context(), date, enc); err != nil {
-		s.internal(w, r, err)
+		s.dialect.Fail(w, r, err)
 		return
 	}
 	n := 0
@@ -236,7 +227,7 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if !enc.started() {
-			s.internal(w, r, err)
+			s.dialect.Fail(w, r, err)
 			return
 		}
 		// Half an export must not pass for a whole one: break the
@@ -245,61 +236,4 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	s.log.Debug("prs export", "date", date.Format(prs.DateLayout), "bookings", n)
-}
-
-func (s *Server) getFaults(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.faults.get())
-}
-
-func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
-	var f prs.Faults
-	if err := decode(r, &f); err != nil {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: err.Error()})
-		return
-	}
-	if err := f.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, prs.ErrorBody{Code: prs.CodeBadRequest, Message: err.Error()})
-		return
-	}
-	s.faults.set(f)
-	s.log.Warn("prs faults set", "latency_ms", f.LatencyMs, "jitter_ms", f.JitterMs, "fail_rate", f.FailRate,
-		"outage", f.Outage, "reject_rate", f.RejectRate, "timeout_rate", f.TimeoutRate)
-	writeJSON(w, http.StatusOK, f)
-}
-
-func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
-		return // the client left; nobody reads the answer
-	}
-	s.log.Error("prs request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	writeError(w, http.StatusInternalServerError, prs.ErrorBody{Code: prs.CodeInternal, Message: "internal error"})
-}
-
-// decode reads exactly one JSON object with no unknown fields.
-func decode(r *http.Request, v any) error { return decodeLimit(r, v, maxBody) }
-
-// decodeLimit is decode for a body of up to limit bytes.
-func decodeLimit(r *http.Request, v any, limit int64) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("malformed JSON body: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("malformed JSON body: trailing data after the object")
-	}
-	return nil
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client may be gone
-}
-
-func writeError(w http.ResponseWriter, status int, body prs.ErrorBody) {
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, body)
 }

@@ -6,23 +6,21 @@ import (
 	"strings"
 
 	"tatkal/booking/payment/pspapi"
+	"tatkal/booking/sim/simhttp"
 )
 
 // requireAdmin admits calls carrying the admin token; with no token
-// configured the admin API is shut.
+// configured the admin API is shut, and says so.
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
+	guarded := simhttp.RequireBearer("psp", []byte(s.cfg.AdminToken),
+		pspapi.ErrorBody{Error: "send Authorization: Bearer <admin token>", Code: pspapi.CodeUnauthorized})(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.AdminToken == "" {
-			writeError(w, r, s.log, &apiError{status: http.StatusForbidden, code: pspapi.CodeForbidden,
+			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: pspapi.CodeForbidden,
 				msg: "the admin API is disabled: no admin token is configured"})
 			return
 		}
-		if !bearer(r, s.cfg.AdminToken) {
-			writeError(w, r, s.log, &apiError{status: http.StatusUnauthorized, code: pspapi.CodeUnauthorized,
-				msg: "send Authorization: Bearer <admin token>"})
-			return
-		}
-		next.ServeHTTP(w, r)
+		guarded.ServeHTTP(w, r)
 	})
 }
 
@@ -39,7 +37,7 @@ func (s *Server) handleListRoutes(w http.ResponseWriter, r *http.Request) error 
 	sort.Slice(list, func(i, j int) bool {
 		return routeKey(list[i].Gateway, list[i].Method) < routeKey(list[j].Gateway, list[j].Method)
 	})
-	writeJSON(w, http.StatusOK, list)
+	simhttp.JSON(w, http.StatusOK, list)
 	return nil
 }
 
@@ -55,7 +53,7 @@ func (s *Server) handlePutRoute(w http.ResponseWriter, r *http.Request) error {
 		return invalid("method %q is not one of UPI, CARD, NETBANKING", chiParam(r, "method"))
 	}
 	var rc pspapi.RouteConfig
-	if err := decodeJSON(w, r, &rc); err != nil {
+	if err := simhttp.Decode(w, r, &rc, maxBody); err != nil {
 		return err
 	}
 	if (rc.Gateway != "" && rc.Gateway != gw) || (rc.Method != "" && !strings.EqualFold(rc.Method, method)) {
@@ -69,6 +67,6 @@ func (s *Server) handlePutRoute(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.log.InfoContext(r.Context(), "route changed", "gateway", gw, "method", method, "config", rc)
-	writeJSON(w, http.StatusOK, rc)
+	simhttp.JSON(w, http.StatusOK, rc)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"tatkal/booking/payment/pspapi"
+	"tatkal/booking/sim/simhttp"
 )
 
 // chance decides a fault with probability rate. The draw is a hash of the
@@ -68,15 +69,16 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(s.ctx, stop)()
+	switch {
+	case simhttp.Sleep(ctx, d):
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.ctx.Done():
+	case s.ctx.Err() != nil:
 		return errClosing
+	default:
+		return ctx.Err()
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"tatkal/booking/payment/pspapi"
+	"tatkal/booking/sim/simhttp"
 )
 
 var vpaPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{1,255}@[a-zA-Z][a-zA-Z0-9.-]{1,63}$`)
@@ -87,7 +88,7 @@ func (s *Server) handleCreatePayment(w http.ResponseWriter, r *http.Request) err
 	ctx := r.Context()
 	gw := chiParam(r, "gw")
 	var req pspapi.CreatePayment
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := simhttp.Decode(w, r, &req, maxBody); err != nil {
 		return err
 	}
 	rc, carried, err := s.route(ctx, s.pool, gw, req.Method)
@@ -195,7 +196,7 @@ func (s *Server) answerPayment(ctx context.Context, w http.ResponseWriter, r *ht
 	if replay {
 		w.Header().Set(pspapi.HeaderIdempotentReplay, "true")
 	}
-	writeJSON(w, status, s.view(p, s.publicBase(r)))
+	simhttp.JSON(w, status, s.view(p, s.publicBase(r)))
 	return nil
 }
 
@@ -245,7 +246,7 @@ func (s *Server) answerInquiry(w http.ResponseWriter, r *http.Request, p *paymen
 	}
 	v := s.view(p, s.publicBase(r))
 	v.AmountPaise, v.Currency = 0, ""
-	writeJSON(w, http.StatusOK, v)
+	simhttp.JSON(w, http.StatusOK, v)
 	return nil
 }
 

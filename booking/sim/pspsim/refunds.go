@@ -11,6 +11,7 @@ import (
 
 	"tatkal/booking/db"
 	"tatkal/booking/payment/pspapi"
+	"tatkal/booking/sim/simhttp"
 )
 
 // refund is a row of refunds.
@@ -66,7 +67,7 @@ func (s *Server) handleCreateRefund(w http.ResponseWriter, r *http.Request) erro
 	ctx := r.Context()
 	gw := chiParam(r, "gw")
 	var req pspapi.CreateRefund
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := simhttp.Decode(w, r, &req, maxBody); err != nil {
 		return err
 	}
 	if err := validateRefund(req); err != nil {
@@ -223,7 +224,7 @@ func (s *Server) answerRefund(ctx context.Context, w http.ResponseWriter, rc psp
 	if replay {
 		w.Header().Set(pspapi.HeaderIdempotentReplay, "true")
 	}
-	writeJSON(w, status, rf.view())
+	simhttp.JSON(w, status, rf.view())
 	return nil
 }
 
@@ -237,7 +238,7 @@ func (s *Server) handleGetRefund(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, rf.view())
+	simhttp.JSON(w, http.StatusOK, rf.view())
 	return nil
 }
 

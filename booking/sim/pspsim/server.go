@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"tatkal/booking/payment/pspapi"
+	"tatkal/booking/sim/simhttp"
 )
 
 // GatewayConfig is one simulated gateway and the secrets it shares with
@@ -83,7 +84,8 @@ type Server struct {
 	handler  http.Handler
 	pages    *template.Template
 	limiter  *limiter
-	fpKey    []byte // keys card fingerprints and account references (instrument.go)
+	dialect  simhttp.Dialect // words for bad bodies and internal errors
+	fpKey    []byte          // keys card fingerprints and account references (instrument.go)
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand
@@ -183,6 +185,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		limiter:  newLimiter(),
 		rng:      mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
+	s.dialect = simhttp.Dialect{Log: s.log, Internal: pspapi.ErrorBody{Error: "internal error", Code: pspapi.CodeInternal},
+		BadRequest: func(msg string) any { return pspapi.ErrorBody{Error: msg, Code: pspapi.CodeInvalid} }}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -228,14 +232,14 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, s.log, notFound("no such endpoint: %s %s", r.Method, r.URL.Path))
+		s.writeError(w, r, notFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, s.log, &apiError{status: http.StatusMethodNotAllowed, code: pspapi.CodeInvalid, msg: "method not allowed on " + r.URL.Path})
+		s.writeError(w, r, &apiError{status: http.StatusMethodNotAllowed, code: pspapi.CodeInvalid, msg: "method not allowed on " + r.URL.Path})
 	})
-	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	r.Get("/healthz", simhttp.Health)
+	settlementFaults := simhttp.Setting[SettlementFaults]{Name: "settlement faults", Limit: maxBody, Log: s.log,
+		Fail: s.writeError, Load: s.loadSettlementFaults, Save: s.saveSettlementFaults}
 
 	r.Route("/gw/{gw}", func(r chi.Router) {
 		r.Group(func(r chi.Router) {
@@ -256,8 +260,8 @@ func (s *Server) routes() http.Handler {
 		r.Use(s.requireAdmin)
 		r.Get("/routes", s.api(s.handleListRoutes))
 		r.Put("/routes/{gw}/{method}", s.api(s.handlePutRoute))
-		r.Get("/settlement-faults/{gw}", s.api(s.handleGetSettlementFaults))
-		r.Put("/settlement-faults/{gw}", s.api(s.handlePutSettlementFaults))
+		r.Get("/settlement-faults/{gw}", settlementFaults.Get)
+		r.Put("/settlement-faults/{gw}", settlementFaults.Put)
 	})
 	// The bank's statement of payouts; the admin token stands in for the
 	// bank's own credentials.

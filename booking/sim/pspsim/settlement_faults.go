@@ -183,33 +183,21 @@ func (s *Server) settlementFaults(ctx context.Context, gw string) (SettlementFau
 	return f, nil
 }
 
-// handleGetSettlementFaults is GET /admin/settlement-faults/{gw}.
-func (s *Server) handleGetSettlementFaults(w http.ResponseWriter, r *http.Request) error {
+// loadSettlementFaults is GET /admin/settlement-faults/{gw}.
+func (s *Server) loadSettlementFaults(r *http.Request) (SettlementFaults, error) {
 	gw := chiParam(r, "gw")
 	if _, ok := s.gateways[gw]; !ok {
-		return notFound("unknown gateway %q", gw)
+		return SettlementFaults{}, notFound("unknown gateway %q", gw)
 	}
-	f, err := s.settlementFaults(r.Context(), gw)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, f)
-	return nil
+	return s.settlementFaults(r.Context(), gw)
 }
 
-// handlePutSettlementFaults is PUT /admin/settlement-faults/{gw}: replace
-// the gateway's settlement faults; {} clears them.
-func (s *Server) handlePutSettlementFaults(w http.ResponseWriter, r *http.Request) error {
+// saveSettlementFaults is PUT /admin/settlement-faults/{gw}: replace the
+// gateway's settlement faults; {} clears them.
+func (s *Server) saveSettlementFaults(r *http.Request, f SettlementFaults) error {
 	gw := chiParam(r, "gw")
 	if _, ok := s.gateways[gw]; !ok {
 		return notFound("unknown gateway %q", gw)
-	}
-	var f SettlementFaults
-	if err := decodeJSON(w, r, &f); err != nil {
-		return err
-	}
-	if err := f.Validate(); err != nil {
-		return invalid("invalid settlement faults: %v", err)
 	}
 	raw, _ := json.Marshal(f) //nolint:errchkjson // plain struct
 	err := s.transact(r.Context(), func(tx pgx.Tx) error {
@@ -226,7 +214,5 @@ func (s *Server) handlePutSettlementFaults(w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		return fmt.Errorf("save settlement faults of %s: %w", gw, err)
 	}
-	s.log.InfoContext(r.Context(), "settlement faults set", "gateway", gw, "faults", string(raw))
-	writeJSON(w, http.StatusOK, f)
 	return nil
 }

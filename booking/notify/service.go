@@ -15,7 +15,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/db"
 	"tatkal/booking/eticket"
-	"tatkal/views"
+	"tatkal/booking/i18n"
 )
 
 // Delivery states of an outbox row (notifications.state).
@@ -265,9 +265,6 @@ func (s *Service) message(ctx context.Context, r *outboxRow) (Message, error) {
 	return m, nil
 }
 
-// en renders the catalogue in English (the PDF's language).
-var en = views.WithLang(context.Background(), "en")
-
 // ticketPDF draws the e-ticket of PNR pnr as it stands (nil when there is
 // no such booking of the user).
 func (s *Service) ticketPDF(ctx context.Context, userID int64, pnr string) (string, []byte, error) {
@@ -289,9 +286,9 @@ func (s *Service) ticketPDF(ctx context.Context, userID int64, pnr string) (stri
 	}
 	var rules []string
 	for _, k := range []string{"rule.1", "rule.2", "rule.3", "rule.4"} {
-		rules = append(rules, views.T(en, k))
+		rules = append(rules, i18n.Text("en", k))
 	}
-	t := eticket.FromView(v, sh, views.T(en, "state."+v.BookingStat), rules)
+	t := eticket.FromView(v, sh, i18n.Text("en", "state."+v.BookingStat), rules)
 	t.Printed = v.CreatedAt
 	pdf, err := eticket.PDF(t)
 	if err != nil {

@@ -177,6 +177,9 @@ type App struct {
 
 	ownPool, ownRedis bool // opened by New, closed by Close
 	lab               LabCloser
+	// throttle paces holds and payment initiations by the shard_throttle
+	// lever: one per process, shared by every service it paces.
+	throttle *booking.Throttle
 }
 
 // LabCloser is the console's rehearsal lab, closed with the process.
@@ -391,17 +394,11 @@ func (a *App) build() error {
 		return err
 	}
 	// One throttle paces holds and payment initiations by the shard_throttle lever.
-	throttle := booking.NewThrottle(a.Levers, a.Store, log)
+	a.throttle = booking.NewThrottle(a.Levers, a.Store, log)
 	a.Booking = booking.NewService(booking.ServiceConfig{Pool: a.Pool, Store: a.Store, Jobs: client, Rules: rules, Core: core, Funnel: a.Funnel,
-		Levers: a.Levers, Throttle: throttle, Log: log, Catalog: catalog, SweepGrace: opts.SweepGrace, Pause: opts.Pause,
+		Levers: a.Levers, Throttle: a.throttle, Log: log, Catalog: catalog, SweepGrace: opts.SweepGrace, Pause: opts.Pause,
 		Admission: a.Admission, Refunds: payment.NewRefunds(client), Fraud: &fraud.Recorder{Key: []byte(cfg.FraudKey), BenchDiscard: opts.BenchSignalsOff}})
-	pt := opts.Payment
-	a.Payments = payment.New(payment.Config{Pool: a.Pool, Redis: a.Redis, Prefix: cfg.RedisPrefix, Booking: a.Booking, Jobs: client,
-		Funnel: a.Funnel, Levers: a.Levers, Throttle: throttle, Gateways: cfg.Gateways(), Log: log, Pause: opts.Pause,
-		CallbackURL: cfg.PublicURL + "/v1/internal/payments/callback", ReturnURL: cfg.PublicURL + "/payments/return",
-		HoldWindows: pt.HoldWindows, Extension: pt.Extension, ResolutionDeadline: pt.ResolutionDeadline, LateGrace: pt.LateGrace,
-		CreateTimeout: pt.CreateTimeout, NotCreatedAfter: pt.NotCreatedAfter, ConfirmWriters: cfg.ConfirmWriters,
-		LeadApprovalPaise: cfg.ReconApprovalLimitPaise})
+	a.Payments = a.NewPayments(cfg.Gateways(), cfg.RedisPrefix)
 	if err := secrets.Check(EnvMsgKey, cfg.MsgKey); err != nil {
 		return err
 	}
@@ -452,6 +449,25 @@ func (a *App) build() error {
 		s.srv = httpx.NewServer(metricsAuth(cfg.MetricsToken, mux))
 	}
 	return nil
+}
+
+// NewPayments builds a payment orchestrator of this process (its pool,
+// Redis, booking service, River client, funnel, levers, throttle and
+// tuning) that pays at gws, its Redis keys (those gateways' route health)
+// under prefix. New builds the process's own with cfg.Gateways() and
+// cfg.RedisPrefix. tatkal bench builds a second (bench.Options.NewPayments):
+// its callback phase needs payments left AWAITING_USER at a gateway
+// simulator of its own, in a scratch schema with a customer who never
+// answers, which the process's own gateways are not; and that simulator's
+// route health, under the same gateway ids, must not mix with theirs.
+func (a *App) NewPayments(gws []payment.GatewayConfig, prefix string) *payment.Service {
+	cfg, opts, pt := a.Config, a.Options, a.Options.Payment
+	return payment.New(payment.Config{Pool: a.Pool, Redis: a.Redis, Prefix: prefix, Booking: a.Booking, Jobs: a.River,
+		Funnel: a.Funnel, Levers: a.Levers, Throttle: a.throttle, Gateways: gws, Log: a.Log, Pause: opts.Pause,
+		CallbackURL: cfg.PublicURL + "/v1/internal/payments/callback", ReturnURL: cfg.PublicURL + "/payments/return",
+		HoldWindows: pt.HoldWindows, Extension: pt.Extension, ResolutionDeadline: pt.ResolutionDeadline, LateGrace: pt.LateGrace,
+		CreateTimeout: pt.CreateTimeout, NotCreatedAfter: pt.NotCreatedAfter, ConfirmWriters: cfg.ConfirmWriters,
+		LeadApprovalPaise: cfg.ReconApprovalLimitPaise})
 }
 
 // ready answers whether this process can serve: PostgreSQL, Redis and the

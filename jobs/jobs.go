@@ -1,6 +1,7 @@
 // Package jobs wires River: the client, the workers (thin: each calls a
 // domain service) and the periodic schedule. Job args live beside the
-// domain that enqueues them; only main imports this package.
+// domain that enqueues them; only booking/app, which builds the services
+// the workers call, and jobs/backoffice import this package.
 package jobs
 
 import (
@@ -18,9 +19,11 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/admission"
 	"tatkal/booking/fraud"
+	"tatkal/booking/fraud/review"
 	"tatkal/booking/notify"
 	"tatkal/booking/payment"
 	"tatkal/console/levers"
+	"tatkal/recon"
 )
 
 // DefaultRescueStuckJobsAfter is how long a job may stay running before
@@ -48,11 +51,13 @@ type Config struct {
 	// send jobs (zero: a second).
 	RelayInterval time.Duration
 	// More adds the back office's workers and periodic jobs (see
-	// jobs/backoffice); nil: the booking stack's alone.
+	// jobs/backoffice), over the same Services; nil: the booking stack's
+	// alone.
 	More func(*river.Workers) []*river.PeriodicJob
 }
 
-// Services are the domain services the workers call. Workers keep a
+// Services are the domain services the workers call, the back office's
+// (jobs/backoffice) among them; booking/app builds them all. Workers keep a
 // pointer to it, so it may be filled after the client is built.
 type Services struct {
 	Booking   *booking.Service
@@ -60,6 +65,16 @@ type Services struct {
 	Levers    *levers.Service
 	Notify    *notify.Service
 	Admission *admission.Service
+
+	// The back office's.
+	Recon *recon.Service
+	// Fraud clusters each closed window's accounts.
+	Fraud *fraud.Service
+	// FraudEnforcer carries out review decisions in batches.
+	FraudEnforcer *review.Enforcer
+	// ReconSources is where the daily fetch reads the gateways' settlement
+	// files, the bank statement and the core's export.
+	ReconSources recon.Sources
 }
 
 // NewClient returns a River client. With cfg.Work it runs the workers and

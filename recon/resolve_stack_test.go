@@ -6,11 +6,11 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"tatkal/booking/app"
 	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/sim/pspsim"
+	"tatkal/jobs"
 	"tatkal/recon"
 )
 
@@ -88,20 +88,18 @@ func liveRoutes() []pspapi.RouteConfig {
 // resolver is the back office's resolution worker alone: the whole back
 // office (jobs/backoffice) would also fetch yesterday's files at start and
 // cluster fraud signals beside these tests.
-type resolver struct{ a *app.App }
+type resolver struct{}
 
-func (r *resolver) Jobs(ws *river.Workers) []*river.PeriodicJob {
-	river.AddWorker(ws, &resolveJob{r: r})
+func (*resolver) Jobs(svc *jobs.Services, ws *river.Workers) []*river.PeriodicJob {
+	river.AddWorker(ws, &resolveJob{svc: svc})
 	return nil
 }
 
-func (r *resolver) Use(a *app.App) { r.a = a }
-
 type resolveJob struct {
 	river.WorkerDefaults[recon.ResolveArgs]
-	r *resolver
+	svc *jobs.Services
 }
 
 func (w *resolveJob) Work(ctx context.Context, job *river.Job[recon.ResolveArgs]) error {
-	return (&recon.ResolveWorker{Recon: w.r.a.Recon, Payments: w.r.a.Payments, Bookings: w.r.a.Booking}).Work(ctx, job)
+	return (&recon.ResolveWorker{Recon: w.svc.Recon, Payments: w.svc.Payments, Bookings: w.svc.Booking}).Work(ctx, job)
 }

@@ -32,6 +32,7 @@ import (
 	"tatkal/booking/auth"
 	"tatkal/booking/db"
 	"tatkal/booking/fraud"
+	"tatkal/booking/fraud/review"
 	"tatkal/booking/funnel"
 	"tatkal/booking/httpx"
 	"tatkal/booking/inventory"
@@ -68,7 +69,8 @@ type Options struct {
 	Log        *slog.Logger // nil: slog.Default()
 	// BackOffice adds reconciliation's and fraud review's jobs
 	// (jobs/backoffice.New()); nil leaves them out. It is handed in rather
-	// than imported: the back office's workers are not every process's.
+	// than imported: the back office's workers are not every process's
+	// (their services are: New builds them all).
 	BackOffice BackOffice
 	// Pool and Redis, when set, are used instead of opening connections
 	// from cfg, and stay open at Close (tests share their env's).
@@ -106,11 +108,10 @@ type Options struct {
 }
 
 // BackOffice is what the back office adds to a process: workers and
-// periodic jobs, registered before the services exist, and the services,
-// handed over once they do (before Run).
+// periodic jobs, registered before the services exist, over the services
+// the process fills in once they do (before Run).
 type BackOffice interface {
-	Jobs(*river.Workers) []*river.PeriodicJob
-	Use(*App)
+	Jobs(*jobs.Services, *river.Workers) []*river.PeriodicJob
 }
 
 // JobTuning adjusts the River client (zero: the jobs package's defaults).
@@ -147,8 +148,15 @@ type App struct {
 	River     *river.Client[pgx.Tx]
 	Console   *console.Console
 	Recon     *recon.Service
-	Signer    *auth.Signer
-	Handler   http.Handler // the public routes, wrapped as served
+	// ReconSources is where reconciliation fetches the outside legs: each
+	// gateway's settlement file, the bank statement, the core's export.
+	ReconSources recon.Sources
+	// Fraud clusters each closed window's accounts; FraudEnforcer carries
+	// out review decisions in batches. Both are the back office's.
+	Fraud         *fraud.Service
+	FraudEnforcer *review.Enforcer
+	Signer        *auth.Signer
+	Handler       http.Handler // the public routes, wrapped as served
 	// PSP, PRS and Msg are the simulators when Options.Simulators is set.
 	// They are the outside world: simPool is theirs alone, so a gateway
 	// never answers late because our own workers hold every connection.
@@ -169,6 +177,9 @@ type App struct {
 
 	ownPool, ownRedis bool // opened by New, closed by Close
 	lab               LabCloser
+	// throttle paces holds and payment initiations by the shard_throttle
+	// lever: one per process, shared by every service it paces.
+	throttle *booking.Throttle
 }
 
 // LabCloser is the console's rehearsal lab, closed with the process.
@@ -352,7 +363,7 @@ func (a *App) build() error {
 	svcs := &jobs.Services{}
 	var more func(*river.Workers) []*river.PeriodicJob
 	if opts.BackOffice != nil {
-		more = opts.BackOffice.Jobs
+		more = func(w *river.Workers) []*river.PeriodicJob { return opts.BackOffice.Jobs(svcs, w) }
 	}
 	// The service needs a River client to enqueue in its transactions and
 	// the workers need the service: build the client with the (not yet
@@ -383,17 +394,11 @@ func (a *App) build() error {
 		return err
 	}
 	// One throttle paces holds and payment initiations by the shard_throttle lever.
-	throttle := booking.NewThrottle(a.Levers, a.Store, log)
+	a.throttle = booking.NewThrottle(a.Levers, a.Store, log)
 	a.Booking = booking.NewService(booking.ServiceConfig{Pool: a.Pool, Store: a.Store, Jobs: client, Rules: rules, Core: core, Funnel: a.Funnel,
-		Levers: a.Levers, Throttle: throttle, Log: log, Catalog: catalog, SweepGrace: opts.SweepGrace, Pause: opts.Pause,
+		Levers: a.Levers, Throttle: a.throttle, Log: log, Catalog: catalog, SweepGrace: opts.SweepGrace, Pause: opts.Pause,
 		Admission: a.Admission, Refunds: payment.NewRefunds(client), Fraud: &fraud.Recorder{Key: []byte(cfg.FraudKey), BenchDiscard: opts.BenchSignalsOff}})
-	pt := opts.Payment
-	a.Payments = payment.New(payment.Config{Pool: a.Pool, Redis: a.Redis, Prefix: cfg.RedisPrefix, Booking: a.Booking, Jobs: client,
-		Funnel: a.Funnel, Levers: a.Levers, Throttle: throttle, Gateways: cfg.Gateways(), Log: log, Pause: opts.Pause,
-		CallbackURL: cfg.PublicURL + "/v1/internal/payments/callback", ReturnURL: cfg.PublicURL + "/payments/return",
-		HoldWindows: pt.HoldWindows, Extension: pt.Extension, ResolutionDeadline: pt.ResolutionDeadline, LateGrace: pt.LateGrace,
-		CreateTimeout: pt.CreateTimeout, NotCreatedAfter: pt.NotCreatedAfter, ConfirmWriters: cfg.ConfirmWriters,
-		LeadApprovalPaise: cfg.ReconApprovalLimitPaise})
+	a.Payments = a.NewPayments(cfg.Gateways(), cfg.RedisPrefix)
 	if err := secrets.Check(EnvMsgKey, cfg.MsgKey); err != nil {
 		return err
 	}
@@ -402,9 +407,10 @@ func (a *App) build() error {
 	svcs.Booking, svcs.Payments, svcs.Notify, svcs.Admission = a.Booking, a.Payments, a.Notify, a.Admission
 	a.Recon = recon.New(recon.Config{Pool: a.Pool, Jobs: client, Log: log, MaxFileBytes: cfg.ReconMaxFileBytes,
 		ApprovalLimitPaise: cfg.ReconApprovalLimitPaise, Pause: opts.Pause})
-	if opts.BackOffice != nil {
-		opts.BackOffice.Use(a)
-	}
+	a.ReconSources = reconSources(cfg)
+	a.Fraud = &fraud.Service{Pool: a.Pool, Clusterer: fraud.Clusterer{Config: fraud.DefaultConfig()}}
+	a.FraudEnforcer = &review.Enforcer{Review: review.New(a.Pool), Booking: a.Booking, Log: log}
+	svcs.Recon, svcs.ReconSources, svcs.Fraud, svcs.FraudEnforcer = a.Recon, a.ReconSources, a.Fraud, a.FraudEnforcer
 	if a.Signer, err = auth.NewSigner(cfg.SessionKey); err != nil {
 		return err
 	}
@@ -443,6 +449,25 @@ func (a *App) build() error {
 		s.srv = httpx.NewServer(metricsAuth(cfg.MetricsToken, mux))
 	}
 	return nil
+}
+
+// NewPayments builds a payment orchestrator of this process (its pool,
+// Redis, booking service, River client, funnel, levers, throttle and
+// tuning) that pays at gws, its Redis keys (those gateways' route health)
+// under prefix. New builds the process's own with cfg.Gateways() and
+// cfg.RedisPrefix. tatkal bench builds a second (bench.Options.NewPayments):
+// its callback phase needs payments left AWAITING_USER at a gateway
+// simulator of its own, in a scratch schema with a customer who never
+// answers, which the process's own gateways are not; and that simulator's
+// route health, under the same gateway ids, must not mix with theirs.
+func (a *App) NewPayments(gws []payment.GatewayConfig, prefix string) *payment.Service {
+	cfg, opts, pt := a.Config, a.Options, a.Options.Payment
+	return payment.New(payment.Config{Pool: a.Pool, Redis: a.Redis, Prefix: prefix, Booking: a.Booking, Jobs: a.River,
+		Funnel: a.Funnel, Levers: a.Levers, Throttle: a.throttle, Gateways: gws, Log: a.Log, Pause: opts.Pause,
+		CallbackURL: cfg.PublicURL + "/v1/internal/payments/callback", ReturnURL: cfg.PublicURL + "/payments/return",
+		HoldWindows: pt.HoldWindows, Extension: pt.Extension, ResolutionDeadline: pt.ResolutionDeadline, LateGrace: pt.LateGrace,
+		CreateTimeout: pt.CreateTimeout, NotCreatedAfter: pt.NotCreatedAfter, ConfirmWriters: cfg.ConfirmWriters,
+		LeadApprovalPaise: cfg.ReconApprovalLimitPaise})
 }
 
 // ready answers whether this process can serve: PostgreSQL, Redis and the
@@ -626,6 +651,17 @@ func (a *App) Close() {
 	if a.ownPool {
 		a.Pool.Close()
 	}
+}
+
+// reconSources is where reconciliation fetches the outside legs: each
+// gateway's settlement file, the bank statement, the core's export.
+func reconSources(cfg Config) recon.Sources {
+	keys := map[string]string{}
+	for _, g := range cfg.Gateways() {
+		keys[g.ID] = g.APIKey
+	}
+	return recon.Sources{HTTP: &http.Client{Timeout: time.Minute}, PSPURL: cfg.PSPURL, GatewayKeys: keys,
+		BankToken: cfg.SimAdminToken, CoreURL: cfg.PRSURL, CoreKey: cfg.PRSKey}
 }
 
 // gatewayIDs are the gateways finance reconciles.

@@ -308,7 +308,7 @@ func Bench(ctx context.Context, cfg Config, opts bench.Options, out io.Writer) e
 	var g errgroup.Group
 	g.Go(func() error { return a.Run(runCtx) })
 	opts.BaseURL, opts.Pool, opts.Redis, opts.Service = a.URL(), a.Pool, a.Redis, a.Booking
-	opts.Payments, opts.Gateways = a.Payments, a.Config.Gateways()
+	opts.Payments, opts.Gateways, opts.NewPayments = a.Payments, a.Config.Gateways(), a.NewPayments
 	opts.SessionKey = a.Config.SessionKey
 	opts.CommitWriters, opts.ConfirmWriters = a.Config.CommitWriters, a.Config.ConfirmWriters
 	opts.Log = slog.Default()

@@ -63,6 +63,11 @@ type Options struct {
 	// keys, and their webhooks signed with these secrets. Required with
 	// Payments.
 	Gateways []payment.GatewayConfig
+	// NewPayments builds the orchestrator that makes the callback phase's
+	// payments at the bench's simulator: the server's own constructor
+	// (app.App.NewPayments), so they are made as the server makes its
+	// own, on its River client. Required with Payments.
+	NewPayments func(gws []payment.GatewayConfig, prefix string) *payment.Service
 	// WalletUsers is how many wallet-funded users the wallet phase may
 	// spend, one per confirmation. Zero: Concurrency plus 2,000 per second
 	// of Duration; a phase that runs out stops early and says so.
@@ -153,6 +158,8 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Payments != nil && len(o.Gateways) == 0:
 		// No default: the callback phase must sign with the secrets Payments checks.
 		return o, errors.New("bench: Payments needs Gateways, the ones it was configured with")
+	case o.Payments != nil && o.NewPayments == nil:
+		return o, errors.New("bench: Payments needs NewPayments, the server's constructor of its orchestrator")
 	}
 	return o, nil
 }

@@ -30,6 +30,7 @@ func TestBenchSmoke(t *testing.T) {
 	opts := bench.DefaultOptions()
 	opts.Duration, opts.Concurrency, opts.Berths = 300*time.Millisecond, 8, 64
 	opts.Pool, opts.Redis, opts.Service, opts.Payments, opts.Gateways = st.Pool, st.Redis, st.Service, st.Payments, st.Gateways
+	opts.NewPayments = st.App.NewPayments
 	opts.SessionKey = []byte(strings.Repeat("b", 32)) // BaseURL empty: the bench serves the API itself
 	rep, err := bench.Run(ctx, opts)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -16,8 +15,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"tatkal/booking"
 	"tatkal/booking/payment"
@@ -153,13 +150,14 @@ func benchRoutes(gws []payment.GatewayConfig) []pspapi.RouteConfig {
 
 // prepareCallbacks makes the callback phase's payments through the real
 // path: a fresh user holds one seat on the callback shard (Service.Hold),
-// then a payment.Service (the orchestrator's code, wired to a gateway
-// simulator of the bench's own on loopback, in a scratch schema) initiates
-// a UPI payment for it, which creates it at the gateway over HTTP and
-// records the answer: AWAITING_USER with the gateway's psp_ref. The
-// simulator's customer never answers and its background loop is not run, so
-// nothing resolves by itself. Each payment then gets its SUCCESS webhook
-// body, signed at send time with its gateway's secret.
+// then a payment.Service (built as the server builds its own, by
+// opts.NewPayments, but wired to a gateway simulator of the bench's own on
+// loopback, in a scratch schema) initiates a UPI payment for it, which
+// creates it at the gateway over HTTP and records the answer:
+// AWAITING_USER with the gateway's psp_ref. The simulator's customer never
+// answers and its background loop is not run, so nothing resolves by
+// itself. Each payment then gets its SUCCESS webhook body, signed at send
+// time with its gateway's secret.
 func prepareCallbacks(ctx context.Context, env *runEnv) error {
 	opts := env.opts
 	begin := time.Now()
@@ -182,19 +180,14 @@ func prepareCallbacks(ctx context.Context, env *runEnv) error {
 		return err
 	}
 	defer stopSim()
-	// The orchestrator inserts its inquiry job in the payment's transaction:
-	// an insert-only River client, as a process without workers has.
-	jobs, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return fmt.Errorf("river client: %w", err)
-	}
 	var gws []payment.GatewayConfig
 	for _, g := range opts.Gateways {
 		gws = append(gws, payment.GatewayConfig{ID: g.ID, BaseURL: simURL, APIKey: g.APIKey, WebhookSecrets: g.WebhookSecrets})
 	}
-	pays := payment.New(payment.Config{Pool: opts.Pool, Redis: opts.Redis, Prefix: "bench:pay" + env.runID, Booking: opts.Service,
-		Jobs: jobs, Gateways: gws, CallbackURL: env.baseURL + "/v1/internal/payments/callback", ReturnURL: env.baseURL + "/payments/return",
-		Log: opts.Log})
+	// The server's own orchestrator pays at the server's gateways, not at
+	// this simulator: a second one, built as the server builds its own, with
+	// this simulator's route health under a prefix of the run's.
+	pays := opts.NewPayments(gws, "bench:pay"+env.runID)
 
 	svc, sh, users := opts.Service, env.callbackShard, env.callbackUsers
 	if opts.Callbacks <= 0 {

@@ -193,7 +193,12 @@ func (s *Service) AfterRelease(ctx context.Context, h HoldInfo) {
 // Retake outcomes.
 const (
 	RetakeConfirmed = "CONFIRMED"
-	RetakeNoSeat    = "NO_SEAT"
+	// RetakeNoSeat: no seat for the hold (sold meanwhile, the chart
+	// prepared, the account banned, the hold ended); nothing changed.
+	RetakeNoSeat = "NO_SEAT"
+	// RetakeRebooked: the passenger has held or booked this shard again
+	// since; a second ticket is not what they asked for. Nothing changed.
+	RetakeRebooked = "REBOOKED"
 )
 
 // RetakeAndConfirm gives a released hold its seats back, for the same
@@ -209,6 +214,13 @@ const (
 // which a late release of the lapsed hold leaves alone. The hold goes from
 // lapsed straight to CONFIRMED, never back through HELD, so a live hold of
 // the passenger elsewhere (one per account) does not block a paid journey.
+//
+// Whether the passenger has held or booked this shard again since
+// (RetakeRebooked) is read under their account's lock, taken exclusive
+// here and shared by every new hold's transaction to its COMMIT
+// (Committer.write): a hold they made before is seen, one they make now
+// waits for this decision, so a read without it and a retake after could
+// not both let a new hold through and confirm this one.
 func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(tx pgx.Tx, res ConfirmResult) error) (ConfirmResult, string, error) {
 	var h HoldInfo
 	err := s.pool.QueryRow(ctx, `SELECT user_id, shard_id, kind, state, from_seq, to_seq, passengers FROM holds WHERE id = $1`, id).
@@ -241,16 +253,28 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 		// The shard's lock first, as everywhere; under it the chart state is
 		// final for this transaction: a chart prepared since the hold
 		// lapsed (the late success's read above) leaves no seat to retake.
-		if err := inventory.LockShardShared(ctx, tx, h.ShardID); err != nil {
-			return err
-		}
+		// Then the account's (see above), then the hold's, in one round trip.
 		var state, chart string
 		var epoch int64
-		if err := tx.QueryRow(ctx, `SELECT h.state, s.chart_state, s.epoch FROM holds h JOIN inventory_shards s ON s.id = h.shard_id
-			WHERE h.id = $1 FOR UPDATE OF h`, id).Scan(&state, &chart, &epoch); err != nil {
+		var banned, rebooked bool
+		b := &pgx.Batch{}
+		inventory.QueueLockShardShared(b, h.ShardID)
+		queueLockAccount(b, h.UserID)
+		b.Queue(`SELECT h.state, s.chart_state, s.epoch, u.banned_at IS NOT NULL,
+				EXISTS (SELECT 1 FROM holds o WHERE o.user_id = h.user_id AND o.shard_id = h.shard_id AND o.id <> h.id
+					AND o.state IN ('HELD', 'CONFIRMED') AND o.created_at > h.created_at)
+			FROM holds h JOIN inventory_shards s ON s.id = h.shard_id JOIN users u ON u.id = h.user_id
+			WHERE h.id = $1 FOR UPDATE OF h`, id).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&state, &chart, &epoch, &banned, &rebooked)
+		})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		if (state != HoldExpired && state != HoldReleased) || chart != ChartOpen {
+		if (state != HoldExpired && state != HoldReleased) || chart != ChartOpen || banned {
+			return nil
+		}
+		if rebooked {
+			outcome = RetakeRebooked
 			return nil
 		}
 		// Whatever Redis still has under this id is not durable: the lapsed

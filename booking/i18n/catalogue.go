@@ -207,6 +207,8 @@ var catalogue = map[string][2]string{
 	"msg.latesuccess.body":         {"Your bank confirmed the payment after your hold ran out. The seats were still free, so PNR %[1]s is confirmed at the original fare.", "आपका होल्ड समाप्त होने के बाद आपके बैंक ने भुगतान की पुष्टि की। सीटें तब भी खाली थीं, इसलिए PNR %[1]s मूल किराए पर कन्फ़र्म है।"},
 	"msg.refundlate.subject":       {"Refund started", "धनवापसी शुरू हुई"},
 	"msg.refundlate.body":          {"Your bank confirmed the payment after your hold ran out and the seats were gone. Rs %[1]s is being refunded in full.", "आपका होल्ड समाप्त होने के बाद आपके बैंक ने भुगतान की पुष्टि की और तब तक सीटें जा चुकी थीं। रु %[1]s पूरे लौटाए जा रहे हैं।"},
+	"msg.refundrebooked.subject":   {"Refund started", "धनवापसी शुरू हुई"},
+	"msg.refundrebooked.body":      {"Your bank confirmed the payment after your hold ran out, and you had held or booked this train again meanwhile, so no second ticket was issued. Rs %[1]s is being refunded in full.", "आपका होल्ड समाप्त होने के बाद आपके बैंक ने भुगतान की पुष्टि की, और तब तक आप इस ट्रेन पर फिर से होल्ड या बुकिंग कर चुके थे, इसलिए दूसरा टिकट जारी नहीं हुआ। रु %[1]s पूरे लौटाए जा रहे हैं।"},
 	"msg.corerejected.subject":     {"Booking cancelled: PNR %[1]s", "बुकिंग रद्द: PNR %[1]s"},
 	"msg.corerejected.body":        {"We are sorry: PNR %[1]s could not be issued by the reservation system and is cancelled.", "क्षमा करें: आरक्षण प्रणाली PNR %[1]s जारी नहीं कर सकी और इसे रद्द कर दिया गया है।"},
 	"msg.corerejectedpaid.subject": {"Booking cancelled: PNR %[1]s", "बुकिंग रद्द: PNR %[1]s"},

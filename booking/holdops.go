@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,6 +39,9 @@ type HoldInfo struct {
 	// shard or a banned account can no longer become a ticket.
 	Chart  string
 	Banned bool
+	// StateReason is why the hold is in its state (CancelledByReview says
+	// whether a fraud review ended it).
+	StateReason string
 }
 
 // Unconfirmable says why a HELD hold can no longer become a ticket ("" when
@@ -96,14 +100,14 @@ func QueueLockShardOfHold(b *pgx.Batch, id uuid.UUID) {
 }
 
 const lockHoldSQL = `SELECT h.id, h.user_id, h.shard_id, h.idempotency_key, h.kind, h.state, h.from_seq, h.to_seq, h.berths, h.passengers,
-	h.fare_paise, h.created_at, h.expires_at, h.updated_at, h.extended, s.chart_state, u.banned_at IS NOT NULL
+	h.fare_paise, h.created_at, h.expires_at, h.updated_at, h.extended, s.chart_state, u.banned_at IS NOT NULL, h.state_reason
 	FROM holds h JOIN inventory_shards s ON s.id = h.shard_id JOIN users u ON u.id = h.user_id WHERE h.id = $1 FOR UPDATE OF h`
 
 func scanHoldInfo(row pgx.Row, id uuid.UUID, h *HoldInfo) error {
 	var pax []byte
 	var berths []int32
 	err := row.Scan(&h.ID, &h.UserID, &h.ShardID, &h.IdemKey, &h.Kind, &h.State, &h.From, &h.To, &berths, &pax,
-		&h.FarePaise, &h.CreatedAt, &h.ExpiresAt, &h.UpdatedAt, &h.Extended, &h.Chart, &h.Banned)
+		&h.FarePaise, &h.CreatedAt, &h.ExpiresAt, &h.UpdatedAt, &h.Extended, &h.Chart, &h.Banned, &h.StateReason)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
 	}
@@ -153,6 +157,50 @@ func (s *Service) ReleaseTx(ctx context.Context, tx pgx.Tx, h HoldInfo, state, r
 		return false, err
 	}
 	return true, nil
+}
+
+// ReviewCancelReason is the reason a fraud review's decision records on
+// the holds and bookings it cancels: the passenger is told why, and an
+// upheld appeal refunds exactly the bookings that carry it.
+func ReviewCancelReason(decisionID int64) string {
+	return fmt.Sprintf("%s (decision %d)", reviewCancelPrefix, decisionID)
+}
+
+const reviewCancelPrefix = "cancelled after fraud review"
+
+// CancelledByReview reports whether reason is a fraud review's
+// (ReviewCancelReason).
+func CancelledByReview(reason string) bool { return strings.HasPrefix(reason, reviewCancelPrefix) }
+
+// EndHoldTx ends, in tx, a hold that has not become a ticket and still
+// could: a live one (HELD) is CANCELLED with reason and its seats go back
+// (call AfterRelease once tx commits); a lapsed one (EXPIRED, RELEASED),
+// whose seats are already back, is marked CANCELLED too, because a payment
+// for it that succeeds late would otherwise retake its seats
+// (RetakeAndConfirm retakes only lapsed holds). Either way a payment that
+// arrives afterwards is refunded, never confirmed. It answers the state the
+// hold ended from, "" when it was left as it was (CONFIRMED: a ticket to
+// cancel as such; or already CANCELLED). The shard's lock first, then the
+// hold's, as everywhere.
+func (s *Service) EndHoldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) (HoldInfo, string, error) {
+	h, err := LockHoldTx(ctx, tx, id)
+	if err != nil {
+		return h, "", err
+	}
+	switch h.State {
+	case HoldHeld:
+		if _, err := s.ReleaseTx(ctx, tx, h, HoldCancelled, reason); err != nil {
+			return h, "", err
+		}
+	case HoldExpired, HoldReleased:
+		if _, err := tx.Exec(ctx, `UPDATE holds SET state = 'CANCELLED', state_reason = $2, updated_at = now(),
+			state_version = state_version + 1 WHERE id = $1`, id, reason); err != nil {
+			return h, "", fmt.Errorf("end hold %s: %w", id, err)
+		}
+	default:
+		return h, "", nil
+	}
+	return h, h.State, nil
 }
 
 // seatSyncDelay is how long after a commit its seat-sync job runs: the

@@ -401,6 +401,10 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, c *confirmations, b *pg
 		return nil
 	case h.State == booking.HoldConfirmed:
 		return refund(booking.RefundDuplicateCharge, "msg.refundpaid")
+	case h.State == booking.HoldCancelled && booking.CancelledByReview(h.StateReason):
+		// Ended by a fraud review's enforcement while this payment was in
+		// flight: the decision stands, the money goes back in full.
+		return refund(booking.RefundHoldCancelled, "msg.refundreview")
 	case h.State == booking.HoldCancelled:
 		return refund(booking.RefundHoldCancelled, "msg.refundcancelled")
 	default: // EXPIRED or RELEASED: the money came after the seats went back
@@ -502,6 +506,8 @@ func (s *Service) resolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 // refund: why no ticket came of it.
 func lateRefundMessage(outcome, holdState, reason string, banned bool) string {
 	switch {
+	case holdState == booking.HoldCancelled && booking.CancelledByReview(reason):
+		return "msg.refundreview"
 	case banned:
 		return "msg.refundbanned"
 	case outcome == booking.RetakeRebooked:

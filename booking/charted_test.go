@@ -10,8 +10,6 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
-	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/sim/pspsim"
 )
 
 // Issue 33 (1): a hold still live when the chart is prepared can no
@@ -25,7 +23,7 @@ import (
 func TestHoldsLiveAtChartingAreRefundedNotBooked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := teststack.New(t, teststack.Options{Routes: quietRoutes()})
+	s := teststack.New(t, teststack.Options{Routes: teststack.QuietRoutes()})
 	shardID, date := s.DemoShard(t, 1, 2)
 	users := s.Users(t, "lc", 2)
 	pay := func(i int, want string) (hold, pay uuid.UUID) {
@@ -82,7 +80,7 @@ func TestHoldsLiveAtChartingAreRefundedNotBooked(t *testing.T) {
 func TestAHeldHoldOnAChartedShardIsNeverConfirmed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := teststack.New(t, teststack.Options{Routes: quietRoutes()})
+	s := teststack.New(t, teststack.Options{Routes: teststack.QuietRoutes()})
 	shardID, date := s.DemoShard(t, 2, 0)
 	users := walletUsers(t, s, "hc", 2)
 	wallet := mustHold(t, s, users[0], "held-charted-0", date)
@@ -109,18 +107,4 @@ func TestAHeldHoldOnAChartedShardIsNeverConfirmed(t *testing.T) {
 	if n, _, _ := s.Payments.Wallet(ctx, users[0], 0); n != 1_000_000 {
 		t.Fatalf("the refused wallet payment moved the balance to %d", n)
 	}
-}
-
-// quietRoutes are the gateways' routes with no faults and no automatic
-// approval: a payment waits for its customer (teststack.ApproveAtGateway).
-func quietRoutes() []pspapi.RouteConfig {
-	var out []pspapi.RouteConfig
-	for _, rc := range pspsim.DefaultRoutes() {
-		rc.LatencyP50Ms, rc.LatencyP99Ms = 5, 20
-		rc.TimeoutRate, rc.DeclineRate, rc.PendingRate, rc.LateSuccessRate = 0, 0, 0, 0
-		rc.LostCallbackRate, rc.DuplicateCallbackRate, rc.CallbackDelayMs = 0, 0, 0
-		rc.AutoApproveMs, rc.AbandonRate, rc.CapacityTPS = -1, 0, 0
-		out = append(out, rc)
-	}
-	return out
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
@@ -99,8 +100,8 @@ func NewCommitter(pool *pgxpool.Pool, jobs JobInserter, rules Rules, rec *fraud.
 }
 
 // maxHoldBatch bounds the holds of one transaction, and with them its
-// advisory locks (a passenger's keys and an account's phone, at most nine a
-// hold): PostgreSQL's lock table holds max_locks_per_transaction (64) times
+// advisory locks (a passenger's keys, an account's phone and the account,
+// at most ten a hold): PostgreSQL's lock table holds max_locks_per_transaction (64) times
 // its connections, shared by every transaction of every process.
 const maxHoldBatch = 128
 
@@ -234,6 +235,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		limit.queueLocks(b)
 		persons := c.newPersonCap(users, days)
 		persons.queueLocks(b)
+		queueAccountLocks(b, users)
 		limit.queue(b)
 		persons.queue(b)
 		// Its id, should the COMMIT's answer be lost (committed asks by it).
@@ -496,13 +498,40 @@ func (c *Committer) newPassengerLimit(batch []*pendingHold) *passengerLimit {
 }
 
 // Advisory lock classes of the holds' limits, beside the shards'
-// (inventory.ShardLockClass): a passenger's key on an opening day, and an
-// account's phone on one. A transaction takes shards, then passengers, then
-// phones, each in ascending order, so two never wait on each other.
+// (inventory.ShardLockClass): a passenger's key on an opening day, an
+// account's phone on one, and the account itself. A transaction takes
+// shards, then passengers, then phones, then accounts, each in ascending
+// order, so two never wait on each other.
 const (
 	passengerLockClass = 4243
 	personLockClass    = 4244
+	// AccountLockClass: taken shared by every transaction writing an
+	// account's new holds, to its COMMIT, and exclusive by a late payment's
+	// retake while it decides whether the passenger has held again
+	// (RetakeAndConfirm). Shared, so the hot path's writers never wait on
+	// each other for it.
+	AccountLockClass = 4245
 )
+
+// accountLockKey folds an account's id into an advisory lock's second key.
+func accountLockKey(userID int64) int32 { return int32(uint32(userID) ^ uint32(userID>>32)) }
+
+// queueAccountLocks adds to b the shared locks of a batch's accounts, after
+// the phones' (AccountLockClass).
+func queueAccountLocks(b *pgx.Batch, users []int64) {
+	keys := make([]int32, len(users))
+	for i, u := range users {
+		keys[i] = accountLockKey(u)
+	}
+	slices.Sort(keys)
+	b.Queue(`SELECT pg_advisory_xact_lock_shared($1, k) FROM unnest($2::int[]) AS k`, AccountLockClass, slices.Compact(keys))
+}
+
+// queueLockAccount adds to b the exclusive lock of one account: the new
+// holds of the account wait for the transaction that takes it.
+func queueLockAccount(b *pgx.Batch, userID int64) {
+	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, AccountLockClass, accountLockKey(userID)).Exec(func(pgconn.CommandTag) error { return nil })
+}
 
 // lockKey folds a limit's key into an advisory lock's second key: two keys
 // that collide only take turns for nothing.

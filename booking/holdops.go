@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,6 +39,9 @@ type HoldInfo struct {
 	// shard or a banned account can no longer become a ticket.
 	Chart  string
 	Banned bool
+	// StateReason is why the hold is in its state (CancelledByReview says
+	// whether a fraud review ended it).
+	StateReason string
 }
 
 // Unconfirmable says why a HELD hold can no longer become a ticket ("" when
@@ -96,14 +100,14 @@ func QueueLockShardOfHold(b *pgx.Batch, id uuid.UUID) {
 }
 
 const lockHoldSQL = `SELECT h.id, h.user_id, h.shard_id, h.idempotency_key, h.kind, h.state, h.from_seq, h.to_seq, h.berths, h.passengers,
-	h.fare_paise, h.created_at, h.expires_at, h.updated_at, h.extended, s.chart_state, u.banned_at IS NOT NULL
+	h.fare_paise, h.created_at, h.expires_at, h.updated_at, h.extended, s.chart_state, u.banned_at IS NOT NULL, h.state_reason
 	FROM holds h JOIN inventory_shards s ON s.id = h.shard_id JOIN users u ON u.id = h.user_id WHERE h.id = $1 FOR UPDATE OF h`
 
 func scanHoldInfo(row pgx.Row, id uuid.UUID, h *HoldInfo) error {
 	var pax []byte
 	var berths []int32
 	err := row.Scan(&h.ID, &h.UserID, &h.ShardID, &h.IdemKey, &h.Kind, &h.State, &h.From, &h.To, &berths, &pax,
-		&h.FarePaise, &h.CreatedAt, &h.ExpiresAt, &h.UpdatedAt, &h.Extended, &h.Chart, &h.Banned)
+		&h.FarePaise, &h.CreatedAt, &h.ExpiresAt, &h.UpdatedAt, &h.Extended, &h.Chart, &h.Banned, &h.StateReason)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Errorf(ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", id)
 	}
@@ -155,6 +159,50 @@ func (s *Service) ReleaseTx(ctx context.Context, tx pgx.Tx, h HoldInfo, state, r
 	return true, nil
 }
 
+// ReviewCancelReason is the reason a fraud review's decision records on
+// the holds and bookings it cancels: the passenger is told why, and an
+// upheld appeal refunds exactly the bookings that carry it.
+func ReviewCancelReason(decisionID int64) string {
+	return fmt.Sprintf("%s (decision %d)", reviewCancelPrefix, decisionID)
+}
+
+const reviewCancelPrefix = "cancelled after fraud review"
+
+// CancelledByReview reports whether reason is a fraud review's
+// (ReviewCancelReason).
+func CancelledByReview(reason string) bool { return strings.HasPrefix(reason, reviewCancelPrefix) }
+
+// EndHoldTx ends, in tx, a hold that has not become a ticket and still
+// could: a live one (HELD) is CANCELLED with reason and its seats go back
+// (call AfterRelease once tx commits); a lapsed one (EXPIRED, RELEASED),
+// whose seats are already back, is marked CANCELLED too, because a payment
+// for it that succeeds late would otherwise retake its seats
+// (RetakeAndConfirm retakes only lapsed holds). Either way a payment that
+// arrives afterwards is refunded, never confirmed. It answers the state the
+// hold ended from, "" when it was left as it was (CONFIRMED: a ticket to
+// cancel as such; or already CANCELLED). The shard's lock first, then the
+// hold's, as everywhere.
+func (s *Service) EndHoldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) (HoldInfo, string, error) {
+	h, err := LockHoldTx(ctx, tx, id)
+	if err != nil {
+		return h, "", err
+	}
+	switch h.State {
+	case HoldHeld:
+		if _, err := s.ReleaseTx(ctx, tx, h, HoldCancelled, reason); err != nil {
+			return h, "", err
+		}
+	case HoldExpired, HoldReleased:
+		if _, err := tx.Exec(ctx, `UPDATE holds SET state = 'CANCELLED', state_reason = $2, updated_at = now(),
+			state_version = state_version + 1 WHERE id = $1`, id, reason); err != nil {
+			return h, "", fmt.Errorf("end hold %s: %w", id, err)
+		}
+	default:
+		return h, "", nil
+	}
+	return h, h.State, nil
+}
+
 // seatSyncDelay is how long after a commit its seat-sync job runs: the
 // after-commit Redis update has normally landed by then, and the job finds
 // nothing to do.
@@ -193,7 +241,12 @@ func (s *Service) AfterRelease(ctx context.Context, h HoldInfo) {
 // Retake outcomes.
 const (
 	RetakeConfirmed = "CONFIRMED"
-	RetakeNoSeat    = "NO_SEAT"
+	// RetakeNoSeat: no seat for the hold (sold meanwhile, the chart
+	// prepared, the account banned, the hold ended); nothing changed.
+	RetakeNoSeat = "NO_SEAT"
+	// RetakeRebooked: the passenger has held or booked this shard again
+	// since; a second ticket is not what they asked for. Nothing changed.
+	RetakeRebooked = "REBOOKED"
 )
 
 // RetakeAndConfirm gives a released hold its seats back, for the same
@@ -209,6 +262,13 @@ const (
 // which a late release of the lapsed hold leaves alone. The hold goes from
 // lapsed straight to CONFIRMED, never back through HELD, so a live hold of
 // the passenger elsewhere (one per account) does not block a paid journey.
+//
+// Whether the passenger has held or booked this shard again since
+// (RetakeRebooked) is read under their account's lock, taken exclusive
+// here and shared by every new hold's transaction to its COMMIT
+// (Committer.write): a hold they made before is seen, one they make now
+// waits for this decision, so a read without it and a retake after could
+// not both let a new hold through and confirm this one.
 func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(tx pgx.Tx, res ConfirmResult) error) (ConfirmResult, string, error) {
 	var h HoldInfo
 	err := s.pool.QueryRow(ctx, `SELECT user_id, shard_id, kind, state, from_seq, to_seq, passengers FROM holds WHERE id = $1`, id).
@@ -241,16 +301,28 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 		// The shard's lock first, as everywhere; under it the chart state is
 		// final for this transaction: a chart prepared since the hold
 		// lapsed (the late success's read above) leaves no seat to retake.
-		if err := inventory.LockShardShared(ctx, tx, h.ShardID); err != nil {
-			return err
-		}
+		// Then the account's (see above), then the hold's, in one round trip.
 		var state, chart string
 		var epoch int64
-		if err := tx.QueryRow(ctx, `SELECT h.state, s.chart_state, s.epoch FROM holds h JOIN inventory_shards s ON s.id = h.shard_id
-			WHERE h.id = $1 FOR UPDATE OF h`, id).Scan(&state, &chart, &epoch); err != nil {
+		var banned, rebooked bool
+		b := &pgx.Batch{}
+		inventory.QueueLockShardShared(b, h.ShardID)
+		queueLockAccount(b, h.UserID)
+		b.Queue(`SELECT h.state, s.chart_state, s.epoch, u.banned_at IS NOT NULL,
+				EXISTS (SELECT 1 FROM holds o WHERE o.user_id = h.user_id AND o.shard_id = h.shard_id AND o.id <> h.id
+					AND o.state IN ('HELD', 'CONFIRMED') AND o.created_at > h.created_at)
+			FROM holds h JOIN inventory_shards s ON s.id = h.shard_id JOIN users u ON u.id = h.user_id
+			WHERE h.id = $1 FOR UPDATE OF h`, id).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&state, &chart, &epoch, &banned, &rebooked)
+		})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		if (state != HoldExpired && state != HoldReleased) || chart != ChartOpen {
+		if (state != HoldExpired && state != HoldReleased) || chart != ChartOpen || banned {
+			return nil
+		}
+		if rebooked {
+			outcome = RetakeRebooked
 			return nil
 		}
 		// Whatever Redis still has under this id is not durable: the lapsed

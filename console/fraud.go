@@ -374,6 +374,17 @@ func (c *Console) renderCluster(w http.ResponseWriter, r *http.Request, notice, 
 		}
 		if enforced != nil {
 			d.EnforcedAt = ist(*enforced)
+			// What it cancelled, as the members were told: tickets, and holds
+			// ended before they became tickets (booking.Service.EndHoldTx).
+			if err := c.pool.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM fraud_enforcements f JOIN bookings b ON b.hold_id = f.hold_id
+				 WHERE f.decision_id = $1 AND f.action = 'CANCEL' AND b.cancel_reason LIKE $2 || '%'),
+				(SELECT count(*) FROM fraud_enforcements f JOIN holds h ON h.id = f.hold_id
+				 WHERE f.decision_id = $1 AND f.action = 'CANCEL' AND h.state = 'CANCELLED' AND h.state_reason = $2)`,
+				did, booking.ReviewCancelReason(did)).Scan(&d.TicketsCancelled, &d.HoldsEnded); err != nil {
+				c.serverError(w, r, err)
+				return
+			}
 		}
 		d.CanApprove = d.NeedsApproval && !d.Approved && analyst != u.ID
 		p.Decision = &d

@@ -187,6 +187,10 @@ func TestUpheldCancellationAppealRefundsOverTheConsole(t *testing.T) {
 	if n := w.count(`SELECT count(*) FROM bookings WHERE hold_id = $1 AND status = 'CANCELLED'`, w.hold); n != 1 || refunds() != 0 {
 		t.Fatalf("after enforcement: %d cancelled, %d refunds; want 1 and 0", n, refunds())
 	}
+	// The analysts see what enforcement cancelled.
+	if _, page, _ := w.analysts["fraud1"].get(fmt.Sprintf("/console/fraud/clusters/%d", w.cluster)); !strings.Contains(page, "4 tickets cancelled, 0 holds ended") {
+		t.Errorf("the cluster's page does not say what enforcement cancelled: %.2000s", page)
+	}
 	if n := w.answer("admin2", "uphold"); !strings.Contains(n, "proposed") || refunds() != 0 {
 		t.Fatalf("the proposal: %q, %d refunds", n, refunds())
 	}

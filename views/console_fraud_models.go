@@ -95,4 +95,7 @@ type FraudDecisionView struct {
 	NeedsApproval, Approved                       bool
 	ApprovedBy, EnforcedAt                        string
 	CanApprove                                    bool
+	// What enforcement cancelled: tickets, and holds that had not become
+	// tickets (their payments, if they still go through, are refunded).
+	TicketsCancelled, HoldsEnded int
 }

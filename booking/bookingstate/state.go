@@ -65,6 +65,9 @@ func Describe(v booking.HoldView, pays []payment.View, now time.Time) Words {
 		}
 	case v.State == booking.HoldExpired:
 		s.State, s.Message = Expired, "Your hold ran out before payment; the seats were released. Nothing was charged."
+	case v.State == booking.HoldCancelled && booking.CancelledByReview(v.Reason):
+		s.State, s.Message = Cancelled, "This hold was cancelled after a fraud review of your account's bookings; the seats were released. "+
+			"A payment for it that goes through is refunded in full. You may appeal the decision."
 	case v.State == booking.HoldCancelled:
 		s.State, s.Message = Cancelled, "You cancelled this hold; the seats were released. Nothing was charged."
 	default:
@@ -98,7 +101,11 @@ func describePayment(s *Words, v booking.HoldView, pays []payment.View) {
 				}
 			} else if v.BookingStat != booking.BookingConfirmed && v.BookingStat != booking.BookingWaitlisted {
 				s.State = RefundInitiated
-				s.Message = "₹" + india.Decimal(r.AmountPaise) + " is being refunded automatically (" + RefundReason(r.Reason) + ")."
+				why := RefundReason(r.Reason)
+				if r.Reason == booking.RefundHoldCancelled && booking.CancelledByReview(v.Reason) {
+					why = "the hold was cancelled after a fraud review before the payment arrived"
+				}
+				s.Message = "₹" + india.Decimal(r.AmountPaise) + " is being refunded automatically (" + why + ")."
 			}
 			if v.BookingStat == "" || v.BookingStat == booking.BookingCancelled {
 				return
@@ -113,6 +120,12 @@ func describePayment(s *Words, v booking.HoldView, pays []payment.View) {
 	case payment.Initiated, payment.AwaitingUser, payment.PendingAtBank, payment.Unknown:
 		s.State = PaymentPending
 		s.Message = "Waiting for your bank. You will get a ticket or an automatic refund by " + by + " IST."
+		if v.State == booking.HoldCancelled && booking.CancelledByReview(v.Reason) {
+			// No ticket can come of it any more: only the refund.
+			s.State = Cancelled
+			s.Message = "This hold was cancelled after a fraud review of your account's bookings; the seats were released. " +
+				"If your bank still completes the payment, it is refunded in full automatically by " + by + " IST. You may appeal the decision."
+		}
 		s.NextCheckMs = 3000
 		d := latest.Deadline
 		s.ResolveBy = &d

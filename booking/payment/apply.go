@@ -402,6 +402,10 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, c *confirmations, b *pg
 		return nil
 	case h.State == booking.HoldConfirmed:
 		return refund(booking.RefundDuplicateCharge, "msg.refundpaid")
+	case h.State == booking.HoldCancelled && booking.CancelledByReview(h.StateReason):
+		// Ended by a fraud review's enforcement while this payment was in
+		// flight: the decision stands, the money goes back in full.
+		return refund(booking.RefundHoldCancelled, "msg.refundreview")
 	case h.State == booking.HoldCancelled:
 		return refund(booking.RefundHoldCancelled, "msg.refundcancelled")
 	default: // EXPIRED or RELEASED: the money came after the seats went back
@@ -412,8 +416,9 @@ func (s *Service) settle(ctx context.Context, tx pgx.Tx, c *confirmations, b *pg
 
 // ResolveLateSuccess handles a payment that succeeded after its hold had
 // lapsed: the same journey is held again and confirmed at the original fare
-// if seats are free within the grace period; otherwise the money goes back
-// in full (LATE_SUCCESS_NO_SEAT).
+// if seats are free within the grace period and the passenger has not held
+// or booked the train again since; otherwise the money goes back in full
+// (LATE_SUCCESS_NO_SEAT).
 func (s *Service) ResolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 	// One at a time per payment: the late-success job and reconciliation's
 	// resolution may both arrive, and the second must see what the first did.
@@ -440,9 +445,8 @@ func (s *Service) resolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 	var userID, amount int64
 	var state string
 	var released time.Time
-	var hstate string
-	err := s.pool.QueryRow(ctx, `SELECT p.hold_id, p.user_id, p.amount_paise, p.state, h.updated_at, h.state
-		FROM payments p JOIN holds h ON h.id = p.hold_id WHERE p.id = $1`, id).Scan(&holdID, &userID, &amount, &state, &released, &hstate)
+	err := s.pool.QueryRow(ctx, `SELECT p.hold_id, p.user_id, p.amount_paise, p.state, h.updated_at
+		FROM payments p JOIN holds h ON h.id = p.hold_id WHERE p.id = $1`, id).Scan(&holdID, &userID, &amount, &state, &released)
 	if err != nil {
 		return fmt.Errorf("late success %s: %w", id, err)
 	}
@@ -458,15 +462,15 @@ func (s *Service) resolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 		return nil
 	}
 	// A passenger who has since held or booked this train again gets the
-	// money back rather than a second ticket they did not ask for.
-	var rebooked bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM holds o JOIN holds h ON h.id = $1
-		WHERE o.user_id = h.user_id AND o.shard_id = h.shard_id AND o.id <> h.id AND o.state IN ('HELD', 'CONFIRMED')
-		  AND o.created_at > h.created_at)`, holdID).Scan(&rebooked); err != nil {
-		return fmt.Errorf("late success %s: %w", id, err)
-	}
-	if time.Since(released) < s.cfg.LateGrace && !rebooked {
-		res, outcome, err := s.booking.RetakeAndConfirm(ctx, holdID, func(tx pgx.Tx, res booking.ConfirmResult) error {
+	// money back rather than a second ticket they did not ask for: the
+	// retake decides that under their account's lock (RetakeAndConfirm),
+	// since a read here would be stale by the retake's commit.
+	outcome := booking.RetakeNoSeat
+	s.cfg.Pause.At(ctx, "late.before-retake")
+	if time.Since(released) < s.cfg.LateGrace {
+		var res booking.ConfirmResult
+		var err error
+		res, outcome, err = s.booking.RetakeAndConfirm(ctx, holdID, func(tx pgx.Tx, res booking.ConfirmResult) error {
 			if err := event(ctx, tx, id, Success, Success, "late success: seats retaken", map[string]any{"pnr": res.PNR}); err != nil {
 				return err
 			}
@@ -481,16 +485,34 @@ func (s *Service) resolveLateSuccess(ctx context.Context, id uuid.UUID) error {
 		}
 	}
 	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		var p pgx.Row = tx.QueryRow(ctx, `SELECT state FROM payments WHERE id = $1 FOR UPDATE`, id)
-		if err := p.Scan(&state); err != nil {
+		// The payment's lock, and what the passenger is told why by.
+		var hstate, reason string
+		var banned bool
+		if err := tx.QueryRow(ctx, `SELECT p.state, h.state, h.state_reason, u.banned_at IS NOT NULL
+			FROM payments p JOIN holds h ON h.id = p.hold_id JOIN users u ON u.id = h.user_id
+			WHERE p.id = $1 FOR UPDATE OF p`, id).Scan(&state, &hstate, &reason, &banned); err != nil {
 			return err
 		}
 		if _, created, err := s.RequestRefundTx(ctx, tx, id, booking.RefundLateSuccessNoSeat, 0); err != nil || !created {
 			return err
 		}
-		if err := event(ctx, tx, id, Success, Success, "late success: no seat, refunding", nil); err != nil {
+		if err := event(ctx, tx, id, Success, Success, "late success: no seat, refunding", map[string]any{"retake": outcome}); err != nil {
 			return err
 		}
-		return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), "msg.refundlate", india.Decimal(amount))
+		return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), lateRefundMessage(outcome, hstate, reason, banned), india.Decimal(amount))
 	})
+}
+
+// lateRefundMessage is the catalogue key of the notice of a late success's
+// refund: why no ticket came of it.
+func lateRefundMessage(outcome, holdState, reason string, banned bool) string {
+	switch {
+	case holdState == booking.HoldCancelled && booking.CancelledByReview(reason):
+		return "msg.refundreview"
+	case banned:
+		return "msg.refundbanned"
+	case outcome == booking.RetakeRebooked:
+		return "msg.refundrebooked"
+	}
+	return "msg.refundlate"
 }

@@ -14,6 +14,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/audit"
 	"tatkal/booking/db"
+	"tatkal/booking/india"
 )
 
 // DefaultEnforceDelay is how long after a decision (or its approval) its
@@ -27,13 +28,15 @@ const enforcerActor = "system:fraud-enforcer"
 
 // Enforcer carries out decided clusters in batches: bookings cancelled
 // through the booking service's cancellation (refund per the Tatkal rules,
-// berths back to the pool), accounts banned or given harder challenges.
-// Each act is recorded with the act in one transaction, so a job stopped
-// midway and run again never acts twice.
+// berths back to the pool), the members' holds that could still become
+// tickets ended, accounts banned or given harder challenges. Each act is
+// recorded with the act in one transaction, so a job stopped midway and run
+// again never acts twice.
 type Enforcer struct {
 	Review  *Service
 	Booking *booking.Service
-	// Pause is a test hook ("fraud.enforce.after-cancel"); nil in production.
+	// Pause is a test hook ("fraud.enforce.after-cancel",
+	// "fraud.enforce.after-end-hold"); nil in production.
 	Pause booking.PauseFunc
 	Log   *slog.Logger
 }
@@ -61,6 +64,20 @@ func (e *Enforcer) RunDue(ctx context.Context) (int, error) {
 
 // Enforce carries out one decision. Running it again after a stop finds
 // what was done and does the rest.
+//
+// A decision is enforced for good once it has run, payments still in
+// flight included: a member's hold whose payment was pending at the bank
+// is ended with the rest (endHolds), so when the bank's success comes the
+// payment path finds the hold CANCELLED and refunds it in full; no ticket
+// is issued after the decision. The other way, issuing the ticket and
+// sweeping the members' later bookings until their payments settle, was
+// not taken: the ticket would be issued, sent to the reservation core and
+// then cancelled, and a confirmed Tatkal ticket cancelled refunds nothing,
+// so a payment the decision caught in flight would be kept for a ticket
+// the passenger never had; and the decision could not be called done
+// while any member's bank was still deciding. A hold a member makes after
+// enforcement is a new act: a ban refuses it, and any other decision
+// leaves it to a new review.
 func (e *Enforcer) Enforce(ctx context.Context, decisionID int64) error {
 	pool := e.Review.pool
 	var outcome string
@@ -78,10 +95,25 @@ func (e *Enforcer) Enforce(ctx context.Context, decisionID int64) error {
 	}
 	switch outcome {
 	case CancelBookings:
+		// The holds first: one confirmed meanwhile is a booking by the time
+		// the bookings are read, and is cancelled as such.
+		if err := e.endHolds(ctx, decisionID, clusterID, &window); err != nil {
+			return err
+		}
 		if err := e.cancelBookings(ctx, decisionID, clusterID, window); err != nil {
 			return err
 		}
-	case Ban, ExtraChallenge:
+	case Ban:
+		// The ban first: from its commit no hold of theirs is written and
+		// no payment of theirs confirms (booking.HoldInfo.Unconfirmable),
+		// so the holds read after it are all they will have.
+		if err := e.accounts(ctx, decisionID, clusterID, outcome); err != nil {
+			return err
+		}
+		if err := e.endHolds(ctx, decisionID, clusterID, nil); err != nil {
+			return err
+		}
+	case ExtraChallenge:
 		if err := e.accounts(ctx, decisionID, clusterID, outcome); err != nil {
 			return err
 		}
@@ -137,6 +169,15 @@ func (e *Enforcer) cancelBookings(ctx context.Context, decisionID, clusterID int
 				WHERE decision_id = $1 AND hold_id = $2 AND action = 'CANCEL' AND user_id = $3`, decisionID, t.hold, t.user, done.RefundPaise); err != nil {
 				return err
 			}
+			if done.Released {
+				var pnr string
+				if err := tx.QueryRow(ctx, `SELECT pnr FROM bookings WHERE hold_id = $1`, t.hold).Scan(&pnr); err != nil {
+					return fmt.Errorf("pnr of hold %s: %w", t.hold, err)
+				}
+				if err := booking.NotifyT(ctx, tx, t.user, "BOOKING_CANCELLED", pnr, "msg.bookingreview", pnr, india.Decimal(done.RefundPaise)); err != nil {
+					return err
+				}
+			}
 			return audit.Write(ctx, tx, enforcerActor, "fraud.cancel_booking", "hold:"+t.hold.String(),
 				map[string]any{"decision": decisionID, "refund_paise": done.RefundPaise, "released": done.Released})
 		})
@@ -162,16 +203,79 @@ func (e *Enforcer) cancelBookings(ctx context.Context, decisionID, clusterID int
 	return nil
 }
 
-// cancelReason is the cancel reason of the bookings a decision cancelled:
-// an upheld appeal refunds exactly those (and not one the passenger had
-// cancelled before, which enforcement records too).
-func cancelReason(decisionID int64) string {
-	return fmt.Sprintf("cancelled after fraud review (decision %d)", decisionID)
+// cancelReason is the cancel reason of the holds and bookings a decision
+// cancelled: an upheld appeal refunds exactly those bookings (and not one
+// the passenger had cancelled before, which enforcement records too).
+func cancelReason(decisionID int64) string { return booking.ReviewCancelReason(decisionID) }
+
+// endHolds ends the members' holds that have not become tickets and still
+// could (booking.Service.EndHoldTx): a live one, whose payment may be
+// pending at the bank, and a lapsed one with a payment not refunded, which
+// a late success would otherwise retake. A hold's payment that succeeds
+// afterwards is refunded in full. Within window's shards, as the bookings
+// the decision cancels; every shard for a ban (window nil). Shards already
+// charted are left out: no hold of theirs can become a ticket. One
+// transaction per hold, holding its end, its record (a CANCEL of the hold),
+// the member's notice and the audit; the seats go back in Redis after it.
+// A hold ended is no longer selected, so a run stopped midway and run
+// again ends each once.
+func (e *Enforcer) endHolds(ctx context.Context, decisionID, clusterID int64, window *time.Time) error {
+	pool := e.Review.pool
+	rows, err := pool.Query(ctx, `SELECT h.id FROM holds h
+		JOIN fraud_cluster_members m ON m.user_id = h.user_id AND m.cluster_id = $1
+		JOIN inventory_shards s ON s.id = h.shard_id AND s.chart_state = 'OPEN' AND ($2::timestamptz IS NULL OR s.window_opens_at = $2)
+		WHERE h.state = 'HELD'
+		   OR (h.state IN ('EXPIRED', 'RELEASED') AND EXISTS (SELECT 1 FROM payments p WHERE p.hold_id = h.id
+		       AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = p.id)))
+		ORDER BY h.id`, clusterID, window)
+	if err != nil {
+		return fmt.Errorf("holds of cluster %d: %w", clusterID, err)
+	}
+	holds, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return fmt.Errorf("holds of cluster %d: %w", clusterID, err)
+	}
+	for _, id := range holds {
+		var h booking.HoldInfo
+		var from string
+		err := db.Transact(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			if h, from, err = e.Booking.EndHoldTx(ctx, tx, id, cancelReason(decisionID)); err != nil || from == "" {
+				return err // confirmed meanwhile (cancelBookings cancels it) or ended before
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO fraud_enforcements (decision_id, user_id, hold_id, action)
+				VALUES ($1, $2, $3, 'CANCEL') ON CONFLICT DO NOTHING`, decisionID, h.UserID, id); err != nil {
+				return fmt.Errorf("record ended hold: %w", err)
+			}
+			sh, err := e.Booking.Catalog().ByIDTx(ctx, tx, h.ShardID)
+			if err != nil {
+				return err
+			}
+			journey := fmt.Sprintf("%s %s on %s", sh.Train, sh.Class, sh.Date.Format("2 Jan 2006"))
+			if err := booking.NotifyT(ctx, tx, h.UserID, "HOLD_CANCELLED", id.String(), "msg.holdreview", journey); err != nil {
+				return err
+			}
+			return audit.Write(ctx, tx, enforcerActor, "fraud.end_hold", "hold:"+id.String(),
+				map[string]any{"decision": decisionID, "from": from})
+		})
+		if err != nil {
+			return fmt.Errorf("end hold %s for decision %d: %w", id, decisionID, err)
+		}
+		if from == booking.HoldHeld {
+			e.Booking.AfterRelease(ctx, h)
+		}
+		e.Pause.At(ctx, "fraud.enforce.after-end-hold")
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // accounts bans the members or makes their challenges harder. A ban also
-// ends their sessions' booking (holds are refused at the group commit); the
-// member can still sign in to see why and appeal.
+// ends their sessions' booking (holds are refused at the group commit, and
+// a payment for a hold they have is refunded, not confirmed); the member
+// can still sign in to see why and appeal.
 func (e *Enforcer) accounts(ctx context.Context, decisionID, clusterID int64, outcome string) error {
 	action, set := "BAN", `banned_at = coalesce(banned_at, now())`
 	if outcome == ExtraChallenge {

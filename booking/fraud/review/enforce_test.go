@@ -69,15 +69,24 @@ func newRing(t *testing.T) *ring {
 		}
 		r.holds = append(r.holds, res.HoldID)
 	}
+	r.flag(t)
+	return r
+}
+
+// flag puts the ring's members in one flagged cluster of its shard's
+// window, and adds the five analysts and the review service.
+func (r *ring) flag(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
 	var window time.Time
 	if err := r.s.Pool.QueryRow(ctx, `SELECT window_opens_at FROM inventory_shards WHERE id = $1`, r.shardID).Scan(&window); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.s.Pool.QueryRow(ctx, `INSERT INTO fraud_clusters (window_opens_at, score, flagged, members, evidence)
-		VALUES ($1, 9, true, $2, '{"why":["test ring"]}') RETURNING id`, window, len(ids)).Scan(&r.cluster); err != nil {
+		VALUES ($1, 9, true, $2, '{"why":["test ring"]}') RETURNING id`, window, len(r.members)).Scan(&r.cluster); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.s.Pool.Exec(ctx, `INSERT INTO fraud_cluster_members (cluster_id, user_id) SELECT $1, unnest($2::bigint[])`, r.cluster, ids); err != nil {
+	if _, err := r.s.Pool.Exec(ctx, `INSERT INTO fraud_cluster_members (cluster_id, user_id) SELECT $1, unnest($2::bigint[])`, r.cluster, r.members); err != nil {
 		t.Fatal(err)
 	}
 	for i, login := range []string{"fraud-a", "fraud-b", "fraud-c", "fraud-d", "fraud-e"} {
@@ -89,7 +98,6 @@ func newRing(t *testing.T) *ring {
 	r.svc = review.New(r.s.Pool)
 	r.svc.EnforceDelay = 0
 	r.svc.Refunds = r.s.Payments
-	return r
 }
 
 func (r *ring) enforcer() *review.Enforcer {

@@ -1,6 +1,3 @@
-// Package jobs wires River: the client, the workers (thin: each calls a
-// domain service) and the periodic schedule. Job args live beside the
-// domain that enqueues them; only main imports this package.
 package jobs
 
 import (

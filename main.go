@@ -271,8 +271,8 @@ func cmdRehearse(ctx context.Context, cfg app.Config, args []string, out io.Writ
 	fs := flags("rehearse", "Rehearse one Tatkal rush through the real HTTP API: travellers sign in, queue (queue mode), hold, pay and poll\n"+
 		"to a terminal answer, once booking directly and once through the waiting room, with faults through the real levers\n"+
 		"and simulators. Without --url it runs its own stack on free loopback ports, a scratch database and Redis prefix,\n"+
-		"removed after. Writes rehearsal-<time>.json and .md; exits 1 if any run oversold, left a payment unresolved or\n"+
-		"did not balance. Faults: "+strings.Join(rehearse.FaultNames, ", ")+".",
+		"removed after. Writes rehearsal-<time>.json and .md (to a new temporary directory unless --out names one);\n"+
+		"exits 1 if any run oversold, left a payment unresolved or did not balance. Faults: "+strings.Join(rehearse.FaultNames, ", ")+".",
 		"tatkal rehearse --travellers 2000 --berths 600 --mode both --fault gateway-degraded@20s-40s", out)
 	o := rehearse.Defaults()
 	fs.IntVar(&o.Travellers, "travellers", o.Travellers, "travellers in the rush")
@@ -289,7 +289,7 @@ func cmdRehearse(ctx context.Context, cfg app.Config, args []string, out io.Writ
 	fs.StringVar(&o.URL, "url", "", "rehearse against this running deployment (its DATABASE_URL, REDIS_URL, TATKAL_REDIS_PREFIX) instead of an own stack")
 	fs.IntVar(&o.Follow, "follow", 1, "traveller whose path the report follows (1-based)")
 	fs.DurationVar(&o.Drain, "drain", o.Drain, "how long payments may take to resolve after the window")
-	dir := fs.String("out", ".", "directory for the reports")
+	dir := fs.String("out", "", "directory for the reports (default: a new temporary directory, printed at the start)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // testPool caps each test process's pool: the suite runs many at once
-// against one PostgreSQL (README: the connection budget).
+// against one PostgreSQL (booking/lab/testenv: the connection budget).
 const testPool = 10
 
 func testConfig(t *testing.T) (app.Config, *testenv.Env) {

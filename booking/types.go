@@ -1,7 +1,3 @@
-// Package booking is the Tatkal domain: shards, holds, bookings, the rules
-// and fares, and the service that holds, confirms, cancels and expires
-// seats. Redis (booking/inventory) owns live seat state; PostgreSQL is the
-// record; River carries every deferred effect.
 package booking
 
 import (

@@ -1,8 +1,3 @@
-// Package console is the operator console under /console: people and
-// roles, the live funnel over a websocket, guarded control levers, the
-// operations pages, the audit log, River's UI and /metrics. Every figure
-// comes from PostgreSQL or Redis, so any number of app processes show the
-// same console.
 package console
 
 import (

@@ -1,7 +1,3 @@
-// Package jobs wires River: the client, the workers (thin: each calls a
-// domain service) and the periodic schedule. Job args live beside the
-// domain that enqueues them; only booking/app, which builds the services
-// the workers call, and jobs/backoffice import this package.
 package jobs
 
 import (

@@ -1,10 +1,3 @@
-// Package recon is the reconciliation back office: it ingests the outside
-// records of every rupee (each gateway's settlement file, the bank's
-// statement of payouts, the reservation core's export) with their lineage,
-// matches them against ours set-wise in PostgreSQL, and turns every
-// difference into an exception with a kind, an owning team, an SLA and a
-// resolution path. Automatic resolutions run as River jobs through the same
-// payment and booking code as the live path.
 package recon
 
 import (

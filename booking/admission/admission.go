@@ -1,13 +1,3 @@
-// Package admission is the fair waiting room: one queue per intent (a
-// Tatkal shard) in Redis, a randomised order inside the opening window with
-// a seed committed before it and revealed after it, signed single-use
-// admission tokens, the single-leader controller that admits per shard at
-// an adaptive rate, identity verification by one-time code, device
-// bindings, pacing, rate limits and the booking-time challenge.
-//
-// Signature checks (admission tokens, device bindings, challenges) live in
-// the subpackage token, which imports nothing of tatkal, so the hold path
-// can use them.
 package admission
 
 import (
@@ -94,7 +84,7 @@ type Config struct {
 	// per account and per device only: a NAT's neighbours never share a
 	// budget. LimitIP is for unauthenticated requests only, per source
 	// address, sized so a NAT of thousands of honest users stays under it
-	// (README, "The waiting room").
+	// (see the package doc: pacing).
 	LimitIP, LimitDevice, LimitAccount int
 	// MaxInFlight queue requests per process; beyond it the static
 	// high-demand answer is given.

@@ -205,11 +205,11 @@ func TestByChance(t *testing.T) {
 
 func round4(x float64) float64 { return math.Round(1e4*x) / 1e4 }
 
-// TestDrawIgnoresArrivalOver10000Entrants is the README's goal for the
-// draw itself: 10,000 entrants arriving in ticket order, placed by the
-// keyed hash of their ticket; |Spearman ρ| between arrival and place must
-// be under 0.05 (about 0.01 expected from chance alone), for each of five
-// seeds.
+// TestDrawIgnoresArrivalOver10000Entrants is the goal for the draw
+// itself (the package doc: fair by construction): 10,000 entrants arriving
+// in ticket order, placed by the keyed hash of their ticket; |Spearman ρ|
+// between arrival and place must be under 0.05 (about 0.01 expected from
+// chance alone), for each of five seeds.
 func TestDrawIgnoresArrivalOver10000Entrants(t *testing.T) {
 	b := &Service{ticketKey: token.Derive([]byte("0123456789abcdef0123456789abcdef-test"), "ticket")}
 	for s := range 5 {

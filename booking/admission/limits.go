@@ -11,11 +11,11 @@ import (
 )
 
 // DefaultLimitIP is the per-second limit on unauthenticated requests from
-// one source address. Sized from BenchmarkEarlyPollHTTP (README, "The
-// waiting room"): a NAT of 10,000 honest travellers, each making one
-// unauthenticated request (login, prepare, availability, fairness) every
-// 10 s in the rush, sends 1,000 a second, under it; 2,000 cheap answers a
-// second cost about a tenth of a core.
+// one source address. Sized from BenchmarkEarlyPollHTTP (booking/api): a
+// NAT of 10,000 honest travellers, each making one unauthenticated request
+// (login, prepare, availability, fairness) every 10 s in the rush, sends
+// 1,000 a second, under it; 2,000 cheap answers a second cost about a
+// tenth of a core.
 const DefaultLimitIP = 2000
 
 // limit counts an Enter against the per-second limits of the caller's

@@ -1,6 +1,3 @@
-// Package api serves the passenger JSON API under /v1: login, session
-// preparation, availability, hold, status and cancel. Errors are
-// application/problem+json with a stable code.
 package api
 
 import (

@@ -54,7 +54,7 @@ func TestWaitingRoomRehearsal(t *testing.T) {
 	// and aggressive travellers won 9.57 times as often). The bound on the
 	// mean of three seeds, and the waiting room against direct booking, are
 	// booking/lab/rehearse's TestSmallRehearsal (its travellers share one
-	// address too); a control with an address each never differed (README).
+	// address too); a control with an address each never differed.
 	r := rehearse(t, &rehearsal{seed: 1, travellers: 600, berths: 64, waitlist: 38, aggressive: 0.3})
 	t.Log(r)
 	if r.admittedRefused > 0 {

@@ -22,7 +22,7 @@ import (
 // TestMeasureLoginMemory measures 40 parallel logins at production argon2
 // cost, with the hashing unbounded (1000 slots, as before the guard) and
 // with the default bound; peak heap and answers are logged. Run with
-// TATKAL_MEASURE_LOGIN=1 (README, "Sign-in and sessions").
+// TATKAL_MEASURE_LOGIN=1 (README, Benchmarks; booking/auth: the login guard).
 func TestMeasureLoginMemory(t *testing.T) {
 	if os.Getenv("TATKAL_MEASURE_LOGIN") == "" {
 		t.Skip("a measurement; set TATKAL_MEASURE_LOGIN=1")

@@ -93,10 +93,10 @@ const (
 
 // DefaultConfirmWriters: confirmation groups are set-based (their holds
 // confirmed in one statement each), which halves PostgreSQL's work per
-// confirmation (README, Benchmarks); each writer holds a connection while
-// it writes. Two: what a group costs is now mostly per statement, not per
-// confirmation, so fewer writers with larger groups confirm more on the
-// same cores (1.4-1.7 times the callbacks of eight, README, Benchmarks).
+// confirmation (booking/payment's doc); each writer holds a connection
+// while it writes. Two: what a group costs is now mostly per statement,
+// not per confirmation, so fewer writers with larger groups confirm more
+// on the same cores (1.4-1.7 times the callbacks of eight).
 const DefaultConfirmWriters = 2
 
 func FromEnv() (Config, error) {

@@ -1,5 +1,3 @@
-// Package auth hashes passwords and signs the stateless session tokens that
-// let the hot path know who is calling without a database round trip.
 package auth
 
 import (

@@ -1,6 +1,3 @@
-// Package fraud records the signals of every hold and booking, clusters the
-// accounts behind them after each window, and (later) carries the review
-// decisions on those clusters.
 package fraud
 
 import (

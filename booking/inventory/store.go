@@ -1,15 +1,3 @@
-// Package inventory is the Redis owner of Tatkal seat state. Each shard's
-// keys share one hash tag and change only through the embedded Lua scripts,
-// so every change is atomic and linearisable per shard. PostgreSQL remains
-// the system of record: Rebuild reloads a shard from it under a new epoch,
-// and a shard whose state is missing refuses holds (fail closed), as is
-// one whose state is only partly there.
-//
-// Seats are one bitmap per leg (bit b set while berth b is free on that
-// leg), so Redis finds a journey's free berths with one BITOP AND over its
-// legs; static bitmaps of each berth type and a coach table (coaches are
-// contiguous runs of berths) let HOLD apply the preferences and keep a
-// group in one coach by looking at bytes, not berths. See lua/common.lua.
 package inventory
 
 import (

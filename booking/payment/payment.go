@@ -1,7 +1,3 @@
-// Package payment is the payment orchestrator: it takes money for holds
-// through the wallet or a gateway, drives each payment to a definite end
-// (a ticket or a refund), and treats every external answer as possibly
-// slow, duplicated, delayed or lost. A timeout is UNKNOWN, never FAILED.
 package payment
 
 import (

@@ -1,6 +1,3 @@
-// Package redisx opens Redis the one way the whole process does: a single
-// node, or a Redis Cluster when the address lists several nodes, behind
-// go-redis's UniversalClient, and walks keys on every master of a cluster.
 package redisx
 
 import (

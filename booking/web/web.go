@@ -1,7 +1,3 @@
-// Package web serves the passenger's HTML pages: server-rendered templ,
-// working without JavaScript where they can (site.js adds the countdowns
-// and the clock offset). Every page calls the same domain services as the
-// JSON API in booking/api; nothing here decides a booking rule.
 package web
 
 import (

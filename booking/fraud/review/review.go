@@ -1,8 +1,3 @@
-// Package review is the analysts' side of fraud clusters: a queue by score,
-// claims so that two analysts never work one cluster, and decisions with
-// reason codes, every step audited. It is apart from package fraud because
-// it speaks the booking error vocabulary, while the booking service must be
-// able to import fraud to record signals.
 package review
 
 import (

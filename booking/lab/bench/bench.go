@@ -1,8 +1,3 @@
-// Package bench measures the hold path on one hot shard, and the payment
-// path (wallet confirmations, gateway callbacks), against the raw ceilings
-// of Redis and PostgreSQL on the same machine, in the same run: a figure is
-// only meaningful beside what the hardware gave a minimal program a moment
-// earlier.
 package bench
 
 import (

@@ -1,10 +1,3 @@
-// Package chaos runs a rush through several serve processes of one stack
-// as a load balancer would (a request whose process is gone or answers
-// 5xx goes to the next one with the same idempotency key), and judges the
-// stack after faults by its invariants once it has drained: every HELD
-// answer durable, no berth sold twice, every payment one ticket or a full
-// refund, each PNR once in the reservation core, the wallets and the
-// money balanced. The chaos tests and tatkal chaos share it.
 package chaos
 
 import (

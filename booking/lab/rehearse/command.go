@@ -14,18 +14,26 @@ import (
 )
 
 // Command is the body of tatkal rehearse: run, write the JSON and
-// Markdown reports as out/rehearsal-<time>.{json,md}, print the Markdown,
+// Markdown reports as dir/rehearsal-<time>.{json,md}, print the Markdown,
 // and fail when a run broke a promise (oversold, unresolved payment,
-// money off, invariant broken).
+// money off, invariant broken). An empty dir is a new temporary directory,
+// named at the start: reports are a run's output, not the working tree's.
 func Command(ctx context.Context, cfg app.Config, o Options, dir string, out io.Writer) error {
 	if err := o.Check(); err != nil {
 		return err
 	}
 	// Made before the run, so a minutes-long rehearsal never ends with
 	// nowhere to write its report.
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "tatkal-rehearsal-")
+		if err != nil {
+			return fmt.Errorf("report directory: %w", err)
+		}
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report directory: %w", err)
 	}
+	fmt.Fprintf(out, "Reports go to %s\n", dir)
 	o.Progress = out
 	started := time.Now().UTC()
 	o.OnRun = func(rep *Report) {

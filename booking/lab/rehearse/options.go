@@ -1,10 +1,3 @@
-// Package rehearse is the rehearsal lab: one Tatkal rush played through
-// the real HTTP API by thousands of simulated travellers, once booking
-// directly and once through the waiting room, with faults pulled through
-// the real levers and simulators, and a report that puts the two side by
-// side (seeds/001's comparison table) beside what a browser model cannot
-// show: oversold berth-legs, payments unresolved after the drain, money
-// balancing to the paisa and the CPU each process used.
 package rehearse
 
 import (
@@ -142,8 +135,8 @@ const defaultDrain = payment.DefaultNotCreatedAfter + 30*time.Second
 // the neighbours' load, and a capacity measured under the rush itself
 // would fall as direct mode overloads the backend, hiding the overload.
 // The default is what the own stack served on the 2-core machine without
-// its calls queueing (README, The rehearsal lab: queue mode's 86/s kept
-// the p95 backend call at 2.6 s, direct mode's 929/s took it to 23 s).
+// its calls queueing (queue mode's 86/s kept the p95 backend call at
+// 2.6 s, direct mode's 929/s took it to 23 s).
 const DefaultCapacity = 100
 
 // capacityAt is the backend capacity t after the opening: Capacity, and

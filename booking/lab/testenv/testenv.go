@@ -1,6 +1,3 @@
-// Package testenv gives each test its own freshly migrated PostgreSQL
-// database (cloned from a template built once per schema) and its own Redis
-// key prefix, so tests run in parallel and never see each other's data.
 package testenv
 
 import (

@@ -1,5 +1,3 @@
-// Package teststack starts the booking stack of one test: service,
-// committer, River workers and the /v1 API on a real HTTP server.
 package teststack
 
 import (

@@ -1,10 +1,3 @@
-// Package pspsim is the payment gateway simulator (tatkal psp): a separate
-// HTTP server that speaks pspapi like a real Indian gateway, with realistic
-// latency, customer behaviour, bank outcomes and faults per route, so the
-// orchestrator's adapter is exercised over a real protocol.
-//
-// Everything it knows (payments, refunds, webhook deliveries, route
-// settings) lives in its own PostgreSQL schema, so a restart keeps it.
 package pspsim
 
 import (

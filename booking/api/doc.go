@@ -1,0 +1,23 @@
+// Package api serves the passenger JSON API under /v1: login, session
+// preparation, availability, hold, status and cancel. Errors are
+// application/problem+json with a stable code.
+//
+// Every route is in one list in api.go; a handler decodes, calls the domain
+// service and answers through booking/api/reply, the one writer of /v1 answers
+// (OpenAPI at /v1/openapi.json). The session token is checked by signature (no
+// database call), and holds beyond TATKAL_MAX_HOLDS_IN_FLIGHT per process are
+// shed at once with 503 and Retry-After.
+//
+//   - GET /v1/bookings/{hold_id}/status says it in words
+//     (booking/bookingstate): confirmed with PNR and berths; confirming;
+//     waiting for the bank ("you will get a ticket or an automatic refund by
+//     14:35"); failed, nothing charged; refunded, with reference, amount and
+//     date.
+//   - POST /v1/bookings/{hold_id}/cancel cancels what the passenger saw: the
+//     unpaid hold (409 ALREADY_CONFIRMED if the payment made it a ticket
+//     first) or, asked explicitly with {"cancel":"booking"}, the ticket under
+//     the Tatkal refund rules, which GET on the same path previews
+//     (booking.Service.CancelBooking).
+//   - Hold and queue answers that refuse a suspected bot are byte-identical to
+//     the capacity answer (HIGH_DEMAND).
+package api

@@ -1,0 +1,122 @@
+// Package console is the operator console under /console: people and roles,
+// the live funnel over a websocket, guarded control levers, the operations
+// pages, the audit log, River's UI and /metrics. Every figure comes from
+// PostgreSQL or Redis, so any number of app processes show the same console.
+//
+// Roles are ops, finance, fraud and admin; sessions live in PostgreSQL and
+// every form carries a CSRF token. Each route carries its roles in the one
+// route list of console.go. tatkal dev seeds ops1, finance1 (the finance
+// lead), finance2, fraud1, admin1 and admin2, password console-demo.
+//
+// # The live funnel
+//
+// Pushed over a websocket every second (hub.go drops slow clients instead of
+// waiting on them; the page falls back to polling): per shard and overall,
+// counts per stage per second, conversion, p95 per stage, seats left, payment
+// route health, the throttle and admission rate in force, and the invariant
+// check per shard (green, or red with the violation). Figures are summed over
+// every app process through Redis (booking/funnel). On top, the rush over
+// time: charts of the last 10 minutes in 5-second steps (queue entered,
+// admitted, queue depth, hold attempts, held, refused or sold out, payments
+// initiated, succeeded, failed or unknown, confirmed), one line per busy
+// shard; shards with under 5 % of the busiest shard's events are one grey
+// dashed line, and a checkbox (CSS, no JavaScript) draws each on its own.
+// Quiet shards' panels fold to one line; a shard in trouble is never folded.
+// Below them, p95 per timed stage (from latency histograms summed over
+// processes: p95s do not add up, bucket counts do) and one chart per payment
+// route: calls answered, refused (4xx) and unanswered (timeout, 5xx, 429: what
+// opens the breaker), noted "breaker opened N×". Every chart is one component
+// (views.LineChart drawing a views.Chart).
+//
+// # Levers
+//
+// Console forms and /v1/admin/levers (package levers): route weights, kill
+// switches (waitlist, card, net banking, non-essential), hold window per
+// method, admission rate and pause, a shard's mode, the per-shard throttle,
+// holding or extending a window. Each has bounds, a preview and a typed
+// confirmation; the dangerous ones need a second admin's approval (a different
+// person by user id, whether each used the console or a token); an optional
+// automatic revert is a River job inserted with the change, audited as
+// system:lever-revert on behalf of the change's author. Every change is
+// audited and in force on every process within a second.
+//
+// shard_throttle (scope global or shard:N, off or 1-20,000 calls a second;
+// above 5,000 a second admin approves) paces hold calls, and as many payment
+// initiations, that reach the booking core for the shard; a shard's own value
+// wins over the global one. It answers the reservation core slowing down by
+// pacing what is sent to it, instead of letting queues and timeouts build
+// inside (booking.Throttle). A throttled hold spends no admission token, but
+// on a queue shard the admitted keep their turn only so long: slow
+// admission_rate with it.
+//
+// # Pages
+//
+//   - Operations: shards with a guarded rebuild and their chart. A chart whose
+//     delivery to the core FAILED is sent once more by "Send the chart to the
+//     core again" (a compare-and-set FAILED → PENDING, so two operators at
+//     once send it once; a send is leased by chart_sending_since, so a chart
+//     left PENDING by a process that died mid-send is offered again); a chart
+//     whose preparation FAILED is prepared again in one transaction. Stuck
+//     payments by age with "inquire now" and the payment reviews (four eyes,
+//     see SECURITY.md); hold and booking lookup; a user trace ("why did this
+//     person not get a ticket", with the waiting room's refusals); the audit
+//     log (100 a page, filters by action and actor); River's UI at
+//     /console/river/ (admin).
+//   - Window fairness (/console/windows, ops and admin): each window's stored
+//     fairness figures with the draw's verify result and, beside each group's
+//     rate, admission.ByChance (red under 1 %), and any reopened draw.
+//   - Lab (/console/lab, ops and admin): a rehearsal on a scratch stack
+//     (booking/lab/rehearse), one at a time, audited, with its live chart
+//     against the backend's capacity line.
+//   - API tokens (/console/tokens, admin): /v1/admin takes a console user's
+//     personal token (Authorization: Bearer tkc_...), acting as that user with
+//     their role. Shown once, stored as SHA-256, expiring (1-365 days),
+//     revocable, last use recorded, creation and revocation audited. No shared
+//     token is an identity.
+//   - Finance (/console/finance, finance and admin; finance.go): runs by date
+//     and gateway with "run this day"; exceptions filtered by kind, age, owner
+//     team, assignee, state, gateway, day and amount, 50 a page; an
+//     exception's legs side by side with their raw lines and its history, and
+//     the actions assign, note, resolve with a code, propose and approve a
+//     write-off (two people), approve an automatic money move above the limit;
+//     uploads with their lineage, accepted by a second person before they
+//     start automatic resolutions (finance_accept.go); the day's books to the
+//     paisa; a run's workbook (.xlsx) and CSV. The finance home is the runs
+//     page headed by the exceptions past their SLA and the unread console
+//     messages, which the user marks read (recon.MarkMessagesRead). GET
+//     /v1/internal/reconciliation/{psp}/{date} answers the newest run and a
+//     page of its exceptions.
+//   - Fraud (/console/fraud, fraud and admin): the queue by score with claims,
+//     approvals, appeals and metrics; a cluster's page with a server-rendered
+//     SVG graph, members, bookings, evidence, decision and history; evidence
+//     as XLSX (booking/fraud/review).
+//
+// # Metrics
+//
+// /metrics (Prometheus text, on TATKAL_METRICS_ADDR, never the public
+// listener) serves this process's counters since it started (booking/metrics:
+// tatkal_funnel_events_total{stage}, tatkal_hold_duration_seconds{outcome},
+// tatkal_payment_duration_seconds{step},
+// tatkal_queue_request_duration_seconds{op}, with go_* and process_*) and,
+// read from PostgreSQL and Redis per scrape for the whole system (metrics.go):
+// tatkal_payments_unresolved, tatkal_lever_changes_pending,
+// tatkal_payment_route_success_ratio{gateway,method} and
+// tatkal_payment_route_breaker_open{gateway,method}.
+//
+// # The admin API
+//
+// Authorization: Bearer tkc_... (a person's token), or a console session with
+// X-CSRF-Token. Errors are the same problem documents as the rest of /v1
+// (booking/api/reply).
+//
+//	GET  /v1/admin/levers                      ops, admin   200 levers in force, recent changes, definitions
+//	POST /v1/admin/levers/preview              ops, admin   200 the effect and the word to type; 400 invalid
+//	POST /v1/admin/levers/changes              ops, admin   201 applied, 202 waiting for a second admin; 400 invalid
+//	POST /v1/admin/levers/changes/{id}/approve admin        200; 403 SAME_PERSON or ROLE, 404, 409 NOT_PENDING
+//	POST /v1/admin/levers/changes/{id}/reject  admin or the proposer   200; 403, 404, 409 as above
+//	GET  /v1/internal/reconciliation/{psp}/{date}   finance, admin   200; 400 BAD_PAGE or BAD_DATE, 404 NO_SUCH_RUN
+//
+// Every call may also answer 401 (no or a bad token, SESSION_EXPIRED), 403
+// (ROLE; NO_CSRF for a session without its header), 429, 503 with Retry-After,
+// and 500.
+package console

@@ -1,0 +1,71 @@
+// Package recon is the reconciliation back office: it ingests the outside
+// records of every rupee (each gateway's settlement file, the bank's statement
+// of payouts, the reservation core's export) with their lineage, matches them
+// against ours set-wise in PostgreSQL, and turns every difference into an
+// exception with a kind, an owning team, an SLA and a resolution path.
+// Automatic resolutions run as River jobs through the same payment and booking
+// code as the live path.
+//
+// # Files
+//
+// Three legs against ours: each gateway's settlement file (swiftpay: signed
+// rupees, DD/MM/YYYY; bharatpg: paise, YYYYMMDD; captures, refunds,
+// chargebacks, fee and GST per line, payout id), the bank's payouts, the
+// core's export. Every file is kept with its lineage (source, gateway, day,
+// SHA-256, rows, who or which job); the same bytes again change nothing, a
+// corrected file supersedes the day's and both stay. Lines are normalised into
+// recon_lines with the raw line kept. A file is evidence that starts a
+// question, never the truth that moves money: a file our job fetched from the
+// issuer is accepted as it arrives, an uploaded one only once a second person
+// accepts it (accept.go). Files above TATKAL_RECON_MAX_FILE_MB are refused
+// (FILE_TOO_LARGE) and nothing is stored.
+//
+// # Runs
+//
+// A run (Service.Run, one gateway's business date) is a fixed list of
+// set-based SQL statements (exact keys, then T+0..T+3, one paisa, contracted
+// fee and GST, then payout = sum of net lines and partial refunds within the
+// capture) and merges what it finds into reconciliation_exceptions, one row
+// per kind and reference ever: each kind with an owning team, an SLA and a
+// path. A rerun finds the same rows; what no longer reproduces closes as
+// CLEARED_ON_RERUN. The comparison with the core's export needs nothing of the
+// settlement leg, so it runs on a second connection in its own transaction at
+// the same time; its findings reach the run's transaction through the unlogged
+// recon_run_found, and a run that fails afterwards removes what that leg
+// committed. A PNR in the core's export that we never booked (CORE_ORPHAN)
+// belongs to its journey date, not to a gateway: the core run of that date
+// finds it (tatkal recon run --gateway core --date JOURNEY). The run's
+// connection keeps its temporary tables in local buffers and gathers
+// statistics only of the columns its rules join on.
+//
+// # Lifecycle
+//
+// Automatic paths are River jobs (ResolveArgs) inserted with the exception,
+// resolved through the payment code (status inquiry, late success,
+// duplicate-charge refund) or the core sync; the gateway is asked now, the
+// settlement line only starts the question. One moving more than
+// TATKAL_RECON_APPROVAL_RUPEES (₹10,000) waits for a second finance person,
+// never one who uploaded a line behind it or ran the run that found it. People
+// assign, note, resolve with a code the kind allows, and write off by two
+// people; exceptions past their SLA escalate.
+//
+// Escalation (every 15 minutes, Escalate) marks the exceptions newly past
+// their SLA (escalated_at, an ESCALATED event) and, in the same statement,
+// leaves one console message per escalation to each finance lead
+// (console_users.finance_lead), or to every active finance user while no lead
+// is active; console users have no phone or e-mail, so it is console_messages,
+// not the passengers' outbox. Messages carry a read mark (read_at): the
+// finance home counts the unread and MarkMessagesRead marks them. Daily per
+// gateway, yesterday's settlement file, bank statement and core exports are
+// fetched side by side, then run. Not built: evidence attachments are the
+// legs' raw lines, not uploaded documents.
+//
+// # Exports
+//
+// WriteXLSX streams the workbook (Summary, a sheet per kind, Matched,
+// continued on "Matched 2" and after beyond Excel's 1,048,576 rows) straight
+// into its io.Writer, zip included; WriteCSV writes the exceptions. Text cells
+// that a spreadsheet would run as a formula are written as text
+// (booking/csvx). tatkal recon ingest|run|export does all of it by hand (--by
+// defaults to $USER).
+package recon

@@ -186,7 +186,9 @@ func TestCatalogRereadsALapsedEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCatalog(env.Pool, 200*time.Millisecond)
+	const ttl = 200 * time.Millisecond
+	c := NewCatalog(env.Pool, ttl)
+	read := time.Now()
 	s, err := c.Find(ctx, "12951", date, "2A", "TQ")
 	if err != nil {
 		t.Fatal(err)
@@ -195,10 +197,12 @@ func TestCatalogRereadsALapsedEntry(t *testing.T) {
 	if _, err := env.Pool.Exec(ctx, `UPDATE inventory_shards SET window_closes_at = $2 WHERE id = $1`, id, closes); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := c.ByID(ctx, id); s.ClosesAt.Equal(closes) {
+	// Only while the entry is fresh for certain: a loaded machine may take
+	// longer than ttl to get here.
+	if s, _ := c.ByID(ctx, id); s.ClosesAt.Equal(closes) && time.Since(read) < ttl {
 		t.Fatal("a fresh entry was read again")
 	}
-	time.Sleep(250 * time.Millisecond)
+	time.Sleep(time.Until(read.Add(ttl + 50*time.Millisecond)))
 	if s, err := c.ByID(ctx, id); err != nil || !s.ClosesAt.Equal(closes) {
 		t.Fatalf("after the entry lapsed: %v, closes %v, want %v", err, s.ClosesAt, closes)
 	}

@@ -793,6 +793,13 @@ func (w *world) passPlan() passPlan {
 	for _, k := range heldBack {
 		p.held[k.kind] = w.rng.Float64() < k.chance
 	}
+	w.mu.Lock()
+	heldBefore := len(w.lateJobs) > 0
+	w.mu.Unlock()
+	if w.steer && heldBefore && slices.Contains(w.unexercised(), "promotion-late") {
+		// Past the planned rounds, a promotion held back runs now.
+		p.held[booking.PromoteArgs{}.Kind()] = false
+	}
 	return p
 }
 

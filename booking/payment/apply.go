@@ -26,17 +26,11 @@ import (
 var errAmountUnknown = errors.New("the gateway's success answer carries no amount or currency")
 
 // apply moves a payment to what the gateway says (from a create answer, a
-// webhook or an inquiry), idempotently, and does what follows from it:
-// a success confirms the hold (or refunds a duplicate, or retakes the seats
-// of a lapsed hold) or credits a top-up; a definitive failure releases the
-// seats; the bank's acknowledgement extends the hold once.
-//
-// pulled says whether we asked the gateway (create answer, status inquiry)
-// or it told us (a signed callback). A pushed success is acted on for
-// tickets, to keep them fast, and confirmed by inquiry afterwards; a pushed
-// success never credits a wallet by itself. A gateway that contradicts a
-// success, or captures another amount, raises a payment review instead of
-// being ignored.
+// webhook or an inquiry), idempotently, and does what follows from it
+// (decide says what): a success settles the hold (booking.SettlePaymentTx:
+// a ticket, or the money owed back, or a late-success retake) or credits a
+// top-up; a definitive failure releases the seats; the bank's
+// acknowledgement extends the hold once.
 func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool) error {
 	return s.applyAnd(ctx, id, p, cause, pulled, nil)
 }
@@ -44,190 +38,29 @@ func (s *Service) apply(ctx context.Context, id uuid.UUID, p pspapi.Payment, cau
 // applyAnd is apply with a callback's event, if not nil, recorded with the
 // answer applied, or not at all.
 func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, cause string, pulled bool, hook *webhookEvent) error {
-	var after []func()
-	// paidBy is the UPI address of a capture this answer applies, counted
-	// once the capture has committed (countCapture).
-	var paidBy instrument.Use
+	var owed booking.Owed
+	var counted instrument.Use
+	var shardID int64
+	var stage string // the funnel's: a hold's payment failed or succeeded
 	// ctx is the caller's without its cancellation when the body runs in a
 	// confirmation group (group.go).
 	body := func(ctx context.Context, tx pgx.Tx, c *confirmations) error {
-		after, paidBy = after[:0], instrument.Use{}
-		var state, purpose, gateway, pspRef, method, vpa string
-		var amount, userID, shardID int64
-		var hold uuid.NullUUID
-		var confirmedAt *time.Time
-		var seen bool
-		b := &pgx.Batch{}
-		// With the lock, what a callback is checked against: the payment's
-		// gateway and reference, and whether its event was recorded.
-		b.Queue(`SELECT p.state, p.purpose, p.amount_paise, p.user_id, p.hold_id, coalesce(h.shard_id, 0), p.gateway_confirmed_at,
-				p.psp, coalesce(p.psp_ref, ''), EXISTS (SELECT 1 FROM webhook_events e WHERE e.gateway = $2 AND e.event_id = $3),
-				p.method, p.vpa
-			FROM payments p LEFT JOIN holds h ON h.id = p.hold_id WHERE p.id = $1 FOR UPDATE OF p`, id, hook.gatewayID(), hook.id()).
-			QueryRow(func(row pgx.Row) error {
-				err := row.Scan(&state, &purpose, &amount, &userID, &hold, &shardID, &confirmedAt, &gateway, &pspRef, &seen, &method, &vpa)
-				if errors.Is(err, pgx.ErrNoRows) {
-					return errNoSuchPayment(hook)
-				}
-				if err != nil {
-					return fmt.Errorf("lock payment: %w", err)
-				}
-				return nil
-			})
-		// The callback's event and the instrument, under the payment's lock
-		// in its round trip; an error later rolls them back with the rest,
-		// as a refusal below does.
-		var rec answers
-		rec.recorded(id, hook, p)
-		rec.queue(b)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		owed, counted, stage = booking.Owed{}, instrument.Use{}, ""
+		a, err := lockAnswered(ctx, tx, id, hook, p)
+		if err != nil {
 			return err
 		}
-		if err := hook.check(gateway, pspRef, seen, p); err != nil {
-			return err
+		shardID = a.shardID
+		d := decide(a.facts(pulled), p)
+		if d.err != nil {
+			return d.err
 		}
-		holdID := hold.UUID
-		topUp := purpose == PurposeTopUp
-		detail := answerDetail(p)
-		// set writes the change and its event, in one round trip.
-		set := func(to string, extra string, args ...any) error {
-			b := &pgx.Batch{}
-			q := `UPDATE payments SET state = $2, psp_ref = coalesce(nullif($3, ''), psp_ref), bank_ref = coalesce(nullif($4, ''), bank_ref),
-				updated_at = now()` + extra + ` WHERE id = $1`
-			b.Queue(q, append([]any{id, to, p.PSPRef, p.BankRef}, args...)...).Exec(func(pgconn.CommandTag) error { return nil })
-			queueEvent(b, id, state, to, cause, detail)
-			if err := tx.SendBatch(ctx, b).Close(); err != nil {
-				return fmt.Errorf("payment %s to %s: %w", id, to, err)
-			}
-			return nil
+		if d.counts {
+			counted = upiUse(a.method, a.vpa, a.userID)
 		}
-		captured := state == Success || state == Refunded
-		if p.Status == pspapi.StatusSuccess {
-			mismatch := p.AmountPaise != amount || (p.Currency != "" && p.Currency != currency)
-			switch {
-			case !pulled && p.AmountPaise != amount:
-				// A callback's word against ours: refuse it; HandleWebhook asks
-				// the gateway directly, whose answer decides.
-				return booking.Errorf(booking.EINVALID, "AMOUNT_MISMATCH", "The gateway reports ₹%s for a ₹%s payment.", india.Decimal(p.AmountPaise), india.Decimal(amount))
-			case !pulled && mismatch:
-				return booking.Errorf(booking.EINVALID, "CURRENCY_MISMATCH", "The gateway reports a payment in %q, not %s.", p.Currency, currency)
-			case pulled && (p.AmountPaise <= 0 || p.Currency == ""):
-				return errAmountUnknown
-			case pulled && mismatch:
-				if !captured {
-					paidBy = upiUse(method, vpa, userID) // captured, at another amount
-				}
-				return s.amountMismatch(ctx, tx, c, id, state, holdID, userID, amount, p, cause, set, &after)
-			}
-		}
-		switch p.Status {
-		case pspapi.StatusCreated:
-			if state != Initiated && state != Unknown {
-				return nil
-			}
-			next, _ := json.Marshal(p.NextAction)
-			return set(AwaitingUser, ", next_action = $5", next)
-		case pspapi.StatusPending:
-			if state != Initiated && state != Unknown && state != AwaitingUser {
-				return nil
-			}
-			if err := set(PendingAtBank, ""); err != nil {
-				return err
-			}
-			if topUp {
-				return nil
-			}
-			// The bank has it: give the seats one extension so a slow bank
-			// does not cost the passenger their berth.
-			h, err := lockHold(ctx, tx, c, holdID)
-			if err != nil {
-				return err
-			}
-			base := h.ExpiresAt
-			if now := time.Now(); base.Before(now) {
-				base = now
-			}
-			_, err = booking.ExtendHoldTx(ctx, tx, holdID, base.Add(s.cfg.Extension), true)
-			return err
-		case pspapi.StatusFailed:
-			if captured {
-				// We took it as paid (a ticket may be issued, a wallet
-				// credited) and the gateway now says it failed: a forged or
-				// mistaken success, or a gateway error. Never ignored:
-				// a person decides, reconciliation reads it.
-				detail["reason"] = p.FailureReason
-				detail["cause"] = cause
-				detail["our_state"] = state
-				if raised, err := s.raiseReview(ctx, tx, id, nil, ReviewFailedAfterSuccess, detail); err != nil || !raised {
-					return err
-				}
-				return event(ctx, tx, id, state, state, "review: gateway says FAILED after "+state, detail)
-			}
-			if state == Failed {
-				return nil
-			}
-			detail["reason"] = p.FailureReason
-			if err := set(Failed, ", failure_reason = $5, resolved_at = now()", p.FailureReason); err != nil {
-				return err
-			}
-			if topUp {
-				return booking.NotifyT(ctx, tx, userID, "TOPUP_FAILED", id.String(), "msg.topupfailed", india.Decimal(amount))
-			}
-			after = append(after, func() { s.funnel.Add(shardID, funnel.PayFailed, 1) })
-			h, err := lockHold(ctx, tx, c, holdID)
-			if err != nil {
-				return err
-			}
-			if released, err := s.booking.ReleaseTx(ctx, tx, h, booking.HoldReleased, "payment failed"); err != nil {
-				return err
-			} else if released {
-				after = append(after, func() { s.booking.AfterRelease(ctx, h) })
-			}
-			return booking.NotifyT(ctx, tx, userID, "PAYMENT_FAILED", id.String(), "msg.payfailed", india.Decimal(amount))
-		case pspapi.StatusSuccess:
-			if captured {
-				// A duplicate callback or a repeated inquiry; an inquiry's
-				// answer confirms a success a callback brought.
-				if pulled && confirmedAt == nil {
-					_, err := tx.Exec(ctx, `UPDATE payments SET gateway_confirmed_at = now() WHERE id = $1`, id)
-					return err
-				}
-				return nil
-			}
-			if topUp && !pulled {
-				// Money goes into a wallet only on the gateway's own answer to
-				// us: ask it now rather than trust the callback.
-				_, err := s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, nil)
-				return err
-			}
-			if !pulled && resolved(state) {
-				// A success callback after we had given up on the payment: the
-				// inquiry job has finished, so one more confirms it.
-				if _, err := s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, &river.InsertOpts{ScheduledAt: time.Now().Add(5 * time.Second)}); err != nil {
-					return err
-				}
-			}
-			paidBy = upiUse(method, vpa, userID)
-			// The change and its event: a group's common successes are
-			// written by the same statements (answers).
-			var success answers
-			success.succeeded(id, state, p, pulled, cause)
-			b := &pgx.Batch{}
-			success.queue(b)
-			if topUp {
-				if err := tx.SendBatch(ctx, b).Close(); err != nil {
-					return fmt.Errorf("payment %s to %s: %w", id, Success, err)
-				}
-				if _, err := walletPost(ctx, tx, userID, "TOPUP", id.String(), amount); err != nil {
-					return err
-				}
-				return booking.NotifyT(ctx, tx, userID, "TOPUP_DONE", id.String(), "msg.topupdone", india.Decimal(amount))
-			}
-			after = append(after, func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) })
-			// The change goes in the round trip that locks the hold.
-			return s.settle(ctx, tx, c, b, id, holdID, userID, amount, &after)
-		}
-		return fmt.Errorf("unknown gateway status %q", p.Status)
+		x := answerTx{s: s, tx: tx, c: c, id: id, a: a, p: p, cause: cause, pulled: pulled}
+		owed, stage, err = x.carry(ctx, d)
+		return err
 	}
 	// Grouped with other confirmations by the payment's row, which the body
 	// locks first. A success is offered to the group as a common one, which
@@ -240,14 +73,236 @@ func (s *Service) applyAnd(ctx context.Context, id uuid.UUID, p pspapi.Payment, 
 		return err
 	}
 	if common != nil && common.taken {
-		res, shardID := common.res, common.shardID
-		paidBy = common.paidBy
-		after = []func(){func() { s.funnel.Add(shardID, funnel.PaySucceeded, 1) }, func() { s.booking.AfterConfirm(ctx, *res) }}
+		shardID, counted, stage = common.shardID, common.paidBy, funnel.PaySucceeded
+		owed = booking.Owed{Confirmed: common.res}
 	}
-	for _, f := range after {
-		f()
+	// Once committed: the seats in Redis, then the counters.
+	s.booking.AfterSettle(ctx, owed)
+	if stage != "" {
+		s.funnel.Add(shardID, stage, 1)
 	}
-	s.countCapture(ctx, paidBy)
+	s.countCapture(ctx, counted)
+	return nil
+}
+
+// answered is a payment as an answer finds it, under its lock.
+type answered struct {
+	state, purpose, gateway, pspRef, method, vpa string
+	amount, userID, shardID                      int64
+	holdID                                       uuid.UUID
+	confirmed                                    bool
+}
+
+func (a answered) facts(pulled bool) answerFacts {
+	return answerFacts{state: a.state, purpose: a.purpose, amount: a.amount, confirmed: a.confirmed, pulled: pulled}
+}
+
+// lockAnswered locks a payment and records, in the same round trip, what
+// the answer records before anything follows from it (a callback's event,
+// the instrument that paid); a callback is checked against the payment
+// (its gateway, its reference, its event not seen before). An error later
+// rolls the records back with the rest.
+func lockAnswered(ctx context.Context, tx pgx.Tx, id uuid.UUID, hook *webhookEvent, p pspapi.Payment) (answered, error) {
+	var a answered
+	var hold uuid.NullUUID
+	var confirmedAt *time.Time
+	var seen bool
+	b := &pgx.Batch{}
+	b.Queue(`SELECT p.state, p.purpose, p.amount_paise, p.user_id, p.hold_id, coalesce(h.shard_id, 0), p.gateway_confirmed_at,
+			p.psp, coalesce(p.psp_ref, ''), EXISTS (SELECT 1 FROM webhook_events e WHERE e.gateway = $2 AND e.event_id = $3),
+			p.method, p.vpa
+		FROM payments p LEFT JOIN holds h ON h.id = p.hold_id WHERE p.id = $1 FOR UPDATE OF p`, id, hook.gatewayID(), hook.id()).
+		QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&a.state, &a.purpose, &a.amount, &a.userID, &hold, &a.shardID, &confirmedAt, &a.gateway, &a.pspRef, &seen,
+				&a.method, &a.vpa)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errNoSuchPayment(hook)
+			}
+			if err != nil {
+				return fmt.Errorf("lock payment: %w", err)
+			}
+			return nil
+		})
+	var rec answers
+	rec.recorded(id, hook, p)
+	rec.queue(b)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return a, err
+	}
+	a.holdID, a.confirmed = hold.UUID, confirmedAt != nil
+	return a, hook.check(a.gateway, a.pspRef, seen, p)
+}
+
+// answerTx carries a decision out in one payment's transaction.
+type answerTx struct {
+	s      *Service
+	tx     pgx.Tx
+	c      *confirmations
+	id     uuid.UUID
+	a      answered
+	p      pspapi.Payment
+	cause  string
+	pulled bool
+}
+
+// carry does what d decides: the payment's change and event, the hold's
+// settlement (booking.SettlePaymentTx, once), and what that leaves owed.
+// stage is the funnel's stage a hold's payment reached now, if any.
+func (x answerTx) carry(ctx context.Context, d decision) (owed booking.Owed, stage string, err error) {
+	tx, id, a, p := x.tx, x.id, x.a, x.p
+	topUp := a.purpose == PurposeTopUp
+	b := &pgx.Batch{}
+	switch d.move {
+	case moveNone:
+		return owed, "", nil
+	case moveAwaitUser:
+		next, _ := json.Marshal(p.NextAction)
+		return owed, "", x.set(ctx, b, AwaitingUser, ", next_action = $5", next)
+	case moveAtBank:
+		if topUp {
+			return owed, "", x.set(ctx, b, PendingAtBank, "")
+		}
+		x.queueSet(b, PendingAtBank, "")
+		owed, err = x.settleHold(ctx, b, booking.PaidAtBank)
+		return owed, "", err
+	case moveReviewFailed:
+		detail := answerDetail(p)
+		detail["reason"], detail["cause"], detail["our_state"] = p.FailureReason, x.cause, a.state
+		return owed, "", x.review(ctx, ReviewFailedAfterSuccess, "review: gateway says FAILED after "+a.state, detail)
+	case moveReviewAmount:
+		return owed, "", x.review(ctx, ReviewAmountMismatch, "review: gateway reports another amount", x.mismatchDetail())
+	case moveConfirmCapture:
+		_, err := tx.Exec(ctx, `UPDATE payments SET gateway_confirmed_at = now() WHERE id = $1`, id)
+		return owed, "", err
+	case moveInquire:
+		_, err := x.s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, nil)
+		return owed, "", err
+	case moveFail:
+		x.queueSet(b, Failed, ", failure_reason = $5, resolved_at = now()", p.FailureReason)
+		if topUp {
+			if err := x.send(ctx, b, Failed); err != nil {
+				return owed, "", err
+			}
+			return owed, "", x.notify(ctx, "TOPUP_FAILED", "msg.topupfailed", india.Decimal(a.amount))
+		}
+		owed, err = x.settleHold(ctx, b, booking.PaymentFailed)
+		return owed, funnel.PayFailed, err
+	case moveCaptureOther:
+		x.queueSet(b, Success, ", resolved_at = now(), captured_paise = $5, gateway_confirmed_at = now(), failure_reason = 'AMOUNT_MISMATCH'",
+			p.AmountPaise)
+		if a.holdID != uuid.Nil {
+			owed, err = x.settleHold(ctx, b, booking.PaidOtherAmount)
+		} else {
+			err = x.send(ctx, b, Success)
+		}
+		if err != nil {
+			return owed, "", err
+		}
+		detail := x.mismatchDetail()
+		detail["refunded"] = d.refund
+		if _, err := x.s.raiseReview(ctx, tx, id, nil, ReviewAmountMismatch, detail); err != nil {
+			return owed, "", err
+		}
+		if !d.refund {
+			return owed, "", x.notify(ctx, "PAYMENT_REVIEW", "msg.payreview")
+		}
+		if _, _, err := x.s.RequestRefundTx(ctx, tx, id, booking.RefundAmountMismatch, 0); err != nil {
+			return owed, "", err
+		}
+		return owed, "", x.notify(ctx, "REFUND_STARTED", "msg.refundmismatch", india.Decimal(p.AmountPaise), india.Decimal(a.amount))
+	case moveCapture:
+		if d.inquireLater {
+			// The inquiry job has finished, so one more confirms it.
+			if _, err := x.s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, &river.InsertOpts{ScheduledAt: time.Now().Add(5 * time.Second)}); err != nil {
+				return owed, "", err
+			}
+		}
+		// The change and its event: a group's common successes are
+		// written by the same statements (answers).
+		var success answers
+		success.succeeded(id, a.state, p, x.pulled, x.cause)
+		success.queue(b)
+		if topUp {
+			if err := x.send(ctx, b, Success); err != nil {
+				return owed, "", err
+			}
+			if _, err := walletPost(ctx, tx, a.userID, "TOPUP", id.String(), a.amount); err != nil {
+				return owed, "", err
+			}
+			return owed, "", x.notify(ctx, "TOPUP_DONE", "msg.topupdone", india.Decimal(a.amount))
+		}
+		// The change goes in the round trip that locks the hold.
+		if owed, err = x.settleHold(ctx, b, booking.Paid); err != nil {
+			return owed, "", err
+		}
+		return owed, funnel.PaySucceeded, x.owe(ctx, owed)
+	}
+	return owed, "", fmt.Errorf("payment %s: no way to carry move %d", id, d.move)
+}
+
+// queueSet queues the payment's change to state to, with extra columns
+// set from args ($5 on), and its event.
+func (x answerTx) queueSet(b *pgx.Batch, to string, extra string, args ...any) {
+	q := `UPDATE payments SET state = $2, psp_ref = coalesce(nullif($3, ''), psp_ref), bank_ref = coalesce(nullif($4, ''), bank_ref),
+		updated_at = now()` + extra + ` WHERE id = $1`
+	b.Queue(q, append([]any{x.id, to, x.p.PSPRef, x.p.BankRef}, args...)...).Exec(func(pgconn.CommandTag) error { return nil })
+	detail := answerDetail(x.p)
+	if to == Failed {
+		detail["reason"] = x.p.FailureReason
+	}
+	queueEvent(b, x.id, x.a.state, to, x.cause, detail)
+}
+
+// set writes the change and its event, in one round trip.
+func (x answerTx) set(ctx context.Context, b *pgx.Batch, to string, extra string, args ...any) error {
+	x.queueSet(b, to, extra, args...)
+	return x.send(ctx, b, to)
+}
+
+func (x answerTx) send(ctx context.Context, b *pgx.Batch, to string) error {
+	if err := x.tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("payment %s to %s: %w", x.id, to, err)
+	}
+	return nil
+}
+
+// review raises a payment review of kind, and records its event, should
+// it be new.
+func (x answerTx) review(ctx context.Context, kind, what string, detail map[string]any) error {
+	if raised, err := x.s.raiseReview(ctx, x.tx, x.id, nil, kind, detail); err != nil || !raised {
+		return err
+	}
+	return event(ctx, x.tx, x.id, x.a.state, x.a.state, what, detail)
+}
+
+func (x answerTx) mismatchDetail() map[string]any {
+	return map[string]any{"ours_paise": x.a.amount, "gateway_paise": x.p.AmountPaise, "gateway_currency": x.p.Currency,
+		"cause": x.cause, "our_state": x.a.state}
+}
+
+func (x answerTx) notify(ctx context.Context, kind, key string, args ...any) error {
+	return booking.NotifyT(ctx, x.tx, x.a.userID, kind, x.id.String(), key, args...)
+}
+
+// settleHold settles the payment's hold (booking.SettlePaymentTx), b
+// going first in the round trip that locks it.
+func (x answerTx) settleHold(ctx context.Context, b *pgx.Batch, outcome booking.PaymentOutcome) (booking.Owed, error) {
+	return x.s.booking.SettlePaymentTx(ctx, x.tx, b, x.c, booking.PaymentSettlement{PaymentID: x.id, HoldID: x.a.holdID,
+		Outcome: outcome, AmountPaise: x.a.amount, Extension: x.s.cfg.Extension})
+}
+
+// owe does what settling the hold left to the payment: a refund of all of
+// it (the passenger has been told why), or the late-success job, which
+// retakes the seats or refunds.
+func (x answerTx) owe(ctx context.Context, o booking.Owed) error {
+	switch {
+	case o.Late:
+		_, err := x.s.jobs.InsertTx(ctx, x.tx, LateSuccessArgs{PaymentID: x.id}, &river.InsertOpts{})
+		return err
+	case o.Refund != "":
+		_, _, err := x.s.RequestRefundTx(ctx, x.tx, x.id, o.Refund, 0)
+		return err
+	}
 	return nil
 }
 
@@ -282,16 +337,6 @@ func answerDetail(p pspapi.Payment) map[string]any {
 	return map[string]any{"psp_ref": p.PSPRef, "gateway_status": p.Status}
 }
 
-// lockHold locks a payment's hold in tx (booking.LockHoldTx), or sends
-// the body to run alone should its group be confirming the hold
-// (confirmations.check).
-func lockHold(ctx context.Context, tx pgx.Tx, c *confirmations, holdID uuid.UUID) (booking.HoldInfo, error) {
-	if err := c.check(holdID); err != nil {
-		return booking.HoldInfo{}, err
-	}
-	return booking.LockHoldTx(ctx, tx, holdID)
-}
-
 // instrumentRef is the instrument a gateway's answer names, as
 // payments.instrument_ref keeps it: a card's fingerprint or a net-banking
 // account's reference, with its kind; "" when it names none.
@@ -303,115 +348,6 @@ func instrumentRef(p pspapi.Payment) string {
 		return "nb:" + p.AccountRef
 	}
 	return ""
-}
-
-// amountMismatch handles a capture the gateway confirms for another amount
-// or currency than ours: the payment is recorded as captured (the money
-// was taken) but buys nothing, the seats go back, the captured amount is
-// refunded, and a review is raised. Where a refund cannot be right (another
-// currency), only the review is raised, for a person to settle.
-func (s *Service) amountMismatch(ctx context.Context, tx pgx.Tx, c *confirmations, id uuid.UUID, state string, holdID uuid.UUID, userID, amount int64,
-	p pspapi.Payment, cause string, set func(string, string, ...any) error, after *[]func()) error {
-	detail := map[string]any{"ours_paise": amount, "gateway_paise": p.AmountPaise, "gateway_currency": p.Currency, "cause": cause, "our_state": state}
-	if state == Success || state == Refunded {
-		// Already acted on (a callback carried the right amount): the
-		// gateway now says otherwise. A person compares the records.
-		if raised, err := s.raiseReview(ctx, tx, id, nil, ReviewAmountMismatch, detail); err != nil || !raised {
-			return err
-		}
-		return event(ctx, tx, id, state, state, "review: gateway reports another amount", detail)
-	}
-	if err := set(Success, ", resolved_at = now(), captured_paise = $5, gateway_confirmed_at = now(), failure_reason = 'AMOUNT_MISMATCH'",
-		p.AmountPaise); err != nil {
-		return err
-	}
-	if holdID != uuid.Nil {
-		h, err := lockHold(ctx, tx, c, holdID)
-		if err != nil {
-			return err
-		}
-		if released, err := s.booking.ReleaseTx(ctx, tx, h, booking.HoldReleased, "payment amount mismatch"); err != nil {
-			return err
-		} else if released {
-			*after = append(*after, func() { s.booking.AfterRelease(ctx, h) })
-		}
-	}
-	refundable := p.Currency == currency
-	detail["refunded"] = refundable
-	if _, err := s.raiseReview(ctx, tx, id, nil, ReviewAmountMismatch, detail); err != nil {
-		return err
-	}
-	if !refundable {
-		return booking.NotifyT(ctx, tx, userID, "PAYMENT_REVIEW", id.String(), "msg.payreview")
-	}
-	if _, _, err := s.RequestRefundTx(ctx, tx, id, booking.RefundAmountMismatch, 0); err != nil {
-		return err
-	}
-	return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), "msg.refundmismatch", india.Decimal(p.AmountPaise), india.Decimal(amount))
-}
-
-// settle decides, in tx, what a captured payment becomes: the hold's
-// ticket, a refund of a second charge, or (the hold having lapsed) a retake
-// of its seats or a refund. b is what the caller has queued to go first,
-// in the same round trip.
-func (s *Service) settle(ctx context.Context, tx pgx.Tx, c *confirmations, b *pgx.Batch, id, holdID uuid.UUID, userID, amount int64, after *[]func()) error {
-	// The hold's lock and the hold's other captures, in one round trip.
-	var h booking.HoldInfo
-	var others int
-	booking.QueueLockHold(b, holdID, &h)
-	b.Queue(`SELECT count(*) FROM payments WHERE hold_id = $1 AND id <> $2 AND state IN ('SUCCESS', 'REFUNDED')`,
-		holdID, id).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&others); err != nil {
-			return fmt.Errorf("other payments of hold %s: %w", holdID, err)
-		}
-		return nil
-	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("settle payment %s: %w", id, err)
-	}
-	if err := c.check(holdID); err != nil {
-		return err
-	}
-	refund := func(reason, msgKey string) error {
-		if _, _, err := s.RequestRefundTx(ctx, tx, id, reason, 0); err != nil {
-			return err
-		}
-		return booking.NotifyT(ctx, tx, userID, "REFUND_STARTED", id.String(), msgKey, india.Decimal(amount))
-	}
-	switch {
-	case others > 0:
-		return refund(booking.RefundDuplicateCharge, "msg.refunddup")
-	case h.State == booking.HoldHeld && h.Unconfirmable() != "":
-		// Charted meanwhile, or the account banned: no ticket can come of
-		// it any more. The hold ends and the money goes back, as for a
-		// cancelled hold.
-		if _, err := s.booking.ReleaseTx(ctx, tx, h, booking.HoldCancelled, "the payment came when "+h.Unconfirmable()); err != nil {
-			return err
-		}
-		*after = append(*after, func() { s.booking.AfterRelease(ctx, h) })
-		if h.Banned && h.Chart == booking.ChartOpen {
-			return refund(booking.RefundHoldCancelled, "msg.refundbanned")
-		}
-		return refund(booking.RefundHoldCancelled, "msg.refundcharted")
-	case h.State == booking.HoldHeld:
-		res, err := c.confirm(ctx, tx, holdID)
-		if err != nil {
-			return err
-		}
-		*after = append(*after, func() { s.booking.AfterConfirm(ctx, *res) })
-		return nil
-	case h.State == booking.HoldConfirmed:
-		return refund(booking.RefundDuplicateCharge, "msg.refundpaid")
-	case h.State == booking.HoldCancelled && booking.CancelledByReview(h.StateReason):
-		// Ended by a fraud review's enforcement while this payment was in
-		// flight: the decision stands, the money goes back in full.
-		return refund(booking.RefundHoldCancelled, "msg.refundreview")
-	case h.State == booking.HoldCancelled:
-		return refund(booking.RefundHoldCancelled, "msg.refundcancelled")
-	default: // EXPIRED or RELEASED: the money came after the seats went back
-		_, err := s.jobs.InsertTx(ctx, tx, LateSuccessArgs{PaymentID: id}, &river.InsertOpts{})
-		return err
-	}
 }
 
 // ResolveLateSuccess handles a payment that succeeded after its hold had

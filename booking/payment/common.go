@@ -126,10 +126,12 @@ func (g *confirmGroup) takeCommonTx(ctx context.Context, tx *savepointTx, batch 
 			f.paidBy = upiUse(method, vpa, userID)
 			f.at = offered[id]
 			cs := batch[f.at].common
-			open := f.state == Initiated || f.state == AwaitingUser || f.state == PendingAtBank || f.state == Unknown
-			ours := cs.p.AmountPaise == amount && (cs.p.Currency == currency || (!cs.pulled && cs.p.Currency == ""))
-			if open && ours && purpose != PurposeTopUp && holdState == booking.HoldHeld && !others && !holds[f.holdID] &&
-				cs.hook.check(gateway, pspRef, seen, cs.p) == nil && c.check(f.holdID) == nil {
+			// What its body would decide: a capture of a hold's fare, not a
+			// late one after we had given up, of a hold still HELD.
+			d := decide(answerFacts{state: f.state, purpose: purpose, amount: amount, pulled: cs.pulled}, cs.p)
+			capture := d.move == moveCapture && !d.inquireLater && f.state != Failed && purpose != PurposeTopUp
+			if capture && holdState == booking.HoldHeld && !others && !holds[f.holdID] &&
+				cs.hook.check(gateway, pspRef, seen, cs.p) == nil && c.Check(f.holdID) == nil {
 				holds[f.holdID] = true
 				took = append(took, f)
 			}
@@ -157,7 +159,7 @@ func (g *confirmGroup) takeCommonTx(ctx context.Context, tx *savepointTx, batch 
 	booked := len(c.holds)
 	at := make([]int, len(took))
 	for i, f := range took {
-		res, err := c.confirm(ctx, tx, f.holdID)
+		res, err := c.Confirm(ctx, tx, f.holdID)
 		if err != nil { // checked under the lock; should it happen, undone whole
 			c.holds, c.results = c.holds[:booked], c.results[:booked]
 			return nil, err

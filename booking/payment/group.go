@@ -89,16 +89,16 @@ type confirmations struct {
 	results []*booking.ConfirmResult
 }
 
-// confirm confirms holdID, or (grouped) books it for the group's
+// Confirm confirms holdID, or (grouped) books it for the group's
 // confirmation: the result is filled in then and read once the body's
 // transaction has committed. A hold another body of the group is
 // confirming sends this body to run alone, after the group.
-func (c *confirmations) confirm(ctx context.Context, tx pgx.Tx, holdID uuid.UUID) (*booking.ConfirmResult, error) {
+func (c *confirmations) Confirm(ctx context.Context, tx pgx.Tx, holdID uuid.UUID) (*booking.ConfirmResult, error) {
 	if c.group == nil {
 		res, err := c.booking.ConfirmTx(ctx, tx, holdID)
 		return &res, err
 	}
-	if err := c.check(holdID); err != nil {
+	if err := c.Check(holdID); err != nil {
 		return nil, err
 	}
 	res := &booking.ConfirmResult{HoldID: holdID}
@@ -106,7 +106,7 @@ func (c *confirmations) confirm(ctx context.Context, tx pgx.Tx, holdID uuid.UUID
 	return res, nil
 }
 
-// check is called by a body on the hold it has just locked: a hold whose
+// Check is called by a body on the hold it has just locked: a hold whose
 // confirmation the group has booked is HELD in the transaction until the
 // group's end, while its payment is already SUCCESS, a state no body alone
 // ever sees; the body runs alone after the group instead, and sees the
@@ -115,7 +115,7 @@ func (c *confirmations) confirm(ctx context.Context, tx pgx.Tx, holdID uuid.UUID
 // A hold whose group's joint confirmation failed lately runs alone too,
 // so one that cannot be confirmed (its berth taken, say) and comes back
 // (the gateway's retry, the inquiry job) does not sink group after group.
-func (c *confirmations) check(holdID uuid.UUID) error {
+func (c *confirmations) Check(holdID uuid.UUID) error {
 	if c.group != nil && (slices.Contains(c.holds, holdID) || c.group.failedLately(holdID)) {
 		return errAlone
 	}

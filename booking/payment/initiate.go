@@ -195,7 +195,7 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 			if h.UserID != c.UserID {
 				return booking.Errorf(booking.ENOTFOUND, "NO_SUCH_HOLD", "No hold %s.", o.holdID)
 			}
-			if err := confirms.check(h.ID); err != nil {
+			if err := confirms.Check(h.ID); err != nil {
 				return err
 			}
 			if err := payable(h, paid, now); err != nil {
@@ -242,7 +242,7 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 			return fmt.Errorf("insert payment: %w", err)
 		}
 		if o.method == Wallet {
-			confirmed, err = confirms.confirm(ctx, tx, h.ID)
+			confirmed, err = confirms.Confirm(ctx, tx, h.ID)
 			return err
 		}
 		if o.purpose == PurposeHold {

@@ -96,13 +96,21 @@ func (p *phone) text(sel string) string {
 	return strings.TrimSpace(v)
 }
 
-// submit clicks sel and waits for the page it loads.
+// submit clicks sel and waits for the page it loads. A page that refreshes
+// itself (data-refresh) may swap the node out between finding and clicking
+// it: the click is tried again on the node swapped in.
 func (p *phone) submit(what, sel string) {
 	p.t.Helper()
 	ctx, cancel := p.step()
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))); err != nil {
-		p.stalled(what, err)
+	for try := 1; ; try++ {
+		_, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel))))
+		if err == nil {
+			break
+		}
+		if try == 3 || !strings.Contains(err.Error(), "Could not find node with given id") {
+			p.stalled(what, err)
+		}
 	}
 	p.mark(what)
 }

@@ -402,10 +402,13 @@ func TestCreateValidationAndAuth(t *testing.T) {
 
 func TestAbandonedRequestExpires(t *testing.T) {
 	t.Parallel()
-	b := setup(t, opts{route: func(rc *pspapi.RouteConfig) { rc.AbandonRate = 1; rc.ExpireAfterMs = 400 }})
+	const expire = 800 * time.Millisecond
+	b := setup(t, opts{route: func(rc *pspapi.RouteConfig) { rc.AbandonRate = 1; rc.ExpireAfterMs = int(expire.Milliseconds()) }})
+	created := time.Now()
 	p := b.create(t, "swiftpay", b.createReq("pay-abandon", pspapi.UPI, 100))
 	time.Sleep(250 * time.Millisecond)
-	if got := b.inquire(t, "swiftpay", p.PSPRef); got.Status != pspapi.StatusCreated {
+	// Judged only before expiry for certain: a loaded machine may be late.
+	if got := b.inquire(t, "swiftpay", p.PSPRef); got.Status != pspapi.StatusCreated && time.Since(created) < expire {
 		t.Fatalf("abandoned payment is %s before expiry (auto-approve was 150 ms)", got.Status)
 	}
 	h := b.hooks.waitStatus(t, p.PSPRef, pspapi.StatusFailed, 3*time.Second)

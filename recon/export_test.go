@@ -85,6 +85,10 @@ func TestWorkbook(t *testing.T) {
 	if diff != "₹12.34" {
 		t.Fatalf("difference shown as %q", diff)
 	}
+	// At stake is the difference, not the payment.
+	if stake, _ := f.GetCellValue(AmountMismatch, col("At stake (₹)")+"2"); stake != "₹12.34" {
+		t.Fatalf("at stake shown as %q", stake)
+	}
 	// Dates: serial numbers styled as dates.
 	dcell := col("Business date") + "2"
 	raw, _ = f.GetCellValue(AmountMismatch, dcell, excelize.Options{RawCellValue: true})
@@ -134,7 +138,8 @@ func TestWorkbook(t *testing.T) {
 		t.Fatalf("csv %q", recs)
 	}
 	for _, r := range recs[1:] {
-		if r[1] == AmountMismatch && (r[14] != "1234.56" || r[15] != "12.34" || r[5] != "2025-06-04") {
+		if r[1] == AmountMismatch && (r[slices.Index(head, "Amount (₹)")] != "1234.56" || r[slices.Index(head, "Difference (₹)")] != "12.34" ||
+			r[slices.Index(head, "At stake (₹)")] != "12.34" || r[5] != "2025-06-04") {
 			t.Fatalf("csv row %q", r)
 		}
 	}

@@ -323,7 +323,8 @@ var matchSteps = []step{
 	{RefundNotSettled, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, refund_id, psp_ref, amount, stake, path)
 		SELECT 'REFUND_NOT_SETTLED', r.id::text, r.payment_id, r.hold_id, r.id, r.psp_ref, r.amount, r.amount, 'INQUIRY'
 		FROM rc_ref r
-		WHERE r.state = 'PROCESSED' AND $5::timestamptz >= $6::timestamptz
+		-- A wallet payment's refund goes back to the wallet, in no gateway's file.
+		WHERE r.state = 'PROCESSED' AND $5::timestamptz >= $6::timestamptz AND $11 <> ''
 		  AND NOT EXISTS (SELECT 1 FROM rc_line l WHERE l.kind = 'REFUND' AND l.refund_id = r.id)
 		ON CONFLICT DO NOTHING`},
 	{RefundMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, refund_id, psp_ref, amount, diff, stake, path, evidence)
@@ -449,7 +450,9 @@ var finishSteps = []step{
 		INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, diff, stake, path, evidence)
 		SELECT kind, ref, hold_id, pnr, amount, diff, stake, path, evidence FROM h`},
 	{"run totals", `UPDATE recon_runs SET
-		our_items = (SELECT count(*) FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED') AND method <> 'WALLET')
+		-- The wallet run's items are its wallet payments (a gateway's
+		-- never are: a wallet payment has no gateway).
+		our_items = (SELECT count(*) FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED') AND (method <> 'WALLET' OR $11 = ''))
 		          + (SELECT count(*) FROM rc_ref WHERE state = 'PROCESSED'),
 		(lines, fees_paise, tax_paise, net_paise) = (SELECT count(*), coalesce(sum(fee), 0), coalesce(sum(tax), 0), coalesce(sum(net), 0)
 		          FROM rc_line WHERE file_day = $2::date),

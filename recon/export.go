@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -219,6 +220,9 @@ func (s *Service) WriteXLSX(ctx context.Context, runID int64, w io.Writer) error
 	if err := f.SetSheetName("Sheet1", "Summary"); err != nil {
 		return err
 	}
+	if err := s.tiesOutSheet(ctx, f, run, st); err != nil {
+		return fmt.Errorf("ties-out sheet: %w", err)
+	}
 	byKind := map[string]*kindAgg{}
 	var sh *sheet
 	var kind string
@@ -343,6 +347,78 @@ func (s *Service) summarySheet(f *excelize.File, run RunSummary, st styles, byKi
 	// The autofilter covers the figures; the table needs unique headers,
 	// which the first row has.
 	return sh.finish("SummaryTable")
+}
+
+// TiesOutSheet is the workbook's sheet of the day's books to the paisa:
+// a gateway run's settlement statement, the wallet run's roll-forward.
+const TiesOutSheet = "Ties out"
+
+var tiesOutColumns = []column{{"Term", 34}, {"Amount (₹)", 18}, {"Against (₹)", 18}, {"Difference (₹)", 16}, {"Records", 10}, {"Against what", 48}}
+
+// tiesOutSheet writes the sheet for a gateway's or the wallet's run (the
+// core's and the bank's runs have none): each term a row, each check its
+// amount, what it is checked against, and the difference.
+func (s *Service) tiesOutSheet(ctx context.Context, f *excelize.File, run RunSummary, st styles) error {
+	money := func(p int64) excelize.Cell { return excelize.Cell{StyleID: st.money, Value: rupees(p)} }
+	label := func(s string) excelize.Cell { return excelize.Cell{StyleID: st.label, Value: s} }
+	var rows [][]any
+	switch run.Gateway {
+	case Core, Bank:
+		return nil
+	case Wallet:
+		r, err := s.WalletRollForward(ctx, run.BusinessDate)
+		if err != nil {
+			return err
+		}
+		rows = [][]any{
+			{"Opening (the ledger's balances)", money(r.Opening)},
+			{"+ Top-ups", money(r.TopUps), money(r.OurTopUps), money(r.TopUps - r.OurTopUps), r.Count[TermTopUps], "top-up payments that succeeded"},
+			{"+ Refunds in", money(r.RefundsIn), money(r.OurRefundsIn), money(r.RefundsIn - r.OurRefundsIn), r.Count[TermRefundsIn],
+				"refunds of wallet payments processed"},
+			{"− Spends", money(r.Spends), money(r.OurSpends), money(r.Spends - r.OurSpends), r.Count[TermSpends], "wallet payments made"},
+			{"− Withdrawals", money(r.Withdrawals), nil, nil, r.Count[TermWithdrawals]},
+			{label("= Closing"), money(r.Closing()), money(r.LedgerClosing), money(r.LedgerClosing - r.Closing()), nil,
+				"the ledger's balances at the day's end"},
+		}
+	default:
+		sm, err := s.Settlement(ctx, run.Gateway, run.BusinessDate)
+		if err != nil {
+			return err
+		}
+		rows = [][]any{
+			{"Captures", money(sm.Captures)},
+			{"− Refunds", money(sm.Refunds)},
+			{"− Chargebacks", money(sm.Chargebacks)},
+			{"− Fees", money(sm.Fees)},
+			{"− GST on fees", money(sm.GST)},
+			{label("= Net of the terms"), money(sm.Net()), nil, nil, sm.Lines, "the settlement file's lines"},
+			{"Payout (the lines' net)", money(sm.Payout), money(sm.Net()), money(sm.PayoutDifference()), nil, "the net of the terms"},
+			{label("Bank credit"), money(sm.Bank), money(sm.Payout), money(sm.BankDifference()), nil,
+				"the payout; on the bank's statement of " + dates(sm.BankDays)},
+		}
+	}
+	sh, err := startSheet(f, TiesOutSheet, tiesOutColumns, st)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := sh.add(r); err != nil {
+			return err
+		}
+	}
+	return sh.finish("TiesOutTable")
+}
+
+// dates lists days for a note.
+func dates(days []time.Time) string {
+	if len(days) == 0 {
+		return "no date yet"
+	}
+	out := make([]string, len(days))
+	for i, d := range days {
+		out[i] = d.Format(time.DateOnly)
+	}
+	return strings.Join(out, ", ")
 }
 
 // exceptionRow fills row (pointers into cells, set once) with e's cells.

@@ -32,7 +32,7 @@ func TestWorkbook(t *testing.T) {
 	f, err := excelize.OpenReader(&buf)
 	w.must(err)
 	defer f.Close()
-	if got, want := f.GetSheetList(), []string{"Summary", AmountMismatch, MissingInSettlement, "Matched"}; !slices.Equal(got, want) {
+	if got, want := f.GetSheetList(), []string{"Summary", TiesOutSheet, AmountMismatch, MissingInSettlement, "Matched"}; !slices.Equal(got, want) {
 		t.Fatalf("sheets %v, want %v", got, want)
 	}
 	for _, name := range f.GetSheetList() {
@@ -163,7 +163,7 @@ func TestWorkbookSplitsMatched(t *testing.T) {
 	w.must(err)
 	defer f.Close()
 	parts := (run.Matched + 4) / 5
-	want := []string{"Summary", "Matched"}
+	want := []string{"Summary", TiesOutSheet, "Matched"}
 	for i := 2; i <= parts; i++ {
 		want = append(want, "Matched "+strconv.Itoa(i))
 	}
@@ -171,7 +171,7 @@ func TestWorkbookSplitsMatched(t *testing.T) {
 		t.Fatalf("%d matches: sheets %v, want %v", run.Matched, got, want)
 	}
 	seen := map[string]bool{}
-	for _, name := range want[1:] {
+	for _, name := range want[2:] {
 		rows, err := f.GetRows(name)
 		w.must(err)
 		if len(rows) < 2 || len(rows) > 6 || rows[0][0] != "Rule" {

@@ -1,12 +1,14 @@
 package recon
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/xuri/excelize/v2"
 
 	"tatkal/booking"
 	"tatkal/booking/lab/seed"
@@ -82,8 +84,19 @@ func TestSettlementStatementTiesOut(t *testing.T) {
 		st.PayoutDifference() != -100 || st.BankDifference() != -500 || st.TiesOut() {
 		t.Fatalf("edited statement %+v: net %d, payout difference %d, bank difference %d", st, st.Net(), st.PayoutDifference(), st.BankDifference())
 	}
-	// The bank's ₹5 is the run's payout mismatch, to the paisa.
-	w.run(gw)
+	// The bank's ₹5 is the run's payout mismatch, to the paisa; the day's
+	// workbook shows the statement.
+	run := w.run(gw)
+	tiesOut := w.tiesOutRows(run)
+	if got := tiesOut["Payout (the lines' net)"]; got[3] != "-1" {
+		t.Errorf("workbook's payout row %q, want a difference of -1", got)
+	}
+	if got := tiesOut["Bank credit"]; got[1] != strconv.FormatFloat(rupees(st.Bank), 'f', -1, 64) || got[3] != "-5" {
+		t.Errorf("workbook's bank row %q, want %v less 5", got, rupees(st.Bank))
+	}
+	if got := tiesOut["− Chargebacks"]; got[1] != "1200" {
+		t.Errorf("workbook's chargebacks row %q", got)
+	}
 	var diff int64
 	w.must(w.env.Pool.QueryRow(w.ctx, `SELECT diff_paise FROM reconciliation_exceptions WHERE kind = 'PAYOUT_MISMATCH' AND ref = $1`, payout).Scan(&diff))
 	if diff != st.BankDifference() {
@@ -185,10 +198,35 @@ func TestWalletRollForward(t *testing.T) {
 		rf.ClosingDifference() != 1 || rf.TiesOut() {
 		t.Fatalf("faulty roll-forward %+v: closing %d, ledger %d", rf, rf.Closing(), rf.LedgerClosing)
 	}
+	tiesOut := w.tiesOutRows(w.run(Wallet))
+	if got := tiesOut["+ Top-ups"]; got[1] != "2100" || got[2] != "2400" || got[3] != "-300" {
+		t.Errorf("workbook's top-ups row %q", got)
+	}
+	if got := tiesOut["= Closing"]; got[3] != "0.01" {
+		t.Errorf("workbook's closing row %q, want a paisa's difference", got)
+	}
 	// The next day opens where the ledger closed.
 	next, err := w.svc.WalletRollForward(w.ctx, w.day.AddDate(0, 0, 1))
 	w.must(err)
 	if next.Opening != rf.LedgerClosing || next.Closing() != next.Opening || !next.TiesOut() {
 		t.Fatalf("next day %+v", next)
 	}
+}
+
+// tiesOutRows reads a run's workbook's Ties out sheet, rows by their term
+// (raw values, padded to the sheet's columns).
+func (w *world) tiesOutRows(run RunSummary) map[string][]string {
+	w.t.Helper()
+	var buf bytes.Buffer
+	w.must(w.svc.WriteXLSX(w.ctx, run.ID, &buf))
+	f, err := excelize.OpenReader(&buf)
+	w.must(err)
+	defer f.Close()
+	rows, err := f.GetRows(TiesOutSheet, excelize.Options{RawCellValue: true})
+	w.must(err)
+	out := map[string][]string{}
+	for _, r := range rows[1:] {
+		out[r[0]] = append(r, make([]string, len(tiesOutColumns)-len(r))...)
+	}
+	return out
 }

@@ -78,8 +78,20 @@ func (w *world) upload(source, gw string, day time.Time, body string) FileInfo {
 // paiseOf parses a file's rupees ("1234.56", "-12.5") into paise.
 func (w *world) paiseOf(rupees string) int64 {
 	w.t.Helper()
+	return w.parse(func(fe *fieldErrs) int64 { return fe.rupees("amount", rupees) })
+}
+
+// paise parses a file's whole number of paise.
+func (w *world) paise(v string) int64 {
+	w.t.Helper()
+	return w.parse(func(fe *fieldErrs) int64 { return fe.paise("amount", v) })
+}
+
+// parse reads one field as the parsers do, failing the test on a bad one.
+func (w *world) parse(field func(*fieldErrs) int64) int64 {
+	w.t.Helper()
 	fe := &fieldErrs{}
-	p := fe.rupees("amount", rupees)
+	p := field(fe)
 	w.must(fe.err())
 	return p
 }

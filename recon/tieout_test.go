@@ -107,15 +107,6 @@ func TestSettlementStatementTiesOut(t *testing.T) {
 	}
 }
 
-// paise parses a whole number of paise from a file.
-func (w *world) paise(v string) int64 {
-	w.t.Helper()
-	fe := &fieldErrs{}
-	p := fe.paise("amount", v)
-	w.must(fe.err())
-	return p
-}
-
 // The wallets' roll-forward: opening + top-ups + refunds in − spends −
 // withdrawals = closing, to the paisa, against the ledger's running
 // balances and against the payments and refunds behind each term. A top-up

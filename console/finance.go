@@ -209,6 +209,12 @@ func (c *Console) renderRuns(w http.ResponseWriter, r *http.Request, errMsg stri
 		c.serverError(w, r, err)
 		return
 	}
+	p.RunScopes = slices.Clone(p.Gateways)
+	for _, scope := range []string{recon.Wallet, recon.Core, recon.Bank} {
+		if !slices.Contains(p.RunScopes, scope) {
+			p.RunScopes = append(p.RunScopes, scope)
+		}
+	}
 	ageing, err := c.cfg.Recon.Ageing(ctx)
 	if err != nil {
 		c.serverError(w, r, err)

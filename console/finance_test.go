@@ -139,6 +139,17 @@ func TestFinanceBackOffice(t *testing.T) {
 		t.Fatalf("refused runs recorded runs: %d → %d", runs, runsAfter)
 	}
 
+	// The bank's statement of the payout's day, from the same form: its one
+	// credit is the payout the swiftpay file announces.
+	if _, body, _ = b.get("/console/finance"); !strings.Contains(body, `<option value="bank">bank</option>`) {
+		t.Fatalf("the run form does not offer the bank:\n%.4000s", body)
+	}
+	code, _, h = b.post("/console/finance/runs", url.Values{"gateway": {recon.Bank}, "date": {"2025-06-05"}})
+	if _, body, _ = b.get(h.Get("Location")); code != http.StatusSeeOther ||
+		!strings.Contains(body, "Reconciled bank 2025-06-05: 1 lines, 1 matched, 0 exceptions") {
+		t.Fatalf("bank run: %d\n%.3000s", code, body)
+	}
+
 	// The runs list.
 	if _, body, _ = b.get("/console/finance"); !strings.Contains(body, `data-testid="run-swiftpay-2025-06-04"`) ||
 		!strings.Contains(body, "4 open") || !strings.Contains(body, "₹6,000.00") {

@@ -15,6 +15,7 @@ func INR(paise int64) string { return india.Rupees(paise) }
 type FinanceRunsPage struct {
 	From, To, Gateway string
 	Gateways          []string
+	RunScopes         []string // what the run form reconciles: the gateways, the wallet, the core and the bank
 	Runs              []FinanceRunRow
 	Ageing            []AgeRow
 	Error             string

@@ -375,7 +375,7 @@ func ConsoleFinanceRuns(p FinanceRunsPage, csrf string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		for _, g := range p.Gateways {
+		for _, g := range p.RunScopes {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "<option value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
@@ -420,7 +420,7 @@ func ConsoleFinanceRuns(p FinanceRunsPage, csrf string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "\" data-testid=\"run-date\"></label> <button type=\"submit\" data-testid=\"run-submit\">Run</button></form><p class=\"muted\">A run reads the day's current files; rerunning changes nothing that still holds and closes what no longer reproduces.</p></div></div><table class=\"t\" data-testid=\"runs\"><thead><tr><th>business date</th><th>gateway</th><th>status</th><th class=\"n\">lines</th><th class=\"n\">our items</th><th class=\"n\">match rate</th><th class=\"n\">matched</th><th class=\"n\">unmatched</th><th class=\"n\">fees + GST</th><th class=\"n\">net</th><th class=\"n\">payouts</th><th class=\"n\">open exceptions</th><th>downloads</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "\" data-testid=\"run-date\"></label> <button type=\"submit\" data-testid=\"run-submit\">Run</button></form><p class=\"muted\">A run reads the day's current files; rerunning changes nothing that still holds and closes what no longer reproduces. wallet: the wallet payments of the day; core: a journey date's export as a whole; bank: a statement date's lines that no settlement file announces.</p></div></div><table class=\"t\" data-testid=\"runs\"><thead><tr><th>business date</th><th>gateway</th><th>status</th><th class=\"n\">lines</th><th class=\"n\">our items</th><th class=\"n\">match rate</th><th class=\"n\">matched</th><th class=\"n\">unmatched</th><th class=\"n\">fees + GST</th><th class=\"n\">net</th><th class=\"n\">payouts</th><th class=\"n\">open exceptions</th><th>downloads</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

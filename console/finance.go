@@ -7,6 +7,7 @@ package console
 // refused change is audited here and changes nothing.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -207,6 +208,12 @@ func (c *Console) renderRuns(w http.ResponseWriter, r *http.Request, errMsg stri
 	if p.Gateways, err = c.gateways(r); err != nil {
 		c.serverError(w, r, err)
 		return
+	}
+	p.RunScopes = slices.Clone(p.Gateways)
+	for _, scope := range []string{recon.Wallet, recon.Core, recon.Bank} {
+		if !slices.Contains(p.RunScopes, scope) {
+			p.RunScopes = append(p.RunScopes, scope)
+		}
 	}
 	ageing, err := c.cfg.Recon.Ageing(ctx)
 	if err != nil {
@@ -508,7 +515,8 @@ func age(d time.Duration) string {
 
 func exceptionRow(e recon.Exception, now time.Time) views.ExceptionRow {
 	row := views.ExceptionRow{ID: e.ID.String(), Kind: e.Kind, Ref: e.Ref, Gateway: e.Gateway, Date: istDay(e.BusinessDate), Owner: e.Owner,
-		Path: e.Path, State: e.State, Assignee: e.Assignee, Amount: views.INR(e.AmountPaise), Age: age(e.Age(now)), Diff: "–",
+		Path: e.Path, State: e.State, Assignee: e.Assignee, Stake: views.INR(e.StakePaise), Amount: views.INR(e.AmountPaise),
+		Age: age(e.Age(now)), Diff: "–",
 		Bucket: recon.AgeBucket(e.Age(now)), Due: ist(e.DueAt), Resolution: e.Resolution, Escalated: e.EscalatedAt != nil,
 		NeedsApproval: e.NeedsApproval && e.ApprovedBy == ""}
 	if e.DiffPaise != 0 {
@@ -914,9 +922,85 @@ func (c *Console) financeBooks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Gateways = append(gws, recon.Wallet)
+	if p.Error == "" {
+		if p.TieOuts, err = c.tieOuts(ctx, day, p.Gateway, gws); err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	c.render(w, r, "Books "+p.Date, views.ConsoleFinanceBooks(p))
+}
+
+// tieOuts are the day's statements that hold to the paisa: the settlement
+// statement of each gateway shown (one, or all), and the wallets'
+// roll-forward (the wallet's books, or all). Each term links to what is
+// behind it: the gateway's run of the day (its files and lines), the
+// exceptions that explain a difference, the wallet payments.
+func (c *Console) tieOuts(ctx context.Context, day time.Time, gateway string, gateways []string) ([]views.TieOut, error) {
+	inr := views.INR
+	diff := func(d int64) (string, bool) { return inr(d), d != 0 }
+	exceptions := func(gw, kind string) string {
+		return "/console/finance/exceptions?" + views.ExceptionFilter{Kind: kind, Gateway: gw, Date: istDay(day), State: "UNRESOLVED"}.Query(0)
+	}
+	var out []views.TieOut
+	for _, gw := range gateways {
+		if gw == recon.Core || gw == recon.Bank || gw == recon.Wallet || (gateway != "" && gw != gateway) {
+			continue
+		}
+		st, err := c.cfg.Recon.Settlement(ctx, gw, day)
+		if err != nil {
+			return nil, err
+		}
+		if st.FileID == 0 && gateway == "" {
+			continue // no file of this gateway's day
+		}
+		run := "/console/finance/runs?" + url.Values{"gateway": {gw}, "from": {istDay(day)}, "to": {istDay(day)}}.Encode()
+		if r, err := c.cfg.Recon.LatestRun(ctx, gw, day); err == nil {
+			run = fmt.Sprintf("/console/finance/runs/%d", r.ID)
+		} else if booking.ErrorCode(err) != booking.ENOTFOUND {
+			return nil, err
+		}
+		payoutDiff, payoutOff := diff(st.PayoutDifference())
+		bankDiff, bankOff := diff(st.BankDifference())
+		out = append(out, views.TieOut{ID: gw, Title: "Settlement statement · " + gw, TiesOut: st.TiesOut(), Rows: []views.TieOutRow{
+			{Term: "captures", Amount: inr(st.Captures), Link: run, Note: fmt.Sprintf("%d lines in the file", st.Lines)},
+			{Op: "−", Term: "refunds", Amount: inr(st.Refunds), Link: exceptions(gw, recon.RefundMismatch)},
+			{Op: "−", Term: "chargebacks", Amount: inr(st.Chargebacks), Link: exceptions(gw, recon.Chargeback)},
+			{Op: "−", Term: "fees", Amount: inr(st.Fees), Link: exceptions(gw, recon.FeeMismatch)},
+			{Op: "−", Term: "GST", Amount: inr(st.GST), Link: exceptions(gw, recon.FeeMismatch)},
+			{Op: "=", Term: "net", Amount: inr(st.Net()), Total: true},
+			{Term: "payout", Amount: inr(st.Payout), Against: inr(st.Net()), Difference: payoutDiff, Off: payoutOff, Link: run,
+				Note: "the lines' own net, " + strings.Join(st.Payouts, ", ")},
+			{Term: "bank credit", Amount: inr(st.Bank), Against: inr(st.Payout), Difference: bankDiff, Off: bankOff,
+				Link: exceptions(gw, recon.PayoutMismatch), Note: "credited less debited for the payout"},
+		}})
+	}
+	if gateway != "" && gateway != recon.Wallet {
+		return out, nil
+	}
+	rf, err := c.cfg.Recon.WalletRollForward(ctx, day)
+	if err != nil {
+		return nil, err
+	}
+	spends := "/console/finance/books?" + url.Values{"date": {istDay(day)}, "gateway": {recon.Wallet}, "term": {recon.TermCollected}}.Encode()
+	row := func(op, term string, ledger, ours int64, n int, link, note string) views.TieOutRow {
+		d, off := diff(ledger - ours)
+		return views.TieOutRow{Op: op, Term: term, Amount: inr(ledger), Against: inr(ours), Difference: d, Off: off, Link: link,
+			Note: fmt.Sprintf("%d entries; against %s", n, note)}
+	}
+	closing, off := diff(rf.ClosingDifference())
+	out = append(out, views.TieOut{ID: recon.Wallet, Title: "Wallet roll-forward", TiesOut: rf.TiesOut(), Rows: []views.TieOutRow{
+		{Term: "opening", Amount: inr(rf.Opening), Note: "the ledger's balances at the day's start"},
+		row("+", "top-ups", rf.TopUps, rf.OurTopUps, rf.Count[recon.TermTopUps], "", "top-up payments that succeeded"),
+		row("+", "refunds in", rf.RefundsIn, rf.OurRefundsIn, rf.Count[recon.TermRefundsIn], "", "refunds of wallet payments processed"),
+		row("−", "spends", rf.Spends, rf.OurSpends, rf.Count[recon.TermSpends], spends, "wallet payments made"),
+		{Op: "−", Term: "withdrawals", Amount: inr(rf.Withdrawals), Note: fmt.Sprintf("%d entries", rf.Count[recon.TermWithdrawals])},
+		{Op: "=", Term: "closing", Amount: inr(rf.Closing()), Against: inr(rf.LedgerClosing), Difference: closing, Off: off, Total: true,
+			Note: "against the ledger's balances at the day's end"},
+	}})
+	return out, nil
 }
 
 // ReconPage is the reconciliation API's answer: the newest run of a

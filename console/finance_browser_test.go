@@ -152,7 +152,7 @@ func TestBrowserFinanceClerk(t *testing.T) {
 	login("admin1")
 	do("funnel", chromedp.Navigate(base+"/console/funnel"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=money-panel]`)))
 	var risk int64
-	if err := s.Pool.QueryRow(ctx, `SELECT sum(abs(amount_paise)) FROM reconciliation_exceptions WHERE state IN ('OPEN', 'INVESTIGATING')`).Scan(&risk); err != nil {
+	if err := s.Pool.QueryRow(ctx, `SELECT sum(stake_paise) FROM reconciliation_exceptions WHERE state IN ('OPEN', 'INVESTIGATING')`).Scan(&risk); err != nil {
 		t.Fatal(err)
 	}
 	if got := text(`[data-testid=money-at-risk]`); got != views.INR(risk) || risk == 0 {

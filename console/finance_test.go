@@ -139,6 +139,17 @@ func TestFinanceBackOffice(t *testing.T) {
 		t.Fatalf("refused runs recorded runs: %d → %d", runs, runsAfter)
 	}
 
+	// The bank's statement of the payout's day, from the same form: its one
+	// credit is the payout the swiftpay file announces.
+	if _, body, _ = b.get("/console/finance"); !strings.Contains(body, `<option value="bank">bank</option>`) {
+		t.Fatalf("the run form does not offer the bank:\n%.4000s", body)
+	}
+	code, _, h = b.post("/console/finance/runs", url.Values{"gateway": {recon.Bank}, "date": {"2025-06-05"}})
+	if _, body, _ = b.get(h.Get("Location")); code != http.StatusSeeOther ||
+		!strings.Contains(body, "Reconciled bank 2025-06-05: 1 lines, 1 matched, 0 exceptions") {
+		t.Fatalf("bank run: %d\n%.3000s", code, body)
+	}
+
 	// The runs list.
 	if _, body, _ = b.get("/console/finance"); !strings.Contains(body, `data-testid="run-swiftpay-2025-06-04"`) ||
 		!strings.Contains(body, "4 open") || !strings.Contains(body, "₹6,000.00") {
@@ -220,6 +231,10 @@ func TestFinanceBackOffice(t *testing.T) {
 	s.Pool.QueryRow(t.Context(), `SELECT id FROM reconciliation_exceptions WHERE kind = 'PAYOUT_MISMATCH'`).Scan(&payout) //nolint:errcheck
 	if _, body, _ = b.get("/console/finance/exceptions/" + payout); !strings.Contains(body, "NEFT CR-SWIFTPAY SETTLEMENT-SWP20250604") {
 		t.Fatalf("payout page has no bank line:\n%.4000s", body)
+	}
+	// At stake is the ₹10 the bank paid short; the ₹6,000 payout is the context.
+	if !strings.Contains(body, `data-testid="stake">₹10.00<`) || !strings.Contains(body, `data-testid="amount">₹6,000.00<`) {
+		t.Fatalf("payout page's stake and amount:\n%.4000s", body)
 	}
 
 	// Assign to me; assigning to a stranger is refused and changes nothing.
@@ -316,9 +331,16 @@ func TestFinanceBackOffice(t *testing.T) {
 	}
 	f.Close()
 
-	// The books of a day with no ticket payments balance at zero.
-	if _, body, _ = b.get("/console/finance/books?date=" + financeDay); !strings.Contains(body, `data-testid="balanced"`) {
-		t.Fatalf("books:\n%.3000s", body)
+	// The books of a day with no ticket payments balance at zero; the
+	// settlement statement (the corrected file's ₹3,000) shows the bank's
+	// ₹5,990 off by ₹2,990, linked to the payout's exceptions; the wallets
+	// did not move.
+	_, body, _ = b.get("/console/finance/books?date=" + financeDay)
+	bankRow := regexp.MustCompile(`(?s)data-testid="tie-out-swiftpay-bank credit".*?</tr>`).FindString(body)
+	if !strings.Contains(body, `data-testid="balanced"`) || !strings.Contains(body, `data-testid="ties-out-swiftpay">does not tie out`) ||
+		!strings.Contains(bankRow, `<span class="pill red" data-testid="difference">₹2,990.00</span>`) || !strings.Contains(bankRow, "kind=PAYOUT_MISMATCH") ||
+		!strings.Contains(body, `data-testid="ties-out-wallet">ties out`) {
+		t.Fatalf("books:\n%.6000s", body)
 	}
 
 	// Every action is a person's, in the audit log, refusals included.

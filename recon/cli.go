@@ -28,7 +28,8 @@ ingest stores a file with its lineage (the same file again changes nothing;
 a different one for the same day supersedes it); run reconciles a
 gateway's business date (--gateway wallet: wallet payments; --gateway core
 with a journey date: the core's export as a whole, for PNRs we never
-booked); export writes the latest run's workbook or CSV.
+booked; --gateway bank with a statement date: the bank's lines no
+settlement file announces); export writes the latest run's workbook or CSV.
 
 Example:
   tatkal recon run --gateway swiftpay --date 2026-12-01 --by finance1

@@ -83,7 +83,7 @@ func TestCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if sheets := f.GetSheetList(); len(sheets) != 3 || sheets[1] != OrphanLine {
+	if sheets := f.GetSheetList(); len(sheets) != 4 || sheets[1] != TiesOutSheet || sheets[2] != OrphanLine {
 		t.Fatalf("sheets %v", sheets)
 	}
 	csvOut := filepath.Join(dir, "run.csv")

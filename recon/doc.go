@@ -34,9 +34,38 @@
 // recon_run_found, and a run that fails afterwards removes what that leg
 // committed. A PNR in the core's export that we never booked (CORE_ORPHAN)
 // belongs to its journey date, not to a gateway: the core run of that date
-// finds it (tatkal recon run --gateway core --date JOURNEY). The run's
+// finds it (tatkal recon run --gateway core --date JOURNEY). Likewise a bank
+// line (credit or debit) that no settlement file of its gateway from the
+// ten days before announces as a payout belongs to its statement date: the
+// bank run of that date finds it (UNEXPLAINED_CREDIT, UNEXPLAINED_DEBIT,
+// owned by treasury; tatkal recon run --gateway bank --date STATEMENT),
+// while whether an announced payout's credit is its lines' net stays the
+// gateway run's question (PAYOUT_MISMATCH). The run's
 // connection keeps its temporary tables in local buffers and gathers
 // statistics only of the columns its rules join on.
+//
+// # At stake
+//
+// Each exception keeps the gross amount it is about (amount_paise: the
+// payment, the payout, the fee), the signed difference where two legs
+// disagree on an amount (diff_paise, theirs less ours) and what is at stake
+// (stake_paise), which each rule states: the difference for a mismatch of
+// amount, fee and GST, refund, payout or fare; the whole item where the
+// whole item is in question (a charge without a ticket, a missing line, an
+// orphan, an unexplained bank line). Totals (runs, days, the overdue, the
+// escalation's message), ageing, the amount filter, the approval limit and
+// write-offs count the stake: a ₹5 short payout is ₹5 at stake and a write-
+// off of ₹5 (written_off_paise, fixed when approved), the payout beside it.
+//
+// # Books that tie out
+//
+// Settlement: a gateway's file of a day as a statement, captures − refunds
+// − chargebacks − fees − GST = the payout its lines announce = what the
+// bank moved for it. WalletRollForward: opening + top-ups + refunds in −
+// spends − withdrawals = closing, against the ledger's running balances
+// and against the payments and refunds behind each term. Each to the
+// paisa, each difference shown where it arises (the console's books page,
+// the workbook's Ties out sheet).
 //
 // # Lifecycle
 //
@@ -44,7 +73,7 @@
 // resolved through the payment code (status inquiry, late success,
 // duplicate-charge refund) or the core sync; the gateway is asked now, the
 // settlement line only starts the question. One moving more than
-// TATKAL_RECON_APPROVAL_RUPEES (₹10,000) waits for a second finance person,
+// TATKAL_RECON_APPROVAL_RUPEES (₹10,000) at stake waits for a second finance person,
 // never one who uploaded a line behind it or ran the run that found it. People
 // assign, note, resolve with a code the kind allows, and write off by two
 // people; exceptions past their SLA escalate.
@@ -62,7 +91,8 @@
 //
 // # Exports
 //
-// WriteXLSX streams the workbook (Summary, a sheet per kind, Matched,
+// WriteXLSX streams the workbook (Summary, Ties out for a gateway's or the
+// wallet's run, a sheet per kind, Matched,
 // continued on "Matched 2" and after beyond Excel's 1,048,576 rows) straight
 // into its io.Writer, zip included; WriteCSV writes the exceptions. Text cells
 // that a spreadsheet would run as a formula are written as text

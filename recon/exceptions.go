@@ -17,6 +17,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/audit"
 	"tatkal/booking/db"
+	"tatkal/booking/india"
 )
 
 // Exception states: OPEN → INVESTIGATING (assigned to a person) →
@@ -35,19 +36,26 @@ const ClearedOnRerun = "CLEARED_ON_RERUN"
 
 // Exception is one difference between the legs.
 type Exception struct {
-	ID            uuid.UUID       `json:"id"`
-	Kind          string          `json:"kind"`
-	Ref           string          `json:"ref"`
-	Gateway       string          `json:"gateway"`
-	BusinessDate  time.Time       `json:"business_date"`
-	PaymentID     *uuid.UUID      `json:"payment_id,omitempty"`
-	HoldID        *uuid.UUID      `json:"hold_id,omitempty"`
-	RefundID      *uuid.UUID      `json:"refund_id,omitempty"`
-	PNR           string          `json:"pnr,omitempty"`
-	PSPRef        string          `json:"psp_ref,omitempty"`
-	PayoutID      string          `json:"payout_id,omitempty"`
+	ID           uuid.UUID  `json:"id"`
+	Kind         string     `json:"kind"`
+	Ref          string     `json:"ref"`
+	Gateway      string     `json:"gateway"`
+	BusinessDate time.Time  `json:"business_date"`
+	PaymentID    *uuid.UUID `json:"payment_id,omitempty"`
+	HoldID       *uuid.UUID `json:"hold_id,omitempty"`
+	RefundID     *uuid.UUID `json:"refund_id,omitempty"`
+	PNR          string     `json:"pnr,omitempty"`
+	PSPRef       string     `json:"psp_ref,omitempty"`
+	PayoutID     string     `json:"payout_id,omitempty"`
+	// AmountPaise is the gross amount the exception is about (the payment,
+	// the payout, the fee), the context; DiffPaise the signed difference
+	// where two legs disagree on an amount (theirs less ours); StakePaise
+	// what is at stake: the difference for a mismatch, the whole amount
+	// where the whole item is in question. Totals, ageing, filters, the
+	// approval limit and write-offs use StakePaise.
 	AmountPaise   int64           `json:"amount_paise"`
 	DiffPaise     int64           `json:"diff_paise"`
+	StakePaise    int64           `json:"stake_paise"`
 	Owner         string          `json:"owner_team"`
 	Path          string          `json:"path"`
 	State         string          `json:"state"`
@@ -61,9 +69,12 @@ type Exception struct {
 	NeedsApproval bool            `json:"needs_approval"`
 	ApprovedBy    string          `json:"approved_by,omitempty"`
 	WriteOffBy    string          `json:"write_off_proposed_by,omitempty"`
-	ResolvedAt    *time.Time      `json:"resolved_at,omitempty"`
-	ResolvedBy    string          `json:"resolved_by,omitempty"`
-	EscalatedAt   *time.Time      `json:"escalated_at,omitempty"`
+	// WrittenOffPaise is what the write-off wrote off: the stake when it
+	// was approved (nil unless written off).
+	WrittenOffPaise *int64     `json:"written_off_paise,omitempty"`
+	ResolvedAt      *time.Time `json:"resolved_at,omitempty"`
+	ResolvedBy      string     `json:"resolved_by,omitempty"`
+	EscalatedAt     *time.Time `json:"escalated_at,omitempty"`
 }
 
 // Age is how long the exception has been (or was) open.
@@ -85,15 +96,15 @@ func AgeBucket(age time.Duration) string {
 }
 
 const exceptionCols = `id, kind, ref, gateway, business_date, payment_id, hold_id, refund_id, pnr, psp_ref, payout_id,
-	amount_paise, diff_paise, owner_team, path, state, assignee, resolution, detected_at, due_at, first_run_id, last_run_id,
-	evidence, needs_approval, approved_by, writeoff_by, resolved_at, resolved_by, escalated_at`
+	amount_paise, diff_paise, stake_paise, owner_team, path, state, assignee, resolution, detected_at, due_at, first_run_id,
+	last_run_id, evidence, needs_approval, approved_by, writeoff_by, written_off_paise, resolved_at, resolved_by, escalated_at`
 
 func scanException(row pgx.Row) (Exception, error) {
 	var e Exception
 	err := row.Scan(&e.ID, &e.Kind, &e.Ref, &e.Gateway, &e.BusinessDate, &e.PaymentID, &e.HoldID, &e.RefundID, &e.PNR, &e.PSPRef,
-		&e.PayoutID, &e.AmountPaise, &e.DiffPaise, &e.Owner, &e.Path, &e.State, &e.Assignee, &e.Resolution, &e.DetectedAt,
-		&e.DueAt, &e.FirstRunID, &e.LastRunID, &e.Evidence, &e.NeedsApproval, &e.ApprovedBy, &e.WriteOffBy, &e.ResolvedAt,
-		&e.ResolvedBy, &e.EscalatedAt)
+		&e.PayoutID, &e.AmountPaise, &e.DiffPaise, &e.StakePaise, &e.Owner, &e.Path, &e.State, &e.Assignee, &e.Resolution,
+		&e.DetectedAt, &e.DueAt, &e.FirstRunID, &e.LastRunID, &e.Evidence, &e.NeedsApproval, &e.ApprovedBy, &e.WriteOffBy,
+		&e.WrittenOffPaise, &e.ResolvedAt, &e.ResolvedBy, &e.EscalatedAt)
 	return e, err
 }
 
@@ -117,8 +128,8 @@ type Filter struct {
 	State        string // a state, or "UNRESOLVED" for OPEN and INVESTIGATING
 	Owner        string // the owning team
 	Assignee     string // the person it is assigned to
-	MinPaise     int64  // |amount| at least
-	MaxPaise     int64  // |amount| at most (0: no bound)
+	MinPaise     int64  // at stake at least
+	MaxPaise     int64  // at stake at most (0: no bound)
 	OlderThan    time.Duration
 	YoungerThan  time.Duration // detected less than this long ago (0: no bound)
 	Overdue      bool          // unresolved and past its SLA
@@ -187,10 +198,10 @@ func (s *Service) where(f Filter) (string, []any, error) {
 		return "", nil, booking.Errorf(booking.EINVALID, "BAD_AMOUNT_RANGE", "The amount range must be positive, its lower bound below its upper.")
 	}
 	if f.MinPaise > 0 {
-		add("abs(amount_paise) >= $%d", f.MinPaise)
+		add("stake_paise >= $%d", f.MinPaise)
 	}
 	if f.MaxPaise > 0 {
-		add("abs(amount_paise) <= $%d", f.MaxPaise)
+		add("stake_paise <= $%d", f.MaxPaise)
 	}
 	now := s.cfg.Now()
 	if f.OlderThan > 0 {
@@ -240,13 +251,13 @@ func (s *Service) Exceptions(ctx context.Context, f Filter) ([]Exception, error)
 }
 
 // CountExceptions counts what a filter selects (its page ignored) and
-// sums the amounts at stake.
+// sums what is at stake.
 func (s *Service) CountExceptions(ctx context.Context, f Filter) (n int, paise int64, err error) {
 	where, args, err := s.where(f)
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(abs(amount_paise)), 0)::bigint FROM reconciliation_exceptions`+where,
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(stake_paise), 0)::bigint FROM reconciliation_exceptions`+where,
 		args...).Scan(&n, &paise); err != nil {
 		return 0, 0, fmt.Errorf("count exceptions: %w", err)
 	}
@@ -421,8 +432,18 @@ func (s *Service) ProposeWriteOff(ctx context.Context, id uuid.UUID, actor, note
 		if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET writeoff_by = $2 WHERE id = $1`, id, actor); err != nil {
 			return fmt.Errorf("propose write-off %s: %w", id, err)
 		}
-		return event(ctx, tx, id, actor, "WRITE_OFF_PROPOSED", e.State, e.State, note)
+		return event(ctx, tx, id, actor, "WRITE_OFF_PROPOSED", e.State, e.State, withStake(note, e))
 	})
+}
+
+// withStake adds to a write-off's note what it writes off, and the gross
+// amount it is part of, for the history and the audit log.
+func withStake(note string, e Exception) string {
+	amount := india.Rupees(e.StakePaise)
+	if e.StakePaise != abs(e.AmountPaise) {
+		amount += " of " + india.Rupees(abs(e.AmountPaise))
+	}
+	return strings.TrimSpace(note + " (writes off " + amount + ")")
 }
 
 // WithdrawWriteOff takes a write-off proposal back: its proposer withdraws
@@ -460,10 +481,13 @@ func (s *Service) ApproveWriteOff(ctx context.Context, id uuid.UUID, approver, n
 		case e.WriteOffBy == approver:
 			return booking.Errorf(booking.EFORBIDDEN, "SAME_PERSON", "A write-off needs a second person; %s proposed it.", approver)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET approved_by = $2 WHERE id = $1`, id, approver); err != nil {
+		// What is written off is the stake, not the gross amount: a ₹5
+		// short payout writes off ₹5.
+		if _, err := tx.Exec(ctx, `UPDATE reconciliation_exceptions SET approved_by = $2, written_off_paise = stake_paise WHERE id = $1`,
+			id, approver); err != nil {
 			return fmt.Errorf("approve write-off %s: %w", id, err)
 		}
-		return s.closeTx(ctx, tx, id, approver, StateWrittenOff, "WRITTEN_OFF", note)
+		return s.closeTx(ctx, tx, id, approver, StateWrittenOff, "WRITTEN_OFF", withStake(note, e))
 	})
 }
 
@@ -511,7 +535,7 @@ func (s *Service) Escalate(ctx context.Context) (int, error) {
 	err := s.pool.QueryRow(ctx, `WITH e AS (
 			UPDATE reconciliation_exceptions SET escalated_at = $1
 			WHERE state IN ('OPEN', 'INVESTIGATING') AND due_at < $1 AND escalated_at IS NULL
-			RETURNING id, state, kind, abs(amount_paise) AS paise)
+			RETURNING id, state, kind, stake_paise AS paise)
 		, ev AS (INSERT INTO reconciliation_exception_events (exception_id, actor, action, from_state, to_state, note)
 			SELECT id, 'job:recon_escalate', 'ESCALATED', state, state, 'past its SLA: raised to the finance lead' FROM e)
 		, tot AS (SELECT count(*) AS n, coalesce(sum(paise), 0)::bigint AS paise,

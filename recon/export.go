@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,7 +32,7 @@ import (
 var exceptionColumns = []column{
 	{"Exception ID", 38}, {"Kind", 24}, {"State", 14}, {"Owner", 18}, {"Path", 10}, {"Business date", 13},
 	{"Detected (IST)", 18}, {"Due (IST)", 18}, {"Age", 10}, {"Reference", 40}, {"Payment", 38}, {"PNR", 12},
-	{"PSP ref", 26}, {"Payout", 16}, {"Amount (₹)", 16}, {"Difference (₹)", 16}, {"Assignee", 14},
+	{"PSP ref", 26}, {"Payout", 16}, {"At stake (₹)", 16}, {"Amount (₹)", 16}, {"Difference (₹)", 16}, {"Assignee", 14},
 	{"Resolution", 22}, {"Resolved (IST)", 18},
 }
 
@@ -144,7 +145,7 @@ func excelTime(t time.Time) time.Time { return t.In(booking.IST) }
 // CSV shows (not the evidence, the widest), in the workbook's order: kind
 // by kind as the kinds table lists them ($4), then as detected.
 const sheetExceptions = `SELECT id, kind, state, owner_team, path, business_date, detected_at, due_at, ref, payment_id, pnr, psp_ref,
-		payout_id, amount_paise, diff_paise, assignee, resolution, resolved_at
+		payout_id, stake_paise, amount_paise, diff_paise, assignee, resolution, resolved_at
 	FROM reconciliation_exceptions WHERE ((gateway = $1 AND business_date = $2) OR last_run_id = $3)
 	ORDER BY array_position($4::text[], kind), detected_at, ref`
 
@@ -156,7 +157,8 @@ type sheetRow struct {
 	Ref                             string
 	PaymentID                       pgtype.UUID
 	PNR, PSPRef, PayoutID           string
-	AmountPaise, DiffPaise          int64
+	StakePaise, AmountPaise         int64
+	DiffPaise                       int64
 	Assignee, Resolution            string
 	ResolvedAt                      pgtype.Timestamptz
 }
@@ -184,7 +186,7 @@ func (s *Service) eachSheetRow(ctx context.Context, run RunSummary, fn func(*she
 	var e sheetRow
 	for rows.Next() {
 		if err := rows.Scan(&e.ID, &e.Kind, &e.State, &e.Owner, &e.Path, &e.BusinessDate, &e.DetectedAt, &e.DueAt, &e.Ref,
-			&e.PaymentID, &e.PNR, &e.PSPRef, &e.PayoutID, &e.AmountPaise, &e.DiffPaise, &e.Assignee, &e.Resolution,
+			&e.PaymentID, &e.PNR, &e.PSPRef, &e.PayoutID, &e.StakePaise, &e.AmountPaise, &e.DiffPaise, &e.Assignee, &e.Resolution,
 			&e.ResolvedAt); err != nil {
 			return err
 		}
@@ -218,11 +220,14 @@ func (s *Service) WriteXLSX(ctx context.Context, runID int64, w io.Writer) error
 	if err := f.SetSheetName("Sheet1", "Summary"); err != nil {
 		return err
 	}
+	if err := s.tiesOutSheet(ctx, f, run, st); err != nil {
+		return fmt.Errorf("ties-out sheet: %w", err)
+	}
 	byKind := map[string]*kindAgg{}
 	var sh *sheet
 	var kind string
 	present := 0
-	var cells [19]excelize.Cell
+	var cells [20]excelize.Cell
 	row := make([]any, len(cells))
 	err = s.eachSheetRow(ctx, run, func(e *sheetRow) error {
 		if e.Kind != kind {
@@ -273,7 +278,7 @@ func (s *Service) WriteXLSX(ctx context.Context, runID int64, w io.Writer) error
 	return nil
 }
 
-// kindAgg is one kind's line of the Summary: open by age, closed, amount open.
+// kindAgg is one kind's line of the Summary: open by age, closed, the stake open.
 type kindAgg struct{ open, b0, b1, b3, b7, closed, amount int64 }
 
 func (a *kindAgg) add(e *sheetRow, now time.Time) {
@@ -282,7 +287,7 @@ func (a *kindAgg) add(e *sheetRow, now time.Time) {
 		return
 	}
 	a.open++
-	a.amount += abs(e.AmountPaise)
+	a.amount += e.StakePaise
 	switch AgeBucket(now.Sub(e.DetectedAt)) {
 	case "0-1 d":
 		a.b0++
@@ -297,7 +302,7 @@ func (a *kindAgg) add(e *sheetRow, now time.Time) {
 
 func (s *Service) summarySheet(f *excelize.File, run RunSummary, st styles, byKind map[string]*kindAgg) error {
 	sh, err := startSheet(f, "Summary", []column{{"Figure", 28}, {"Value", 22}, {"Open", 10}, {"0-1 d", 10}, {"1-3 d", 10},
-		{"3-7 d", 10}, {"over 7 d", 10}, {"Closed", 10}, {"Amount (₹)", 16}}, st)
+		{"3-7 d", 10}, {"over 7 d", 10}, {"Closed", 10}, {"At stake (₹)", 16}}, st)
 	if err != nil {
 		return err
 	}
@@ -316,14 +321,14 @@ func (s *Service) summarySheet(f *excelize.File, run RunSummary, st styles, byKi
 		{label("Exceptions"), run.Exceptions},
 		{label("Match rate"), excelize.Cell{StyleID: st.percent, Value: run.MatchRate()}},
 		{label("Amount matched"), money(run.AmountMatched)},
-		{label("Amount unmatched"), money(run.AmountUnmatched)},
+		{label("At stake, unmatched"), money(run.AmountUnmatched)},
 		{label("Gateway fees"), money(run.Fees)},
 		{label("GST on fees"), money(run.Tax)},
 		{label("Net settled"), money(run.Net)},
 		{label("Paid out (bank)"), money(run.Payouts)},
 		{},
 		{label("Exceptions by kind and age"), label("Owner"), label("Open"), label("0-1 d"), label("1-3 d"), label("3-7 d"),
-			label("over 7 d"), label("Closed"), label("Amount (₹)")},
+			label("over 7 d"), label("Closed"), label("At stake (₹)")},
 	}
 	for _, r := range figures {
 		if err := sh.add(r); err != nil {
@@ -344,8 +349,80 @@ func (s *Service) summarySheet(f *excelize.File, run RunSummary, st styles, byKi
 	return sh.finish("SummaryTable")
 }
 
+// TiesOutSheet is the workbook's sheet of the day's books to the paisa:
+// a gateway run's settlement statement, the wallet run's roll-forward.
+const TiesOutSheet = "Ties out"
+
+var tiesOutColumns = []column{{"Term", 34}, {"Amount (₹)", 18}, {"Against (₹)", 18}, {"Difference (₹)", 16}, {"Records", 10}, {"Against what", 48}}
+
+// tiesOutSheet writes the sheet for a gateway's or the wallet's run (the
+// core's and the bank's runs have none): each term a row, each check its
+// amount, what it is checked against, and the difference.
+func (s *Service) tiesOutSheet(ctx context.Context, f *excelize.File, run RunSummary, st styles) error {
+	money := func(p int64) excelize.Cell { return excelize.Cell{StyleID: st.money, Value: rupees(p)} }
+	label := func(s string) excelize.Cell { return excelize.Cell{StyleID: st.label, Value: s} }
+	var rows [][]any
+	switch run.Gateway {
+	case Core, Bank:
+		return nil
+	case Wallet:
+		r, err := s.WalletRollForward(ctx, run.BusinessDate)
+		if err != nil {
+			return err
+		}
+		rows = [][]any{
+			{"Opening (the ledger's balances)", money(r.Opening)},
+			{"+ Top-ups", money(r.TopUps), money(r.OurTopUps), money(r.TopUps - r.OurTopUps), r.Count[TermTopUps], "top-up payments that succeeded"},
+			{"+ Refunds in", money(r.RefundsIn), money(r.OurRefundsIn), money(r.RefundsIn - r.OurRefundsIn), r.Count[TermRefundsIn],
+				"refunds of wallet payments processed"},
+			{"− Spends", money(r.Spends), money(r.OurSpends), money(r.Spends - r.OurSpends), r.Count[TermSpends], "wallet payments made"},
+			{"− Withdrawals", money(r.Withdrawals), nil, nil, r.Count[TermWithdrawals]},
+			{label("= Closing"), money(r.Closing()), money(r.LedgerClosing), money(r.LedgerClosing - r.Closing()), nil,
+				"the ledger's balances at the day's end"},
+		}
+	default:
+		sm, err := s.Settlement(ctx, run.Gateway, run.BusinessDate)
+		if err != nil {
+			return err
+		}
+		rows = [][]any{
+			{"Captures", money(sm.Captures)},
+			{"− Refunds", money(sm.Refunds)},
+			{"− Chargebacks", money(sm.Chargebacks)},
+			{"− Fees", money(sm.Fees)},
+			{"− GST on fees", money(sm.GST)},
+			{label("= Net of the terms"), money(sm.Net()), nil, nil, sm.Lines, "the settlement file's lines"},
+			{"Payout (the lines' net)", money(sm.Payout), money(sm.Net()), money(sm.PayoutDifference()), nil, "the net of the terms"},
+			{label("Bank credit"), money(sm.Bank), money(sm.Payout), money(sm.BankDifference()), nil,
+				"the payout; on the bank's statement of " + dates(sm.BankDays)},
+		}
+	}
+	sh, err := startSheet(f, TiesOutSheet, tiesOutColumns, st)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := sh.add(r); err != nil {
+			return err
+		}
+	}
+	return sh.finish("TiesOutTable")
+}
+
+// dates lists days for a note.
+func dates(days []time.Time) string {
+	if len(days) == 0 {
+		return "no date yet"
+	}
+	out := make([]string, len(days))
+	for i, d := range days {
+		out[i] = d.Format(time.DateOnly)
+	}
+	return strings.Join(out, ", ")
+}
+
 // exceptionRow fills row (pointers into cells, set once) with e's cells.
-func exceptionRow(cells *[19]excelize.Cell, row []any, e *sheetRow, st styles, now time.Time) {
+func exceptionRow(cells *[20]excelize.Cell, row []any, e *sheetRow, st styles, now time.Time) {
 	plain := func(i int, v any) { cells[i] = excelize.Cell{Value: v} }
 	styled := func(i, style int, v any) { cells[i] = excelize.Cell{StyleID: style, Value: v} }
 	plain(0, e.ID.String())
@@ -365,13 +442,14 @@ func exceptionRow(cells *[19]excelize.Cell, row []any, e *sheetRow, st styles, n
 	plain(11, e.PNR)
 	plain(12, e.PSPRef)
 	plain(13, e.PayoutID)
-	styled(14, st.money, rupees(e.AmountPaise))
-	styled(15, st.money, rupees(e.DiffPaise))
-	plain(16, e.Assignee)
-	plain(17, e.Resolution)
-	plain(18, nil)
+	styled(14, st.money, rupees(e.StakePaise))
+	styled(15, st.money, rupees(e.AmountPaise))
+	styled(16, st.money, rupees(e.DiffPaise))
+	plain(17, e.Assignee)
+	plain(18, e.Resolution)
+	plain(19, nil)
 	if e.ResolvedAt.Valid {
-		styled(18, st.datetime, excelTime(e.ResolvedAt.Time))
+		styled(19, st.datetime, excelTime(e.ResolvedAt.Time))
 	}
 	for i := range cells {
 		if cells[i].Value == nil {
@@ -491,7 +569,7 @@ func (s *Service) WriteCSV(ctx context.Context, runID int64, w io.Writer) error 
 		}
 		rec = append(rec[:0], e.ID.String(), e.Kind, e.State, e.Owner, e.Path, e.BusinessDate.Format(time.DateOnly),
 			ts(e.DetectedAt), ts(e.DueAt), AgeBucket(e.age(now)), e.Ref, payment, e.PNR, e.PSPRef, e.PayoutID,
-			rupeeText(e.AmountPaise), rupeeText(e.DiffPaise), e.Assignee, e.Resolution, resolved)
+			rupeeText(e.StakePaise), rupeeText(e.AmountPaise), rupeeText(e.DiffPaise), e.Assignee, e.Resolution, resolved)
 		for i := range rec {
 			if !csvNumeric[i] {
 				rec[i] = csvx.Text(rec[i])
@@ -507,12 +585,12 @@ func (s *Service) WriteCSV(ctx context.Context, runID int64, w io.Writer) error 
 }
 
 // csvNumeric marks the CSV's columns of numbers we format ourselves (the
-// amount and the difference, by their index in exceptionColumns), which
+// stake, the amount and the difference, by their index in exceptionColumns), which
 // are written as they are.
 var csvNumeric = func() []bool {
 	m := make([]bool, len(exceptionColumns))
 	for i, c := range exceptionColumns {
-		m[i] = c.name == "Amount (₹)" || c.name == "Difference (₹)"
+		m[i] = c.name == "At stake (₹)" || c.name == "Amount (₹)" || c.name == "Difference (₹)"
 	}
 	return m
 }()

@@ -32,7 +32,7 @@ func TestWorkbook(t *testing.T) {
 	f, err := excelize.OpenReader(&buf)
 	w.must(err)
 	defer f.Close()
-	if got, want := f.GetSheetList(), []string{"Summary", AmountMismatch, MissingInSettlement, "Matched"}; !slices.Equal(got, want) {
+	if got, want := f.GetSheetList(), []string{"Summary", TiesOutSheet, AmountMismatch, MissingInSettlement, "Matched"}; !slices.Equal(got, want) {
 		t.Fatalf("sheets %v, want %v", got, want)
 	}
 	for _, name := range f.GetSheetList() {
@@ -85,6 +85,10 @@ func TestWorkbook(t *testing.T) {
 	if diff != "₹12.34" {
 		t.Fatalf("difference shown as %q", diff)
 	}
+	// At stake is the difference, not the payment.
+	if stake, _ := f.GetCellValue(AmountMismatch, col("At stake (₹)")+"2"); stake != "₹12.34" {
+		t.Fatalf("at stake shown as %q", stake)
+	}
 	// Dates: serial numbers styled as dates.
 	dcell := col("Business date") + "2"
 	raw, _ = f.GetCellValue(AmountMismatch, dcell, excelize.Options{RawCellValue: true})
@@ -134,7 +138,8 @@ func TestWorkbook(t *testing.T) {
 		t.Fatalf("csv %q", recs)
 	}
 	for _, r := range recs[1:] {
-		if r[1] == AmountMismatch && (r[14] != "1234.56" || r[15] != "12.34" || r[5] != "2025-06-04") {
+		if r[1] == AmountMismatch && (r[slices.Index(head, "Amount (₹)")] != "1234.56" || r[slices.Index(head, "Difference (₹)")] != "12.34" ||
+			r[slices.Index(head, "At stake (₹)")] != "12.34" || r[5] != "2025-06-04") {
 			t.Fatalf("csv row %q", r)
 		}
 	}
@@ -158,7 +163,7 @@ func TestWorkbookSplitsMatched(t *testing.T) {
 	w.must(err)
 	defer f.Close()
 	parts := (run.Matched + 4) / 5
-	want := []string{"Summary", "Matched"}
+	want := []string{"Summary", TiesOutSheet, "Matched"}
 	for i := 2; i <= parts; i++ {
 		want = append(want, "Matched "+strconv.Itoa(i))
 	}
@@ -166,7 +171,7 @@ func TestWorkbookSplitsMatched(t *testing.T) {
 		t.Fatalf("%d matches: sheets %v, want %v", run.Matched, got, want)
 	}
 	seen := map[string]bool{}
-	for _, name := range want[1:] {
+	for _, name := range want[2:] {
 		rows, err := f.GetRows(name)
 		w.must(err)
 		if len(rows) < 2 || len(rows) > 6 || rows[0][0] != "Rule" {

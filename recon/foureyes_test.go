@@ -3,8 +3,6 @@ package recon
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +22,7 @@ import (
 // would write it.
 func (w *world) forgedSettlement(gw string, forged ...*made) string {
 	w.t.Helper()
-	url := fmt.Sprintf("%s/gw/%s/v1/settlements/%s.csv", w.pspURL, gw, w.day.Format(time.DateOnly))
-	req, _ := http.NewRequestWithContext(w.ctx, http.MethodGet, url, nil)
-	req.Header.Set("Authorization", "Bearer "+w.key(gw))
-	resp, err := w.http.Do(req)
-	w.must(err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := w.realFile(SourceSettlement, gw, w.day)
 	lines := strings.Split(strings.TrimRight(string(body), "\n"), "\n")
 	var real string
 	for _, l := range lines[1:] {

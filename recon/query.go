@@ -38,7 +38,7 @@ func (s *Service) Runs(ctx context.Context, gateway string, from, to time.Time) 
 	rows, err := s.pool.Query(ctx, `SELECT r.id, n.runs,
 			(SELECT count(*) FROM reconciliation_exceptions e WHERE e.gateway = r.gateway AND e.business_date = r.business_date
 			 AND e.state IN ('OPEN', 'INVESTIGATING')),
-			(SELECT coalesce(sum(abs(e.amount_paise)), 0)::bigint FROM reconciliation_exceptions e WHERE e.gateway = r.gateway
+			(SELECT coalesce(sum(e.stake_paise), 0)::bigint FROM reconciliation_exceptions e WHERE e.gateway = r.gateway
 			 AND e.business_date = r.business_date AND e.state IN ('OPEN', 'INVESTIGATING'))
 		FROM (SELECT DISTINCT ON (gateway, business_date) id, gateway, business_date FROM recon_runs
 		      WHERE business_date BETWEEN $1 AND $2 AND ($3 = '' OR gateway = $3) ORDER BY gateway, business_date, id DESC) r
@@ -469,7 +469,8 @@ type AgeRow struct {
 }
 
 // Ageing counts the unresolved exceptions by age bucket with the amount
-// at risk (the sum of their amounts), for the funnel's money panel.
+// at risk (the sum of their stakes, not of the gross amounts they are
+// about), for the funnel's money panel.
 func (s *Service) Ageing(ctx context.Context) ([]AgeRow, error) {
 	out := make([]AgeRow, len(AgeBuckets))
 	var from []float64 // the buckets' lower bounds past the first, in seconds
@@ -481,7 +482,7 @@ func (s *Service) Ageing(ctx context.Context) ([]AgeRow, error) {
 	}
 	// A row's bucket is how many of those bounds its age has passed.
 	rows, err := s.pool.Query(ctx, `SELECT (SELECT count(*) FROM unnest($2::float8[]) f WHERE extract(epoch FROM $1 - e.detected_at) >= f),
-			count(*), coalesce(sum(abs(amount_paise)), 0)::bigint, count(escalated_at)
+			count(*), coalesce(sum(stake_paise), 0)::bigint, count(escalated_at)
 		FROM reconciliation_exceptions e WHERE state IN ('OPEN', 'INVESTIGATING') GROUP BY 1`, s.cfg.Now(), from)
 	if err != nil {
 		return nil, fmt.Errorf("ageing: %w", err)

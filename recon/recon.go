@@ -28,6 +28,8 @@ const (
 	OrphanLine          = "ORPHAN_LINE"
 	DuplicateLine       = "DUPLICATE_LINE"
 	Chargeback          = "CHARGEBACK"
+	UnexplainedCredit   = "UNEXPLAINED_CREDIT"
+	UnexplainedDebit    = "UNEXPLAINED_DEBIT"
 )
 
 // Resolution paths.
@@ -65,6 +67,8 @@ var kinds = []KindInfo{
 	{OrphanLine, "finance-settlement", 72 * time.Hour, PathManual, "a settlement line with a reference we never issued"},
 	{DuplicateLine, "finance-settlement", 72 * time.Hour, PathManual, "the same settlement line more than once"},
 	{Chargeback, "disputes", 7 * 24 * time.Hour, PathManual, "the customer's bank took a capture back"},
+	{UnexplainedCredit, "treasury", 24 * time.Hour, PathManual, "a credit on the bank statement that no settlement file announces as a payout"},
+	{UnexplainedDebit, "treasury", 24 * time.Hour, PathManual, "a debit on the bank statement that no settlement file announces as a payout"},
 }
 
 // Kinds returns the table of exception kinds.

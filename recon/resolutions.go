@@ -46,6 +46,8 @@ var resolutions = map[string]Resolution{
 	"DUPLICATE_LINE_IGNORED": {"DUPLICATE_LINE_IGNORED", "the repeated line is one transaction", ""},
 	"CHARGEBACK_ACCEPTED":    {"CHARGEBACK_ACCEPTED", "the dispute was lost or accepted", ""},
 	"CHARGEBACK_WON":         {"CHARGEBACK_WON", "the dispute was won; the money comes back", ""},
+	"RETURNED_TO_SENDER":     {"RETURNED_TO_SENDER", "the money was not ours and went back to whoever sent it", ""},
+	"BOOKED_TO_LEDGER":       {"BOOKED_TO_LEDGER", "identified (interest, bank charges, a transfer of ours) and booked to its ledger account", ""},
 }
 
 // kindCodes are the codes each kind may be closed with.
@@ -68,6 +70,10 @@ var kindCodes = map[string][]string{
 	OrphanLine:          {"NOT_OUR_LINE", "GATEWAY_CORRECTED", "MATCHED_MANUALLY"},
 	DuplicateLine:       {"DUPLICATE_LINE_IGNORED", "GATEWAY_CORRECTED"},
 	Chargeback:          {"CHARGEBACK_ACCEPTED", "CHARGEBACK_WON"},
+	// A bank line no file announces: a payout the rules could not pair, a
+	// file still to come, the bank's mistake, or money that is not ours.
+	UnexplainedCredit: {"MATCHED_MANUALLY", "TIMING_DIFFERENCE", "BANK_CORRECTED", "RETURNED_TO_SENDER", "BOOKED_TO_LEDGER"},
+	UnexplainedDebit:  {"MATCHED_MANUALLY", "TIMING_DIFFERENCE", "BANK_CORRECTED", "BOOKED_TO_LEDGER"},
 }
 
 // CodesFor lists the codes an exception of kind may be closed with.

@@ -162,7 +162,7 @@ const reviewEvidence = `CASE WHEN p.in_review THEN jsonb_build_object('payment_r
 const foundTable = `CREATE TEMP TABLE rc_found (
 		kind text NOT NULL, ref text NOT NULL, payment_id uuid, hold_id uuid, refund_id uuid, pnr text NOT NULL DEFAULT '',
 		psp_ref text NOT NULL DEFAULT '', payout_id text NOT NULL DEFAULT '', amount bigint NOT NULL, diff bigint NOT NULL DEFAULT 0,
-		path text NOT NULL, evidence jsonb NOT NULL DEFAULT '{}', PRIMARY KEY (kind, ref)) ON COMMIT DROP`
+		stake bigint NOT NULL, path text NOT NULL, evidence jsonb NOT NULL DEFAULT '{}', PRIMARY KEY (kind, ref)) ON COMMIT DROP`
 
 // The statements of a run, in order. Parameters: $1 gateway, $2 business
 // date, $3 start of the day (IST), $4 end of the day, $5 as-of, $6 the
@@ -237,15 +237,15 @@ var matchSteps = []step{
 		rc_pc (id, hold_id, state, method, n, booked, refunded)`},
 	{"found", foundTable},
 
-	{PaidNotBooked, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
-		SELECT 'PAID_NOT_BOOKED', p.id::text, p.id, p.hold_id, p.c_ext_ref, p.c_amount, CASE WHEN p.in_review THEN 'MANUAL' ELSE 'AUTO' END,
+	{PaidNotBooked, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, stake, path, evidence)
+		SELECT 'PAID_NOT_BOOKED', p.id::text, p.id, p.hold_id, p.c_ext_ref, p.c_amount, p.c_amount, CASE WHEN p.in_review THEN 'MANUAL' ELSE 'AUTO' END,
 		       jsonb_build_object('our_state', p.state, 'lines', p.c_line_ids) || ` + reviewEvidence + `
 		FROM rc_pc p
 		WHERE p.n IS NOT NULL AND p.state NOT IN ('FAILED', 'REFUNDED') AND p.hold_id IS NOT NULL -- a wallet top-up books nothing
 		  AND NOT p.booked AND NOT p.refunded
 		ON CONFLICT DO NOTHING`},
-	{StatusMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
-		SELECT 'STATUS_MISMATCH', p.id::text, p.id, p.hold_id, p.c_ext_ref, p.c_amount,
+	{StatusMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, stake, path, evidence)
+		SELECT 'STATUS_MISMATCH', p.id::text, p.id, p.hold_id, p.c_ext_ref, p.c_amount, p.c_amount,
 		       CASE WHEN p.state = 'FAILED' OR p.in_review THEN 'MANUAL' ELSE 'AUTO' END,
 		       jsonb_build_object('our_state', p.state, 'file_state', 'CAPTURED', 'lines', p.c_line_ids) || ` + reviewEvidence + `
 		FROM rc_pc p
@@ -254,8 +254,8 @@ var matchSteps = []step{
 		ON CONFLICT DO NOTHING`},
 	// The charge kept is the hold's first unrefunded success; a later one
 	// with a capture line and no refund is the duplicate.
-	{DuplicateCharge, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
-		SELECT 'DUPLICATE_CHARGE', p.id::text, p.id, p.hold_id, p.c_ext_ref, p.amount, CASE WHEN p.in_review THEN 'MANUAL' ELSE 'AUTO' END,
+	{DuplicateCharge, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, stake, path, evidence)
+		SELECT 'DUPLICATE_CHARGE', p.id::text, p.id, p.hold_id, p.c_ext_ref, p.amount, p.amount, CASE WHEN p.in_review THEN 'MANUAL' ELSE 'AUTO' END,
 		       jsonb_build_object('kept', (SELECT q.id FROM payments q WHERE q.hold_id = p.hold_id AND q.state = 'SUCCESS'
 		           ORDER BY coalesce(q.resolved_at, q.initiated_at), q.id LIMIT 1), 'lines', p.c_line_ids) || ` + reviewEvidence + `
 		FROM rc_pc p
@@ -264,36 +264,41 @@ var matchSteps = []step{
 		      AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = q.id)
 		      AND (coalesce(q.resolved_at, q.initiated_at), q.id) < (p.resolved_at, p.id))
 		ON CONFLICT DO NOTHING`},
-	// Tolerance: a paisa of rounding per line.
-	{AmountMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, diff, path, evidence)
-		SELECT 'AMOUNT_MISMATCH', p.id::text, p.id, p.hold_id, p.c_ext_ref, p.amount,
-		       CASE WHEN abs(p.c_amount - p.amount) > 1 THEN p.c_amount - p.amount ELSE p.c_amount_max - p.amount END, 'MANUAL',
+	// Tolerance: a paisa of rounding per line. At stake is the difference,
+	// not the payment: the rest of it settled as it should.
+	{AmountMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, diff, stake, path, evidence)
+		SELECT 'AMOUNT_MISMATCH', p.id::text, p.id, p.hold_id, p.c_ext_ref, p.amount, d.diff, abs(d.diff), 'MANUAL',
 		       jsonb_build_object('ours', p.amount, 'file', p.c_amount, 'lines', p.c_line_ids)
 		FROM rc_pc p
+		CROSS JOIN LATERAL (SELECT CASE WHEN abs(p.c_amount - p.amount) > 1 THEN p.c_amount - p.amount
+		                                ELSE p.c_amount_max - p.amount END AS diff) d
 		WHERE abs(p.c_amount - p.amount) > 1 OR abs(p.c_amount_max - p.amount) > 1
 		ON CONFLICT DO NOTHING`},
 	// The fee is judged on the line's own amount, so a changed amount is an
-	// amount mismatch and not also a fee one.
-	{FeeMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, diff, path, evidence)
+	// amount mismatch and not also a fee one. At stake is what the fee and
+	// its GST are each off by (a fee over and a GST under do not cancel).
+	{FeeMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, diff, stake, path, evidence)
 		SELECT 'FEE_MISMATCH', p.id::text, p.id, p.hold_id, p.c_ext_ref, p.c_fee + p.c_tax,
-		       (p.c_fee + p.c_tax) - (e.fee + (e.fee * 1800 + 5000) / 10000), 'MANUAL',
+		       (p.c_fee + p.c_tax) - (e.fee + e.gst), abs(p.c_fee - e.fee) + abs(p.c_tax - e.gst), 'MANUAL',
 		       jsonb_build_object('fee', p.c_fee, 'gst', p.c_tax, 'contract_bps', k.bps, 'expected_fee', e.fee,
-		           'expected_gst', (e.fee * 1800 + 5000) / 10000, 'lines', p.c_line_ids)
+		           'expected_gst', e.gst, 'lines', p.c_line_ids)
 		FROM rc_pc p
 		JOIN unnest($8::text[], $9::int[]) AS k(method, bps) ON k.method = p.method
-		CROSS JOIN LATERAL (SELECT (p.c_amount * k.bps + 5000) / 10000 AS fee) e
+		CROSS JOIN LATERAL (SELECT (p.c_amount * k.bps + 5000) / 10000 AS fee) f
+		CROSS JOIN LATERAL (SELECT f.fee, (f.fee * 1800 + 5000) / 10000 AS gst) e
 		WHERE abs(p.c_fee - e.fee) > 1 OR abs(p.c_tax - (p.c_fee * 1800 + 5000) / 10000) > 1
 		ON CONFLICT DO NOTHING`},
-	{MissingInSettlement, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
-		SELECT 'MISSING_IN_SETTLEMENT', p.id::text, p.id, p.hold_id, p.psp_ref, p.amount, 'INQUIRY',
+	{MissingInSettlement, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, stake, path, evidence)
+		SELECT 'MISSING_IN_SETTLEMENT', p.id::text, p.id, p.hold_id, p.psp_ref, p.amount, p.amount, 'INQUIRY',
 		       jsonb_build_object('our_state', p.state)
 		FROM rc_pc p
 		WHERE p.state IN ('SUCCESS', 'REFUNDED') AND p.method <> 'WALLET' AND $5::timestamptz >= $6::timestamptz
 		  AND p.n IS NULL
 		ON CONFLICT DO NOTHING`},
-	{DuplicateLine, `INSERT INTO rc_found (kind, ref, payment_id, psp_ref, amount, path, evidence)
+	// At stake are the copies beyond the first.
+	{DuplicateLine, `INSERT INTO rc_found (kind, ref, payment_id, psp_ref, amount, stake, path, evidence)
 		SELECT 'DUPLICATE_LINE', $1 || '|' || kind || '|' || ref, (array_agg(pay_id))[1], ref,
-		       sum(amount) - min(amount), 'MANUAL', jsonb_build_object('lines', array_agg(id ORDER BY id), 'copies', count(*))
+		       sum(amount) - min(amount), sum(amount) - min(amount), 'MANUAL', jsonb_build_object('lines', array_agg(id ORDER BY id), 'copies', count(*))
 		-- Grouped under the C collation: the same equality, a far cheaper sort.
 		-- The duplicated keys first (hashed, no arrays), then only their
 		-- lines gathered in order.
@@ -302,36 +307,38 @@ var matchSteps = []step{
 		        ON d.kind = l.kind AND d.ref = l.ext_ref COLLATE "C") l
 		GROUP BY kind, ref
 		ON CONFLICT DO NOTHING`},
-	{OrphanLine, `INSERT INTO rc_found (kind, ref, psp_ref, amount, path, evidence)
-		SELECT DISTINCT ON (kind, ext_ref) 'ORPHAN_LINE', $1 || '|' || kind || '|' || ext_ref, ext_ref, amount, 'MANUAL',
+	{OrphanLine, `INSERT INTO rc_found (kind, ref, psp_ref, amount, stake, path, evidence)
+		SELECT DISTINCT ON (kind, ext_ref) 'ORPHAN_LINE', $1 || '|' || kind || '|' || ext_ref, ext_ref, amount, amount, 'MANUAL',
 		       jsonb_build_object('merchant_ref', merchant_ref, 'lines', jsonb_build_array(id))
 		FROM rc_line
 		WHERE file_day = $2::date AND ((kind IN ('CAPTURE', 'CHARGEBACK') AND pay_id IS NULL) OR (kind = 'REFUND' AND refund_id IS NULL))
 		ORDER BY kind, ext_ref, id
 		ON CONFLICT DO NOTHING`},
-	{Chargeback, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, path, evidence)
-		SELECT 'CHARGEBACK', $1 || '|' || l.ext_ref, l.pay_id, p.hold_id, l.ext_ref, l.amount, 'MANUAL',
+	{Chargeback, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, stake, path, evidence)
+		SELECT 'CHARGEBACK', $1 || '|' || l.ext_ref, l.pay_id, p.hold_id, l.ext_ref, l.amount, l.amount, 'MANUAL',
 		       jsonb_build_object('lines', jsonb_build_array(l.id))
 		FROM rc_line l JOIN payments p ON p.id = l.pay_id
 		WHERE l.file_day = $2::date AND l.kind = 'CHARGEBACK'
 		ON CONFLICT DO NOTHING`},
-	{RefundNotSettled, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, refund_id, psp_ref, amount, path)
-		SELECT 'REFUND_NOT_SETTLED', r.id::text, r.payment_id, r.hold_id, r.id, r.psp_ref, r.amount, 'INQUIRY'
+	{RefundNotSettled, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, refund_id, psp_ref, amount, stake, path)
+		SELECT 'REFUND_NOT_SETTLED', r.id::text, r.payment_id, r.hold_id, r.id, r.psp_ref, r.amount, r.amount, 'INQUIRY'
 		FROM rc_ref r
-		WHERE r.state = 'PROCESSED' AND $5::timestamptz >= $6::timestamptz
+		-- A wallet payment's refund goes back to the wallet, in no gateway's file.
+		WHERE r.state = 'PROCESSED' AND $5::timestamptz >= $6::timestamptz AND $11 <> ''
 		  AND NOT EXISTS (SELECT 1 FROM rc_line l WHERE l.kind = 'REFUND' AND l.refund_id = r.id)
 		ON CONFLICT DO NOTHING`},
-	{RefundMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, refund_id, psp_ref, amount, diff, path, evidence)
-		SELECT 'REFUND_MISMATCH', r.id::text, r.payment_id, r.hold_id, r.id, r.psp_ref, r.amount,
-		       CASE WHEN abs(l.amount - r.amount) > 1 THEN l.amount - r.amount ELSE l.amax - r.amount END, 'INQUIRY',
+	{RefundMismatch, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, refund_id, psp_ref, amount, diff, stake, path, evidence)
+		SELECT 'REFUND_MISMATCH', r.id::text, r.payment_id, r.hold_id, r.id, r.psp_ref, r.amount, d.diff, abs(d.diff), 'INQUIRY',
 		       jsonb_build_object('ours', r.amount, 'file', l.amount, 'lines', l.ids)
 		FROM rc_ref r JOIN (SELECT refund_id, min(amount) AS amount, max(amount) AS amax, array_agg(id) AS ids FROM rc_line
 		                    WHERE kind = 'REFUND' AND refund_id IS NOT NULL GROUP BY refund_id) l ON l.refund_id = r.id
+		CROSS JOIN LATERAL (SELECT CASE WHEN abs(l.amount - r.amount) > 1 THEN l.amount - r.amount ELSE l.amax - r.amount END AS diff) d
 		WHERE abs(l.amount - r.amount) > 1 OR abs(l.amax - r.amount) > 1
 		ON CONFLICT DO NOTHING`},
 	// Grouping: a capture's partial refunds together never exceed it.
-	{"over-refund", `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, diff, path, evidence)
-		SELECT 'REFUND_MISMATCH', 'OVER|' || p.id, p.id, p.hold_id, p.c_ext_ref, p.c_amount, s.refunded - p.c_amount, 'INQUIRY',
+	{"over-refund", `INSERT INTO rc_found (kind, ref, payment_id, hold_id, psp_ref, amount, diff, stake, path, evidence)
+		SELECT 'REFUND_MISMATCH', 'OVER|' || p.id, p.id, p.hold_id, p.c_ext_ref, p.c_amount, s.refunded - p.c_amount,
+		       s.refunded - p.c_amount, 'INQUIRY',
 		       jsonb_build_object('captured', p.c_amount, 'refunded', s.refunded)
 		FROM rc_pc p
 		JOIN (SELECT pay_id, sum(amount) AS refunded FROM (SELECT DISTINCT ON (ext_ref) pay_id, amount FROM rc_line
@@ -347,8 +354,10 @@ var matchSteps = []step{
 		LEFT JOIN LATERAL (SELECT sum(net_paise) AS credit, array_agg(id) AS ids, min(merchant_ref) AS utr FROM recon_lines
 		      WHERE current AND source = 'BANK' AND gateway = $1 AND ext_ref = po.payout_id AND kind = 'PAYOUT'
 		      HAVING count(*) > 0) b ON true`},
-	{PayoutMismatch, `INSERT INTO rc_found (kind, ref, payout_id, amount, diff, path, evidence)
-		SELECT 'PAYOUT_MISMATCH', payout_id, payout_id, net, coalesce(credit, 0) - net, 'MANUAL',
+	// At stake is what the bank paid short or over (the whole payout when
+	// no credit came), not the payout.
+	{PayoutMismatch, `INSERT INTO rc_found (kind, ref, payout_id, amount, diff, stake, path, evidence)
+		SELECT 'PAYOUT_MISMATCH', payout_id, payout_id, net, coalesce(credit, 0) - net, abs(coalesce(credit, 0) - net), 'MANUAL',
 		       jsonb_build_object('net_of_lines', net, 'bank_credit', credit, 'bank_lines', bank_ids)
 		FROM rc_po
 		WHERE (credit IS NULL AND net <> 0
@@ -356,9 +365,9 @@ var matchSteps = []step{
 		            OR EXISTS (SELECT 1 FROM recon_files f WHERE f.source = 'BANK' AND f.business_date = value_date AND f.superseded_by IS NULL)))
 		   OR credit <> net
 		ON CONFLICT DO NOTHING`},
-	{BookedNotPaid, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, pnr, amount, path, evidence)
+	{BookedNotPaid, `INSERT INTO rc_found (kind, ref, payment_id, hold_id, pnr, amount, stake, path, evidence)
 		SELECT 'BOOKED_NOT_PAID', b.pnr, (SELECT p.id FROM rc_pay p WHERE p.hold_id = b.hold_id ORDER BY p.resolved_at DESC, p.id LIMIT 1),
-		       b.hold_id, b.pnr, b.fare_paise, 'INQUIRY', '{}'
+		       b.hold_id, b.pnr, b.fare_paise, b.fare_paise, 'INQUIRY', '{}'
 		FROM bookings b
 		WHERE b.status = 'CONFIRMED' AND $5::timestamptz >= $7::timestamptz
 		  AND b.hold_id IN (SELECT hold_id FROM rc_pay)
@@ -409,14 +418,17 @@ var coreLegSteps = []step{
 		                    AND f.business_date IN (SELECT journey_date FROM rc_book))
 		  AND l.current AND l.source = 'CORE'`},
 	{"analyze bookings", `ANALYZE rc_book, rc_core`},
-	{CoreMissing, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, path, evidence)
-		SELECT 'CORE_MISSING', b.pnr, b.hold_id, b.pnr, b.fare, 'RESYNC', jsonb_build_object('booking_id', b.id, 'journey_date', b.journey_date)
+	{CoreMissing, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, stake, path, evidence)
+		SELECT 'CORE_MISSING', b.pnr, b.hold_id, b.pnr, b.fare, b.fare, 'RESYNC', jsonb_build_object('booking_id', b.id, 'journey_date', b.journey_date)
 		FROM rc_book b
 		WHERE b.status <> 'CANCELLED' AND NOT EXISTS (SELECT 1 FROM rc_core c WHERE c.pnr = b.pnr)
 		  AND EXISTS (SELECT 1 FROM recon_files f WHERE f.source = 'CORE' AND f.business_date = b.journey_date AND f.superseded_by IS NULL)
 		ON CONFLICT DO NOTHING`},
-	{CoreMismatch, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, diff, path, evidence)
-		SELECT 'CORE_MISMATCH', b.pnr, b.hold_id, b.pnr, b.fare, c.fare - b.fare, 'RESYNC',
+	// At stake is the fare's difference; where the fares agree and the
+	// passengers or the status do not, the ticket itself.
+	{CoreMismatch, `INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, diff, stake, path, evidence)
+		SELECT 'CORE_MISMATCH', b.pnr, b.hold_id, b.pnr, b.fare, c.fare - b.fare,
+		       CASE WHEN c.fare <> b.fare THEN abs(c.fare - b.fare) ELSE b.fare END, 'RESYNC',
 		       jsonb_build_object('booking_id', b.id, 'ours', jsonb_build_object('fare', b.fare, 'passengers', b.pax, 'status', b.status),
 		           'core', jsonb_build_object('fare', c.fare, 'passengers', c.pax, 'status', c.status), 'lines', jsonb_build_array(c.id))
 		FROM rc_book b JOIN rc_core c ON c.pnr = b.pnr
@@ -427,24 +439,26 @@ var coreLegSteps = []step{
 		SELECT $10, 'EXACT PNR', b.pnr, b.pnr, b.fare, b.journey_date
 		FROM rc_book b JOIN rc_core c ON c.pnr = b.pnr
 		WHERE NOT EXISTS (SELECT 1 FROM rc_found f WHERE f.kind LIKE 'CORE_%' AND f.pnr = b.pnr)`},
-	{"hand over", `INSERT INTO recon_run_found (run_id, kind, ref, hold_id, pnr, amount, diff, path, evidence)
-		SELECT $10, kind, ref, hold_id, pnr, amount, diff, path, evidence FROM rc_found`},
+	{"hand over", `INSERT INTO recon_run_found (run_id, kind, ref, hold_id, pnr, amount, diff, stake, path, evidence)
+		SELECT $10, kind, ref, hold_id, pnr, amount, diff, stake, path, evidence FROM rc_found`},
 }
 
 // finishSteps take the core leg's findings into the run's own and total
 // it; $12 is the core leg's journey dates.
 var finishSteps = []step{
 	{"core findings", `WITH h AS (DELETE FROM recon_run_found WHERE run_id = $10 RETURNING *)
-		INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, diff, path, evidence)
-		SELECT kind, ref, hold_id, pnr, amount, diff, path, evidence FROM h`},
+		INSERT INTO rc_found (kind, ref, hold_id, pnr, amount, diff, stake, path, evidence)
+		SELECT kind, ref, hold_id, pnr, amount, diff, stake, path, evidence FROM h`},
 	{"run totals", `UPDATE recon_runs SET
-		our_items = (SELECT count(*) FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED') AND method <> 'WALLET')
+		-- The wallet run's items are its wallet payments (a gateway's
+		-- never are: a wallet payment has no gateway).
+		our_items = (SELECT count(*) FROM rc_pay WHERE state IN ('SUCCESS', 'REFUNDED') AND (method <> 'WALLET' OR $11 = ''))
 		          + (SELECT count(*) FROM rc_ref WHERE state = 'PROCESSED'),
 		(lines, fees_paise, tax_paise, net_paise) = (SELECT count(*), coalesce(sum(fee), 0), coalesce(sum(tax), 0), coalesce(sum(net), 0)
 		          FROM rc_line WHERE file_day = $2::date),
 		(matched, amount_matched) = (SELECT count(*), coalesce(sum(abs(amount_paise)) FILTER (WHERE rule NOT IN ('PAYOUT = SUM OF NET LINES', 'EXACT PNR')), 0)
 		          FROM recon_matches WHERE run_id = $10),
-		(exceptions, amount_unmatched) = (SELECT count(*), coalesce(sum(abs(amount)), 0) FROM rc_found),
+		(exceptions, amount_unmatched) = (SELECT count(*), coalesce(sum(stake), 0) FROM rc_found),
 		payouts_paise = (SELECT coalesce(sum(credit), 0) FROM rc_po),
 		files = ARRAY(SELECT id FROM recon_files WHERE superseded_by IS NULL AND (
 		            (source = 'SETTLEMENT' AND gateway = $1 AND business_date BETWEEN $2::date - 3 AND $2::date + 3)
@@ -469,8 +483,8 @@ var coreSteps = []step{
 		WHERE l.file_id IN (SELECT f.id FROM recon_files f WHERE f.source = 'CORE' AND f.business_date = $2::date AND f.superseded_by IS NULL)
 		  AND l.current AND l.source = 'CORE'`},
 	{"found", foundTable},
-	{CoreOrphan, `INSERT INTO rc_found (kind, ref, pnr, amount, path, evidence)
-		SELECT 'CORE_ORPHAN', c.pnr, c.pnr, c.fare, 'MANUAL', jsonb_build_object('journey_date', c.business_date, 'lines', jsonb_build_array(c.id))
+	{CoreOrphan, `INSERT INTO rc_found (kind, ref, pnr, amount, stake, path, evidence)
+		SELECT 'CORE_ORPHAN', c.pnr, c.pnr, c.fare, c.fare, 'MANUAL', jsonb_build_object('journey_date', c.business_date, 'lines', jsonb_build_array(c.id))
 		FROM rc_core c WHERE NOT c.ours
 		ON CONFLICT DO NOTHING`},
 	// Matched: the export's lines we booked (their fares and states are
@@ -478,10 +492,65 @@ var coreSteps = []step{
 	{"run totals", `UPDATE recon_runs SET
 		lines = (SELECT count(*) FROM rc_core),
 		matched = (SELECT count(*) FROM rc_core WHERE ours),
-		(exceptions, amount_unmatched) = (SELECT count(*), coalesce(sum(abs(amount)), 0) FROM rc_found),
+		(exceptions, amount_unmatched) = (SELECT count(*), coalesce(sum(stake), 0) FROM rc_found),
 		files = ARRAY(SELECT id FROM recon_files WHERE superseded_by IS NULL AND source = 'CORE' AND business_date = $2::date ORDER BY id)
 		WHERE id = $10`},
 }
+
+// Bank is the pseudo-gateway of the bank's statement: its run reconciles
+// one statement date line by line against the payouts the gateways'
+// settlement files announce. A credit or a debit that none announces
+// belongs to its statement date, not to a gateway (its narration may name
+// none), so only this run finds it, once: tatkal recon run --gateway bank
+// --date STATEMENT_DATE. Whether an announced payout's credit is its
+// lines' net is the gateway runs' question (PAYOUT_MISMATCH), not this one.
+const Bank = "bank"
+
+// bankSteps are the statements of a Bank run; $2 is the statement date.
+var bankSteps = []step{
+	// A payout is announced by a current line of its gateway's settlement
+	// files of the ten days before the statement (a payout lands T+1, T+3
+	// over a weekend, later over holidays): probed per bank line (a
+	// statement has a few per gateway), through the files' lines, stopping
+	// at the first that carries it.
+	{"bank lines", `CREATE TEMP TABLE rc_bank ON COMMIT DROP AS
+		SELECT l.id, l.line_no, l.gateway, l.payout_id, l.merchant_ref AS utr, l.net_paise AS net, l.value_date,
+		       l.payout_id <> '' AND EXISTS (SELECT 1 FROM recon_lines s
+		           WHERE s.file_id IN (SELECT f.id FROM recon_files f WHERE f.source = 'SETTLEMENT' AND f.gateway = l.gateway
+		                               AND f.business_date BETWEEN $2::date - 10 AND $2::date AND f.superseded_by IS NULL)
+		             AND s.current AND s.source = 'SETTLEMENT' AND s.payout_id = l.payout_id) AS announced
+		FROM recon_lines l
+		WHERE l.file_id IN (SELECT f.id FROM recon_files f WHERE f.source = 'BANK' AND f.business_date = $2::date AND f.superseded_by IS NULL)
+		  AND l.current AND l.source = 'BANK'`},
+	{"found", foundTable},
+	// One exception per bank reference (UTR) and direction: the same
+	// reference listed twice is one movement with its copies in evidence.
+	// Keyed by the statement date too, so each statement's run owns its own.
+	{UnexplainedCredit + ", " + UnexplainedDebit, `INSERT INTO rc_found (kind, ref, payout_id, amount, diff, stake, path, evidence)
+		SELECT kind, ref, min(payout_id), abs(sum(net)), sum(net), abs(sum(net)), 'MANUAL',
+		       jsonb_build_object('statement_date', $2::date, 'utr', min(utr), 'gateway', min(gateway),
+		           'bank_lines', array_agg(id ORDER BY id), 'copies', count(*))
+		FROM (SELECT CASE WHEN net > 0 THEN 'UNEXPLAINED_CREDIT' ELSE 'UNEXPLAINED_DEBIT' END AS kind,
+		             to_char($2::date, 'YYYY-MM-DD') || '|' || CASE WHEN utr <> '' THEN utr ELSE 'line ' || line_no END AS ref,
+		             payout_id, utr, gateway, net, id
+		      FROM rc_bank WHERE NOT announced AND net <> 0) b
+		GROUP BY kind, ref
+		ON CONFLICT DO NOTHING`},
+	{"bank matches", `INSERT INTO recon_matches (run_id, rule, our_ref, ext_ref, amount_paise, value_date)
+		SELECT $10, 'BANK LINE = ANNOUNCED PAYOUT', payout_id, utr, net, value_date FROM rc_bank WHERE announced`},
+	{"run totals", `UPDATE recon_runs SET
+		our_items = (SELECT count(DISTINCT (gateway, payout_id)) FROM rc_bank WHERE announced),
+		(lines, matched, amount_matched, net_paise, payouts_paise) = (SELECT count(*), count(*) FILTER (WHERE announced),
+		          coalesce(sum(abs(net)) FILTER (WHERE announced), 0), coalesce(sum(net), 0), coalesce(sum(net) FILTER (WHERE announced), 0)
+		          FROM rc_bank),
+		(exceptions, amount_unmatched) = (SELECT count(*), coalesce(sum(stake), 0) FROM rc_found),
+		files = ARRAY(SELECT id FROM recon_files WHERE superseded_by IS NULL AND source = 'BANK' AND business_date = $2::date ORDER BY id)
+		WHERE id = $10`},
+}
+
+// scopeSteps are the runs of a scope that is not a gateway's day: a
+// journey date's core export, a statement date's bank lines.
+var scopeSteps = map[string][]step{Core: coreSteps, Bank: bankSteps}
 
 // match runs the steps and turns what they found into exceptions.
 func (s *Service) match(ctx context.Context, tx pgx.Tx, runID int64, req RunRequest, day, start, now time.Time) error {
@@ -499,8 +568,8 @@ func (s *Service) match(ctx context.Context, tx pgx.Tx, runID int64, req RunRequ
 	if _, err := tx.Exec(ctx, runSettings); err != nil {
 		return fmt.Errorf("run settings: %w", err)
 	}
-	if req.Gateway == Core {
-		if err := s.runSteps(ctx, tx, runID, coreSteps, args); err != nil {
+	if steps, ok := scopeSteps[req.Gateway]; ok {
+		if err := s.runSteps(ctx, tx, runID, steps, args); err != nil {
 			return err
 		}
 		return s.record(ctx, tx, runID, req, day, now)
@@ -686,13 +755,14 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, runID int64, req RunReq
 	rows, err = tx.Query(ctx, `WITH k AS (SELECT * FROM unnest($5::text[], $6::text[], $7::bigint[]) AS k(kind, owner, sla_s))
 		, up AS (
 			INSERT INTO reconciliation_exceptions (id, kind, ref, gateway, business_date, payment_id, hold_id, refund_id, pnr, psp_ref,
-				payout_id, amount_paise, diff_paise, owner_team, path, detected_at, due_at, first_run_id, last_run_id, evidence, needs_approval)
+				payout_id, amount_paise, diff_paise, stake_paise, owner_team, path, detected_at, due_at, first_run_id, last_run_id, evidence,
+				needs_approval)
 			SELECT gen_random_uuid(), f.kind, f.ref, $1, $2, f.payment_id, f.hold_id, f.refund_id, f.pnr, f.psp_ref, f.payout_id,
-				f.amount, f.diff, k.owner, f.path, $3::timestamptz, $3::timestamptz + make_interval(secs => k.sla_s), $4, $4, f.evidence,
-				f.path = 'AUTO' AND abs(f.amount) > $8
+				f.amount, f.diff, f.stake, k.owner, f.path, $3::timestamptz, $3::timestamptz + make_interval(secs => k.sla_s), $4, $4,
+				f.evidence, f.path = 'AUTO' AND f.stake > $8
 			FROM rc_found f JOIN k USING (kind)
 			ON CONFLICT (kind, ref) DO UPDATE SET last_run_id = excluded.last_run_id, amount_paise = excluded.amount_paise,
-				diff_paise = excluded.diff_paise, evidence = excluded.evidence,
+				diff_paise = excluded.diff_paise, stake_paise = excluded.stake_paise, evidence = excluded.evidence,
 				-- A payment put in review since: a person, not the job, decides.
 				path = CASE WHEN reconciliation_exceptions.path = 'AUTO' AND excluded.path = 'MANUAL'
 				                 AND reconciliation_exceptions.state IN ('OPEN', 'INVESTIGATING') THEN 'MANUAL'

@@ -15,6 +15,7 @@ func INR(paise int64) string { return india.Rupees(paise) }
 type FinanceRunsPage struct {
 	From, To, Gateway string
 	Gateways          []string
+	RunScopes         []string // what the run form reconciles: the gateways, the wallet, the core and the bank
 	Runs              []FinanceRunRow
 	Ageing            []AgeRow
 	Error             string
@@ -135,7 +136,7 @@ func (f ExceptionFilter) Query(offset int) string {
 // ExceptionRow is one exception in a list.
 type ExceptionRow struct {
 	ID, Kind, Ref, Gateway, Date, Owner, Path, State, Assignee string
-	Amount, Diff, Age, Bucket, Due, Resolution                 string
+	Stake, Amount, Diff, Age, Bucket, Due, Resolution          string
 	Overdue, Escalated, NeedsApproval                          bool
 }
 
@@ -207,6 +208,23 @@ type FinanceBooksPage struct {
 	Lines         []BookLineRow
 	Prev, Next    string
 	Error         string
+	// TieOuts are the day's statements that must hold to the paisa: each
+	// gateway's settlement statement and the wallets' roll-forward.
+	TieOuts []TieOut
+}
+
+// TieOut is one statement of the books that ties out to the paisa.
+type TieOut struct {
+	ID, Title string
+	Rows      []TieOutRow
+	TiesOut   bool
+}
+
+// TieOutRow is one term: its amount, what it is checked against and the
+// difference ("" when it is not checked), a link to what is behind it.
+type TieOutRow struct {
+	Op, Term, Amount, Against, Difference, Note, Link string
+	Total, Off                                        bool // Off: the difference is not zero
 }
 
 // BookTerm is one term of the books.

@@ -65,7 +65,13 @@ type DailyWorker struct {
 }
 
 func (w *DailyWorker) Work(ctx context.Context, job *river.Job[DailyArgs]) error {
-	planned, err := w.Recon.PlanDaily(ctx, w.Sources.Gateways(), job.Args)
+	gateways := w.Sources.Gateways()
+	if len(gateways) == 0 {
+		// Said loudly (the job fails, the schedules page shows it): a day
+		// planned over no gateway reconciles nothing, silently.
+		return fmt.Errorf("daily reconciliation of %s: no gateway to fetch from", istMidnight(job.Args.On).Format(time.DateOnly))
+	}
+	planned, err := w.Recon.PlanDaily(ctx, gateways, job.Args)
 	if err != nil {
 		return err
 	}

@@ -366,6 +366,11 @@ func (c Config) Environ() []string {
 	if c.RedisClusterAddrs != "" {
 		env = append(env, "REDIS_CLUSTER_ADDRS="+c.RedisClusterAddrs)
 	}
+	// The bank's statement API takes it: a worker's daily reconciliation
+	// fetches the statements.
+	if c.SimAdminToken != "" {
+		env = append(env, EnvSimAdminToken+"="+c.SimAdminToken)
+	}
 	if c.HoldWindow > 0 {
 		env = append(env, "TATKAL_HOLD_WINDOW="+c.HoldWindow.String())
 	}

@@ -5,7 +5,10 @@
 // booking/app builds and hands over (jobs.Services). It sits apart from
 // jobs and is handed to booking/app by main.go, so that only the processes
 // that should work the back office's jobs (and no test stack unless it
-// asks) register them.
+// asks) register them. River inserts periodic jobs on its elected leader,
+// which may be any working process: every working process of a deployment
+// registers the back office (tatkal serve and worker do), or its schedule
+// pauses while one without it leads.
 package backoffice
 
 import (

@@ -70,7 +70,9 @@ func TestDailyReconciliationRunsByItself(t *testing.T) {
 	env := testenv.New(t)
 	ctx := context.Background()
 	start := time.Now()
-	ist := start.Add(6 * time.Second).In(booking.IST)
+	// Far enough ahead for both processes to start and elect a leader.
+	const lead = 10 * time.Second
+	ist := start.Add(lead).In(booking.IST)
 	at := schedule.Clock(time.Duration(ist.Hour())*time.Hour + time.Duration(ist.Minute())*time.Minute + time.Duration(ist.Second())*time.Second)
 	slot := schedule.Daily(at).Next(start)
 	on := time.Date(slot.In(booking.IST).Year(), slot.In(booking.IST).Month(), slot.In(booking.IST).Day(), 0, 0, 0, 0, booking.IST)
@@ -78,6 +80,9 @@ func TestDailyReconciliationRunsByItself(t *testing.T) {
 
 	first := teststack.Start(t, env, teststack.Options{Work: true, BackOffice: backoffice.New(), ReconAt: &at})
 	teststack.Start(t, env, teststack.Options{Work: true, BackOffice: backoffice.New(), ReconAt: &at, SimulatorsOf: first})
+	if late := time.Since(start); late > lead-2*time.Second {
+		t.Fatalf("the processes took %v to start: the daily time %v ahead came before the schedule could show it runs at its time", late, lead)
+	}
 
 	count := func(sql string, args ...any) int {
 		t.Helper()

@@ -74,6 +74,10 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   TATKAL_CHALLENGE_BITS  default 14 (booking-time proof of work of an attested client, 8-24; unattested: 6 more)
   TATKAL_MEMORY_LIMIT  soft memory limit, e.g. 300MiB (default: serve --workers=false 200MiB, others none;
                        GOMEMLIMIT wins when set)
+  TATKAL_RECON_MAX_FILE_MB  default 512 (largest reconciliation file taken)
+  TATKAL_RECON_APPROVAL_RUPEES  default 10000 (an automatic money move above it waits for a second finance person)
+  TATKAL_RECON_AT      default 06:00 (the daily reconciliation's time of day, IST)
+  TATKAL_RECON_RERUN_DAYS  default 7 (a day with open items is reconciled again daily until T+N)
   TATKAL_PSP_URL       default http://127.0.0.1:8081 (the gateways)
   TATKAL_PRS_URL       default http://127.0.0.1:8082 (the reservation core)
   TATKAL_MSG_URL       default http://127.0.0.1:8083 (the messaging gateway: SMS, e-mail)
@@ -370,8 +374,7 @@ func cmdVerifyWindow(ctx context.Context, cfg app.Config, args []string, out io.
 
 // cmdRecon is reconciliation from the command line: ingest, run, export.
 func cmdRecon(ctx context.Context, cfg app.Config, args []string, stdout io.Writer) error {
-	return usageOf(recon.Command(ctx, cfg.DatabaseURL, recon.Limits{MaxFileBytes: cfg.ReconMaxFileBytes, ApprovalLimitPaise: cfg.ReconApprovalLimitPaise},
-		args, stdout), recon.ErrUsage)
+	return usageOf(app.Recon(ctx, cfg, args, stdout), recon.ErrUsage)
 }
 
 // usageOf marks a package's usage errors as the command line's (exit 2).

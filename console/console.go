@@ -20,6 +20,7 @@ import (
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
 	"tatkal/console/levers"
+	"tatkal/jobs/schedule"
 	"tatkal/recon"
 )
 
@@ -71,6 +72,9 @@ type Config struct {
 	// ReconGateways are the gateways finance may reconcile and upload for,
 	// besides those already seen in runs and files.
 	ReconGateways []string
+	// Schedule is every periodic job and what it sets off
+	// (jobs/schedule.List), listed on /console/schedules.
+	Schedule []schedule.Entry
 }
 
 // Console serves the console's routes.
@@ -158,6 +162,7 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Ops, Admin)).Post("/lab", c.labStart)
 			r.With(c.roles(Ops, Admin)).Get("/lab/{id}", c.labRun)
 			r.With(c.roles(Ops, Admin)).Get("/windows", c.windowsPage)
+			r.With(c.roles(Ops, Finance, Admin)).Get("/schedules", c.schedulesPage)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/rebuild", c.shardRebuild)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/chart/retry", c.chartRetry)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/chart/prepare", c.chartPrepare)

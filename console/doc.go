@@ -65,6 +65,12 @@
 //   - Window fairness (/console/windows, ops and admin): each window's stored
 //     fairness figures with the draw's verify result and, beside each group's
 //     rate, admission.ByChance (red under 1 %), and any reopened draw.
+//   - Schedules (/console/schedules, ops, finance and admin; schedules.go):
+//     every periodic job of jobs/schedule and the jobs they set off, each with
+//     when it runs (an IST time of day for the daily reconciliation), its
+//     next run (a queued job of the kind, else the schedule's next time) and
+//     its last run from River's table: when it ended, how long it took, and
+//     its outcome with the last error.
 //   - Lab (/console/lab, ops and admin): a rehearsal on a scratch stack
 //     (booking/lab/rehearse), one at a time, audited, with its live chart
 //     against the backend's capacity line.

@@ -38,6 +38,7 @@ func TestRoutesByRole(t *testing.T) {
 		{"GET", "/console/lab", []string{"ops", "admin"}},
 		{"POST", "/console/lab", []string{"ops", "admin"}},
 		{"GET", "/console/payments", []string{"ops", "finance", "admin"}},
+		{"GET", "/console/schedules", []string{"ops", "finance", "admin"}},
 		{"POST", "/console/payments/0190c8f2-0000-7000-8000-000000000000/inquire", []string{"ops", "finance", "admin"}},
 		{"GET", "/console/lookup?q=nobody", []string{"ops", "fraud", "admin"}},
 		{"GET", "/console/trace?login=nobody", []string{"ops", "fraud", "admin"}},

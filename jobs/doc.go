@@ -1,5 +1,8 @@
 // Package jobs wires River: the client, the workers (thin: each calls a domain
-// service) and the periodic schedule. Job args live beside the domain that
+// service) and the booking stack's share of the periodic schedule, which is
+// declared, with the back office's, in one list (jobs/schedule: what runs
+// when, in IST where the business means a time of day; the console lists
+// it). Job args live beside the domain that
 // enqueues them and are inserted in the same transaction as the state change
 // that causes them. Only booking/app, which builds the River client and the
 // services the workers call once, and jobs/backoffice (the back office's

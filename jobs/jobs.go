@@ -19,6 +19,7 @@ import (
 	"tatkal/booking/notify"
 	"tatkal/booking/payment"
 	"tatkal/console/levers"
+	"tatkal/jobs/schedule"
 	"tatkal/recon"
 )
 
@@ -34,22 +35,22 @@ const DefaultRescueStuckJobsAfter = 2 * time.Minute
 
 // Config sets how the River client runs.
 type Config struct {
-	Work          bool          // run workers here (false: insert-only client)
-	SweepInterval time.Duration // periodic sweeper
-	Workers       int           // per queue
-	Logger        *slog.Logger
+	Work    bool // run workers here (false: insert-only client)
+	Workers int  // per queue
+	Logger  *slog.Logger
+	// Schedule is every periodic job (jobs/schedule.List; nil: its
+	// defaults). The client registers the booking stack's; More the back
+	// office's.
+	Schedule []schedule.Entry
 	// RescueStuckJobsAfter: a job left running by a dead process is retried
 	// after this long (zero: DefaultRescueStuckJobsAfter).
 	RescueStuckJobsAfter time.Duration
 	// JobTimeout bounds one run of a job (River's default: a minute).
 	JobTimeout time.Duration
-	// RelayInterval is how often the notifications outbox is relayed into
-	// send jobs (zero: a second).
-	RelayInterval time.Duration
-	// More adds the back office's workers and periodic jobs (see
-	// jobs/backoffice), over the same Services; nil: the booking stack's
-	// alone.
-	More func(*river.Workers) []*river.PeriodicJob
+	// More adds the back office's workers and returns its periodic jobs of
+	// the schedule (see jobs/backoffice), over the same Services; nil: the
+	// booking stack's alone.
+	More func(*river.Workers, []schedule.Entry) []*river.PeriodicJob
 }
 
 // Services are the domain services the workers call, the back office's
@@ -69,7 +70,8 @@ type Services struct {
 	// FraudEnforcer carries out review decisions in batches.
 	FraudEnforcer *review.Enforcer
 	// ReconSources is where the daily fetch reads the gateways' settlement
-	// files, the bank statement and the core's export.
+	// files, the bank statement and the core's export. Read when a job
+	// runs, never when the client is built: it is filled in after.
 	ReconSources recon.Sources
 }
 
@@ -85,8 +87,8 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 		if cfg.Workers == 0 {
 			cfg.Workers = 20
 		}
-		if cfg.SweepInterval == 0 {
-			cfg.SweepInterval = 30 * time.Second
+		if cfg.Schedule == nil {
+			cfg.Schedule = schedule.List(schedule.Config{})
 		}
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &expireHoldWorker{svc: svc})
@@ -115,27 +117,11 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 			booking.QueueMoney:   {MaxWorkers: cfg.Workers},
 			notify.QueueMessages: {MaxWorkers: cfg.Workers},
 		}
-		if cfg.RelayInterval == 0 {
-			cfg.RelayInterval = time.Second
-		}
-		rc.PeriodicJobs = []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return booking.SweepArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
-			// Charts are scheduled at their real time (ChartArgs, unique per shard).
-			river.NewPeriodicJob(river.PeriodicInterval(5*time.Minute),
-				func() (river.JobArgs, *river.InsertOpts) { return booking.ChartScheduleArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.RelayInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return notify.RelayArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
-			// The live path queues fraud signals; they are written behind it.
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.RelayInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return fraud.DrainArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
-		}
+		// River inserts them on its elected leader alone: once across the
+		// processes, each of which registers the same schedule.
+		rc.PeriodicJobs = schedule.Periodic(cfg.Schedule, false)
 		if cfg.More != nil {
-			rc.PeriodicJobs = append(rc.PeriodicJobs, cfg.More(workers)...)
+			rc.PeriodicJobs = append(rc.PeriodicJobs, cfg.More(workers, cfg.Schedule)...)
 		}
 		rc.FetchCooldown = 20 * time.Millisecond
 		rc.FetchPollInterval = 200 * time.Millisecond

@@ -11,11 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-
 	"tatkal/booking"
-	"tatkal/booking/db"
 )
 
 const cliUsage = `tatkal recon: reconciliation from the command line.
@@ -43,23 +39,23 @@ var cliExamples = map[string]string{
 	"export": "tatkal recon export --gateway swiftpay --date 2026-12-01 --out recon.xlsx",
 }
 
-// Limits are the service's configured limits the command line shares
-// with the app.
+// Limits are what the command line checks before it opens the service.
 type Limits struct {
 	// MaxFileBytes is the largest file ingest takes (0: DefaultMaxFileBytes);
 	// a larger one is refused before the database is touched.
 	MaxFileBytes int64
-	// ApprovalLimitPaise: a run's automatic money moves above it wait for a
-	// second finance person (0: the default, Config's).
-	ApprovalLimitPaise int64
 }
 
-// Command runs "tatkal recon ARGS" against the database at databaseURL.
-// A mistake in the arguments wraps ErrUsage and changes nothing.
-//
-// limits are the app's configured ones, so that the command line refuses
-// and approves as the console and the jobs do.
-func Command(ctx context.Context, databaseURL string, limits Limits, args []string, stdout io.Writer) error {
+// Opener opens the service the command works with, and close releases it.
+// booking/app builds it as it builds the process's (its pool, an
+// insert-only River client, the configured limits), so that the command
+// line refuses and approves as the console and the jobs do.
+type Opener func(ctx context.Context) (svc *Service, close func(), err error)
+
+// Command runs "tatkal recon ARGS" on the service open opens, once the
+// arguments are checked. A mistake in the arguments wraps ErrUsage and
+// changes nothing.
+func Command(ctx context.Context, open Opener, limits Limits, args []string, stdout io.Writer) error {
 	maxFileBytes := limits.MaxFileBytes
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stdout, cliUsage)
@@ -107,6 +103,9 @@ func Command(ctx context.Context, databaseURL string, limits Limits, args []stri
 	// Check what can be checked before touching the database.
 	switch args[0] {
 	case "ingest":
+		if sources[strings.ToLower(*source)] == "" {
+			return usage("--source must be settlement, bank or core, not %q", *source)
+		}
 		if *file == "" {
 			return usage("--file is required")
 		}
@@ -132,23 +131,15 @@ func Command(ctx context.Context, databaseURL string, limits Limits, args []stri
 		}
 	}
 
-	pool, err := db.Open(ctx, databaseURL, 4)
+	svc, closeSvc, err := open(ctx)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	jobs, err := river.NewClient(riverpgxv5.New(pool), &river.Config{}) // insert-only: the workers run elsewhere
-	if err != nil {
-		return fmt.Errorf("river: %w", err)
-	}
-	svc := New(Config{Pool: pool, Jobs: jobs, MaxFileBytes: maxFileBytes, ApprovalLimitPaise: limits.ApprovalLimitPaise})
+	defer closeSvc()
 
 	switch args[0] {
 	case "ingest":
-		src := map[string]string{"settlement": SourceSettlement, "bank": SourceBank, "core": SourceCore}[strings.ToLower(*source)]
-		if src == "" {
-			return usage("--source must be settlement, bank or core, not %q", *source)
-		}
+		src := sources[strings.ToLower(*source)]
 		f, err := os.Open(*file)
 		if err != nil {
 			return err
@@ -207,6 +198,9 @@ func Command(ctx context.Context, databaseURL string, limits Limits, args []stri
 	}
 	return nil
 }
+
+// sources are ingest's --source values.
+var sources = map[string]string{"settlement": SourceSettlement, "bank": SourceBank, "core": SourceCore}
 
 // ErrUsage marks a mistake in the command's arguments.
 var ErrUsage = errors.New("usage")

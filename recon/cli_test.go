@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/xuri/excelize/v2"
 
 	"tatkal/booking"
@@ -29,9 +31,19 @@ func TestCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var limit int64
+	opened := 0
+	// The service as booking/app opens it: the env's pool, an insert-only client.
+	open := func(context.Context) (*Service, func(), error) {
+		opened++
+		rc, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return New(Config{Pool: env.Pool, Jobs: rc, MaxFileBytes: limit}), func() {}, nil
+	}
 	cmd := func(args ...string) (string, error) {
 		var out bytes.Buffer
-		err := Command(ctx, env.DatabaseURL, Limits{MaxFileBytes: limit}, args, &out)
+		err := Command(ctx, open, Limits{MaxFileBytes: limit}, args, &out)
 		return out.String(), err
 	}
 	for _, bad := range [][]string{
@@ -46,8 +58,8 @@ func TestCommand(t *testing.T) {
 	}
 	var files int
 	env.Pool.QueryRow(ctx, `SELECT count(*) FROM recon_files`).Scan(&files) //nolint:errcheck
-	if files != 0 {
-		t.Fatal("a refused command stored a file")
+	if files != 0 || opened != 0 {
+		t.Fatalf("a refused command stored a file (%d) or opened the service (%d times)", files, opened)
 	}
 
 	// A file past the size limit is refused before the database is touched.
@@ -57,8 +69,8 @@ func TestCommand(t *testing.T) {
 		t.Fatalf("a file past the limit: %v", err)
 	}
 	env.Pool.QueryRow(ctx, `SELECT count(*) FROM recon_files`).Scan(&files) //nolint:errcheck
-	if files != 0 {
-		t.Fatal("a file past the limit was stored")
+	if files != 0 || opened != 0 {
+		t.Fatal("a file past the limit was stored, or the service opened for it")
 	}
 	limit = 0
 

@@ -84,10 +84,25 @@
 // (console_users.finance_lead), or to every active finance user while no lead
 // is active; console users have no phone or e-mail, so it is console_messages,
 // not the passengers' outbox. Messages carry a read mark (read_at): the
-// finance home counts the unread and MarkMessagesRead marks them. Daily per
-// gateway, yesterday's settlement file, bank statement and core exports are
-// fetched side by side, then run. Not built: evidence attachments are the
-// legs' raw lines, not uploaded documents.
+// finance home counts the unread and MarkMessagesRead marks them. Not built:
+// evidence attachments are the legs' raw lines, not uploaded documents.
+//
+// # Daily
+//
+// At a time of day in IST (TATKAL_RECON_AT, 06:00; jobs/schedule) the daily
+// plan (DailyArgs, once per day across processes) fetches yesterday's bank
+// statement by its date (StatementArgs) and, per gateway, reconciles
+// yesterday (T+1) and again every earlier day that is still open, until
+// T+TATKAL_RECON_RERUN_DAYS (7): a day never reconciled, a day whose latest
+// run left a capture, refund or payout neither matched nor an exception
+// (its line or credit not yet come), or a day with an exception still open
+// (OpenDays). Each day is a FetchArgs job: its settlement file, the bank
+// statements of the three days after that are whole, and the core's exports
+// of its journey dates, fetched side by side, then run. So a payout of T is
+// matched when T is run again on T+2 with the statement of T+1, and money
+// that never arrives is named once past T+3 (MISSING_IN_SETTLEMENT,
+// REFUND_NOT_SETTLED, PAYOUT_MISMATCH) instead of waiting for a person to
+// re-run the day.
 //
 // # Exports
 //

@@ -81,12 +81,15 @@ func (s *Service) fetch(ctx context.Context, src Sources, url, token string, met
 	return s.Ingest(ctx, meta, resp.Body)
 }
 
-// FetchArgs fetches and ingests one gateway's settlement file and the
-// bank statement of its settlement date, then reconciles the day: the
-// daily (T+1) job, one per gateway.
+// FetchArgs fetches and ingests one gateway's settlement file of a day and
+// the bank statements after it, then reconciles the day. The daily
+// reconciliation (DailyArgs) inserts one per gateway for yesterday (T+1)
+// and for each earlier day still open; On is the day it did so, so the
+// same day run again on a later day is a job of its own.
 type FetchArgs struct {
 	Gateway string    `json:"gateway"`
 	Date    time.Time `json:"date"`
+	On      time.Time `json:"on,omitzero"`
 }
 
 func (FetchArgs) Kind() string { return "recon_fetch" }
@@ -96,8 +99,9 @@ func (FetchArgs) InsertOpts() river.InsertOpts {
 
 // FetchWorker runs FetchArgs: the day's settlement file and the bank
 // statements of the three days after (a payout lands on T+1, or T+2 over
-// a Sunday), then a run judged now. jobs/ registers it with a periodic
-// schedule per gateway.
+// a Sunday) that are whole days by now, then a run judged now. A payout
+// of T lands on T+1, so its statement is taken by the run of T again on
+// T+2 (the day is still open: its payout is unmatched).
 type FetchWorker struct {
 	river.WorkerDefaults[FetchArgs]
 	Recon   *Service

@@ -11,6 +11,7 @@ import (
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/sim/pspsim"
 	"tatkal/jobs"
+	"tatkal/jobs/schedule"
 	"tatkal/recon"
 )
 
@@ -90,7 +91,7 @@ func liveRoutes() []pspapi.RouteConfig {
 // cluster fraud signals beside these tests.
 type resolver struct{}
 
-func (*resolver) Jobs(svc *jobs.Services, ws *river.Workers) []*river.PeriodicJob {
+func (*resolver) Jobs(svc *jobs.Services, ws *river.Workers, _ []schedule.Entry) []*river.PeriodicJob {
 	river.AddWorker(ws, &resolveJob{svc: svc})
 	return nil
 }

@@ -48,6 +48,7 @@ import (
 	"tatkal/console"
 	"tatkal/console/levers"
 	"tatkal/jobs"
+	"tatkal/jobs/schedule"
 	"tatkal/recon"
 )
 
@@ -111,7 +112,9 @@ type Options struct {
 // periodic jobs, registered before the services exist, over the services
 // the process fills in once they do (before Run).
 type BackOffice interface {
-	Jobs(*jobs.Services, *river.Workers) []*river.PeriodicJob
+	// Jobs registers the back office's workers and returns its periodic
+	// jobs of the process's schedule.
+	Jobs(*jobs.Services, *river.Workers, []schedule.Entry) []*river.PeriodicJob
 }
 
 // JobTuning adjusts the River client (zero: the jobs package's defaults).
@@ -155,8 +158,12 @@ type App struct {
 	// out review decisions in batches. Both are the back office's.
 	Fraud         *fraud.Service
 	FraudEnforcer *review.Enforcer
-	Signer        *auth.Signer
-	Handler       http.Handler // the public routes, wrapped as served
+	// Schedule is every periodic job and when it runs (jobs/schedule),
+	// registered by the River client where the process works and listed
+	// on the console.
+	Schedule []schedule.Entry
+	Signer   *auth.Signer
+	Handler  http.Handler // the public routes, wrapped as served
 	// PSP, PRS and Msg are the simulators when Options.Simulators is set.
 	// They are the outside world: simPool is theirs alone, so a gateway
 	// never answers late because our own workers hold every connection.
@@ -361,16 +368,20 @@ func (a *App) build() error {
 		rules = *opts.Rules
 	}
 	svcs := &jobs.Services{}
-	var more func(*river.Workers) []*river.PeriodicJob
+	var more func(*river.Workers, []schedule.Entry) []*river.PeriodicJob
 	if opts.BackOffice != nil {
-		more = func(w *river.Workers) []*river.PeriodicJob { return opts.BackOffice.Jobs(svcs, w) }
+		more = func(w *river.Workers, sched []schedule.Entry) []*river.PeriodicJob {
+			return opts.BackOffice.Jobs(svcs, w, sched)
+		}
 	}
+	a.Schedule = schedule.List(schedule.Config{Sweep: cfg.SweepInterval, Relay: opts.RelayInterval, ReconAt: cfg.ReconAt,
+		ReconRerunDays: cfg.ReconRerunDays})
 	// The service needs a River client to enqueue in its transactions and
 	// the workers need the service: build the client with the (not yet
 	// filled) services, then fill them.
-	client, err := jobs.NewClient(a.Pool, svcs, jobs.Config{Work: opts.Work, SweepInterval: cfg.SweepInterval, Logger: log,
+	client, err := jobs.NewClient(a.Pool, svcs, jobs.Config{Work: opts.Work, Schedule: a.Schedule, Logger: log,
 		Workers: opts.Jobs.Workers, RescueStuckJobsAfter: opts.Jobs.RescueStuckJobsAfter, JobTimeout: opts.Jobs.JobTimeout,
-		More: more, RelayInterval: opts.RelayInterval})
+		More: more})
 	if err != nil {
 		return err
 	}
@@ -405,8 +416,7 @@ func (a *App) build() error {
 	a.Notify = notify.New(notify.Config{Pool: a.Pool, Client: notify.NewClient(cfg.MsgURL, cfg.MsgKey, nil), Jobs: client,
 		Booking: a.Booking, Log: log, Pause: opts.Pause, ReceiptPoll: opts.ReceiptPoll, RetryBase: opts.MsgRetryBase})
 	svcs.Booking, svcs.Payments, svcs.Notify, svcs.Admission = a.Booking, a.Payments, a.Notify, a.Admission
-	a.Recon = recon.New(recon.Config{Pool: a.Pool, Jobs: client, Log: log, MaxFileBytes: cfg.ReconMaxFileBytes,
-		ApprovalLimitPaise: cfg.ReconApprovalLimitPaise, Pause: opts.Pause})
+	a.Recon = newRecon(cfg, a.Pool, client, log, opts.Pause)
 	a.ReconSources = reconSources(cfg)
 	a.Fraud = &fraud.Service{Pool: a.Pool, Clusterer: fraud.Clusterer{Config: fraud.DefaultConfig()}}
 	a.FraudEnforcer = &review.Enforcer{Review: review.New(a.Pool), Booking: a.Booking, Log: log}
@@ -422,7 +432,8 @@ func (a *App) build() error {
 	}()
 	a.Console = console.New(console.Config{Pool: a.Pool, Redis: a.Redis, Store: a.Store, Booking: a.Booking, Payments: a.Payments,
 		Funnel: a.Funnel, River: client, HoldWindow: rules.HoldWindow, QueueDepth: a.Admission.Depth, QueueRefusals: a.Admission.Refusals,
-		SecureCookies: cfg.SecureCookies(), Log: log, Context: a.bg, Recon: a.Recon, ReconGateways: gatewayIDs(cfg.Gateways())})
+		SecureCookies: cfg.SecureCookies(), Log: log, Context: a.bg, Recon: a.Recon, ReconGateways: gatewayIDs(cfg.Gateways()),
+		Schedule: a.Schedule})
 	svcs.Levers = a.Console.Levers()
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
@@ -651,6 +662,13 @@ func (a *App) Close() {
 	if a.ownPool {
 		a.Pool.Close()
 	}
+}
+
+// newRecon is the reconciliation service of the process (and of tatkal
+// recon) with the configured limits.
+func newRecon(cfg Config, pool *pgxpool.Pool, client *river.Client[pgx.Tx], log *slog.Logger, pause booking.PauseFunc) *recon.Service {
+	return recon.New(recon.Config{Pool: pool, Jobs: client, Log: log, MaxFileBytes: cfg.ReconMaxFileBytes,
+		ApprovalLimitPaise: cfg.ReconApprovalLimitPaise, Pause: pause})
 }
 
 // reconSources is where reconciliation fetches the outside legs: each

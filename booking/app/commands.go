@@ -30,6 +30,8 @@ import (
 	"tatkal/booking/sim/prssim"
 	"tatkal/booking/sim/pspsim"
 	"tatkal/console"
+	"tatkal/jobs"
+	"tatkal/recon"
 )
 
 // The bodies of the binary's commands; main.go parses their flags. Each
@@ -71,6 +73,26 @@ func OpenCurrent(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("the schema is not current (run: tatkal migrate)")
 	}
 	return pool, nil
+}
+
+// Recon runs tatkal recon ARGS on the reconciliation service built as the
+// process builds it (its limits; an insert-only River client for the
+// automatic resolutions a run enqueues, whose workers run in the worker
+// processes), connecting only once the arguments are checked.
+func Recon(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+	open := func(ctx context.Context) (*recon.Service, func(), error) {
+		pool, err := OpenCurrent(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		client, err := jobs.NewClient(pool, &jobs.Services{}, jobs.Config{})
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		return newRecon(cfg, pool, client, slog.Default(), nil), pool.Close, nil
+	}
+	return recon.Command(ctx, open, recon.Limits{MaxFileBytes: cfg.ReconMaxFileBytes}, args, out)
 }
 
 // Serve runs the process (tatkal serve and tatkal worker) until ctx ends.

@@ -16,6 +16,7 @@ import (
 	"tatkal/booking/payment"
 	"tatkal/booking/secrets"
 	"tatkal/booking/sim/pspsim"
+	"tatkal/jobs/schedule"
 )
 
 // Config is everything a process needs, from the environment.
@@ -69,6 +70,12 @@ type Config struct {
 	// payment review above it is approved by a finance lead
 	// (TATKAL_RECON_APPROVAL_RUPEES; 0: the default, ₹10,000).
 	ReconApprovalLimitPaise int64
+	// ReconAt is the daily reconciliation's time of day, IST
+	// (TATKAL_RECON_AT, HH:MM[:SS]; nil: schedule.DefaultReconAt, 06:00).
+	ReconAt *schedule.Clock
+	// ReconRerunDays: a day with open items is reconciled again daily
+	// until T+ReconRerunDays (TATKAL_RECON_RERUN_DAYS; 0: 7).
+	ReconRerunDays int
 
 	// RedisClusterAddrs (REDIS_CLUSTER_ADDRS, host:port,...) selects a
 	// Redis Cluster; so does a REDIS_URL listing several nodes.
@@ -193,6 +200,20 @@ func FromEnv() (Config, error) {
 			return cfg, fmt.Errorf("TATKAL_RECON_APPROVAL_RUPEES %q: want whole rupees, 1-10000000", v)
 		}
 		cfg.ReconApprovalLimitPaise = n * 100
+	}
+	if v := os.Getenv("TATKAL_RECON_AT"); v != "" {
+		at, err := schedule.ParseClock(v)
+		if err != nil {
+			return cfg, fmt.Errorf("TATKAL_RECON_AT: %w", err)
+		}
+		cfg.ReconAt = &at
+	}
+	if v := os.Getenv("TATKAL_RECON_RERUN_DAYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 30 {
+			return cfg, fmt.Errorf("TATKAL_RECON_RERUN_DAYS %q: want 1-30 (a day with open items is reconciled again daily until T+N; 1: never again)", v)
+		}
+		cfg.ReconRerunDays = n
 	}
 	if v := os.Getenv("TATKAL_MEMORY_LIMIT"); v != "" {
 		n, err := ParseBytes(v)
@@ -344,6 +365,11 @@ func (c Config) Environ() []string {
 		EnvMsgKey+"="+c.MsgKey, envPSPAPIKeys+"="+c.PSPAPIKeys.String(), envWebhookSecrets+"="+c.WebhookSecrets.String())
 	if c.RedisClusterAddrs != "" {
 		env = append(env, "REDIS_CLUSTER_ADDRS="+c.RedisClusterAddrs)
+	}
+	// The bank's statement API takes it: a worker's daily reconciliation
+	// fetches the statements.
+	if c.SimAdminToken != "" {
+		env = append(env, EnvSimAdminToken+"="+c.SimAdminToken)
 	}
 	if c.HoldWindow > 0 {
 		env = append(env, "TATKAL_HOLD_WINDOW="+c.HoldWindow.String())

@@ -98,3 +98,32 @@ func TestChallengeBits(t *testing.T) {
 		}
 	}
 }
+
+// The daily reconciliation's time is a time of day in IST, to the second;
+// its re-run window whole days within a month. Anything else is refused at
+// start, naming the variable.
+func TestReconSchedule(t *testing.T) {
+	cfg, err := FromEnv()
+	if err != nil || cfg.ReconAt != nil || cfg.ReconRerunDays != 0 {
+		t.Fatalf("unset: %v %v %d (want the schedule's defaults)", err, cfg.ReconAt, cfg.ReconRerunDays)
+	}
+	t.Setenv("TATKAL_RECON_AT", "05:30:15")
+	t.Setenv("TATKAL_RECON_RERUN_DAYS", "10")
+	cfg, err = FromEnv()
+	if err != nil || cfg.ReconAt == nil || cfg.ReconAt.String() != "05:30:15" || cfg.ReconRerunDays != 10 {
+		t.Fatalf("05:30:15, 10 days: %v %v %d", err, cfg.ReconAt, cfg.ReconRerunDays)
+	}
+	for _, bad := range []string{"25:00", "6", "06:00 IST", "noon"} {
+		t.Setenv("TATKAL_RECON_AT", bad)
+		if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "TATKAL_RECON_AT") {
+			t.Errorf("TATKAL_RECON_AT=%s: %v", bad, err)
+		}
+	}
+	t.Setenv("TATKAL_RECON_AT", "06:00")
+	for _, bad := range []string{"0", "31", "week", "-2"} {
+		t.Setenv("TATKAL_RECON_RERUN_DAYS", bad)
+		if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "TATKAL_RECON_RERUN_DAYS") {
+			t.Errorf("TATKAL_RECON_RERUN_DAYS=%s: %v", bad, err)
+		}
+	}
+}

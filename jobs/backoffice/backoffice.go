@@ -1,10 +1,14 @@
 // Package backoffice registers the back office's River jobs:
-// reconciliation (resolve, daily fetch, escalation), fraud clustering and
-// the enforcement of review decisions. Its workers only call services that
+// reconciliation (resolve, the daily plan, statement and day fetches,
+// escalation), fraud clustering and the enforcement of review decisions,
+// with their schedules from jobs/schedule. Its workers only call services that
 // booking/app builds and hands over (jobs.Services). It sits apart from
 // jobs and is handed to booking/app by main.go, so that only the processes
 // that should work the back office's jobs (and no test stack unless it
-// asks) register them.
+// asks) register them. River inserts periodic jobs on its elected leader,
+// which may be any working process: every working process of a deployment
+// registers the back office (tatkal serve and worker do), or its schedule
+// pauses while one without it leads.
 package backoffice
 
 import (
@@ -13,10 +17,10 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"tatkal/booking"
 	"tatkal/booking/fraud"
 	"tatkal/booking/fraud/review"
 	"tatkal/jobs"
+	"tatkal/jobs/schedule"
 	"tatkal/recon"
 )
 
@@ -27,35 +31,20 @@ type Office struct{}
 func New() *Office { return &Office{} }
 
 // Jobs registers the workers, over the process's services (booking/app
-// fills svc before the workers run), and returns the periodic jobs. Every
-// kind the back office inserts is registered here, so River never refuses
-// one as unknown.
-func (*Office) Jobs(svc *jobs.Services, workers *river.Workers) []*river.PeriodicJob {
+// fills svc before the workers run), and returns the back office's
+// periodic jobs of the process's schedule (jobs/schedule: every schedule
+// is declared there). Every kind the back office inserts is registered
+// here, so River never refuses one as unknown.
+func (*Office) Jobs(svc *jobs.Services, workers *river.Workers, sched []schedule.Entry) []*river.PeriodicJob {
 	river.AddWorker(workers, &resolveWorker{svc: svc})
+	river.AddWorker(workers, &dailyWorker{svc: svc})
+	river.AddWorker(workers, &statementWorker{svc: svc})
 	river.AddWorker(workers, &fetchWorker{svc: svc})
 	river.AddWorker(workers, &escalateWorker{svc: svc})
 	river.AddWorker(workers, &clusterWorker{svc: svc})
 	river.AddWorker(workers, &scheduleWorker{svc: svc})
 	river.AddWorker(workers, &enforceWorker{svc: svc})
-	periodic := []*river.PeriodicJob{
-		// Exceptions past their SLA are raised to the finance lead.
-		river.NewPeriodicJob(river.PeriodicInterval(15*time.Minute),
-			func() (river.JobArgs, *river.InsertOpts) { return recon.EscalateArgs{}, nil }, nil),
-		// Each closed window's accounts are clustered once its signals settle.
-		river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
-			func() (river.JobArgs, *river.InsertOpts) { return fraud.ScheduleArgs{}, nil }, nil),
-		// Review decisions whose delay has passed are enforced in a batch.
-		river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
-			func() (river.JobArgs, *river.InsertOpts) { return review.EnforceArgs{}, nil }, nil),
-	}
-	// Yesterday's settlement (T+1, IST) per gateway, fetched and reconciled daily.
-	for _, gw := range svc.ReconSources.Gateways() {
-		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(24*time.Hour),
-			func() (river.JobArgs, *river.InsertOpts) {
-				return recon.FetchArgs{Gateway: gw, Date: time.Now().In(booking.IST).AddDate(0, 0, -1)}, nil
-			}, &river.PeriodicJobOpts{RunOnStart: true}))
-	}
-	return periodic
+	return schedule.Periodic(sched, true)
 }
 
 // The workers are recon's and fraud's own, built per job from the services
@@ -68,6 +57,27 @@ type resolveWorker struct {
 
 func (w *resolveWorker) Work(ctx context.Context, job *river.Job[recon.ResolveArgs]) error {
 	return (&recon.ResolveWorker{Recon: w.svc.Recon, Payments: w.svc.Payments, Bookings: w.svc.Booking}).Work(ctx, job)
+}
+
+// dailyWorker and statementWorker read the gateways and the sources when
+// a day is planned, not when the client was built (before booking/app had
+// filled them: the daily fetch was then never scheduled).
+type dailyWorker struct {
+	river.WorkerDefaults[recon.DailyArgs]
+	svc *jobs.Services
+}
+
+func (w *dailyWorker) Work(ctx context.Context, job *river.Job[recon.DailyArgs]) error {
+	return (&recon.DailyWorker{Recon: w.svc.Recon, Sources: w.svc.ReconSources}).Work(ctx, job)
+}
+
+type statementWorker struct {
+	river.WorkerDefaults[recon.StatementArgs]
+	svc *jobs.Services
+}
+
+func (w *statementWorker) Work(ctx context.Context, job *river.Job[recon.StatementArgs]) error {
+	return (&recon.StatementWorker{Recon: w.svc.Recon, Sources: w.svc.ReconSources}).Work(ctx, job)
 }
 
 type fetchWorker struct {

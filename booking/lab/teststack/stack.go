@@ -28,6 +28,7 @@ import (
 	"tatkal/booking/prs"
 	"tatkal/console"
 	"tatkal/console/levers"
+	"tatkal/jobs/schedule"
 )
 
 // Stack is one test's running booking stack: the process booking/app
@@ -125,6 +126,11 @@ type Options struct {
 	SimulatorsOf *Stack
 	// BackOffice adds back-office jobs to the process (app.Options.BackOffice).
 	BackOffice app.BackOffice
+	// ReconAt and ReconRerunDays set the daily reconciliation's time of day
+	// (IST, to the second) and how long an open day is run again (nil, 0:
+	// the schedule's defaults).
+	ReconAt        *schedule.Clock
+	ReconRerunDays int
 }
 
 // New builds and starts a stack on a fresh database.
@@ -167,6 +173,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	}
 	cfg.MaxHoldsInFlight, cfg.SweepInterval = opts.MaxHoldsInFlight, opts.SweepInterval
 	cfg.ReconMaxFileBytes = opts.ReconMaxFileBytes
+	cfg.ReconAt, cfg.ReconRerunDays = opts.ReconAt, opts.ReconRerunDays
 	switch {
 	case opts.ConfirmWriters > 0:
 		cfg.ConfirmWriters = opts.ConfirmWriters

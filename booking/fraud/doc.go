@@ -1,6 +1,6 @@
-// Package fraud records the signals of every hold and booking, clusters the
-// accounts behind them after each window, and (later) carries the review
-// decisions on those clusters.
+// Package fraud records the signals of every hold and booking and clusters the
+// accounts behind them after each window; the analysts' decisions on those
+// clusters are its subpackage review.
 //
 // # Signals on the live path
 //

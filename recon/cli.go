@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"tatkal/booking"
+	"tatkal/booking/audit"
 	"tatkal/booking/db"
 )
 
@@ -214,9 +215,4 @@ func usage(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
 }
 
-func defaultActor() string {
-	if u := os.Getenv("USER"); u != "" {
-		return "cli:" + u
-	}
-	return "cli"
-}
+func defaultActor() string { return audit.CLIActor() }

@@ -253,6 +253,33 @@ func acting(by Operator, admins []int64) error {
 	return nil
 }
 
+// change runs fn in one transaction once the active admins are locked and
+// a console operator is found to be one still: every change to console
+// users goes through it.
+func (s *Users) change(ctx context.Context, by Operator, fn func(tx pgx.Tx, admins []int64) error) error {
+	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		admins, err := lockAdmins(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := acting(by, admins); err != nil {
+			return err
+		}
+		return fn(tx, admins)
+	})
+}
+
+// changeUser is change with the user login locked too.
+func (s *Users) changeUser(ctx context.Context, by Operator, login string, fn func(tx pgx.Tx, admins []int64, u ConsoleUser) error) error {
+	return s.change(ctx, by, func(tx pgx.Tx, admins []int64) error {
+		u, err := lockUser(ctx, tx, login)
+		if err != nil {
+			return err
+		}
+		return fn(tx, admins, u)
+	})
+}
+
 // Add creates a console user. On the console an admin is not created
 // this way: ProposeNewAdmin.
 func (s *Users) Add(ctx context.Context, by Operator, nu NewUser) (ConsoleUser, error) {
@@ -282,14 +309,7 @@ func (s *Users) Add(ctx context.Context, by Operator, nu NewUser) (ConsoleUser, 
 		return ConsoleUser{}, err
 	}
 	u := ConsoleUser{Login: login, Name: name, Role: nu.Role, FinanceLead: nu.FinanceLead}
-	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		admins, err := lockAdmins(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := acting(by, admins); err != nil {
-			return err
-		}
+	err = s.change(ctx, by, func(tx pgx.Tx, admins []int64) error {
 		var pending bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM console_admin_grants WHERE login = $1 AND state = 'PENDING')`, login).Scan(&pending); err != nil {
 			return fmt.Errorf("admin grants of %s: %w", login, err)
@@ -297,7 +317,7 @@ func (s *Users) Add(ctx context.Context, by Operator, nu NewUser) (ConsoleUser, 
 		if pending {
 			return loginTaken(login)
 		}
-		err = tx.QueryRow(ctx, `INSERT INTO console_users (login, name, role, password_hash, finance_lead) VALUES ($1, $2, $3, $4, $5)
+		err := tx.QueryRow(ctx, `INSERT INTO console_users (login, name, role, password_hash, finance_lead) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (login) DO NOTHING RETURNING id, created_at`, login, name, nu.Role, hash, nu.FinanceLead).Scan(&u.ID, &u.CreatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return loginTaken(login)
@@ -327,18 +347,7 @@ func (s *Users) SetRole(ctx context.Context, by Operator, login, role string, le
 	if reason, err = cleanReason(reason, false); err != nil {
 		return err
 	}
-	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		admins, err := lockAdmins(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := acting(by, admins); err != nil {
-			return err
-		}
-		u, err := lockUser(ctx, tx, login)
-		if err != nil {
-			return err
-		}
+	return s.changeUser(ctx, by, login, func(tx pgx.Tx, admins []int64, u ConsoleUser) error {
 		switch {
 		case u.Role == role && u.FinanceLead == lead:
 			return booking.Errorf(booking.ECONFLICT, "NO_CHANGE", "%s is %s already.", login, roleText(role, lead))
@@ -379,18 +388,7 @@ func (s *Users) Disable(ctx context.Context, by Operator, login, reason string) 
 	if reason, err = cleanReason(reason, false); err != nil {
 		return err
 	}
-	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		admins, err := lockAdmins(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := acting(by, admins); err != nil {
-			return err
-		}
-		u, err := lockUser(ctx, tx, login)
-		if err != nil {
-			return err
-		}
+	return s.changeUser(ctx, by, login, func(tx pgx.Tx, admins []int64, u ConsoleUser) error {
 		switch {
 		case u.Disabled:
 			return booking.Errorf(booking.ECONFLICT, "ALREADY_DISABLED", "%s is disabled already.", login)
@@ -428,18 +426,7 @@ func (s *Users) Enable(ctx context.Context, by Operator, login, reason string) e
 	if reason, err = cleanReason(reason, false); err != nil {
 		return err
 	}
-	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		admins, err := lockAdmins(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := acting(by, admins); err != nil {
-			return err
-		}
-		u, err := lockUser(ctx, tx, login)
-		if err != nil {
-			return err
-		}
+	return s.changeUser(ctx, by, login, func(tx pgx.Tx, admins []int64, u ConsoleUser) error {
 		switch {
 		case !u.Disabled:
 			return booking.Errorf(booking.ECONFLICT, "NOT_DISABLED", "%s is not disabled.", login)
@@ -466,18 +453,7 @@ func (s *Users) ResetPassword(ctx context.Context, by Operator, login, password 
 	if err != nil {
 		return err
 	}
-	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		admins, err := lockAdmins(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := acting(by, admins); err != nil {
-			return err
-		}
-		u, err := lockUser(ctx, tx, login)
-		if err != nil {
-			return err
-		}
+	return s.changeUser(ctx, by, login, func(tx pgx.Tx, admins []int64, u ConsoleUser) error {
 		if by.onConsole() && u.Role == Admin && u.ID != by.UserID {
 			return booking.Errorf(booking.EFORBIDDEN, "ADMIN_PASSWORD", "An admin's password is set by that admin, "+
 				"or at the command line (tatkal users reset-password): else one admin could sign in as a second and approve their own grants.")
@@ -538,14 +514,7 @@ func (s *Users) propose(ctx context.Context, by Operator, g Grant) (int64, error
 	if !by.onConsole() {
 		return 0, booking.Errorf(booking.EFORBIDDEN, "NO_PERSON", "An admin grant is proposed by a console admin.")
 	}
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		admins, err := lockAdmins(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := acting(by, admins); err != nil {
-			return err
-		}
+	err := s.change(ctx, by, func(tx pgx.Tx, admins []int64) error {
 		var target *int64
 		detail := map[string]any{"reason": g.Reason, "new_user": g.NewUser, "via": by.via()}
 		if g.NewUser {
@@ -567,7 +536,7 @@ func (s *Users) propose(ctx context.Context, by Operator, g Grant) (int64, error
 			target, g.Name = &u.ID, u.Name
 			detail["from"], detail["disabled"] = roleText(u.Role, u.FinanceLead), u.Disabled
 		}
-		err = tx.QueryRow(ctx, `INSERT INTO console_admin_grants (new_user, user_id, login, name, password_hash, reason, proposed_by)
+		err := tx.QueryRow(ctx, `INSERT INTO console_admin_grants (new_user, user_id, login, name, password_hash, reason, proposed_by)
 			VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7) ON CONFLICT (login) WHERE state = 'PENDING' DO NOTHING RETURNING id`,
 			g.NewUser, target, g.Login, g.Name, g.passwordHash, g.Reason, by.UserID).Scan(&g.ID)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -604,16 +573,11 @@ func (s *Users) Grants(ctx context.Context, decided int) ([]Grant, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin grants: %w", err)
 	}
-	defer rows.Close()
-	var out []Grant
-	for rows.Next() {
-		g, err := scanGrant(rows)
-		if err != nil {
-			return nil, fmt.Errorf("admin grants: %w", err)
-		}
-		out = append(out, g)
+	gs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Grant, error) { return scanGrant(row) })
+	if err != nil {
+		return nil, fmt.Errorf("admin grants: %w", err)
 	}
-	return out, rows.Err()
+	return gs, nil
 }
 
 // lockGrant locks a waiting grant.
@@ -634,18 +598,12 @@ func lockGrant(ctx context.Context, tx pgx.Tx, id int64) (Grant, error) {
 // Approve is the second admin's word on grant id: the user becomes an
 // active admin, audited with both names. Nobody approves their own grant.
 func (s *Users) Approve(ctx context.Context, by Operator, id int64) (Grant, error) {
+	if !by.onConsole() {
+		return Grant{}, booking.Errorf(booking.EFORBIDDEN, "NO_PERSON", "An admin grant is approved by a second console admin.")
+	}
 	var g Grant
-	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		admins, err := lockAdmins(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if !by.onConsole() {
-			return booking.Errorf(booking.EFORBIDDEN, "NO_PERSON", "An admin grant is approved by a second console admin.")
-		}
-		if err := acting(by, admins); err != nil {
-			return err
-		}
+	err := s.change(ctx, by, func(tx pgx.Tx, admins []int64) error {
+		var err error
 		if g, err = lockGrant(ctx, tx, id); err != nil {
 			return err
 		}
@@ -693,18 +651,12 @@ func (s *Users) Reject(ctx context.Context, by Operator, id int64, reason string
 	if err != nil {
 		return Grant{}, err
 	}
+	if !by.onConsole() {
+		return Grant{}, booking.Errorf(booking.EFORBIDDEN, "NO_PERSON", "An admin grant is rejected by a console admin.")
+	}
 	var g Grant
-	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
-		admins, err := lockAdmins(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if !by.onConsole() {
-			return booking.Errorf(booking.EFORBIDDEN, "NO_PERSON", "An admin grant is rejected by a console admin.")
-		}
-		if err := acting(by, admins); err != nil {
-			return err
-		}
+	err = s.change(ctx, by, func(tx pgx.Tx, admins []int64) error {
+		var err error
 		if g, err = lockGrant(ctx, tx, id); err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ import (
 	"tatkal/booking/lab/chaos"
 	"tatkal/booking/lab/rehearse"
 	"tatkal/booking/lab/seed"
+	"tatkal/console"
 	"tatkal/jobs/backoffice"
 	"tatkal/recon"
 )
@@ -47,6 +48,7 @@ Commands:
   prs       the reservation core simulator
   msg       the messaging gateway simulator (SMS and e-mail, delivery receipts)
   migrate   apply database migrations (idempotent)
+  users     console users: add (the first admin), disable, enable, reset-password, list
   seed      demo | shard | users | abuse: create data for demos, tests, rehearsals
   check     verify seat invariants, Redis against PostgreSQL
   verify-window  recompute a waiting-room window's fair order from its revealed seed
@@ -100,7 +102,7 @@ type command func(context.Context, app.Config, []string, io.Writer) error
 var commands = map[string]command{
 	"dev": cmdDev, "serve": cmdServe, "worker": cmdWorker, "migrate": cmdMigrate, "seed": cmdSeed, "check": cmdCheck,
 	"verify-window": cmdVerifyWindow, "bench": cmdBench, "psp": cmdPSP, "prs": cmdPRS, "msg": cmdMsg, "recon": cmdRecon,
-	"rehearse": cmdRehearse, "chaos": cmdChaos,
+	"rehearse": cmdRehearse, "chaos": cmdChaos, "users": cmdUsers,
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -375,6 +377,13 @@ func cmdVerifyWindow(ctx context.Context, cfg app.Config, args []string, out io.
 // cmdRecon is reconciliation from the command line: ingest, run, export.
 func cmdRecon(ctx context.Context, cfg app.Config, args []string, stdout io.Writer) error {
 	return usageOf(app.Recon(ctx, cfg, args, stdout), recon.ErrUsage)
+}
+
+// cmdUsers manages console users from the command line; the password is
+// read from this process's standard input (a terminal, or a pipe).
+func cmdUsers(ctx context.Context, cfg app.Config, args []string, out io.Writer) error {
+	return usageOf(console.UsersCommand(ctx, args, os.Stdin, out, func(ctx context.Context) (*pgxpool.Pool, error) { return app.OpenCurrent(ctx, cfg) }),
+		console.ErrUsage)
 }
 
 // usageOf marks a package's usage errors as the command line's (exit 2).

@@ -43,23 +43,32 @@ func startMain(t *testing.T, mod func(*app.Config)) (*app.App, string) {
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-// consoleLogin signs in as login and returns a client carrying the session.
+// consoleLogin signs in as a demo user and returns a client carrying the
+// session.
 func consoleLogin(t *testing.T, base, login string) *http.Client {
+	t.Helper()
+	c, code := consoleSignIn(t, base, login, "console-demo")
+	if code != http.StatusSeeOther {
+		t.Fatalf("console login: %d", code)
+	}
+	return c
+}
+
+// consoleSignIn posts the console's sign-in form and returns a client
+// carrying whatever session it got, and the answer's status.
+func consoleSignIn(t *testing.T, base, login, password string) (*http.Client, int) {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	form := loginForm(t, c, base)
 	form.Set("login", login)
-	form.Set("password", "console-demo")
+	form.Set("password", password)
 	resp, err := c.PostForm(base+"/console/login", form)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("console login: %d", resp.StatusCode)
-	}
-	return c
+	return c, resp.StatusCode
 }
 
 // loginForm opens the console's sign-in page and returns its form's fields.

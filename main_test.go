@@ -301,6 +301,9 @@ func TestHelpConnectsToNothing(t *testing.T) {
 	for _, sub := range []string{"ingest", "run", "export"} {
 		cases = append(cases, []string{"recon", sub, "--help"})
 	}
+	for _, sub := range []string{"add", "disable", "enable", "reset-password", "list"} {
+		cases = append(cases, []string{"users", sub, "--help"})
+	}
 	for _, args := range cases {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), args, &out, &errOut)
@@ -327,6 +330,12 @@ func TestHelpConnectsToNothing(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"seed", "shard", "--date", "tomorrow"}, &out, &errOut); code != 2 {
 		t.Errorf("seed shard --date tomorrow: exit %d, want 2: %s", code, errOut.String())
+	}
+	for _, args := range [][]string{{"users", "add", "--login", "asha", "--role", "boss"}, {"users", "add", "--login", "asha", "--role", "admin", "--password", "x"},
+		{"users", "disable"}, {"users"}} {
+		if code := run(context.Background(), args, &out, &errOut); code != 2 {
+			t.Errorf("%v: exit %d, want 2: %s", args, code, errOut.String())
+		}
 	}
 	if n := dials.Load(); n != 0 {
 		t.Errorf("a usage error opened %d connection(s)", n)

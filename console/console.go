@@ -83,6 +83,7 @@ type Console struct {
 	cfg    Config
 	pool   *pgxpool.Pool
 	levers *levers.Service
+	users  *Users
 	hub    *Hub
 	log    *slog.Logger
 	checks checks
@@ -119,6 +120,7 @@ func New(cfg Config) *Console {
 		jobs = cfg.River
 	}
 	c.levers = levers.NewService(cfg.Pool, routes, jobs, cfg.Log)
+	c.users = NewUsers(cfg.Pool, auth.DefaultParams)
 	c.hub = NewHub(cfg.Tick, c.snapshot, cfg.Log)
 	return c
 }
@@ -175,6 +177,15 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Admin)).Get("/tokens", c.tokensPage)
 			r.With(c.roles(Admin)).Post("/tokens", c.tokenCreate)
 			r.With(c.roles(Admin)).Post("/tokens/{id}/revoke", c.tokenRevoke)
+			r.With(c.roles(Admin)).Get("/users", c.usersPage) // users_page.go; the rules in users.go
+			r.With(c.roles(Admin)).Post("/users", c.userAdd)
+			r.With(c.roles(Admin)).Get("/users/{login}", c.userPage)
+			r.With(c.roles(Admin)).Post("/users/{login}/role", c.userRole)
+			r.With(c.roles(Admin)).Post("/users/{login}/disable", c.userDisable)
+			r.With(c.roles(Admin)).Post("/users/{login}/enable", c.userEnable)
+			r.With(c.roles(Admin)).Post("/users/{login}/password", c.userPassword)
+			r.With(c.roles(Admin)).Post("/user-grants/{id}/approve", c.grantApprove)
+			r.With(c.roles(Admin)).Post("/user-grants/{id}/reject", c.grantReject)
 			c.financeRoutes(r) // finance.go
 			c.fraudRoutes(r)   // fraud.go
 			r.With(c.roles(Admin)).HandleFunc("/river", c.river)

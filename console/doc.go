@@ -5,8 +5,27 @@
 //
 // Roles are ops, finance, fraud and admin; sessions live in PostgreSQL and
 // every form carries a CSRF token. Each route carries its roles in the one
-// route list of console.go. tatkal dev seeds ops1, finance1 (the finance
-// lead), finance2, fraud1, admin1 and admin2, password console-demo.
+// route list of console.go. tatkal dev (and only dev) seeds ops1, finance1
+// (the finance lead), finance2, fraud1, admin1 and admin2, password
+// console-demo. Elsewhere the first admin comes from tatkal users add
+// (users_cli.go), on the migrated, empty database.
+//
+// # Console users
+//
+// Users (users.go) is the one place console users change, from the
+// admins' page /console/users (users_page.go) and from tatkal users; every
+// change is audited in its transaction, as the admin's login or as
+// cli:<operating-system user>. Passwords follow auth.CheckNewPassword.
+// Making someone an active admin on the console (a new admin, a promotion,
+// enabling a disabled admin) is a grant in console_admin_grants: one admin
+// proposes, a different one approves, and the proposer must still be an
+// active admin then; both names are audited. One admin may not set another
+// admin's password (they could sign in as that admin and approve their own
+// grant), change their own role or disable themselves, and the last active
+// admin is never disabled or demoted (every such change locks the active
+// admins first, so two at once cannot both pass). Disabling deletes the
+// user's sessions and revokes their API tokens; a role change holds on the
+// next request, since sessions read the role each time.
 //
 // # The live funnel
 //
@@ -74,6 +93,10 @@
 //   - Lab (/console/lab, ops and admin): a rehearsal on a scratch stack
 //     (booking/lab/rehearse), one at a time, audited, with its live chart
 //     against the backend's capacity line.
+//   - Users (/console/users, admin): the users with their role, state and
+//     live sessions, the admin grants waiting for a second admin, the add
+//     form; one page per user to change role, disable or enable, and set a
+//     password (see Console users above).
 //   - API tokens (/console/tokens, admin): /v1/admin takes a console user's
 //     personal token (Authorization: Bearer tkc_...), acting as that user with
 //     their role. Shown once, stored as SHA-256, expiring (1-365 days),

@@ -117,7 +117,7 @@ func TestNoticeFromURLIgnored(t *testing.T) {
 	b := newBrowser(t, s.Server.URL)
 	b.login("admin1")
 	evil := url.QueryEscape(`<script>alert(1)</script>Call 1800-FAKE now`)
-	for _, p := range []string{"/console/levers", "/console/shards", "/console/payments", "/console/audit", "/console/tokens", "/console/funnel", "/console/lookup"} {
+	for _, p := range []string{"/console/levers", "/console/shards", "/console/payments", "/console/audit", "/console/tokens", "/console/users", "/console/funnel", "/console/lookup"} {
 		code, body, _ := b.get(p + "?notice=" + evil + "&error=" + evil)
 		if code != http.StatusOK {
 			t.Fatalf("%s: %d", p, code)

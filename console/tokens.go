@@ -147,7 +147,7 @@ func (c *Console) renderTokens(w http.ResponseWriter, r *http.Request, p views.T
 		return
 	}
 	rows, err := c.pool.Query(ctx, `SELECT t.id, u.login, u.role, t.label, t.hint, c.login, t.created_at, t.expires_at, t.last_used_at,
-		t.revoked_at, coalesce(rb.login, '')
+		t.revoked_at, coalesce(rb.login, 'the command line')
 		FROM console_api_tokens t JOIN console_users u ON u.id = t.user_id JOIN console_users c ON c.id = t.created_by
 		LEFT JOIN console_users rb ON rb.id = t.revoked_by
 		ORDER BY (t.revoked_at IS NULL AND t.expires_at > now()) DESC, t.id DESC LIMIT 500`)

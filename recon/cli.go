@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"tatkal/booking"
+	"tatkal/booking/audit"
 )
 
 const cliUsage = `tatkal recon: reconciliation from the command line.
@@ -209,9 +210,4 @@ func usage(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
 }
 
-func defaultActor() string {
-	if u := os.Getenv("USER"); u != "" {
-		return "cli:" + u
-	}
-	return "cli"
-}
+func defaultActor() string { return audit.CLIActor() }

@@ -9,6 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/user"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -46,6 +49,18 @@ func Write(ctx context.Context, q Execer, actor, action, subject string, detail 
 		return fmt.Errorf("audit %s: %w", action, err)
 	}
 	return nil
+}
+
+// CLIActor is the actor of a change made at the command line: the
+// operating-system user running it, as cli:NAME (cli:uidN when the name is
+// unknown). It never reads the environment, which the caller sets, and a
+// console login cannot contain a colon, so it is never taken for a person
+// signed in to the console.
+func CLIActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	return "cli:uid" + strconv.Itoa(os.Getuid())
 }
 
 // CleanText makes s safe to store and show as one line: invalid UTF-8 and

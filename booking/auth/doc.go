@@ -1,5 +1,7 @@
 // Package auth hashes passwords and signs the stateless session tokens that
 // let the hot path know who is calling without a database round trip.
+// CheckNewPassword holds the rules of a password a person sets (console
+// users: tatkal users and /console/users).
 //
 // # The login guard
 //

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -57,4 +59,31 @@ func CheckPassword(encoded, password string) (bool, error) {
 	}
 	got := argon2.IDKey([]byte(password), salt, p.Time, p.MemoryKiB, p.Threads, uint32(len(want)))
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
+}
+
+// The rules of a password a person sets (console users: tatkal users and
+// the console's user page). MaxPasswordBytes is what every sign-in form
+// takes, so a password set here can always be typed there.
+const (
+	MinPasswordRunes = 12
+	MaxPasswordBytes = 256
+)
+
+// CheckNewPassword says what is wrong with password as the new password of
+// login, or nil. The message is for the person choosing it.
+func CheckNewPassword(login, password string) error {
+	switch {
+	case password == "":
+		return errors.New("the password is empty")
+	case !utf8.ValidString(password) || strings.IndexFunc(password, unicode.IsControl) >= 0:
+		// Sign-in forms refuse such text, so it could never be typed.
+		return errors.New("the password has control characters or is not valid UTF-8")
+	case utf8.RuneCountInString(password) < MinPasswordRunes:
+		return fmt.Errorf("the password is shorter than %d characters", MinPasswordRunes)
+	case len(password) > MaxPasswordBytes:
+		return fmt.Errorf("the password is longer than %d bytes (what a sign-in form takes)", MaxPasswordBytes)
+	case login != "" && strings.Contains(strings.ToLower(password), strings.ToLower(login)):
+		return errors.New("the password contains the login")
+	}
+	return nil
 }

@@ -181,7 +181,7 @@ func cmdDev(ctx context.Context, cfg app.Config, args []string, out io.Writer) e
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	return app.Dev(ctx, cfg, *realTimes, backoffice.New(), lab, out)
+	return app.Dev(ctx, cfg, *realTimes, seed.ForDev, backoffice.New(), lab, out)
 }
 
 // lab is the console's rehearsal lab in the serving processes.
@@ -255,7 +255,7 @@ func cmdBench(ctx context.Context, cfg app.Config, args []string, out io.Writer)
 			opts.SpreadShards = 12
 		}
 	}
-	return app.Bench(ctx, cfg, opts, out)
+	return bench.Command(ctx, cfg, opts, out)
 }
 
 // faultFlags collects repeated --fault NAME@FROM-TO.

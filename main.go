@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -183,7 +184,7 @@ func cmdDev(ctx context.Context, cfg app.Config, args []string, out io.Writer) e
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	return app.Dev(ctx, cfg, *realTimes, backoffice.New(), lab, out)
+	return app.Dev(ctx, cfg, *realTimes, devData, backoffice.New(), lab, out)
 }
 
 // lab is the console's rehearsal lab in the serving processes.
@@ -257,7 +258,7 @@ func cmdBench(ctx context.Context, cfg app.Config, args []string, out io.Writer)
 			opts.SpreadShards = 12
 		}
 	}
-	return app.Bench(ctx, cfg, opts, out)
+	return bench.Command(ctx, cfg, opts, out)
 }
 
 // faultFlags collects repeated --fault NAME@FROM-TO.
@@ -393,3 +394,25 @@ func usageOf(err, errUsage error) error {
 	}
 	return err
 }
+
+// devData seeds tatkal dev's database (app.DevData): the demo trains, their
+// windows open a minute ago unless realTimes, and five demo passengers with
+// ₹5,000 in their wallets the first time.
+func devData(ctx context.Context, pool *pgxpool.Pool, realTimes bool) (app.DevDemo, error) {
+	opts := seed.DemoOptions{}
+	if !realTimes {
+		open := -time.Minute
+		opts.OpensIn = &open
+	}
+	res, err := seed.Demo(ctx, pool, opts)
+	if err != nil {
+		return app.DevDemo{}, err
+	}
+	if _, err := seed.DemoUsers(ctx, pool, devPassword); err != nil {
+		return app.DevDemo{}, err
+	}
+	return app.DevDemo{Journey: res.JourneyDate, Password: devPassword, Describe: func(out io.Writer) { seed.PrintDemo(out, res) }}, nil
+}
+
+// devPassword is the demo passengers' password (tatkal dev only).
+const devPassword = "tatkal-demo"

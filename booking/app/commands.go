@@ -10,7 +10,6 @@ import (
 	"math"
 	"net"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,10 +21,7 @@ import (
 	"tatkal/booking/db"
 	"tatkal/booking/httpx"
 	"tatkal/booking/inventory"
-	"tatkal/booking/lab/bench"
-	"tatkal/booking/lab/seed"
 	"tatkal/booking/redisx"
-	"tatkal/booking/secrets"
 	"tatkal/booking/sim/msgsim"
 	"tatkal/booking/sim/prssim"
 	"tatkal/booking/sim/pspsim"
@@ -218,58 +214,52 @@ func sessionKey(ctx context.Context, pool *pgxpool.Pool) ([]byte, error) {
 	return hex.DecodeString(v)
 }
 
-// devPassword is the demo passengers' password (tatkal dev only).
-const devPassword = "tatkal-demo"
+// DevDemo is what tatkal dev seeded, as it tells the developer.
+type DevDemo struct {
+	Journey  time.Time       // the demo trains' journey date
+	Password string          // the demo passengers' password
+	Describe func(io.Writer) // what was seeded, printed once everything runs
+}
 
-// prepareDev migrates, keeps the session key in the database and seeds the
-// demo, for tatkal dev.
-func prepareDev(ctx context.Context, cfg *Config, realTimes bool) (seed.DemoResult, error) {
+// DevData seeds the demo into dev's migrated database (package seed's
+// ForDev): the lab stands above the app, never below it.
+type DevData func(ctx context.Context, pool *pgxpool.Pool, realTimes bool) (DevDemo, error)
+
+// prepareDev migrates, keeps the session key in the database, seeds the
+// demo with data and the console's demo users, for tatkal dev.
+func prepareDev(ctx context.Context, cfg *Config, realTimes bool, data DevData) (DevDemo, error) {
 	pool, err := openDB(ctx, *cfg, 4)
 	if err != nil {
-		return seed.DemoResult{}, err
+		return DevDemo{}, err
 	}
 	defer pool.Close()
 	if err := db.Migrate(ctx, pool); err != nil {
-		return seed.DemoResult{}, err
+		return DevDemo{}, err
 	}
 	if len(cfg.SessionKey) == 0 {
 		if cfg.SessionKey, err = sessionKey(ctx, pool); err != nil {
-			return seed.DemoResult{}, err
+			return DevDemo{}, err
 		}
 	}
-	opts := seed.DemoOptions{}
-	if !realTimes {
-		open := -time.Minute
-		opts.OpensIn = &open
-	}
-	res, err := seed.Demo(ctx, pool, opts)
+	demo, err := data(ctx, pool, realTimes)
 	if err != nil {
-		return res, err
-	}
-	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM users WHERE login LIKE 'demo%'`).Scan(&n); err != nil {
-		return res, fmt.Errorf("count demo users: %w", err)
+		return demo, err
 	}
 	if _, err := console.SeedDemoUsers(ctx, pool); err != nil {
-		return res, err
+		return demo, err
 	}
-	if n == 0 {
-		if _, err := seed.Users(ctx, pool, seed.UsersSpec{Count: 5, Prefix: "demo", Password: devPassword, WalletRupees: 5000}); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+	return demo, nil
 }
 
 // Dev creates the database, migrates, seeds the demo and runs everything
 // here, simulators and the back office included, with fresh secrets, until
 // ctx ends.
-func Dev(ctx context.Context, cfg Config, realTimes bool, office BackOffice, lab func(*App) LabCloser, out io.Writer) error {
+func Dev(ctx context.Context, cfg Config, realTimes bool, data DevData, office BackOffice, lab func(*App) LabCloser, out io.Writer) error {
 	cfg = cfg.WithDevSecrets()
 	if cfg.DBPool == 0 {
 		cfg.DBPool = 20 // app, workers and both simulators share it; idle, a handful are open
 	}
-	res, err := prepareDev(ctx, &cfg, realTimes)
+	res, err := prepareDev(ctx, &cfg, realTimes, data)
 	if err != nil {
 		return err
 	}
@@ -279,7 +269,7 @@ func Dev(ctx context.Context, cfg Config, realTimes bool, office BackOffice, lab
 		return err
 	}
 	defer a.Close()
-	seed.PrintDemo(out, res)
+	res.Describe(out)
 	fmt.Fprintf(out, `
 tatkal is running.
   API        %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
@@ -301,49 +291,10 @@ Book a seat with curl:
     -d '{"hold_id":"<hold_id>","method":"WALLET","idempotency_key":"pay-'$(date +%%s)'"}'
 
 Ctrl-C stops it.
-`, a.URL(), devPassword, res.JourneyDate.Format(time.DateOnly), a.PSPURL(), a.PRSURL(), cfg.SimAdminToken, a.MetricsURL(), a.MsgURL())
+`, a.URL(), res.Password, res.Journey.Format(time.DateOnly), a.PSPURL(), a.PRSURL(), cfg.SimAdminToken, a.MetricsURL(), a.MsgURL())
 	err = a.Run(ctx)
 	fmt.Fprintln(out, "shutting down")
 	return err
-}
-
-// Bench runs the process (server and committer, no workers) and measures
-// it; the bench runs its own simulators, so secrets are fresh as in dev.
-func Bench(ctx context.Context, cfg Config, opts bench.Options, out io.Writer) error {
-	cfg = cfg.WithDevSecrets()
-	cfg.MetricsAddr = "off"
-	if len(cfg.SessionKey) == 0 {
-		cfg.SessionKey, _ = hex.DecodeString(secrets.Random())
-	}
-	if err := Migrate(ctx, cfg, io.Discard); err != nil {
-		return err
-	}
-	signalsOff := new(atomic.Bool)
-	signalsOff.Store(opts.NoSignals)
-	opts.SignalsOff = signalsOff
-	a, err := New(ctx, cfg, Options{Serve: true, BenchSignalsOff: signalsOff})
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	var g errgroup.Group
-	g.Go(func() error { return a.Run(runCtx) })
-	opts.BaseURL, opts.Pool, opts.Redis, opts.Service = a.URL(), a.Pool, a.Redis, a.Booking
-	opts.Payments, opts.Gateways, opts.NewPayments = a.Payments, a.Config.Gateways(), a.NewPayments
-	opts.SessionKey = a.Config.SessionKey
-	opts.CommitWriters, opts.ConfirmWriters = a.Config.CommitWriters, a.Config.ConfirmWriters
-	opts.Log = slog.Default()
-	rep, err := bench.Run(ctx, opts)
-	stop()
-	if rerr := g.Wait(); err == nil {
-		err = rerr
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprint(out, rep.String())
-	return nil
 }
 
 // simulate serves one simulator on addr until ctx ends, with run (if any)

@@ -83,7 +83,7 @@ type Options struct {
 	Writers int
 	// CommitWriters and ConfirmWriters are the server's hold and payment
 	// confirmation group-commit writers (TATKAL_COMMIT_WRITERS,
-	// TATKAL_CONFIRM_WRITERS), for the report; app.Bench sets them.
+	// TATKAL_CONFIRM_WRITERS), for the report; Command sets them.
 	CommitWriters, ConfirmWriters int
 	// FreshUsers is how many users each hold-only phase may spend (one
 	// durable hold each). Zero: Concurrency plus 8,000 per second of
@@ -100,7 +100,7 @@ type Options struct {
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
 	// NoSignals: the server under test records no fraud signals (set by
-	// app.Bench on the app it starts), for the figure before and after
+	// Command on the app it starts), for the figure before and after
 	// recording; the report says so.
 	NoSignals bool
 	// SignalsOff switches the server's fraud recording off while set (the

@@ -198,3 +198,17 @@ func passengerFor(i int) passenger {
 	}
 	return p
 }
+
+// DemoUsers makes the five demo passengers (demo00001 .. demo00005) with
+// password and ₹5,000 in their wallets, unless they exist already.
+func DemoUsers(ctx context.Context, pool *pgxpool.Pool, password string) (bool, error) {
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM users WHERE login LIKE 'demo%'`).Scan(&n); err != nil {
+		return false, fmt.Errorf("count demo users: %w", err)
+	}
+	if n > 0 {
+		return false, nil
+	}
+	_, err := Users(ctx, pool, UsersSpec{Count: 5, Prefix: "demo", Password: password, WalletRupees: 5000})
+	return err == nil, err
+}

@@ -14,7 +14,8 @@ import (
 
 // DailyArgs is the daily reconciliation of the IST day On (jobs/schedule
 // inserts it at its time of day): the bank statement of yesterday by its
-// date, and on every gateway yesterday (T+1) and each earlier day back to
+// date and each earlier statement date back to T+RerunDays still open,
+// and on every gateway yesterday (T+1) and each earlier day back to
 // T+RerunDays that still has open items (OpenDays), each its own job.
 // Unique per day: a day planned once is not planned again by a second
 // leader or a process catching the day up.
@@ -33,10 +34,14 @@ func (DailyArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: booking.QueueMoney, MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// StatementArgs fetches and ingests the bank's statement of one date, a
-// whole day once the day is over.
+// StatementArgs fetches and ingests the bank's statement of one date (a
+// whole day once the day is over), then runs the bank leg of that
+// statement date (a credit or debit no payout explains). On is the day the
+// daily reconciliation planned it: unique by both, so a statement date
+// still open is fetched and run again on each later day, and once a day.
 type StatementArgs struct {
 	Date time.Time `json:"date"`
+	On   time.Time `json:"on,omitzero"`
 }
 
 func (StatementArgs) Kind() string { return "recon_statement" }
@@ -52,7 +57,14 @@ type StatementWorker struct {
 }
 
 func (w *StatementWorker) Work(ctx context.Context, job *river.Job[StatementArgs]) error {
-	_, err := w.Recon.FetchBank(ctx, w.Sources, job.Args.Date, "job:"+job.Kind)
+	by := "job:" + job.Kind
+	if _, err := w.Recon.FetchBank(ctx, w.Sources, job.Args.Date, by); err != nil {
+		return err
+	}
+	// The statement as it stands now, against every settlement file
+	// fetched so far: a late file or a corrected statement explains what
+	// an earlier run of the date could not.
+	_, err := w.Recon.Run(ctx, RunRequest{Gateway: Bank, Date: job.Args.Date, By: by})
 	return err
 }
 
@@ -71,41 +83,67 @@ func (w *DailyWorker) Work(ctx context.Context, job *river.Job[DailyArgs]) error
 		// planned over no gateway reconciles nothing, silently.
 		return fmt.Errorf("daily reconciliation of %s: no gateway to fetch from", istMidnight(job.Args.On).Format(time.DateOnly))
 	}
-	planned, err := w.Recon.PlanDaily(ctx, gateways, job.Args)
+	plan, err := w.Recon.PlanDaily(ctx, gateways, job.Args)
 	if err != nil {
 		return err
 	}
-	for _, f := range planned {
+	for _, st := range plan.Statements {
+		w.Recon.log.InfoContext(ctx, "recon statement planned", "date", st.Date.Format(time.DateOnly), "on", st.On.Format(time.DateOnly))
+	}
+	for _, f := range plan.Days {
 		w.Recon.log.InfoContext(ctx, "recon day planned", "gateway", f.Gateway, "date", f.Date.Format(time.DateOnly), "on", f.On.Format(time.DateOnly))
 	}
 	return nil
 }
 
+// DailyPlan is what a day's reconciliation planned, oldest first: the
+// bank statement dates (StatementArgs) and per gateway its days (FetchArgs).
+type DailyPlan struct {
+	Statements []StatementArgs
+	Days       []FetchArgs
+}
+
 // PlanDaily inserts the jobs of a's day in one transaction: the bank
-// statement of yesterday, and per gateway a FetchArgs for yesterday and
-// for each open day from T+2 to T+RerunDays. It returns the days planned,
-// oldest first per gateway. Money that never arrives is caught so: a day
-// stays open while anything of it is unmatched, is run again each day, and
-// once past T+3 the run names what is missing.
-func (s *Service) PlanDaily(ctx context.Context, gateways []string, a DailyArgs) ([]FetchArgs, error) {
+// statement of yesterday and of each open statement date from T+2 to
+// T+RerunDays (OpenDays of Bank: never reconciled, or an unexplained line
+// still open), and per gateway a FetchArgs for yesterday and for each
+// open day from T+2 to T+RerunDays. Money that never arrives is caught
+// so: a day stays open while anything of it is unmatched, is run again
+// each day, and once past T+3 the run names what is missing. Planning a
+// day again inserts nothing (each job is unique by its day and On).
+func (s *Service) PlanDaily(ctx context.Context, gateways []string, a DailyArgs) (DailyPlan, error) {
 	if a.On.IsZero() {
-		return nil, booking.Errorf(booking.EINVALID, "NO_DATE", "Name the day of the daily reconciliation.")
+		return DailyPlan{}, booking.Errorf(booking.EINVALID, "NO_DATE", "Name the day of the daily reconciliation.")
 	}
 	on := istMidnight(a.On)
 	yesterday := on.AddDate(0, 0, -1)
-	params := []river.InsertManyParams{{Args: StatementArgs{Date: yesterday}}}
-	var planned []FetchArgs
-	for _, gw := range gateways {
-		var open []time.Time
-		if a.RerunDays >= 2 {
-			var err error
-			if open, err = s.OpenDays(ctx, gw, on.AddDate(0, 0, -a.RerunDays), on.AddDate(0, 0, -2)); err != nil {
-				return nil, err
-			}
+	// open is the scope's days still open from T+RerunDays to T+2, then yesterday.
+	open := func(scope string) ([]time.Time, error) {
+		if a.RerunDays < 2 {
+			return []time.Time{yesterday}, nil
 		}
-		for _, d := range append(open, yesterday) {
+		days, err := s.OpenDays(ctx, scope, on.AddDate(0, 0, -a.RerunDays), on.AddDate(0, 0, -2))
+		return append(days, yesterday), err
+	}
+	var plan DailyPlan
+	var params []river.InsertManyParams
+	dates, err := open(Bank)
+	if err != nil {
+		return DailyPlan{}, err
+	}
+	for _, d := range dates {
+		st := StatementArgs{Date: d, On: on}
+		plan.Statements = append(plan.Statements, st)
+		params = append(params, river.InsertManyParams{Args: st})
+	}
+	for _, gw := range gateways {
+		days, err := open(gw)
+		if err != nil {
+			return DailyPlan{}, err
+		}
+		for _, d := range days {
 			f := FetchArgs{Gateway: gw, Date: d, On: on}
-			planned = append(planned, f)
+			plan.Days = append(plan.Days, f)
 			params = append(params, river.InsertManyParams{Args: f})
 		}
 	}
@@ -113,9 +151,9 @@ func (s *Service) PlanDaily(ctx context.Context, gateways []string, a DailyArgs)
 		_, err := s.cfg.Jobs.InsertManyTx(ctx, tx, params)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("plan reconciliation of %s: %w", on.Format(time.DateOnly), err)
+		return DailyPlan{}, fmt.Errorf("plan reconciliation of %s: %w", on.Format(time.DateOnly), err)
 	}
-	return planned, nil
+	return plan, nil
 }
 
 // OpenDays are a gateway's business dates from first to last (IST days)
@@ -123,7 +161,10 @@ func (s *Service) PlanDaily(ctx context.Context, gateways []string, a DailyArgs)
 // run left one of our captures or refunds, or one of its payouts, neither
 // matched nor raised as an exception (still waiting for its line or its
 // bank credit); or a day with an exception still open (a corrected file or
-// a late line may clear it).
+// a late line may clear it). Of Bank, the statement dates never
+// reconciled or with an unexplained line still open (a late settlement
+// file or a corrected statement may explain it): no payment or payout is
+// the bank's own.
 func (s *Service) OpenDays(ctx context.Context, gateway string, first, last time.Time) ([]time.Time, error) {
 	var open []time.Time
 	for d := istMidnight(first); !d.After(istMidnight(last)); d = d.AddDate(0, 0, 1) {

@@ -90,19 +90,26 @@
 // # Daily
 //
 // At a time of day in IST (TATKAL_RECON_AT, 06:00; jobs/schedule) the daily
-// plan (DailyArgs, once per day across processes) fetches yesterday's bank
-// statement by its date (StatementArgs) and, per gateway, reconciles
-// yesterday (T+1) and again every earlier day that is still open, until
-// T+TATKAL_RECON_RERUN_DAYS (7): a day never reconciled, a day whose latest
-// run left a capture, refund or payout neither matched nor an exception
-// (its line or credit not yet come), or a day with an exception still open
-// (OpenDays). Each day is a FetchArgs job: its settlement file, the bank
-// statements of the three days after that are whole, and the core's exports
-// of its journey dates, fetched side by side, then run. So a payout of T is
-// matched when T is run again on T+2 with the statement of T+1, and money
-// that never arrives is named once past T+3 (MISSING_IN_SETTLEMENT,
-// REFUND_NOT_SETTLED, PAYOUT_MISMATCH) instead of waiting for a person to
-// re-run the day.
+// plan (DailyArgs, once per day across processes, one transaction) plans
+// the bank leg and the gateways' days, each its own job, unique by its
+// date and the day that planned it (planning a day again adds nothing).
+// The bank: yesterday's statement (StatementArgs: fetched by its date, then
+// the bank run of that statement date), and again every earlier statement
+// date until T+TATKAL_RECON_RERUN_DAYS (7) that was never reconciled or
+// still has an unexplained credit or debit open (OpenDays of Bank): a late
+// settlement file or the bank's corrected statement may explain it. Per
+// gateway: yesterday (T+1) and again every earlier day that is still
+// open, until T+TATKAL_RECON_RERUN_DAYS: a day never reconciled, a day
+// whose latest run left a capture, refund or payout neither matched nor
+// an exception (its line or credit not yet come), or a day with an
+// exception still open (OpenDays). Each day is a FetchArgs job: its
+// settlement file, the bank statements of the three days after that are
+// whole, and the core's exports of its journey dates, fetched side by
+// side, then run. So a payout of T is matched when T is run again on T+2
+// with the statement of T+1, and money that never arrives is named once
+// past T+3 (MISSING_IN_SETTLEMENT, REFUND_NOT_SETTLED, PAYOUT_MISMATCH)
+// instead of waiting for a person to re-run the day; a credit nobody
+// announced is named the morning after it lands (UNEXPLAINED_CREDIT).
 //
 // # Exports
 //

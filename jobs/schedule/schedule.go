@@ -220,10 +220,10 @@ func List(c Config) []Entry {
 		// The back office's.
 		{Kind: recon.DailyArgs{}.Kind(), Name: "Reconciliation", When: Daily(reconAt), Office: true,
 			Args: func(slot time.Time) river.JobArgs { return recon.NewDailyArgs(slot, c.ReconRerunDays) },
-			What: fmt.Sprintf("fetches yesterday's bank statement and reconciles yesterday on every gateway, and again each earlier day "+
-				"with open items until T+%d", c.ReconRerunDays)},
-		{Kind: recon.StatementArgs{}.Kind(), Name: "Bank statement fetch", When: Triggered("by the daily reconciliation"), Office: true,
-			What: "fetches a day's bank statement by its date"},
+			What: fmt.Sprintf("reconciles yesterday's bank statement and yesterday on every gateway, and again each earlier statement "+
+				"date and day with open items until T+%d", c.ReconRerunDays)},
+		{Kind: recon.StatementArgs{}.Kind(), Name: "Bank statement", When: Triggered("by the daily reconciliation, per statement date"), Office: true,
+			What: "fetches a day's bank statement by its date and finds the credits and debits no payout explains"},
 		{Kind: recon.FetchArgs{}.Kind(), Name: "Reconciliation of a day", When: Triggered("by the daily reconciliation, per gateway and day"), Office: true,
 			What: "fetches a day's settlement file, the bank statements after it and the core's exports, and reconciles the day"},
 		{Kind: recon.EscalateArgs{}.Kind(), Name: "Exception escalation", When: Every(15 * time.Minute), Office: true, Args: fixed(recon.EscalateArgs{}),

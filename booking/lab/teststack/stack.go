@@ -26,6 +26,7 @@ import (
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/prs"
+	"tatkal/booking/sim/pspsim"
 	"tatkal/console"
 	"tatkal/console/levers"
 	"tatkal/jobs/schedule"
@@ -296,6 +297,12 @@ func (s *Stack) admin(t testing.TB, base, path string, body any) {
 // SetRoute changes one gateway route's behaviour at runtime.
 func (s *Stack) SetRoute(t testing.TB, rc pspapi.RouteConfig) {
 	s.admin(t, s.PSP.URL, "/admin/routes/"+rc.Gateway+"/"+rc.Method, rc)
+}
+
+// SetSettlementFaults changes a gateway's settlement file and the bank's
+// statement (stray credits) at runtime.
+func (s *Stack) SetSettlementFaults(t testing.TB, gateway string, f pspsim.SettlementFaults) {
+	s.admin(t, s.PSP.URL, "/admin/settlement-faults/"+gateway, f)
 }
 
 // SetCoreFaults changes the reservation core's behaviour at runtime.

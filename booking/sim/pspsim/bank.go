@@ -18,6 +18,8 @@ import (
 // the merchant's account as one credit (a payout), narrated with the
 // payout reference, on the file's settlement date. The simulator plays
 // the bank too, so the payout leg can be reconciled against the files.
+// Credits no payout explains are set with the settlement faults
+// (SettlementFaults.StrayCredits).
 //
 //	GET /bank/v1/statements/{date}.csv   (Authorization: Bearer <admin token>)
 //
@@ -30,9 +32,9 @@ var BankColumns = []string{"Txn Date", "Value Date", "Description", "Ref No", "D
 
 // payout is one bank movement.
 type payout struct {
-	gateway string
-	id      string
-	paise   int64 // signed: negative is the gateway taking money back
+	narration string
+	utr       string // the bank's reference
+	paise     int64  // signed: negative is the gateway taking money back
 }
 
 // handleBankStatement is GET /bank/v1/statements/{file}.
@@ -60,7 +62,7 @@ func (s *Server) handleBankStatement(w http.ResponseWriter, r *http.Request) err
 		if p.paise < 0 {
 			debit, credit = india.Decimal(-p.paise), ""
 		}
-		cw.Write([]string{d, d, "NEFT CR-" + strings.ToUpper(p.gateway) + " SETTLEMENT-" + p.id, s.utr(p.id), debit, credit}) //nolint:errcheck
+		cw.Write([]string{d, d, p.narration, p.utr, debit, credit}) //nolint:errcheck
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
@@ -69,8 +71,9 @@ func (s *Server) handleBankStatement(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
-// payoutsOn is every payout credited on day: for each gateway, the net of
-// each file whose settlement date is day, less any short-payment fault.
+// payoutsOn is every movement on day: for each gateway, the net of each
+// file whose settlement date is day, less any short-payment fault, then
+// the stray credits of its faults dated day.
 func (s *Server) payoutsOn(ctx context.Context, day time.Time) ([]payout, error) {
 	gws := make([]string, 0, len(s.gateways))
 	for id := range s.gateways {
@@ -102,15 +105,23 @@ func (s *Server) payoutsOn(ctx context.Context, day time.Time) ([]payout, error)
 				net -= cmp(faults.ShortPay.Paise, 100)
 			}
 			if net != 0 {
-				out = append(out, payout{gateway: gw, id: id, paise: net})
+				out = append(out, payout{narration: "NEFT CR-" + strings.ToUpper(gw) + " SETTLEMENT-" + id, utr: s.utr(id), paise: net})
+			}
+		}
+		date, n := day.Format(time.DateOnly), 0
+		for _, c := range faults.StrayCredits {
+			if c.Date == date {
+				out = append(out, payout{narration: c.narration(), utr: s.utr(fmt.Sprintf("stray|%s|%s|%d", gw, date, n)), paise: c.Paise})
+				n++
 			}
 		}
 	}
 	return out, nil
 }
 
-// utr is the bank's own reference for a payout, stable across fetches.
-func (s *Server) utr(payoutID string) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%d|utr|%s", s.seed, payoutID))
+// utr is the bank's own reference for a movement (a payout's id), stable
+// across fetches.
+func (s *Server) utr(key string) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d|utr|%s", s.seed, key))
 	return fmt.Sprintf("HDFCN%012d", binary.BigEndian.Uint64(sum[:8])%1_000_000_000_000)
 }

@@ -16,5 +16,6 @@
 // hashes of what was typed, stable across payments and both gateways. Each
 // gateway writes a daily settlement file in its own format, with seeded faults
 // at PUT /admin/settlement-faults/{gw}, and the bank's statement of payouts is
-// at GET /bank/v1/statements/{date}.csv.
+// at GET /bank/v1/statements/{date}.csv, with the credits no payout explains
+// that the faults add (stray_credits).
 package pspsim

@@ -10,10 +10,14 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"tatkal/booking/india"
 )
 
 // SettlementFaults are the mistakes a gateway's settlement makes, set per
@@ -34,6 +38,51 @@ type SettlementFaults struct {
 	// PhantomLines adds that many capture lines for payments the merchant
 	// never made (unknown merchant references) to every file.
 	PhantomLines int `json:"phantom_lines"`
+	// StrayCredits are credits on the bank statement of their date that
+	// no payout explains (a customer's NEFT straight to the account, a
+	// gateway's transfer it never announced), as a real statement has.
+	// The bank is the simulator's one; they are kept with a gateway's
+	// faults and listed after its payouts.
+	StrayCredits []StrayCredit `json:"stray_credits,omitempty"`
+}
+
+// StrayCredit is one credit nobody announced, on the statement of Date
+// (YYYY-MM-DD), narrated as Narration (default "NEFT CR-UNKNOWN
+// REMITTER"). Its UTR is derived from the seed, the gateway, the date and
+// its place among that date's stray credits, so it repeats across fetches.
+type StrayCredit struct {
+	Date      string `json:"date"`
+	Paise     int64  `json:"paise"`
+	Narration string `json:"narration,omitempty"`
+}
+
+// maxStrayCredits and maxNarration bound a fault setting's stray credits.
+const (
+	maxStrayCredits = 100
+	maxNarration    = 140
+)
+
+func (c StrayCredit) validate(i int) error {
+	name := fmt.Sprintf("stray_credits[%d]", i)
+	if _, err := time.ParseInLocation(time.DateOnly, c.Date, india.IST); err != nil {
+		return fmt.Errorf("%s.date %q is not YYYY-MM-DD", name, c.Date)
+	}
+	if c.Paise <= 0 || c.Paise > maxAmountPaise {
+		return fmt.Errorf("%s.paise must be 1..%d", name, int64(maxAmountPaise))
+	}
+	if len(c.Narration) > maxNarration || strings.IndexFunc(c.Narration, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 ||
+		!utf8.ValidString(c.Narration) {
+		return fmt.Errorf("%s.narration: at most %d printable characters", name, maxNarration)
+	}
+	return nil
+}
+
+// narration is what the statement says of the credit.
+func (c StrayCredit) narration() string {
+	if c.Narration == "" {
+		return "NEFT CR-UNKNOWN REMITTER"
+	}
+	return c.Narration
 }
 
 // FaultPick chooses the lines one fault hits.
@@ -70,6 +119,12 @@ func (f SettlementFaults) Validate() error {
 	}
 	if f.PhantomLines < 0 || f.PhantomLines > 1000 {
 		errs = append(errs, errors.New("phantom_lines must be 0..1000"))
+	}
+	if len(f.StrayCredits) > maxStrayCredits {
+		errs = append(errs, fmt.Errorf("stray_credits: at most %d", maxStrayCredits))
+	}
+	for i, c := range f.StrayCredits {
+		errs = append(errs, c.validate(i))
 	}
 	return errors.Join(errs...)
 }

@@ -64,3 +64,78 @@ func TestSettlementFaults(t *testing.T) {
 		t.Fatalf("cleared faults: %d lines", n)
 	}
 }
+
+// A stray credit (a NEFT nobody announced) is set with the settlement
+// faults, validated like them, and listed on the statement of its date
+// only, after the payouts, with a UTR of its own that repeats across
+// fetches; cleared, it is gone.
+func TestStrayCreditsOnTheStatement(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2025, 6, 4, 12, 0, 0, 0, india.IST) // a Wednesday
+	start := time.Now()
+	b := setup(t, opts{now: func() time.Time { return base.Add(time.Since(start)) }})
+	b.captured(t, "swiftpay", "pay-stray-a", 25000)
+	path := "/admin/settlement-faults/swiftpay"
+	for name, bad := range map[string]StrayCredit{
+		"no date":          {Paise: 100},
+		"a date of no day": {Date: "2025-02-30", Paise: 100},
+		"nothing credited": {Date: "2025-06-05"},
+		"a debit":          {Date: "2025-06-05", Paise: -100},
+		"beyond any limit": {Date: "2025-06-05", Paise: maxAmountPaise + 1},
+		"a line break":     {Date: "2025-06-05", Paise: 100, Narration: "NEFT CR-ACME\nTRAVELS"},
+		"too long":         {Date: "2025-06-05", Paise: 100, Narration: strings.Repeat("X", maxNarration+1)},
+	} {
+		r := b.must(t, "PUT", path, adminToken, "", SettlementFaults{StrayCredits: []StrayCredit{bad}})
+		r.wantError(t, 400, pspapi.CodeInvalid)
+		if !strings.Contains(string(r.body), "stray_credits[0]") {
+			t.Fatalf("%s: the refusal does not name the credit: %s", name, r.body)
+		}
+	}
+	b.must(t, "PUT", path, adminToken, "", SettlementFaults{StrayCredits: make([]StrayCredit, maxStrayCredits+1)}).
+		wantError(t, 400, pspapi.CodeInvalid)
+	statement := func(date string) string {
+		t.Helper()
+		return string(b.must(t, "GET", "/bank/v1/statements/"+date+".csv", adminToken, "", nil).body)
+	}
+	clean := statement("2025-06-05")
+	if strings.Count(clean, "\n") != 2 || !strings.Contains(clean, "SETTLEMENT-SWP20250604") {
+		t.Fatalf("the refused settings changed the statement:\n%s", clean)
+	}
+
+	f := SettlementFaults{StrayCredits: []StrayCredit{
+		{Date: "2025-06-05", Paise: 77700, Narration: "NEFT CR-ACME TRAVELS-INV 4411"},
+		{Date: "2025-06-05", Paise: 12345},
+		{Date: "2025-06-06", Paise: 50000},
+	}}
+	if r := b.must(t, "PUT", path, adminToken, "", f); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	if got := decodeAs[SettlementFaults](t, b.must(t, "GET", path, adminToken, "", nil), 200); len(got.StrayCredits) != 3 ||
+		got.StrayCredits[0] != f.StrayCredits[0] {
+		t.Fatalf("read back %+v", got)
+	}
+	withStray := statement("2025-06-05")
+	if statement("2025-06-05") != withStray {
+		t.Fatal("the same statement differs between fetches")
+	}
+	lines := strings.Split(strings.TrimSpace(withStray), "\n")
+	if len(lines) != 4 || lines[1] != strings.Split(strings.TrimSpace(clean), "\n")[1] {
+		t.Fatalf("the payout and two stray credits, payout first:\n%s", withStray)
+	}
+	acme, unknown := strings.Split(lines[2], ","), strings.Split(lines[3], ",")
+	if acme[0] != "05-Jun-2025" || acme[2] != "NEFT CR-ACME TRAVELS-INV 4411" || acme[4] != "" || acme[5] != "777.00" ||
+		unknown[2] != "NEFT CR-UNKNOWN REMITTER" || unknown[5] != "123.45" {
+		t.Fatalf("stray credits:\n%s", withStray)
+	}
+	payoutUTR := strings.Split(lines[1], ",")[3]
+	if !strings.HasPrefix(acme[3], "HDFCN") || acme[3] == unknown[3] || acme[3] == payoutUTR {
+		t.Fatalf("UTRs: payout %s, stray %s and %s", payoutUTR, acme[3], unknown[3])
+	}
+	if next := statement("2025-06-06"); strings.Count(next, "\n") != 2 || !strings.Contains(next, ",500.00") {
+		t.Fatalf("the statement of the next day has its own stray credit only:\n%s", next)
+	}
+	b.must(t, "PUT", path, adminToken, "", SettlementFaults{})
+	if got := statement("2025-06-05"); got != clean {
+		t.Fatalf("cleared faults: the statement is\n%s", got)
+	}
+}

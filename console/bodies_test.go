@@ -137,7 +137,9 @@ func (b *browser) stream(path, probe string, size int64, first string) {
 func TestMultipartCannotFillDisk(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // where Go's multipart parser spills (not parallel: the environment is the process's)
-	const limit = 64 << 20
+	// Sizes above httpx.UploadMemory (so uploads spill to disk) and
+	// MaxTextBody, small enough to stream quickly under -race.
+	const limit, badFile = 8 << 20, 4 << 20
 	s := setup(t, teststack.Options{ReconMaxFileBytes: limit})
 	base, seen := probeServer(t, s)
 	spilled := func() []string {
@@ -194,13 +196,13 @@ func TestMultipartCannotFillDisk(t *testing.T) {
 
 	// Finance's own upload is read, spills to disk past httpx.UploadMemory,
 	// and is cleaned up: refused by its content, or by its size.
-	fin.stream("/console/finance/files", "upload, bad file", 40<<20, "not,a,settlement,header\n")
-	if got := seen("upload, bad file"); len(got) != 1 || got[0].status != http.StatusBadRequest || got[0].read < 40<<20 {
-		t.Errorf("finance uploading a 40 MB file with a bad header: %+v, want 400 after reading it", got)
+	fin.stream("/console/finance/files", "upload, bad file", badFile, "not,a,settlement,header\n")
+	if got := seen("upload, bad file"); len(got) != 1 || got[0].status != http.StatusBadRequest || got[0].read < badFile {
+		t.Errorf("finance uploading a %d MB file with a bad header: %+v, want 400 after reading it", badFile>>20, got)
 	}
 	fin.stream("/console/finance/files", "upload, too large", size, "")
 	if got := seen("upload, too large"); len(got) != 1 || got[0].status != http.StatusRequestEntityTooLarge || got[0].read > limit+1<<20 {
-		t.Errorf("finance uploading 100 MB past a 64 MB limit: %+v, want 413 before reading past the limit", got)
+		t.Errorf("finance uploading 100 MB past a %d MB limit: %+v, want 413 before reading past the limit", limit>>20, got)
 	}
 	if left := spilled(); len(left) > 0 {
 		t.Fatalf("finance's refused uploads left %d temporary files", len(left))

@@ -24,6 +24,7 @@ import (
 // before now succeeds. Screenshots go to $TATKAL_SCREENSHOTS when set.
 func TestBrowserOpsAndApproval(t *testing.T) {
 	testenv.Chromium(t)
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	shard, date := s.DemoShard(t, 6, 0)
 	users := s.Users(t, "br", 9)
@@ -37,30 +38,19 @@ func TestBrowserOpsAndApproval(t *testing.T) {
 	heldSel := fmt.Sprintf(`[data-testid="total-%d-held"]`, shard)
 	// Before the rush the shard is quiet: its panel is one line, its table folded away.
 	do("open funnel", chromedp.Navigate(base+"/console/funnel"), chromedp.WaitReady(chromedp.CSS(heldSel)))
-	deadline := time.Now().Add(10 * time.Second)
-	for text(`[data-testid=live-state]`) != "live" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the funnel never went live over the websocket: %q", text(`[data-testid=live-state]`))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "the funnel live over the websocket", func() error {
+		got := text(`[data-testid=live-state]`)
+		return testenv.Want(got == "live", "%q", got)
+	})
 	if got, err := chromedp.Run(b.Ctx, chromedp.TextContent(chromedp.CSS(heldSel))); err != nil || got != "0" {
 		t.Fatalf("held before the rush: %q (%v)", got, err)
 	}
 	go rush(t, s, users, date, "br")
-	deadline = time.Now().Add(15 * time.Second)
-	for text(heldSel) != "6" || text(fmt.Sprintf(`[data-testid="total-%d-sold_out"]`, shard)) != "3" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the page never showed the rush: held %s", text(heldSel))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	for text(fmt.Sprintf(`[data-testid="shard-%d"] [data-testid="seats-left"]`, shard)) != "0" {
-		if time.Now().After(deadline) {
-			t.Fatal("seats left never reached 0 on the page")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, "the rush on the page, no seats left", func() error {
+		held, soldOut := text(heldSel), text(fmt.Sprintf(`[data-testid="total-%d-sold_out"]`, shard))
+		left := text(fmt.Sprintf(`[data-testid="shard-%d"] [data-testid="seats-left"]`, shard))
+		return testenv.Want(held == "6" && soldOut == "3" && left == "0", "held %s, sold out %s, seats left %s", held, soldOut, left)
+	})
 	// An operator throttles the shard: the open page shows it, live.
 	throttleSel := fmt.Sprintf(`[data-testid="throttle-%d"]`, shard)
 	if got := text(throttleSel); got != "off" {
@@ -74,11 +64,10 @@ func TestBrowserOpsAndApproval(t *testing.T) {
 		}
 	}
 	setThrottle("11")
-	for deadline = time.Now().Add(10 * time.Second); text(throttleSel) != "11 holds + 11 payments /s"; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the page never showed the throttle: %q", text(throttleSel))
-		}
-	}
+	testenv.Eventually(t, 10*time.Second, "the throttle on the page", func() error {
+		got := text(throttleSel)
+		return testenv.Want(got == "11 holds + 11 payments /s", "%q", got)
+	})
 	shot("funnel")
 	setThrottle("off")
 
@@ -194,6 +183,7 @@ func anyHold(t *testing.T, s *teststack.Stack, shard int64) (int64, uuid.UUID) {
 // says it is polling and still shows a rush from /console/funnel.json.
 func TestBrowserFunnelFallsBackToPolling(t *testing.T) {
 	testenv.Chromium(t)
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	shard, date := s.DemoShard(t, 3, 0)
 	users := s.Users(t, "poll", 4)
@@ -219,19 +209,12 @@ func TestBrowserFunnelFallsBackToPolling(t *testing.T) {
 		t.Fatal(err)
 	}
 	rush(t, s, users, date, "poll")
-	deadline := time.Now().Add(12 * time.Second)
-	for {
+	testenv.Eventually(t, 12*time.Second, "the rush shown by polling, without websockets", func() error {
 		held, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(heldSel)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		state, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-testid=live-state]`)))
-		if held == "3" && state == "polling" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("without websockets: state %q, held %q; want polling and 3", state, held)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return testenv.Want(held == "3" && state == "polling", "state %q, held %q; want polling and 3", state, held)
+	})
 }

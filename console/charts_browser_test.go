@@ -25,6 +25,7 @@ import (
 // width. Screenshots go to $TATKAL_SCREENSHOTS when set.
 func TestBrowserFunnelCharts(t *testing.T) {
 	testenv.Chromium(t)
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	shard, date := s.DemoShard(t, 6, 0)
 	users := s.Users(t, "ch", 9)
@@ -34,13 +35,7 @@ func TestBrowserFunnelCharts(t *testing.T) {
 	b.Do("open funnel", chromedp.Navigate(base+"/console/funnel"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=chart-held]`)))
 	waitFor := func(what string, d time.Duration, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(d)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %v", what, d)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testenv.Eventually(t, d, what, func() error { return testenv.Want(ok(), "not yet") })
 	}
 	waitFor("the funnel goes live", 10*time.Second, func() bool { return b.Text(`[data-testid=live-state]`) == "live" })
 	own := fmt.Sprintf(`[data-chart=held] polyline[data-line="%d"]`, shard)

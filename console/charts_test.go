@@ -13,6 +13,7 @@ import (
 	"tatkal/booking/admission"
 	"tatkal/booking/funnel"
 	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 	"tatkal/views"
 )
@@ -23,6 +24,7 @@ import (
 // processes' hold latencies make one p95 (from their summed histograms,
 // not either's own p95) and their calls to a payment route add up.
 func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	other := teststack.Start(t, s.Env, teststack.Options{})
 	viewer := teststack.Start(t, s.Env, teststack.Options{})
@@ -82,8 +84,8 @@ func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 		return views.ChartShard{}
 	}
 	var snap views.FunnelView
-	deadline := time.Now().Add(20 * time.Second) // the chart shows complete 5 s buckets only
-	for {
+	// The chart shows complete 5 s buckets only.
+	testenv.Eventually(t, 20*time.Second, "both processes' events in the charts", func() error {
 		code, body, _ := b.get("/console/funnel.json")
 		if code != http.StatusOK {
 			t.Fatalf("funnel.json: %d %s", code, body)
@@ -93,15 +95,10 @@ func TestFunnelChartsAddUpAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		p95, rt := chart(snap.Charts.Latency, "p95-"+funnel.HoldAttempt), chart(snap.Charts.Routes, routeKey)
-		if find(snap.Charts, busy).Events == 55 && find(snap.Charts, idle).Events == 1 && p95.Peak == "50 ms" && rt.Peak == "1/s" && rt.Note == "breaker opened 1×" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("charts never showed both processes' events: busy %+v, idle %+v, hold p95 peak %q (want 50 ms), %s peak %q (want 1/s) note %q",
-				find(snap.Charts, busy), find(snap.Charts, idle), p95.Peak, route, rt.Peak, rt.Note)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return testenv.Want(find(snap.Charts, busy).Events == 55 && find(snap.Charts, idle).Events == 1 && p95.Peak == "50 ms" && rt.Peak == "1/s" && rt.Note == "breaker opened 1×",
+			"busy %+v, idle %+v, hold p95 peak %q (want 50 ms), %s peak %q (want 1/s) note %q",
+			find(snap.Charts, busy), find(snap.Charts, idle), p95.Peak, route, rt.Peak, rt.Note)
+	})
 	c := snap.Charts
 	if bs, is := find(c, busy), find(c, idle); bs.Quiet || !is.Quiet || c.Shards[0].ID != busy {
 		t.Fatalf("busy shard %+v first and apart, idle shard %+v quiet; got order %+v", bs, is, c.Shards)
@@ -169,6 +166,7 @@ func topped(points string) bool {
 // admitting yet, through two app processes. The depth chart walks the
 // live depth back by the arrivals counted: 0 before, 5 after.
 func TestQueueDepthChart(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	other := teststack.Start(t, s.Env, teststack.Options{})
 	ctx := context.Background()
@@ -198,36 +196,28 @@ func TestQueueDepthChart(t *testing.T) {
 	b.login("ops1")
 	// Until the arrivals' bucket is complete: the live depth (the peak)
 	// shows at once, the other process's arrivals when its funnel flushes.
-	var depth views.Chart
-	var pts []string
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, 20*time.Second, "the queue's depth line rising from 0 to its top", func() error {
 		_, body, _ := b.get("/console/funnel.json")
 		var snap views.FunnelView
 		if err := json.Unmarshal([]byte(body), &snap); err != nil {
 			t.Fatal(err)
 		}
+		var depth views.Chart
 		for _, ch := range snap.Charts.Charts {
 			if ch.Key == "depth" {
 				depth = ch
 			}
 		}
-		pts = nil
+		var pts []string
 		for _, l := range depth.Lines {
 			if l.ID == fmt.Sprint(shard) {
 				pts = strings.Fields(l.Points)
 			}
 		}
-		if depth.Peak == "5 waiting" && len(pts) == 121 && strings.HasSuffix(pts[0], ",99") && strings.HasSuffix(pts[120], ",1") {
-			return
+		if len(pts) == 0 {
+			return fmt.Errorf("no depth line for shard %d: %+v", shard, depth.Lines)
 		}
-		if time.Now().After(deadline) {
-			if len(pts) == 0 {
-				t.Fatalf("no depth line for shard %d: %+v", shard, depth.Lines)
-			}
-			t.Fatalf("depth chart peak %q; the queue's line should rise from 0 to its top: first %s, last %s of %d",
-				depth.Peak, pts[0], pts[len(pts)-1], len(pts))
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return testenv.Want(depth.Peak == "5 waiting" && len(pts) == 121 && strings.HasSuffix(pts[0], ",99") && strings.HasSuffix(pts[120], ",1"),
+			"depth chart peak %q, first %s, last %s of %d", depth.Peak, pts[0], pts[len(pts)-1], len(pts))
+	})
 }

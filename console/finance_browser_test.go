@@ -26,6 +26,7 @@ import (
 // $TATKAL_SCREENSHOTS when set.
 func TestBrowserFinanceClerk(t *testing.T) {
 	testenv.Chromium(t)
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	financeFixture(t, s)
 	dir := t.TempDir()

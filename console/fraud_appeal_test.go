@@ -128,6 +128,7 @@ func (w *appealWorld) count(sql string, args ...any) int {
 // proposes (the ban holds) and cannot approve their own proposal; a second
 // lifts it. Every step audited with its login.
 func TestAppealAgainstTwoAnalystBanTakesTwoOverTheConsole(t *testing.T) {
+	t.Parallel()
 	w := newAppealWorld(t)
 	w.decide(review.Ban, "AUTOMATION")
 	banned := func() bool {
@@ -173,6 +174,7 @@ func TestAppealAgainstTwoAnalystBanTakesTwoOverTheConsole(t *testing.T) {
 // refunded, is refunded in full once the second analyst approves, and only
 // then.
 func TestUpheldCancellationAppealRefundsOverTheConsole(t *testing.T) {
+	t.Parallel()
 	w := newAppealWorld(t)
 	w.decide(review.CancelBookings, "PASSENGER_RESALE")
 	var paymentID uuid.UUID

@@ -78,6 +78,7 @@ func fraudRing(t *testing.T, s *teststack.Stack) (cluster int64, members []int64
 // enforcement in its history. Screenshots go to $TATKAL_SCREENSHOTS when set.
 func TestBrowserFraudAnalysts(t *testing.T) {
 	testenv.Chromium(t)
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	if _, err := console.SeedUsers(context.Background(), s.Pool, []console.DemoUser{{Login: "fraud2", Password: password, Role: console.Fraud}},
 		auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 	"tatkal/console/levers"
 )
@@ -15,6 +16,7 @@ import (
 // time; a process running workers reverts the change once, audited as the
 // system acting for the change's author; the job run again changes nothing.
 func TestLeverRevertIsAJob(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{}) // no workers: nothing may revert here
 	ops := actor(t, s, "ops1")
 	ctx := context.Background()
@@ -53,19 +55,12 @@ func TestLeverRevertIsAJob(t *testing.T) {
 	}
 	// A process with workers runs the job.
 	teststack.Start(t, s.Env, teststack.Options{Work: true})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the change reverted by a worker", func() error {
 		if err := s.Pool.QueryRow(ctx, `SELECT state FROM lever_changes WHERE id = $1`, ch.ID).Scan(&state); err != nil {
 			t.Fatal(err)
 		}
-		if state == "REVERTED" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("change still %s 10 s after a worker started", state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return testenv.Want(state == "REVERTED", "still %s", state)
+	})
 	// Run again, as a redelivered job would be: nothing more happens.
 	if wait, err := svc.Revert(ctx, ch.ID); err != nil || wait != 0 {
 		t.Fatalf("second revert: %s %v", wait, err)
@@ -83,12 +78,11 @@ func TestLeverRevertIsAJob(t *testing.T) {
 		t.Fatal("the hold window is still the changed one after the revert")
 	}
 	// River marks the job completed shortly after it returns.
-	for completed := 0; completed != 1; time.Sleep(50 * time.Millisecond) {
+	testenv.Eventually(t, 10*time.Second, "the revert job completed", func() error {
+		var completed int
 		if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'lever_revert' AND state = 'completed'`).Scan(&completed); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d completed revert jobs, want 1", completed)
-		}
-	}
+		return testenv.Want(completed == 1, "%d completed revert jobs, want 1", completed)
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/console/levers"
@@ -127,12 +128,9 @@ func TestLeverReachesSecondProcess(t *testing.T) {
 		if _, err := s.Console.Levers().Propose(ctx, ops, tc.p); err != nil {
 			t.Fatalf("%s: %v", tc.p.Name, err)
 		}
-		for !tc.check() {
-			if time.Since(start) > time.Second {
-				t.Fatalf("%s %s not in force in the second process after 1 s", tc.p.Name, tc.p.Scope)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testenv.Eventually(t, time.Second, tc.p.Name+" "+tc.p.Scope+" in force in the second process", func() error {
+			return testenv.Want(tc.check(), "not yet")
+		})
 		t.Logf("%s %s reached the second process in %s", tc.p.Name, tc.p.Scope, time.Since(start).Round(time.Millisecond))
 	}
 }
@@ -166,7 +164,9 @@ func TestWindowExtensionNeedsSecondAdmin(t *testing.T) {
 	if err != nil || ch.State != "PENDING" {
 		t.Fatalf("propose extension: %v %+v, want pending", err, ch)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	// Both processes read the levers as their next refresh would.
+	s.Levers.Refresh(ctx)
+	second.Levers.Refresh(ctx)
 	if _, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "winext-0002", date)); booking.ErrorReason(err) != "WINDOW_CLOSED" {
 		t.Fatalf("hold with the extension pending: %v, want still WINDOW_CLOSED", err)
 	}
@@ -180,17 +180,10 @@ func TestWindowExtensionNeedsSecondAdmin(t *testing.T) {
 	if err != nil || ch.State != "APPLIED" || ch.ApprovedBy != "admin2" {
 		t.Fatalf("approve: %v %+v", err, ch)
 	}
-	start := time.Now()
-	for {
+	testenv.Eventually(t, time.Second, "a hold in the second process after approval", func() error {
 		res, err := second.Service.Hold(ctx, teststack.Caller(users[1]), holdReq(users[1], "winext-1-"+jsonNum(time.Now().UnixNano()), date))
-		if err == nil && res.Status == "HELD" {
-			break
-		}
-		if time.Since(start) > time.Second {
-			t.Fatalf("hold in the second process 1 s after approval: %v %+v", err, res)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return testenv.Want(err == nil && res.Status == "HELD", "%v %+v", err, res)
+	})
 	var detail map[string]any
 	if err := s.Pool.QueryRow(ctx, `SELECT detail FROM audit_log WHERE action = 'lever.change' ORDER BY id DESC LIMIT 1`).Scan(&detail); err != nil {
 		t.Fatal(err)
@@ -199,21 +192,18 @@ func TestWindowExtensionNeedsSecondAdmin(t *testing.T) {
 		t.Fatalf("audit of the change: %v", detail)
 	}
 	// Automatic revert (a River job): the old closing time comes back.
-	deadline := time.Now().Add(6 * time.Second)
-	for {
+	testenv.Eventually(t, 6*time.Second, "the change reverted", func() error {
 		var state string
 		if err := s.Pool.QueryRow(ctx, `SELECT state FROM lever_changes WHERE id = $1`, ch.ID).Scan(&state); err != nil {
 			t.Fatal(err)
 		}
-		if state == "REVERTED" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("change not reverted: %s", state)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	time.Sleep(600 * time.Millisecond)
+		return testenv.Want(state == "REVERTED", "%s", state)
+	})
+	// The second process's levers follow by themselves.
+	testenv.Eventually(t, 2*time.Second, "the extension gone from the second process", func() error {
+		at, ok := second.Levers.WindowClosesAt(shard)
+		return testenv.Want(!ok || at.Before(time.Now()), "closes at %s", at)
+	})
 	if _, err := second.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "winext-0003", date)); booking.ErrorReason(err) != "WINDOW_CLOSED" {
 		t.Fatalf("hold after the automatic revert: %v, want WINDOW_CLOSED", err)
 	}

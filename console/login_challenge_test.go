@@ -99,6 +99,7 @@ func TestConsoleLoginChallenge(t *testing.T) {
 // the challenge, and the second submit enters the console.
 func TestBrowserLoginChallenge(t *testing.T) {
 	testenv.Chromium(t)
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	lockFromElsewhere(t, s, "admin1", 2)
 	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1000, Height: 800, Timeout: 60 * time.Second})

@@ -55,6 +55,7 @@ func heldCount(t *testing.T, fams map[string]*dto.MetricFamily) uint64 {
 // A hold moves this process's hold histogram, and the exposition has the
 // per-process counters and the system gauges under their tatkal_ names.
 func TestMetricsCountAHold(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	_, date := s.DemoShard(t, 4, 0)
 	u := s.Users(t, "metr", 1)[0]

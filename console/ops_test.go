@@ -14,7 +14,9 @@ import (
 // by login, hold id and PNR-less holds, the user trace, a rebuild that
 // needs its typed confirmation (audited), /metrics and River's UI.
 func TestOperationsPages(t *testing.T) {
-	s := setup(t, teststack.Options{})
+	t.Parallel()
+	// No simulated customer approves the payment while the test reads it as stuck.
+	s := setup(t, teststack.Options{Routes: teststack.QuietRoutes()})
 	shard, date := s.DemoShard(t, 4, 0)
 	users := s.Users(t, "opsp", 2)
 	ctx := context.Background()

@@ -16,6 +16,7 @@ import (
 // success by client type, account age and arrival second, rho and the
 // verify result; a window whose draw does not verify is shown red.
 func TestWindowsPageShowsFairnessFigures(t *testing.T) {
+	t.Parallel()
 	s := setup(t, teststack.Options{})
 	shard, _ := s.DemoShard(t, 2, 0)
 	ctx := context.Background()

@@ -38,7 +38,8 @@ import (
 // hold, and the invariant check passes against the database after.
 //
 // Time is compressed (a 3 s draw, polls paced between 250 ms and 5 s; the
-// pick-up window stays 60 s) so the run takes about 20-40 s. The draw
+// pick-up window stays 60 s), and those still waiting give up soon after
+// every place is held, so the run takes about 20 s. The draw
 // itself is fair by construction (fair_test.go and verify-window prove
 // it); to measure what client behaviour does to the outcome rather than
 // the draw's sampling noise, the window seed comes from the rehearsal seed
@@ -49,6 +50,7 @@ func TestWaitingRoomRehearsal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("rehearsal: 600 travellers")
 	}
+	t.Parallel()
 	// One run, every traveller behind one source address: the bug this
 	// guards against (the per-address limiter answered ordinary polls 503,
 	// and aggressive travellers won 9.57 times as often). The bound on the
@@ -84,6 +86,18 @@ type rehearsal struct {
 	ordinary503, ordinaryPolls atomic.Int64
 	pickupLag                  []time.Duration // ordinary: admitted → first ADMITTED answer
 	took                       time.Duration
+	held                       atomic.Int64  // travellers answered 201 so far
+	stop                       chan struct{} // closed when those still waiting may give up (see rehearse)
+}
+
+// stopped says whether those still waiting may give up.
+func (r *rehearsal) stopped() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func (r *rehearsal) ratio() float64 {
@@ -161,6 +175,7 @@ type traveller struct {
 func rehearse(t *testing.T, r *rehearsal) *rehearsal {
 	ctx := context.Background()
 	setupStart := time.Now()
+	r.stop = make(chan struct{})
 	s := teststack.New(t, teststack.Options{})
 	adm, srv := waitingRoomServer(t, s, rehearsalConfig)
 
@@ -282,7 +297,33 @@ func rehearse(t *testing.T, r *rehearsal) *rehearsal {
 		adm.NewController(admission.ControllerConfig{Tick: 100 * time.Millisecond}).Run(cctx)
 	}()
 	defer func() { stop(); <-ctlDone }()
+	// Once every place is held nobody still waiting can be sold one, so
+	// after a grace the waiters give up instead of polling to the
+	// deadline. The grace is the longest poll interval (with its jitter)
+	// and more: a controller admitting past the places would have let
+	// someone in whom the grace lets come back, be refused and fail the
+	// test, as at the deadline.
+	const grace = 8 * time.Second
+	wctx, endWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for r.held.Load() < int64(r.berths+r.waitlist) {
+			select {
+			case <-wctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		select {
+		case <-wctx.Done():
+		case <-time.After(grace):
+			close(r.stop)
+		}
+	}()
 	wg.Wait()
+	endWatch()
+	<-watchDone
 	r.took = time.Since(start)
 
 	// Outcomes against the database: every success is a hold row, no
@@ -351,14 +392,17 @@ func (tv *traveller) call(base, method, path string, headers map[string]string, 
 }
 
 // wait sleeps for what the server asked (ordinary: plus up to 20 % jitter;
-// aggressive: a quarter of it).
-func (tv *traveller) wait(ms float64) {
+// aggressive: a quarter of it), or until stop is closed (nil: never).
+func (tv *traveller) wait(ms float64, stop <-chan struct{}) {
 	if tv.aggressive {
 		ms /= 4
 	} else {
 		ms *= 1 + 0.2*tv.rng.Float64()
 	}
-	time.Sleep(time.Duration(max(ms, 20) * float64(time.Millisecond)))
+	select {
+	case <-time.After(time.Duration(max(ms, 20) * float64(time.Millisecond))):
+	case <-stop:
+	}
 }
 
 func retryAfterMs(h http.Header) float64 {
@@ -394,7 +438,7 @@ func (tv *traveller) enter(t *testing.T, r *rehearsal, base string, deadline tim
 			tv.done = true
 			return
 		}
-		tv.wait(retryAfterMs(h))
+		tv.wait(retryAfterMs(h), nil)
 	}
 }
 
@@ -410,8 +454,8 @@ func (tv *traveller) run(t *testing.T, r *rehearsal, base string, deadline time.
 	if tv.aggressive {
 		elapsed *= 4 // wait gives them a quarter of what it is passed
 	}
-	tv.wait(tv.pollAfter - elapsed)
-	for time.Now().Before(deadline) {
+	tv.wait(tv.pollAfter-elapsed, r.stop)
+	for time.Now().Before(deadline) && !r.stopped() {
 		code, m, h := req("GET", "/v1/queue/status?ticket="+tv.ticket, nil, "")
 		if !tv.aggressive {
 			r.ordinaryPolls.Add(1)
@@ -420,7 +464,7 @@ func (tv *traveller) run(t *testing.T, r *rehearsal, base string, deadline time.
 			}
 		}
 		if code == http.StatusServiceUnavailable {
-			tv.wait(retryAfterMs(h))
+			tv.wait(retryAfterMs(h), nil)
 			continue
 		}
 		if code != 200 {
@@ -431,7 +475,7 @@ func (tv *traveller) run(t *testing.T, r *rehearsal, base string, deadline time.
 		switch m["status"] {
 		case admission.Waiting:
 			ms, _ := m["poll_after_ms"].(float64)
-			tv.wait(ms)
+			tv.wait(ms, r.stop)
 			continue
 		case admission.SoldOut, admission.Expired:
 			tv.done = true
@@ -446,19 +490,19 @@ func (tv *traveller) run(t *testing.T, r *rehearsal, base string, deadline time.
 		exp, _ := m["expires_in_s"].(float64)
 		tv.admittedAt = time.Now()
 		tv.offerEnds = tv.admittedAt.Add(time.Duration(exp) * time.Second)
-		tv.takeHold(t, base, req, tok, hold)
+		tv.takeHold(t, r, base, req, tok, hold)
 		return
 	}
 }
 
 // takeHold solves the booking challenge and holds, retrying what says
 // "retry", until a hold, a final refusal or the end of the pick-up window.
-func (tv *traveller) takeHold(t *testing.T, base string, req func(string, string, map[string]string, string) (int, map[string]any, http.Header), tok, plain string) {
+func (tv *traveller) takeHold(t *testing.T, r *rehearsal, base string, req func(string, string, map[string]string, string) (int, map[string]any, http.Header), tok, plain string) {
 	for attempt := 0; time.Now().Before(tv.offerEnds); attempt++ {
 		key := fmt.Sprintf("rehearsal-%d-%d", tv.uid, attempt)
 		code, ch, h := req("POST", "/v1/challenge", map[string]string{"X-Client-Attestation": "rehearsal"}, fmt.Sprintf(`{"attempt":%q}`, key))
 		if code == http.StatusServiceUnavailable {
-			tv.wait(retryAfterMs(h))
+			tv.wait(retryAfterMs(h), nil)
 			continue
 		}
 		chTok, _ := ch["challenge"].(string)
@@ -474,9 +518,10 @@ func (tv *traveller) takeHold(t *testing.T, base string, req func(string, string
 		switch {
 		case code == http.StatusCreated:
 			tv.ok, tv.done = true, true
+			r.held.Add(1)
 			return
 		case code == http.StatusServiceUnavailable:
-			tv.wait(retryAfterMs(h))
+			tv.wait(retryAfterMs(h), nil)
 		default: // SOLD_OUT, ADMISSION_EXPIRED, anything else: refused after admission
 			tv.refused = time.Now().Before(tv.offerEnds)
 			if tv.refused && m["status"] != "SOLD_OUT" {

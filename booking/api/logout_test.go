@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 )
 
@@ -88,15 +89,10 @@ func TestLogoutRevokesSessions(t *testing.T) {
 	}
 }
 
-// within fails the test unless cond holds within d (checked every 50 ms).
+// within fails the test unless cond holds within d, and logs how long it took.
 func within(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("%s: still not true after %s", what, d)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, d, what, func() error { return testenv.Want(cond(), "still not true") })
 	t.Logf("%s: took %s", what, time.Since(start).Round(time.Millisecond))
 }

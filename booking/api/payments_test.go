@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
@@ -53,9 +54,8 @@ func TestPayOverHTTPAndWhatThePassengerIsTold(t *testing.T) {
 	if again.status != 200 || again.body["payment_id"] != pay.body["payment_id"] || again.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replayed pay: %d %s", again.status, again.raw)
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	seen := map[string]bool{}
-	for {
+	testenv.Eventually(t, 20*time.Second, "the booking confirmed", func() error {
 		st := c.do(t, "GET", "/v1/bookings/"+holdID+"/status", nil, "")
 		state, _ := st.body["state"].(string)
 		seen[state] = true
@@ -63,16 +63,13 @@ func TestPayOverHTTPAndWhatThePassengerIsTold(t *testing.T) {
 			if pnr, _ := st.body["pnr"].(string); len(pnr) != 10 || !strings.Contains(st.body["message"].(string), pnr) {
 				t.Fatalf("confirmed status: %s", st.raw)
 			}
-			break
+			return nil
 		}
 		if state != "CONFIRMING" && state != "PAYMENT_PENDING" {
 			t.Fatalf("status while confirming: %s", st.raw)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never confirmed; saw %v", seen)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("saw %v", seen)
+	})
 
 	// UPI: the customer must approve; the passenger is told by when it ends.
 	c2 := newClient(s, ids[1])
@@ -105,17 +102,10 @@ func TestPayOverHTTPAndWhatThePassengerIsTold(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "/payments/return") {
 		t.Fatalf("decline: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	deadline = time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, 20*time.Second, "the payment failed after declining", func() error {
 		st = c2.do(t, "GET", "/v1/bookings/"+hold2+"/status", nil, "")
-		if st.body["state"] == "FAILED" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after declining: %s", st.raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return testenv.Want(st.body["state"] == "FAILED", "%s", st.raw)
+	})
 	if !strings.Contains(st.body["message"].(string), "nothing was charged") {
 		t.Fatalf("failed status message: %s", st.raw)
 	}
@@ -162,17 +152,12 @@ func (c *client) balance(t *testing.T) float64 {
 // pollPayment asks GET /v1/payments/{id} until the payment is in state.
 func (c *client) pollPayment(t *testing.T, id, state string) reply {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := c.do(t, "GET", "/v1/payments/"+id, nil, "")
-		if r.body["state"] == state {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("payment %s never reached %s: %s", id, state, r.raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var r reply
+	testenv.Eventually(t, 30*time.Second, "payment "+id+" "+state, func() error {
+		r = c.do(t, "GET", "/v1/payments/"+id, nil, "")
+		return testenv.Want(r.body["state"] == state, "%s", r.raw)
+	})
+	return r
 }
 
 // A top-up is a payment through a gateway: nothing is credited by asking,
@@ -237,7 +222,13 @@ func TestTopUpCreditsOnlyMoneyThatArrived(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	time.Sleep(3 * time.Second) // the inquiry it prompts runs meanwhile
+	// The inquiry it prompts has asked the gateway and ended.
+	testenv.Eventually(t, 15*time.Second, "the inquiry the callback prompted", func() error {
+		var asked bool
+		err := s.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM river_job WHERE kind = 'payment_inquiry'
+			AND args->>'payment_id' = $1 AND attempted_at IS NOT NULL AND state <> 'running')`, id).Scan(&asked)
+		return testenv.Want(err == nil && asked, "no inquiry of %s has run (%v)", id, err)
+	})
 	if got := c.do(t, "GET", "/v1/payments/"+id, nil, ""); got.body["state"] != "AWAITING_USER" || c.balance(t) != start {
 		t.Fatalf("after an unconfirmed success callback: %s, balance %v", got.raw, c.balance(t))
 	}

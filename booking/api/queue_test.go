@@ -20,14 +20,15 @@ import (
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
 	"tatkal/booking/lab/seed"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 )
 
-// queueStack is a test stack with the waiting room mounted.
-func queueStack(t *testing.T) (*teststack.Stack, *admission.Service, string) {
+// queueStack is a test stack with the waiting room mounted, on clock.
+func queueStack(t *testing.T, clock *testenv.Clock) (*teststack.Stack, *admission.Service, string) {
 	t.Helper()
 	s := teststack.New(t, teststack.Options{})
-	adm, err := admission.New(admission.Config{Pool: s.Pool, Redis: s.Redis, Prefix: s.KeyPrefix, Store: s.Store,
+	adm, err := admission.New(admission.Config{Pool: s.Pool, Redis: s.Redis, Prefix: s.KeyPrefix, Store: s.Store, Now: clock.Now,
 		Catalog: s.Service.Catalog(), Funnel: s.Funnel, Secret: []byte(strings.Repeat("q", 32)), IdentityKey: []byte(teststack.FraudKey),
 		// Stands in for the platform's integrity verdict service.
 		VerifyPlatform: func(_ context.Context, _ int64, _, evidence string) (bool, error) {
@@ -44,7 +45,9 @@ func queueStack(t *testing.T) (*teststack.Stack, *admission.Service, string) {
 }
 
 func TestQueueOverHTTP(t *testing.T) {
-	s, adm, base := queueStack(t)
+	t.Parallel()
+	clock := &testenv.Clock{}
+	s, adm, base := queueStack(t, clock)
 	ctx := context.Background()
 	open := -time.Hour
 	if _, err := seed.Demo(ctx, s.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
@@ -99,7 +102,7 @@ func TestQueueOverHTTP(t *testing.T) {
 	if err := ctl.Step(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1200 * time.Millisecond) // past the cached answer's poll time
+	clock.Advance(1200 * time.Millisecond) // past the cached answer's poll time
 	r = c.do(t, "GET", "/v1/queue/status?ticket="+ticket, dev, "")
 	tok, _ := r.body["admission_token"].(string)
 	if r.body["status"] != "ADMITTED" || tok == "" {
@@ -127,7 +130,8 @@ func TestQueueOverHTTP(t *testing.T) {
 }
 
 func TestOTPAndChallengeOverHTTP(t *testing.T) {
-	s, _, base := queueStack(t)
+	t.Parallel()
+	s, _, base := queueStack(t, &testenv.Clock{})
 	ctx := context.Background()
 	uid := s.Users(t, "otp", 1)[0]
 	unverified := s.Signer.Sign(auth.Session{UserID: uid, CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)})

@@ -37,6 +37,10 @@ func TestSeveralProcessesSurviveKillsAndWipes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs five processes on PostgreSQL and Redis")
 	}
+	// Beside the PostgreSQL restart only (TestSeveralProcessesSurviveRedisFailover
+	// runs before them): two tests' five processes each on the shared server
+	// would hold some 90 of its 100 connections.
+	t.Parallel()
 	ctx := context.Background()
 	st, shardID, date, users := newRush(t, teststack.Options{}, 120)
 	// The first serve process stops for good inside its fifth group

@@ -18,6 +18,9 @@ func TestSeveralProcessesSurvivePostgresRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a private PostgreSQL and four processes")
 	}
+	// Beside one other chaos test: its processes' connections are on its
+	// private server, not the shared one.
+	t.Parallel()
 	ctx := context.Background()
 	pg := testenv.StartPostgres(t)
 	st, shardID, date, users := newRush(t, teststack.Options{Postgres: pg}, 100)

@@ -8,7 +8,9 @@
 // vendored under testdata for the accessibility checks), StartPostgres and
 // StartRedisCluster (private servers a test may stop, kill or fail over, on
 // booking/lab/localsrv), EachRedis (a test run on the single node and on the
-// Redis Cluster), and the goleak options.
+// Redis Cluster), Eventually (waiting for a condition with a deadline,
+// instead of a fixed sleep or a loop of one's own), Clock (a settable clock
+// for code that takes a Now func), and the goleak options.
 //
 // # What the tests need
 //
@@ -31,7 +33,8 @@
 // TATKAL_RECON_BENCH_PAYMENTS, _STEPS, _EXPLAIN and _PROFILE (reconciliation's
 // benchmark), TATKAL_BENCH_USERS, TATKAL_BENCH_SECONDS, TATKAL_BENCH_HEAP and
 // TATKAL_BENCH_CHALLENGE_BITS (rehearse's BenchmarkServeRSS),
-// TATKAL_REHEARSAL_SEEDS (TestSmallRehearsal's seeds). booking/lab/teststack
+// TATKAL_REHEARSAL_SEEDS (TestSmallRehearsal's seeds), TATKAL_RUSH_USERS
+// (booking/api's TestRushNeverOversells: 600 passengers unless set). booking/lab/teststack
 // sets TATKAL_TEST_WORKER, TATKAL_TEST_SERVE, TATKAL_TEST_PAUSE,
 // TATKAL_TEST_SWEEP_INTERVAL and TATKAL_TEST_NOT_CREATED_AFTER for the
 // processes a test starts.

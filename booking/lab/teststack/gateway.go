@@ -16,7 +16,8 @@ import (
 // CaptureAtGateway has the stack's gateway simulator create a UPI payment
 // for merchantRef and its customer approve it, as a real charge would be
 // made, and returns the gateway's reference once it is captured. Nothing
-// of ours is told: the test records what it needs.
+// of ours is told: the test records what it needs. The stack's routes
+// must not decline or lose it (QuietRoutes).
 func (s *Stack) CaptureAtGateway(t testing.TB, gateway string, merchantRef uuid.UUID, amountPaise int64) string {
 	t.Helper()
 	var key string
@@ -35,15 +36,16 @@ func (s *Stack) CaptureAtGateway(t testing.TB, gateway string, merchantRef uuid.
 		t.Fatalf("create at %s: %d %s", gateway, r.Status, r.Raw)
 	}
 	s.approveAt(t, gateway, p.PSPRef)
-	for deadline := time.Now().Add(15 * time.Second); p.Status != pspapi.StatusSuccess; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("payment %s at %s is %s, never captured", p.PSPRef, gateway, p.Status)
-		}
+	testenv.Eventually(t, 15*time.Second, "payment "+p.PSPRef+" captured at "+gateway, func() error {
 		r := testenv.Call(t, testenv.Request{Method: "GET", URL: base + "/v1/payments/" + url.PathEscape(p.PSPRef), Token: key})
 		if r.Status != 200 || r.Decode(&p) != nil {
 			t.Fatalf("payment %s at %s: %d %s", p.PSPRef, gateway, r.Status, r.Raw)
 		}
-	}
+		if p.Status == pspapi.StatusFailed {
+			t.Fatalf("payment %s at %s failed: the stack's routes declined or lost it (use QuietRoutes)", p.PSPRef, gateway)
+		}
+		return testenv.Want(p.Status == pspapi.StatusSuccess, "%s", p.Status)
+	})
 	return p.PSPRef
 }
 

@@ -121,15 +121,11 @@ func TestMainEndToEnd(t *testing.T) {
 	// The sweeper loads every open shard into Redis on start; until then a
 	// hold may be refused with a retryable answer.
 	var hold map[string]any
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testenv.Eventually(t, 15*time.Second, "a hold not refused as retryable", func() error {
 		code, hold = post("/v1/bookings/hold", token, "main-hold-0001", `{"train_no":"12301","journey_date":"`+date+`","class":"2A",
 			"from":"ASN","to":"CNB","passengers":[{"name":"Kavya Nair","age":50,"gender":"F","id_type":"AADHAAR","id_ref":"234567890123"}]}`)
-		if code != 503 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return testenv.Want(code != 503, "%d %v", code, hold)
+	})
 	if code != 201 || hold["status"] != "HELD" {
 		t.Fatalf("hold: %d %v", code, hold)
 	}

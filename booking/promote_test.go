@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 )
 
@@ -60,19 +61,12 @@ func TestWaitlistPromotion(t *testing.T) {
 	wg.Go(func() { s.Service.Promote(ctx, shardID) }) //nolint:errcheck
 	wg.Wait()
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.Eventually(t, 60*time.Second, "the promotions done and at the core", func() error {
 		var open, unsynced int
 		teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM river_job WHERE kind = 'tqwl_promote' AND state <> 'completed'),
 			(SELECT count(*) FROM bookings WHERE status = 'CONFIRMED' AND prs_state <> 'SYNCED')`).Scan(&open, &unsynced), "jobs")
-		if open == 0 && unsynced == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d promotion jobs open, %d confirmed bookings not at the core", open, unsynced)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return testenv.Want(open == 0 && unsynced == 0, "%d promotion jobs open, %d confirmed bookings not at the core", open, unsynced)
+	})
 	want := []string{booking.BookingConfirmed, booking.BookingConfirmed, booking.BookingWaitlisted}
 	berths := map[string]bool{}
 	for i, id := range waiting {

@@ -2,9 +2,7 @@ package console_test
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"regexp"
 	"strings"
@@ -60,26 +58,18 @@ type browser struct {
 }
 
 func newBrowser(t *testing.T, base string) *browser {
-	jar, _ := cookiejar.New(nil)
-	return &browser{t: t, base: base, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	}}}
+	return &browser{t: t, base: base, c: testenv.FormClient()}
 }
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 func (b *browser) get(path string) (int, string, http.Header) {
 	b.t.Helper()
-	resp, err := b.c.Get(b.base + path)
-	if err != nil {
-		b.t.Fatalf("GET %s: %v", path, err)
+	r := testenv.Call(b.t, testenv.Request{Method: "GET", URL: b.base + path, Client: b.c})
+	if m := csrfRE.FindSubmatch(r.Raw); m != nil && !strings.HasPrefix(path, "/console/login") {
+		b.csrf = string(m[1])
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if m := csrfRE.FindStringSubmatch(string(body)); m != nil && !strings.HasPrefix(path, "/console/login") {
-		b.csrf = m[1]
-	}
-	return resp.StatusCode, string(body), resp.Header
+	return r.Status, string(r.Raw), r.Header
 }
 
 func (b *browser) post(path string, form url.Values) (int, string, http.Header) {
@@ -90,16 +80,9 @@ func (b *browser) post(path string, form url.Values) (int, string, http.Header) 
 	if form.Get("csrf") == "" {
 		form.Set("csrf", b.csrf)
 	}
-	req, _ := http.NewRequest("POST", b.base+path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), resp.Header
+	r := testenv.Call(b.t, testenv.Request{Method: "POST", URL: b.base + path, Client: b.c, Body: form,
+		Header: map[string]string{"Sec-Fetch-Site": "same-origin"}})
+	return r.Status, string(r.Raw), r.Header
 }
 
 // login signs in and remembers the session's CSRF token.

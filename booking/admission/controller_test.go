@@ -56,16 +56,10 @@ func TestLeaderTakeover(t *testing.T) {
 	doneB := make(chan struct{})
 	go func() { bb.Run(ctxB); close(doneB) }()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if adm, _ := b.admitted(t, shard.ID); adm >= n/4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nothing admitted")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 20*time.Second, "a quarter admitted", func() error {
+		adm, _ := b.admitted(t, shard.ID)
+		return testenv.Want(adm >= n/4, "%d of %d admitted", adm, n)
+	})
 	if a.Fence() == 0 || bb.Fence() != 0 {
 		t.Fatalf("A should lead: fences A %d B %d", a.Fence(), bb.Fence())
 	}
@@ -77,16 +71,10 @@ func TestLeaderTakeover(t *testing.T) {
 	if stoppedAt >= n {
 		t.Fatalf("everyone admitted before the leader stopped (%d)", stoppedAt)
 	}
-	for {
+	testenv.Eventually(t, 20*time.Second, "everyone admitted and logged after the takeover", func() error {
 		adm, logged := b.admitted(t, shard.ID)
-		if adm == n && logged == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after takeover: admitted %d logged %d of %d", adm, logged, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return testenv.Want(adm == n && logged == n, "admitted %d logged %d of %d", adm, logged, n)
+	})
 	if bb.Fence() <= oldFence {
 		t.Fatalf("B leads with fence %d, not above A's %d", bb.Fence(), oldFence)
 	}

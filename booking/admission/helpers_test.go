@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,29 +17,10 @@ import (
 	"tatkal/booking/lab/testenv"
 )
 
-// clock is a settable clock; zero offset follows real time.
-type clock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-// Set makes Now return about t from now on (time keeps running).
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.off = time.Until(t)
-	c.mu.Unlock()
-}
-
 type bundle struct {
 	env   *testenv.Env
 	svc   *Service
-	clock *clock
+	clock *testenv.Clock
 	date  time.Time
 }
 
@@ -59,7 +39,7 @@ func setupOn(t testing.TB, redisURL string, mod func(*Config)) *bundle {
 	if _, err := seed.Demo(ctx, env.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
 		t.Fatalf("seed demo: %v", err)
 	}
-	clk := &clock{}
+	clk := &testenv.Clock{}
 	cfg := Config{Pool: env.Pool, Redis: env.Redis, Prefix: env.KeyPrefix, Store: env.Store,
 		Catalog: booking.NewCatalog(env.Pool, time.Minute), Secret: []byte("0123456789abcdef0123456789abcdef-test"),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: clk.Now, LimitAccount: 1000, LimitDevice: 1000}

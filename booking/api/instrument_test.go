@@ -27,7 +27,7 @@ func customerDecides(t *testing.T, s *teststack.Stack, pay reply, approve bool) 
 	if approve {
 		decision = "/approve"
 	}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noRedirect := testenv.FormClient()
 	resp, err := noRedirect.Post(url+decision, "application/x-www-form-urlencoded", strings.NewReader("otp=123456"))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func customerDecides(t *testing.T, s *teststack.Stack, pay reply, approve bool) 
 // HIGH_DEMAND everywhere for 30 days.
 func TestTopUpsNamingAStrangersAddressBlockNobody(t *testing.T) {
 	t.Parallel()
-	s := teststack.New(t, teststack.Options{Routes: routesAwaitingCustomer()})
+	s := teststack.New(t, teststack.Options{Routes: teststack.QuietRoutes()})
 	_, date := s.DemoShard(t, 8, 0)
 	ids, err := seed.Users(context.Background(), s.Pool, seed.UsersSpec{Count: 5, Prefix: "vpablock", PasswordHash: "x"})
 	if err != nil {
@@ -75,7 +75,7 @@ func TestTopUpsNamingAStrangersAddressBlockNobody(t *testing.T) {
 func TestTopUpCollectRequestsAreCapped(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := teststack.New(t, teststack.Options{Routes: routesAwaitingCustomer()})
+	s := teststack.New(t, teststack.Options{Routes: teststack.QuietRoutes()})
 	ids, err := seed.Users(ctx, s.Pool, seed.UsersSpec{Count: 2, Prefix: "collect", PasswordHash: "x"})
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestTopUpCollectRequestsAreCapped(t *testing.T) {
 func TestOneUPIAddressForManyAccounts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := teststack.New(t, teststack.Options{Routes: routesAwaitingCustomer()})
+	s := teststack.New(t, teststack.Options{Routes: teststack.QuietRoutes()})
 	_, date := s.DemoShard(t, 10, 0)
 	ids, err := seed.Users(ctx, s.Pool, seed.UsersSpec{Count: 5, Prefix: "tout", PasswordHash: "x"})
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/sim/pspsim"
 )
 
 // A passenger pays over HTTP: the wallet confirms at once (CONFIRMING until
@@ -23,13 +22,7 @@ import (
 // when they get a ticket or an automatic refund.
 func TestPayOverHTTPAndWhatThePassengerIsTold(t *testing.T) {
 	t.Parallel()
-	var routes []pspapi.RouteConfig
-	for _, rc := range pspsim.DefaultRoutes() {
-		rc.LatencyP50Ms, rc.LatencyP99Ms, rc.AutoApproveMs = 5, 20, -1
-		rc.TimeoutRate, rc.DeclineRate, rc.PendingRate, rc.LateSuccessRate, rc.LostCallbackRate, rc.DuplicateCallbackRate, rc.AbandonRate = 0, 0, 0, 0, 0, 0, 0
-		routes = append(routes, rc)
-	}
-	s := teststack.New(t, teststack.Options{Work: true, Routes: routes})
+	s := teststack.New(t, teststack.Options{Work: true, Routes: teststack.QuietRoutes()})
 	_, date := s.DemoShard(t, 8, 0)
 	ids, err := seed.Users(context.Background(), s.Pool, seed.UsersSpec{Count: 2, Prefix: "hp", PasswordHash: "x", WalletRupees: 10000})
 	if err != nil {
@@ -93,7 +86,7 @@ func TestPayOverHTTPAndWhatThePassengerIsTold(t *testing.T) {
 	if url == "" {
 		url = s.PSP.URL + "/gw/" + upi.body["gateway"].(string) + "/pay/unknown"
 	}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noRedirect := testenv.FormClient()
 	resp, err := noRedirect.Post(url+"/decline", "application/x-www-form-urlencoded", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -129,17 +122,6 @@ func TestPayOverHTTPAndWhatThePassengerIsTold(t *testing.T) {
 	}
 }
 
-// routesAwaitingCustomer: quick routes whose customer decides on the page.
-func routesAwaitingCustomer() []pspapi.RouteConfig {
-	var routes []pspapi.RouteConfig
-	for _, rc := range pspsim.DefaultRoutes() {
-		rc.LatencyP50Ms, rc.LatencyP99Ms, rc.AutoApproveMs = 5, 20, -1
-		rc.TimeoutRate, rc.DeclineRate, rc.PendingRate, rc.LateSuccessRate, rc.LostCallbackRate, rc.DuplicateCallbackRate, rc.AbandonRate = 0, 0, 0, 0, 0, 0, 0
-		routes = append(routes, rc)
-	}
-	return routes
-}
-
 func (c *client) balance(t *testing.T) float64 {
 	t.Helper()
 	w := c.do(t, "GET", "/v1/wallet", nil, "")
@@ -166,7 +148,7 @@ func (c *client) pollPayment(t *testing.T, id, state string) reply {
 // nothing. Issue 8 (1).
 func TestTopUpCreditsOnlyMoneyThatArrived(t *testing.T) {
 	t.Parallel()
-	s := teststack.New(t, teststack.Options{Work: true, Routes: routesAwaitingCustomer()})
+	s := teststack.New(t, teststack.Options{Work: true, Routes: teststack.QuietRoutes()})
 	ids, err := seed.Users(context.Background(), s.Pool, seed.UsersSpec{Count: 1, Prefix: "topup", PasswordHash: "x", WalletRupees: 5000})
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +240,7 @@ func TestTopUpCreditsOnlyMoneyThatArrived(t *testing.T) {
 		t.Fatalf("card top-up: %d %s", card.status, card.raw)
 	}
 	cardURL, _ := card.body["next_action"].(map[string]any)["url"].(string)
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noRedirect := testenv.FormClient()
 	declined, err := noRedirect.Post(cardURL+"/decline", "application/x-www-form-urlencoded", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +259,7 @@ func TestTopUpCreditsOnlyMoneyThatArrived(t *testing.T) {
 // and method it is refused with 422, and nothing changes. Issue 8 (10).
 func TestPaymentKeyReusedForAnotherRequestIsRefused(t *testing.T) {
 	t.Parallel()
-	s := teststack.New(t, teststack.Options{Routes: routesAwaitingCustomer()})
+	s := teststack.New(t, teststack.Options{Routes: teststack.QuietRoutes()})
 	_, date := s.DemoShard(t, 8, 0)
 	ids, err := seed.Users(context.Background(), s.Pool, seed.UsersSpec{Count: 2, Prefix: "idem", PasswordHash: "x", WalletRupees: 10000})
 	if err != nil {
@@ -314,7 +296,7 @@ func TestPaymentKeyReusedForAnotherRequestIsRefused(t *testing.T) {
 // address count nothing against it: the victim still pays. Issue 8 (5).
 func TestVictimsUPIAddressCannotBeBlockedWithOthersHolds(t *testing.T) {
 	t.Parallel()
-	s := teststack.New(t, teststack.Options{Routes: routesAwaitingCustomer()})
+	s := teststack.New(t, teststack.Options{Routes: teststack.QuietRoutes()})
 	_, date := s.DemoShard(t, 8, 0)
 	ids, err := seed.Users(context.Background(), s.Pool, seed.UsersSpec{Count: 4, Prefix: "vpa", PasswordHash: "x"})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"tatkal/booking/lab/testenv"
 )
 
 // TestScheduleRunsClosedWindows: the periodic scheduler enqueues a run for
@@ -47,17 +49,13 @@ func TestScheduleRunsClosedWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	var flagged int
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, 30*time.Second, "the closed window's run", func() error {
 		err := b.env.Pool.QueryRow(ctx, `SELECT flagged FROM fraud_runs WHERE window_opens_at = $1`, g.OpensAt).Scan(&flagged)
-		if err == nil {
-			break
-		}
-		if err != pgx.ErrNoRows || time.Now().After(deadline) {
+		if err != nil && err != pgx.ErrNoRows {
 			t.Fatalf("run of the closed window: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	if flagged != 2 {
 		t.Errorf("closed window: %d clusters flagged, want the 2 rings", flagged)
 	}

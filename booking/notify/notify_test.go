@@ -19,7 +19,6 @@ import (
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
-	"go.uber.org/goleak"
 
 	"tatkal/booking"
 	"tatkal/booking/db"
@@ -29,16 +28,7 @@ import (
 	"tatkal/booking/notify"
 )
 
-func TestMain(m *testing.M) {
-	if ok, err := teststack.RunProcessFromEnv(); ok {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		return
-	}
-	goleak.VerifyTestMain(m, testenv.LeakOptions()...)
-}
+func TestMain(m *testing.M) { teststack.Main(m) }
 
 // outbox writes one message of kind for each user, as the booking paths do
 // (booking.Notify: an SMS and an e-mail each), and returns how many rows.
@@ -203,18 +193,11 @@ func TestWorkerKilledMidSendDeliversOnce(t *testing.T) {
 	_, err := s.Pool.Exec(ctx, `DELETE FROM notifications WHERE channel = 'EMAIL'`)
 	teststack.Must(t, err, "keep one")
 	first := s.StartProcess(t, false)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, 30*time.Second, "the gateway took the message", func() error {
 		var taken int
 		teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM msg.messages`).Scan(&taken), "taken")
-		if taken == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway never took the message")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return testenv.Want(taken == 1, "%d messages taken", taken)
+	})
 	first.Kill()
 	var state string
 	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT state FROM notifications`).Scan(&state), "state")

@@ -2,29 +2,15 @@ package payment_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/prs"
 )
 
-func TestMain(m *testing.M) {
-	if ok, err := teststack.RunProcessFromEnv(); ok {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		return
-	}
-	goleak.VerifyTestMain(m, testenv.LeakOptions()...)
-}
+func TestMain(m *testing.M) { teststack.Main(m) }
 
 // The worker is killed (SIGKILL) in the middle of sending a booking to the
 // reservation core; a new worker resumes the job, and the booking reaches

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
@@ -48,7 +49,7 @@ func decline(t *testing.T, w *world, id uuid.UUID) {
 	t.Helper()
 	var gw, ref string
 	w.s.Pool.QueryRow(context.Background(), `SELECT psp, psp_ref FROM payments WHERE id = $1`, id).Scan(&gw, &ref) //nolint:errcheck
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noRedirect := testenv.FormClient()
 	resp, err := noRedirect.Post(w.s.PSP.URL+"/gw/"+gw+"/pay/"+ref+"/decline", "application/x-www-form-urlencoded", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -42,15 +42,8 @@ func TestClusterClientFollowsFailover(t *testing.T) {
 	if _, err := rc.WaitFailover(replica); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	testenv.Eventually(t, 3*time.Second, "the client following the failover", func() error {
 		v, err := rdb.Get(ctx, key).Result()
-		if err == nil && v == "v" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the client did not follow the failover within 3 s: %q %v", v, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return testenv.Want(err == nil && v == "v", "%q %v", v, err)
+	})
 }

@@ -23,8 +23,6 @@ import (
 	"tatkal/booking/lab/seed"
 	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
-	"tatkal/booking/payment/pspapi"
-	"tatkal/booking/sim/pspsim"
 )
 
 // shotsDir is where screenshots go: $TATKAL_SCREENSHOTS, else /tmp/shots/site.
@@ -139,23 +137,14 @@ func (g *coreGate) pause(ctx context.Context, point string) {
 
 func (g *coreGate) open() { g.once.Do(func() { close(g.ch) }) }
 
-// customerDecides is every gateway route with the passenger deciding on
-// the gateway's page, fast and without random faults. The simulator's
-// default customer approves a UPI collect by itself 1.5 s after it is
-// created (as if in their UPI app), so by the time a phone opened the
-// gateway's page the payment was already SUCCESS and there was no button
-// to press: the journeys waited for [data-testid=approve] (direct) or,
-// when the phone was quicker than the simulated customer, for a return
-// page that the 409 "already complete" answer never redirects to (queue).
-func customerDecides() []pspapi.RouteConfig {
-	var routes []pspapi.RouteConfig
-	for _, rc := range pspsim.DefaultRoutes() {
-		rc.LatencyP50Ms, rc.LatencyP99Ms, rc.AutoApproveMs = 5, 20, -1
-		rc.TimeoutRate, rc.DeclineRate, rc.PendingRate, rc.LateSuccessRate, rc.LostCallbackRate, rc.DuplicateCallbackRate, rc.AbandonRate = 0, 0, 0, 0, 0, 0, 0
-		routes = append(routes, rc)
-	}
-	return routes
-}
+// The journeys run on teststack.QuietRoutes: the passenger decides on the
+// gateway's page, fast and without random faults. The simulator's default
+// customer approves a UPI collect by itself 1.5 s after it is created (as
+// if in their UPI app), so by the time a phone opened the gateway's page
+// the payment was already SUCCESS and there was no button to press: the
+// journeys waited for [data-testid=approve] (direct) or, when the phone was
+// quicker than the simulated customer, for a return page that the 409
+// "already complete" answer never redirects to (queue).
 
 // TestBrowserJourneyDirect books a ticket on a direct-mode shard the way a
 // passenger on a phone does: sign in, save a passenger, search, hold, pay
@@ -165,7 +154,7 @@ func customerDecides() []pspapi.RouteConfig {
 func TestBrowserJourneyDirect(t *testing.T) {
 	t.Parallel()
 	core := newCoreGate(t)
-	s := teststack.New(t, teststack.Options{Work: true, Routes: customerDecides(), Pause: core.pause})
+	s := teststack.New(t, teststack.Options{Work: true, Routes: teststack.QuietRoutes(), Pause: core.pause})
 	t.Cleanup(core.open)
 	_, date := s.DemoShard(t, 8, 0)
 	s.Users(t, "jd", 1)
@@ -198,7 +187,7 @@ func TestBrowserJourneyDirect(t *testing.T) {
 func TestBrowserJourneyQueue(t *testing.T) {
 	t.Parallel()
 	core := newCoreGate(t)
-	s := teststack.New(t, teststack.Options{Work: true, ChallengeBits: 8, RiskyExtraBits: 4, Routes: customerDecides(), Pause: core.pause})
+	s := teststack.New(t, teststack.Options{Work: true, ChallengeBits: 8, RiskyExtraBits: 4, Routes: teststack.QuietRoutes(), Pause: core.pause})
 	t.Cleanup(core.open)
 	ctx := context.Background()
 	open := -time.Hour

@@ -1,14 +1,12 @@
 package web_test
 
 import (
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"regexp"
-	"strings"
 	"testing"
 
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 )
 
@@ -23,22 +21,14 @@ type browser struct {
 }
 
 func newBrowser(t *testing.T, s *teststack.Stack) *browser {
-	jar, _ := cookiejar.New(nil)
-	return &browser{t: t, base: s.Server.URL, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	}}}
+	return &browser{t: t, base: s.Server.URL, c: testenv.FormClient()}
 }
 
 // get returns status, Location and body.
 func (b *browser) get(path string) (int, string, string) {
 	b.t.Helper()
-	resp, err := b.c.Get(b.base + path)
-	if err != nil {
-		b.t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Location"), string(body)
+	r := testenv.Call(b.t, testenv.Request{Method: "GET", URL: b.base + path, Client: b.c})
+	return r.Status, r.Header.Get("Location"), string(r.Raw)
 }
 
 // post submits a form with the CSRF token of the page at from.
@@ -50,16 +40,9 @@ func (b *browser) post(from, path string, form url.Values) (int, string, string)
 		b.t.Fatalf("no CSRF token on %s:\n%.800s", from, page)
 	}
 	form.Set("csrf", m[1])
-	req, _ := http.NewRequest(http.MethodPost, b.base+path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", b.base)
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Location"), string(body)
+	r := testenv.Call(b.t, testenv.Request{Method: http.MethodPost, URL: b.base + path, Client: b.c, Body: form,
+		Header: map[string]string{"Origin": b.base}})
+	return r.Status, r.Header.Get("Location"), string(r.Raw)
 }
 
 func (b *browser) signIn(login, password string) {

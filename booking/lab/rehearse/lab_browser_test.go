@@ -2,6 +2,7 @@ package rehearse_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,36 +48,32 @@ func TestBrowserLab(t *testing.T) {
 		t.Fatalf("after starting: state %q", got)
 	}
 	// The live chart gains points while it runs (the page reloads itself).
-	first, deadline := -1, time.Now().Add(60*time.Second)
-	moved := false
-	for time.Now().Before(deadline) {
+	first, moved := -1, false
+	testenv.Eventually(t, 60*time.Second, "the live chart moving or the run ended", func() error {
 		// The page reloads itself every 2 s: an empty answer is a page
 		// between loads.
 		state := attr(`[data-testid=lab-run]`, "data-state")
 		if state == "DONE" || state == "FAILED" {
-			break
+			return nil
 		}
 		n, _ := strconv.Atoi(attr(`[data-testid=chart-lab-backend] polyline[data-line=direct]`, "data-points"))
 		if first < 0 {
 			first = n
-		} else if n > first {
-			moved = true
+		} else if moved = n > first; moved {
 			shot("lab-live")
+			return nil
 		}
-		time.Sleep(time.Second)
-	}
+		return fmt.Errorf("%d points, state %q", n, state)
+	})
 	if !moved {
 		shot("lab-not-moving")
 		t.Fatalf("the live chart never gained points (first %d); the run says: %s", first, text(`[data-testid=lab-run]`))
 	}
 	// When it ends: the table, read.
-	deadline = time.Now().Add(90 * time.Second)
-	for st := ""; st != "DONE" && st != "FAILED"; st = attr(`[data-testid=lab-run]`, "data-state") {
-		if time.Now().After(deadline) {
-			t.Fatal("the rehearsal never ended")
-		}
-		time.Sleep(time.Second)
-	}
+	testenv.Eventually(t, 90*time.Second, "the rehearsal ended", func() error {
+		st := attr(`[data-testid=lab-run]`, "data-state")
+		return testenv.Want(st == "DONE" || st == "FAILED", "state %q", st)
+	})
 	do("wait for the table", chromedp.WaitVisible(chromedp.CSS(`[data-testid=lab-table]`)))
 	shot("lab-done")
 	// The backend chart draws the backend's capacity beside the mode's

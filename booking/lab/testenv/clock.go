@@ -6,7 +6,8 @@ import (
 )
 
 // Clock is a settable clock for code that takes a Now func (the login
-// guard's backoff and reservations): the wall clock moved on by Advance.
+// guard's backoff and reservations, the waiting room): the wall clock moved
+// on by Advance or Set; the zero Clock follows the wall clock.
 type Clock struct {
 	mu  sync.Mutex
 	off time.Duration
@@ -23,5 +24,12 @@ func (c *Clock) Now() time.Time {
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.off += d
+	c.mu.Unlock()
+}
+
+// Set makes Now return about t from now on (time keeps running).
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.off = time.Until(t)
 	c.mu.Unlock()
 }

@@ -3,7 +3,8 @@
 // so tests run in parallel and never see each other's data.
 //
 // It is the one test-helper package: New (a database and prefix), Redis and
-// RedisPrefix (Redis alone), Do and Call (JSON over HTTP), NewBrowser
+// RedisPrefix (Redis alone), Do and Call (JSON or a form over HTTP),
+// FormClient (cookies kept and redirects shown, for pages), NewBrowser
 // (headless Chromium, skipped with a message where none is installed; axe-core
 // vendored under testdata for the accessibility checks), StartPostgres and
 // StartRedisCluster (private servers a test may stop, kill or fail over, on

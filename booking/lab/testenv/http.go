@@ -7,18 +7,22 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
 	"testing"
 )
 
-// Request is one call over HTTP as the tests make them: a JSON body, a
-// bearer token, a few headers.
+// Request is one call over HTTP as the tests make them: a JSON body or a
+// form, a bearer token, a few headers.
 type Request struct {
 	Method, URL string
 	Token       string            // sent as Authorization: Bearer
 	Header      map[string]string // more headers; an empty value removes the header
 	// Body is nil for none; a string or []byte is sent as it is (an empty
-	// string is no body); anything else is sent as JSON. A request with a
-	// body says Content-Type: application/json.
+	// string is no body); url.Values as a form; anything else as JSON. A
+	// request with a body says Content-Type: application/json (a form:
+	// application/x-www-form-urlencoded).
 	Body   any
 	Client *http.Client    // nil: http.DefaultClient
 	Ctx    context.Context // nil: none
@@ -45,8 +49,11 @@ func (r Reply) Decode(v any) error {
 // goroutines other than the test's may call it.
 func Do(q Request) (Reply, error) {
 	var rd io.Reader
+	contentType := "application/json"
 	switch b := q.Body.(type) {
 	case nil:
+	case url.Values:
+		rd, contentType = strings.NewReader(b.Encode()), "application/x-www-form-urlencoded"
 	case string:
 		if b != "" {
 			rd = bytes.NewReader([]byte(b))
@@ -69,7 +76,7 @@ func Do(q Request) (Reply, error) {
 		return Reply{}, err
 	}
 	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	if q.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+q.Token)
@@ -108,4 +115,12 @@ func Call(t testing.TB, q Request) Reply {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// FormClient is an HTTP client as a browser without JavaScript is, for
+// tests of pages, forms and redirects: it keeps cookies, and it returns a
+// redirect instead of following it, so the test can look at it.
+func FormClient() *http.Client {
+	jar, _ := cookiejar.New(nil) // never fails: no options
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }

@@ -2,7 +2,6 @@ package teststack
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 	"testing"
 	"time"
@@ -65,7 +64,7 @@ func (s *Stack) ApproveAtGateway(t testing.TB, paymentID uuid.UUID) {
 // gateway then sends the browser back to us, which is not followed.
 func (s *Stack) approveAt(t testing.TB, gateway, pspRef string) {
 	t.Helper()
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noRedirect := testenv.FormClient()
 	r := testenv.Call(t, testenv.Request{Method: "POST", URL: s.PSP.URL + "/gw/" + gateway + "/pay/" + url.PathEscape(pspRef) + "/approve",
 		Client: noRedirect, Header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, Body: "otp=123456"})
 	if r.Status >= 400 {

@@ -62,10 +62,12 @@ func TestOnceperKeyAndReceipts(t *testing.T) {
 	if err != nil || r.Final() {
 		t.Fatalf("receipt at once: %+v %v, want not final", r, err)
 	}
-	for deadline := time.Now().Add(15 * time.Second); err == nil && !r.Final() && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		r, err = c.Status(ctx, a.ID)
-	}
+	testenv.Eventually(t, 15*time.Second, "a final receipt", func() error {
+		if r, err = c.Status(ctx, a.ID); err != nil {
+			t.Fatalf("receipt: %v", err)
+		}
+		return testenv.Want(r.Final(), "%+v", r)
+	})
 	if err != nil || r.Status != notify.Delivered || r.DeliveredAt == nil {
 		t.Fatalf("receipt later: %+v %v, want DELIVERED", r, err)
 	}

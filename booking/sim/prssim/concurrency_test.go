@@ -161,17 +161,14 @@ func TestBerthRaceReleasedAtOnceDoesNotDeadlock(t *testing.T) {
 		})
 	}
 	// Both requests are waiting on a lock before the holder lets go.
-	deadline := time.Now().Add(15 * time.Second)
-	for waiting := 0; waiting < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of 2 bookings reached the held berth", waiting)
-		}
+	testenv.Eventually(t, 15*time.Second, "both bookings waiting on the held berth", func() error {
+		var waiting int
 		if err := st.env.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return testenv.Want(waiting >= 2, "%d of 2 waiting", waiting)
+	})
 	if err := holder.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -87,8 +88,8 @@ func TestSeedDecidesFatesEndToEnd(t *testing.T) {
 		t.Fatalf("seed 42 declines %d of 12; pick keys that exercise both", declined)
 	}
 	for _, p := range refs {
-		eventually(t, 3*time.Second, "final status of "+p.MerchantRef, func() bool {
-			return len(b.hooks.of(p.PSPRef)) == 1
+		testenv.Eventually(t, 3*time.Second, "final status of "+p.MerchantRef, func() error {
+			return testenv.Want(len(b.hooks.of(p.PSPRef)) == 1, "not yet")
 		})
 		if got := b.hooks.of(p.PSPRef)[0].Status; got != want[p.MerchantRef] {
 			t.Errorf("%s: %s, want %s", p.MerchantRef, got, want[p.MerchantRef])

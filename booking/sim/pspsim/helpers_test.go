@@ -290,18 +290,6 @@ func (b *bundle) count(t *testing.T, sql string, args ...any) int {
 	return n
 }
 
-// eventually polls cond until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // receiver is the merchant's webhook endpoint: it verifies every
 // signature with pspapi.Verify and records what arrived.
 type receiver struct {
@@ -393,14 +381,14 @@ func (rc *receiver) attemptsAt(eventID string) []time.Time {
 func (rc *receiver) waitStatus(t *testing.T, pspRef, status string, d time.Duration) hook {
 	t.Helper()
 	var found hook
-	eventually(t, d, "webhook "+status+" for "+pspRef, func() bool {
+	testenv.Eventually(t, d, "webhook "+status+" for "+pspRef, func() error {
 		for _, h := range rc.of(pspRef) {
 			if h.Status == status {
 				found = h
-				return true
+				return nil
 			}
 		}
-		return false
+		return fmt.Errorf("no %s webhook yet: %v", status, statuses(rc.of(pspRef)))
 	})
 	return found
 }

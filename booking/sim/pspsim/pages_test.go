@@ -1,7 +1,6 @@
 package pspsim
 
 import (
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"tatkal/booking/india"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -19,32 +19,21 @@ type browser struct {
 }
 
 func newBrowser(t *testing.T) *browser {
-	return &browser{t: t, client: &http.Client{
-		Timeout:       5 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	c := testenv.FormClient()
+	c.Timeout = 5 * time.Second
+	return &browser{t: t, client: c}
 }
 
 func (br *browser) get(u string) (int, string) {
 	br.t.Helper()
-	resp, err := br.client.Get(u)
-	if err != nil {
-		br.t.Fatalf("GET %s: %v", u, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	r := testenv.Call(br.t, testenv.Request{Method: "GET", URL: u, Client: br.client})
+	return r.Status, string(r.Raw)
 }
 
 func (br *browser) post(u string, form url.Values) (int, string, string) {
 	br.t.Helper()
-	resp, err := br.client.PostForm(u, form)
-	if err != nil {
-		br.t.Fatalf("POST %s: %v", u, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Location"), string(body)
+	r := testenv.Call(br.t, testenv.Request{Method: "POST", URL: u, Client: br.client, Body: form})
+	return r.Status, r.Header.Get("Location"), string(r.Raw)
 }
 
 // wantRedirect checks a 303 to the merchant's return_url with our query.
@@ -137,7 +126,7 @@ func TestPayPagesApproveDecline(t *testing.T) {
 	}
 	// Each payment got exactly one webhook.
 	for _, p := range []pspapi.Payment{upi, card, card2, nb} {
-		eventually(t, 2*time.Second, "webhook of "+p.MerchantRef, func() bool { return len(b.hooks.of(p.PSPRef)) == 1 })
+		testenv.Eventually(t, 2*time.Second, "webhook of "+p.MerchantRef, func() error { return testenv.Want(len(b.hooks.of(p.PSPRef)) == 1, "not yet") })
 	}
 }
 

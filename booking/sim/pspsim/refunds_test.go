@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -59,9 +60,9 @@ func TestRefundsPartialIdempotentNeverExceed(t *testing.T) {
 	}
 
 	// Refunds are paid out after the delay.
-	eventually(t, 3*time.Second, "refund processed", func() bool {
+	testenv.Eventually(t, 3*time.Second, "refund processed", func() error {
 		r := decodeAs[pspapi.Refund](t, b.must(t, "GET", "/gw/swiftpay/v1/refunds/"+r1.RefundRef, apiKey("swiftpay"), "", nil), http.StatusOK)
-		return r.Status == pspapi.RefundProcessed && !r.ProcessedAt.IsZero()
+		return testenv.Want(r.Status == pspapi.RefundProcessed && !r.ProcessedAt.IsZero(), "not yet")
 	})
 	b.must(t, "GET", "/gw/swiftpay/v1/refunds/rfnd_nope", apiKey("swiftpay"), "", nil).wantError(t, 404, pspapi.CodeNotFound)
 	b.must(t, "GET", "/gw/bharatpg/v1/refunds/"+r1.RefundRef, apiKey("bharatpg"), "", nil).wantError(t, 404, pspapi.CodeNotFound)

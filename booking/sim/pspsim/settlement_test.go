@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tatkal/booking/india"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -30,8 +31,8 @@ func TestSettlementFile(t *testing.T) {
 	failed := b.create(t, "swiftpay", b.createReq("pay-s-failed", pspapi.UPI, 999))
 	b.hooks.waitStatus(t, failed.PSPRef, pspapi.StatusFailed, 3*time.Second)
 	rf := decodeAs[pspapi.Refund](t, b.refund(t, "swiftpay", "rk-s", pspapi.CreateRefund{PSPRef: nb.PSPRef, AmountPaise: 5000, MerchantRef: "rf-s"}), http.StatusCreated)
-	eventually(t, 3*time.Second, "refund processed", func() bool {
-		return decodeAs[pspapi.Refund](t, b.must(t, "GET", "/gw/swiftpay/v1/refunds/"+rf.RefundRef, apiKey("swiftpay"), "", nil), 200).Status == pspapi.RefundProcessed
+	testenv.Eventually(t, 3*time.Second, "refund processed", func() error {
+		return testenv.Want(decodeAs[pspapi.Refund](t, b.must(t, "GET", "/gw/swiftpay/v1/refunds/"+rf.RefundRef, apiKey("swiftpay"), "", nil), 200).Status == pspapi.RefundProcessed, "not yet")
 	})
 	// The fee is the one in force at capture, whatever changes later.
 	b.putRoute(t, "swiftpay", pspapi.Card, func(rc *pspapi.RouteConfig) { rc.FeeBps = 500 })

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/payment/pspapi"
 )
 
@@ -14,8 +15,8 @@ func TestLostCallbackInquiryTellsTruth(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{route: func(rc *pspapi.RouteConfig) { rc.LostCallbackRate = 1 }})
 	p := b.create(t, "swiftpay", b.createReq("pay-lost", pspapi.UPI, 4200))
-	eventually(t, 3*time.Second, "SUCCESS by inquiry", func() bool {
-		return b.inquire(t, "swiftpay", p.PSPRef).Status == pspapi.StatusSuccess
+	testenv.Eventually(t, 3*time.Second, "SUCCESS by inquiry", func() error {
+		return testenv.Want(b.inquire(t, "swiftpay", p.PSPRef).Status == pspapi.StatusSuccess, "not yet")
 	})
 	time.Sleep(300 * time.Millisecond)
 	if hs := b.hooks.of(p.PSPRef); len(hs) != 0 {
@@ -30,7 +31,7 @@ func TestDuplicateCallbackSameEventID(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{route: func(rc *pspapi.RouteConfig) { rc.DuplicateCallbackRate = 1; rc.CallbackDelayMs = 100 }})
 	p := b.create(t, "bharatpg", b.createReq("pay-dup", pspapi.Card, 4200))
-	eventually(t, 3*time.Second, "two deliveries", func() bool { return len(b.hooks.of(p.PSPRef)) >= 2 })
+	testenv.Eventually(t, 3*time.Second, "two deliveries", func() error { return testenv.Want(len(b.hooks.of(p.PSPRef)) >= 2, "not yet") })
 	time.Sleep(300 * time.Millisecond)
 	hs := b.hooks.of(p.PSPRef)
 	if len(hs) != 2 {
@@ -82,8 +83,8 @@ func TestWebhookGivesUpAfterLimit(t *testing.T) {
 	b := setup(t, opts{})
 	b.hooks.setRespond(func(pspapi.Webhook, int) int { return http.StatusServiceUnavailable })
 	p := b.create(t, "swiftpay", b.createReq("pay-giveup", pspapi.UPI, 100))
-	eventually(t, 5*time.Second, "webhook given up", func() bool {
-		return b.count(t, `SELECT count(*) FROM {s}.webhooks WHERE psp_ref = $1 AND state = 'GAVE_UP'`, p.PSPRef) == 1
+	testenv.Eventually(t, 5*time.Second, "webhook given up", func() error {
+		return testenv.Want(b.count(t, `SELECT count(*) FROM {s}.webhooks WHERE psp_ref = $1 AND state = 'GAVE_UP'`, p.PSPRef) == 1, "not yet")
 	})
 	var eventID string
 	if err := b.env.Pool.QueryRow(context.Background(), b.srv.q(`SELECT event_id FROM {s}.webhooks WHERE psp_ref = $1`), p.PSPRef).Scan(&eventID); err != nil {

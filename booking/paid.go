@@ -135,8 +135,7 @@ func (s *Service) SettlePaymentTx(ctx context.Context, tx pgx.Tx, b *pgx.Batch, 
 	if d.notice == "" {
 		return o, nil
 	}
-	args := []any{india.Decimal(p.AmountPaise)}
-	return o, NotifyT(ctx, tx, h.UserID, d.kind, paymentID.String(), d.notice, args...)
+	return o, NotifyT(ctx, tx, h.UserID, d.kind, paymentID.String(), d.notice, india.Decimal(p.AmountPaise))
 }
 
 // What a payment's outcome does to its hold.

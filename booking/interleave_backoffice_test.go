@@ -82,7 +82,9 @@ func (w *world) fraudStep(n, i int, shardID int64, pick int) func() {
 		members = append(members, w.users[k])
 	}
 	outcome, reason := review.CancelBookings, "PASSENGER_RESALE"
-	if w.rng.IntN(3) == 0 {
+	// Past the planned rounds, a ban waits until the passengers' paths are
+	// met (a ban shuts its members out of them).
+	if w.rng.IntN(3) == 0 && !(w.steer && w.passengersMissing()) {
 		outcome, reason = review.Ban, "AUTOMATION"
 	}
 	now := w.rng.IntN(2) == 0

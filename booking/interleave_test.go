@@ -108,6 +108,40 @@ func (w *world) unexercised() []string {
 	return missing
 }
 
+// passengerPaths are the paths only passengers' own steps reach: a run
+// whose accounts the fraud steps banned early may never reach them.
+var passengerPaths = []string{"held", "waitlist-offered", "waitlist-paid", "promoted", "promotion-late", "booking-cancelled", "fraud-cancelled"}
+
+func (w *world) passengersMissing() bool {
+	return slices.ContainsFunc(w.unexercised(), func(k string) bool { return slices.Contains(passengerPaths, k) })
+}
+
+// replaceBanned gives each banned passenger's place to a new account when
+// at least atLeast are banned, so that bans (and appeals yet to come) do
+// not keep the run from the passengers' paths. The banned stay in the
+// database, for the checks and for appeals.
+func (w *world) replaceBanned(n, atLeast int) {
+	rows, err := w.s.Pool.Query(w.ctx, `SELECT id FROM users WHERE id = ANY($1) AND banned_at IS NOT NULL`, w.users)
+	var banned []int64
+	if err == nil {
+		banned, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	if err != nil {
+		w.t.Fatalf("banned passengers: %v", err)
+	}
+	if len(banned) == 0 || len(banned) < atLeast {
+		return
+	}
+	fresh, err := seed.Users(w.ctx, w.s.Pool, seed.UsersSpec{Count: len(banned), Prefix: fmt.Sprintf("il%dr", n), PasswordHash: "x", WalletRupees: 1_000_000})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for i, id := range banned {
+		w.users[slices.Index(w.users, id)] = fresh[i]
+	}
+	w.note("banned passengers %v replaced by %v", banned, fresh)
+}
+
 // Shape of the world: shards small enough to sell out within a round or
 // two, so that waitlists form and promotions find someone.
 const (
@@ -309,6 +343,14 @@ func (w *world) round(n int) {
 	w.before, w.trace = append(w.before[:0], w.trace...), w.trace[:0]
 	w.mu.Unlock()
 	w.openShard(n)
+	// Bans shut passengers out: once half of them are banned, or past the
+	// planned rounds while a passengers' path is unmet, the banned give
+	// their places to new accounts.
+	if w.steer && w.passengersMissing() {
+		w.replaceBanned(n, 1)
+	} else {
+		w.replaceBanned(n, len(w.users)/2)
+	}
 	faults := prs.Faults{}
 	switch f := w.rng.IntN(12); {
 	case f < 4: // the core does the work and the answer is lost

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -19,13 +20,15 @@ import (
 	"tatkal/booking/audit"
 	"tatkal/booking/db"
 	"tatkal/booking/lab/testenv"
+	"tatkal/jobs/schedule"
 )
 
 // An operator deploys on an empty database, not with tatkal dev: the real
 // binary's migrate, users add for the first admin (the password on
-// standard input), then serve with every secret from the environment, each
-// a process of its own; the admin signs in to the console over HTTP. No
-// demo console user exists on the way.
+// standard input), then serve without workers and a worker beside it, with
+// every secret from the environment, each a process of its own; the admin
+// signs in to the console over HTTP and sees every schedule, the worker's
+// periodic jobs queued or run. No demo console user exists on the way.
 func TestOperatorDeploysOnAnEmptyDatabase(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t) // this test's Redis prefix, wiped after
@@ -90,8 +93,10 @@ func TestOperatorDeploysOnAnEmptyDatabase(t *testing.T) {
 		t.Fatalf("users add: %v\n%s", err, out)
 	}
 
-	// serve, as deployed: its own process, secrets from the environment.
-	base, stop := startServe(t, environ)
+	// serve and a worker, as deployed: processes of their own, secrets from
+	// the environment.
+	base, stop := startServe(t, environ, "--workers=false")
+	startProcess(t, environ, "tatkal worker running", "worker")
 	if _, code := consoleSignIn(t, base, "admin1", "console-demo"); code != http.StatusUnauthorized {
 		t.Fatalf("the demo admin signs in outside dev: %d, want 401", code)
 	}
@@ -113,6 +118,31 @@ func TestOperatorDeploysOnAnEmptyDatabase(t *testing.T) {
 		actor != audit.CLIActor() {
 		t.Fatalf("the first admin's creation audited by %q (%v), want %q", actor, err, audit.CLIActor())
 	}
+	// Every schedule is listed; the worker (River's leader, the only
+	// process with workers) inserts the periodic ones at once, so each
+	// interval's job is queued or has run.
+	testenv.Eventually(t, 60*time.Second, "the worker's periodic jobs on the schedules page", func() error {
+		resp, err := c.Get(base + "/console/schedules")
+		if err != nil {
+			return err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("schedules page: %d %v", resp.StatusCode, err)
+		}
+		for _, e := range schedule.List(schedule.Config{}) {
+			_, row, ok := strings.Cut(string(body), `data-testid="schedule-`+e.Kind+`"`)
+			row, _, _ = strings.Cut(row, "</tr>")
+			switch {
+			case !ok:
+				return fmt.Errorf("schedule %s (%s) not listed", e.Kind, e.Name)
+			case e.When.Periodic() && !e.When.IsDaily() && strings.Contains(row, "leader next inserts it"):
+				return fmt.Errorf("schedule %s (%s): neither queued nor run by the worker", e.Kind, e.Name)
+			}
+		}
+		return nil
+	})
 	if n := consoleUsers(); n != 1 {
 		t.Fatalf("%d console users after serve started; want only the first admin", n)
 	}
@@ -124,9 +154,32 @@ func TestOperatorDeploysOnAnEmptyDatabase(t *testing.T) {
 // startServe runs tatkal serve from this test binary with environ and
 // waits until its console answers. stop ends it with SIGTERM, as an
 // operator's service manager would, and returns what it wrote.
-func startServe(t *testing.T, environ []string) (base string, stop func() string) {
+func startServe(t *testing.T, environ []string, args ...string) (base string, stop func() string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve")
+	addr, stop := startProcess(t, environ, "tatkal serving on ", append([]string{"serve"}, args...)...)
+	base = strings.Fields(addr)[0]
+	// It prints its address before it serves: wait for the console.
+	testenv.Eventually(t, 30*time.Second, "the console of serve", func() error {
+		resp, err := http.Get(base + "/console/login")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /console/login: %d", resp.StatusCode)
+		}
+		return nil
+	})
+	return base, stop
+}
+
+// startProcess runs tatkal args from this test binary with environ until
+// it prints a line starting with ready, and returns the rest of that line.
+// stop ends it with SIGTERM, as an operator's service manager would, and
+// returns what it wrote; the test's cleanup stops it too.
+func startProcess(t *testing.T, environ []string, ready string, args ...string) (rest string, stop func() string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = environ
 	var mu sync.Mutex
 	var log bytes.Buffer
@@ -148,8 +201,11 @@ func startServe(t *testing.T, environ []string) (base string, stop func() string
 			mu.Lock()
 			log.WriteString(line + "\n")
 			mu.Unlock()
-			if rest, ok := strings.CutPrefix(line, "tatkal serving on "); ok {
-				up <- strings.Fields(rest)[0]
+			if rest, ok := strings.CutPrefix(line, ready); ok {
+				select {
+				case up <- rest:
+				default:
+				}
 			}
 		}
 	}()
@@ -167,12 +223,12 @@ func startServe(t *testing.T, environ []string) (base string, stop func() string
 			select {
 			case err := <-exited:
 				if err != nil {
-					t.Errorf("serve exited with %v", err)
+					t.Errorf("%s exited with %v", args[0], err)
 				}
 			case <-time.After(30 * time.Second):
 				cmd.Process.Kill() //nolint:errcheck
 				<-exited
-				t.Error("serve did not stop within 30s of SIGTERM")
+				t.Errorf("%s did not stop within 30s of SIGTERM", args[0])
 			}
 			said = text()
 		})
@@ -180,25 +236,14 @@ func startServe(t *testing.T, environ []string) (base string, stop func() string
 	}
 	t.Cleanup(func() { stop() })
 	select {
-	case base = <-up:
+	case rest = <-up:
+		return rest, stop
 	case err := <-exited:
-		t.Fatalf("serve ended before it served: %v\n%s", err, text())
+		t.Fatalf("%s ended before it was ready: %v\n%s", args[0], err, text())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not start within 60s\n%s", text())
+		t.Fatalf("%s was not ready within 60s\n%s", args[0], text())
 	}
-	// It prints its address before it serves: wait for the console.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		resp, err := http.Get(base + "/console/login")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base, stop
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the console of serve never answered: %v\n%s", err, text())
-		}
-	}
+	return "", stop
 }
 
 // lockedWriter writes to w under mu (the child's standard error, beside

@@ -132,6 +132,7 @@ type PaymentTuning struct {
 	LateGrace          time.Duration
 	CreateTimeout      time.Duration
 	NotCreatedAfter    time.Duration
+	InquiryAfter       time.Duration
 }
 
 // App is one tatkal process: its connections, services, River client and
@@ -477,7 +478,7 @@ func (a *App) NewPayments(gws []payment.GatewayConfig, prefix string) *payment.S
 		Funnel: a.Funnel, Levers: a.Levers, Throttle: a.throttle, Gateways: gws, Log: a.Log, Pause: opts.Pause,
 		CallbackURL: cfg.PublicURL + "/v1/internal/payments/callback", ReturnURL: cfg.PublicURL + "/payments/return",
 		HoldWindows: pt.HoldWindows, Extension: pt.Extension, ResolutionDeadline: pt.ResolutionDeadline, LateGrace: pt.LateGrace,
-		CreateTimeout: pt.CreateTimeout, NotCreatedAfter: pt.NotCreatedAfter, ConfirmWriters: cfg.ConfirmWriters,
+		CreateTimeout: pt.CreateTimeout, NotCreatedAfter: pt.NotCreatedAfter, InquiryAfter: pt.InquiryAfter, ConfirmWriters: cfg.ConfirmWriters,
 		LeadApprovalPaise: cfg.ReconApprovalLimitPaise})
 }
 

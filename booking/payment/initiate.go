@@ -252,7 +252,7 @@ func (s *Service) start(ctx context.Context, c booking.Caller, o order) (View, e
 			}
 		}
 		// The safety net: if no webhook comes, the inquiry job finds out.
-		_, err = s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, &river.InsertOpts{ScheduledAt: now.Add(15 * time.Second)})
+		_, err = s.jobs.InsertTx(ctx, tx, InquiryArgs{PaymentID: id}, &river.InsertOpts{ScheduledAt: now.Add(s.cfg.InquiryAfter)})
 		return err
 	})
 	if errors.Is(err, errKeyRace) {

@@ -87,9 +87,12 @@ type Config struct {
 	// long after we asked to create it never will be: it failed, nothing
 	// was charged. Our create request never reached the gateway.
 	NotCreatedAfter time.Duration
-	HTTPClient      *http.Client
-	Log             *slog.Logger
-	Funnel          *funnel.Recorder
+	// InquiryAfter: how long after a gateway payment starts the safety-net
+	// inquiry asks its status, if no webhook has settled it by then.
+	InquiryAfter time.Duration
+	HTTPClient   *http.Client
+	Log          *slog.Logger
+	Funnel       *funnel.Recorder
 	// Levers are the operator's kill switches and hold windows
 	// (console/levers.Reader); nil: none.
 	Levers Levers
@@ -144,6 +147,10 @@ type Service struct {
 // the create late.
 const DefaultNotCreatedAfter = 2 * time.Minute
 
+// DefaultInquiryAfter is how long a gateway payment waits for its webhook
+// before the inquiry job asks the gateway.
+const DefaultInquiryAfter = 15 * time.Second
+
 // New returns the orchestrator.
 func New(cfg Config) *Service {
 	if cfg.Log == nil {
@@ -166,6 +173,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.NotCreatedAfter == 0 {
 		cfg.NotCreatedAfter = DefaultNotCreatedAfter
+	}
+	if cfg.InquiryAfter == 0 {
+		cfg.InquiryAfter = DefaultInquiryAfter
 	}
 	if cfg.LeadApprovalPaise == 0 {
 		cfg.LeadApprovalPaise = 10_000_00

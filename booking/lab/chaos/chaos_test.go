@@ -26,12 +26,13 @@ func TestMain(m *testing.M) { teststack.Main(m) }
 const holdWindow = 20 * time.Second
 
 // env is the processes' environment beside the stack's: the short hold
-// window, a sweeper every 2 s, and a payment the gateway has no record of
+// window, a sweeper every 2 s, a payment the gateway has no record of
 // failed after 15 s, not the default 2 min (a creation lost with a killed
 // process or a stopped PostgreSQL; the simulator answers real ones within
-// a second), so the drain stays short.
+// a second), and a payment whose webhook was lost asked after in 3 s, not
+// 15, so the drain stays short.
 var env = []string{"TATKAL_HOLD_WINDOW=" + holdWindow.String(), teststack.SweepIntervalEnv + "=2s",
-	teststack.NotCreatedAfterEnv + "=15s"}
+	teststack.NotCreatedAfterEnv + "=15s", teststack.InquiryAfterEnv + "=3s"}
 
 func TestSeveralProcessesSurviveKillsAndWipes(t *testing.T) {
 	if testing.Short() {

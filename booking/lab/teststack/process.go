@@ -61,7 +61,11 @@ func runServeFromEnv() error {
 	if err != nil {
 		return err
 	}
-	return runUntilKilled(ctx, cfg, app.Options{Serve: true, Pause: pause}, func(a *app.App) string { return "serve ready " + a.URL() })
+	pay, err := paymentTuningFromEnv()
+	if err != nil {
+		return err
+	}
+	return runUntilKilled(ctx, cfg, app.Options{Serve: true, Pause: pause, Payment: pay}, func(a *app.App) string { return "serve ready " + a.URL() })
 }
 
 // runUntilKilled runs the process opts describe, logging warnings to

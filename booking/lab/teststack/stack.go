@@ -86,6 +86,7 @@ type Options struct {
 	LateGrace          time.Duration
 	CreateTimeout      time.Duration
 	NotCreatedAfter    time.Duration
+	InquiryAfter       time.Duration
 	// Routes replaces the simulator's default route behaviour.
 	Routes []pspapi.RouteConfig
 	// SweepGrace: how long past expiry the sweeper waits (zero: the default).
@@ -192,7 +193,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		NoController: true, // tests admit by stepping a controller themselves
 		Jobs:         app.JobTuning{Workers: 10, RescueStuckJobsAfter: opts.RescueStuckJobsAfter, JobTimeout: opts.RescueStuckJobsAfter},
 		Payment: app.PaymentTuning{HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
-			LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, NotCreatedAfter: opts.NotCreatedAfter},
+			LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, NotCreatedAfter: opts.NotCreatedAfter, InquiryAfter: opts.InquiryAfter},
 		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: opts.ChallengeBits, RiskyExtraBits: opts.RiskyExtraBits, Lab: opts.Lab,
 		BenchSignalsOff: opts.SignalsOff})
 	if err != nil {

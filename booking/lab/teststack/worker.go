@@ -21,6 +21,11 @@ const SweepIntervalEnv = "TATKAL_TEST_SWEEP_INTERVAL"
 // payment package's 2 min), for a test whose gateway lost creations.
 const NotCreatedAfterEnv = "TATKAL_TEST_NOT_CREATED_AFTER"
 
+// InquiryAfterEnv sets how soon a process's gateway payments are asked
+// after by the safety-net inquiry (default: the payment package's 15 s),
+// for a test whose gateway loses webhooks and must not wait that long.
+const InquiryAfterEnv = "TATKAL_TEST_INQUIRY_AFTER"
+
 // WorkerEnviron is the environment that makes a test binary run as a
 // worker of this stack (see RunWorkerFromEnv): the stack's configuration
 // as tatkal chaos hands it to its processes (app.Config.Environ).
@@ -46,13 +51,33 @@ func RunWorkerFromEnv() error {
 			return fmt.Errorf("%s: %w", SweepIntervalEnv, err)
 		}
 	}
-	var pay app.PaymentTuning
-	if v := os.Getenv(NotCreatedAfterEnv); v != "" {
-		if pay.NotCreatedAfter, err = time.ParseDuration(v); err != nil {
-			return fmt.Errorf("%s: %w", NotCreatedAfterEnv, err)
-		}
+	pay, err := paymentTuningFromEnv()
+	if err != nil {
+		return err
 	}
 	return runUntilKilled(ctx, cfg, app.Options{Work: true, Payment: pay,
 		Jobs: app.JobTuning{Workers: 4, RescueStuckJobsAfter: 3 * time.Second, JobTimeout: 2 * time.Second}},
 		func(*app.App) string { return "worker ready" })
+}
+
+// paymentTuningFromEnv reads the payment waits a test shortens for its
+// processes (NotCreatedAfterEnv, InquiryAfterEnv); serve processes create
+// payments and their inquiries, workers fail the ones never created.
+func paymentTuningFromEnv() (app.PaymentTuning, error) {
+	var pay app.PaymentTuning
+	for _, e := range []struct {
+		name string
+		to   *time.Duration
+	}{{NotCreatedAfterEnv, &pay.NotCreatedAfter}, {InquiryAfterEnv, &pay.InquiryAfter}} {
+		v := os.Getenv(e.name)
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return pay, fmt.Errorf("%s: %w", e.name, err)
+		}
+		*e.to = d
+	}
+	return pay, nil
 }

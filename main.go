@@ -92,6 +92,7 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   TATKAL_FRAUD_KEY        keys the fraud signals' hashes (serve, worker)
   TATKAL_MSG_KEY          the messaging gateway's API key (serve, worker, msg)
   TATKAL_SIM_ADMIN_TOKEN  the simulators' fault API (psp, prs, msg); unset: that API is off
+  TATKAL_BANK_TOKEN       the bank statement API's credential (worker, psp); unset: no statement is fetched
   TATKAL_METRICS_TOKEN    every request to TATKAL_METRICS_ADDR must send Authorization: Bearer <token> (serve);
                           needed when that address is not loopback; unset: none asked
 

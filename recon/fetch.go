@@ -46,6 +46,10 @@ func (s *Service) FetchSettlement(ctx context.Context, src Sources, gateway stri
 
 // FetchBank downloads and ingests the bank's statement of day.
 func (s *Service) FetchBank(ctx context.Context, src Sources, day time.Time, by string) (FileInfo, error) {
+	if src.BankToken == "" {
+		return FileInfo{}, booking.Errorf(booking.EINVALID, "NO_BANK_CREDENTIAL",
+			"No bank statement credential: set TATKAL_BANK_TOKEN for the processes that run the back office.")
+	}
 	url := fmt.Sprintf("%s/bank/v1/statements/%s.csv", strings.TrimRight(src.PSPURL, "/"), dateOnly(day).Format(time.DateOnly))
 	return s.fetch(ctx, src, url, src.BankToken, FileMeta{Source: SourceBank, BusinessDate: day, By: by,
 		Name: "statement-" + dateOnly(day).Format(time.DateOnly) + ".csv"})

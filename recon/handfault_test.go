@@ -27,7 +27,7 @@ func (w *world) realFile(source, gw string, day time.Time) string {
 	case SourceSettlement:
 		url, token = fmt.Sprintf("%s/gw/%s/v1/settlements/%s.csv", w.pspURL, gw, d), w.key(gw)
 	case SourceBank:
-		url, token = fmt.Sprintf("%s/bank/v1/statements/%s.csv", w.pspURL, d), pspAdmin
+		url, token = fmt.Sprintf("%s/bank/v1/statements/%s.csv", w.pspURL, d), bankCred
 	default:
 		url, token = fmt.Sprintf("%s/v1/exports/%s?format=csv", w.prsURL, d), prsKey
 	}

@@ -27,6 +27,7 @@ import (
 
 const (
 	pspAdmin = "psp-admin"
+	bankCred = "bank-credential"
 	prsKey   = "prs-key"
 	prsAdmin = "prs-admin"
 )
@@ -84,7 +85,7 @@ func newWorld(t *testing.T) *world {
 		}
 	}
 	gateways := pspsim.NewGateways()
-	psp, err := pspsim.New(ctx, pspsim.Config{Pool: env.Pool, AdminToken: pspAdmin, Gateways: gateways, Routes: routes, Seed: 42, Now: clock, Log: log,
+	psp, err := pspsim.New(ctx, pspsim.Config{Pool: env.Pool, AdminToken: pspAdmin, BankToken: bankCred, Gateways: gateways, Routes: routes, Seed: 42, Now: clock, Log: log,
 		Tick: 10 * time.Millisecond, RefundDelay: 10 * time.Millisecond, WebhookMaxAttempts: 1, HTTPClient: &http.Client{Timeout: time.Second}})
 	if err != nil {
 		t.Fatalf("psp simulator: %v", err)
@@ -113,7 +114,7 @@ func newWorld(t *testing.T) *world {
 	for _, g := range gateways {
 		keys[g.ID] = g.APIKeys[0]
 	}
-	w.src = Sources{HTTP: w.http, PSPURL: pts.URL, GatewayKeys: keys, BankToken: pspAdmin, CoreURL: cts.URL, CoreKey: prsKey}
+	w.src = Sources{HTTP: w.http, PSPURL: pts.URL, GatewayKeys: keys, BankToken: bankCred, CoreURL: cts.URL, CoreKey: prsKey}
 
 	rc, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{})
 	if err != nil {

@@ -339,7 +339,7 @@ func (a *App) buildSimulators(ctx context.Context) (err error) {
 	if a.simPool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 		return fmt.Errorf("simulators' database pool: %w", err)
 	}
-	a.PSP, err = pspsim.New(ctx, pspsim.Config{Pool: a.simPool, AdminToken: cfg.SimAdminToken, Gateways: cfg.SimGateways(), PublicURL: cfg.PSPURL,
+	a.PSP, err = pspsim.New(ctx, pspsim.Config{Pool: a.simPool, AdminToken: cfg.SimAdminToken, BankToken: cfg.BankToken, Gateways: cfg.SimGateways(), PublicURL: cfg.PSPURL,
 		Log: a.Log, Routes: a.Options.SimRoutes, Seed: a.Options.SimSeed})
 	if err != nil {
 		return fmt.Errorf("psp simulator: %w", err)
@@ -680,7 +680,7 @@ func reconSources(cfg Config) recon.Sources {
 		keys[g.ID] = g.APIKey
 	}
 	return recon.Sources{HTTP: &http.Client{Timeout: time.Minute}, PSPURL: cfg.PSPURL, GatewayKeys: keys,
-		BankToken: cfg.SimAdminToken, CoreURL: cfg.PRSURL, CoreKey: cfg.PRSKey}
+		BankToken: cfg.BankToken, CoreURL: cfg.PRSURL, CoreKey: cfg.PRSKey}
 }
 
 // gatewayIDs are the gateways finance reconciles.

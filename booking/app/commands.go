@@ -324,7 +324,7 @@ func PSP(ctx context.Context, cfg Config, addr string, out io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	sim, err := pspsim.New(ctx, pspsim.Config{Pool: pool, AdminToken: cfg.SimAdminToken, Gateways: cfg.SimGateways(), PublicURL: addr})
+	sim, err := pspsim.New(ctx, pspsim.Config{Pool: pool, AdminToken: cfg.SimAdminToken, BankToken: cfg.BankToken, Gateways: cfg.SimGateways(), PublicURL: addr})
 	if err != nil {
 		return err
 	}

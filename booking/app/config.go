@@ -54,6 +54,10 @@ type Config struct {
 	// SimAdminToken guards the simulators' fault-setting API. It is the
 	// simulators' own and no identity in the product.
 	SimAdminToken string
+	// BankToken is the bank statement API's credential, which the daily
+	// reconciliation fetches statements with (TATKAL_BANK_TOKEN; empty: no
+	// statement is fetched, and the statement job says why).
+	BankToken string
 	// WebhookSecrets and PSPAPIKeys are per gateway, newest first: we call
 	// with the first key and accept callbacks signed with any secret; the
 	// simulator signs with the first secret and accepts any key.
@@ -96,6 +100,7 @@ const (
 	EnvSessionKey     = "TATKAL_SESSION_KEY"
 	EnvSimAdminToken  = "TATKAL_SIM_ADMIN_TOKEN"
 	EnvFraudKey       = "TATKAL_FRAUD_KEY"
+	EnvBankToken      = "TATKAL_BANK_TOKEN"
 )
 
 // DefaultConfirmWriters: confirmation groups are set-based (their holds
@@ -126,6 +131,7 @@ func FromEnv() (Config, error) {
 		MsgURL:           env("TATKAL_MSG_URL", "http://127.0.0.1:8083"),
 		MsgKey:           os.Getenv(EnvMsgKey),
 		SimAdminToken:    os.Getenv(EnvSimAdminToken),
+		BankToken:        os.Getenv(EnvBankToken),
 		FraudKey:         os.Getenv(EnvFraudKey),
 	}
 	cfg.RedisClusterAddrs = os.Getenv("REDIS_CLUSTER_ADDRS")
@@ -294,6 +300,11 @@ func (c Config) RequireSecrets(need int) error {
 			errs = append(errs, err)
 		}
 	}
+	if c.BankToken != "" {
+		if err := secrets.Check(EnvBankToken, c.BankToken); err != nil {
+			errs = append(errs, fmt.Errorf("%w (the bank statement API's credential)", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -313,6 +324,9 @@ func (c Config) WithDevSecrets() Config {
 	}
 	if c.SimAdminToken == "" {
 		c.SimAdminToken = secrets.Random()
+	}
+	if c.BankToken == "" {
+		c.BankToken = secrets.Random()
 	}
 	if c.FraudKey == "" {
 		c.FraudKey = secrets.Random()
@@ -366,10 +380,12 @@ func (c Config) Environ() []string {
 	if c.RedisClusterAddrs != "" {
 		env = append(env, "REDIS_CLUSTER_ADDRS="+c.RedisClusterAddrs)
 	}
-	// The bank's statement API takes it: a worker's daily reconciliation
-	// fetches the statements.
 	if c.SimAdminToken != "" {
 		env = append(env, EnvSimAdminToken+"="+c.SimAdminToken)
+	}
+	// A worker's daily reconciliation fetches the bank's statements.
+	if c.BankToken != "" {
+		env = append(env, EnvBankToken+"="+c.BankToken)
 	}
 	if c.HoldWindow > 0 {
 		env = append(env, "TATKAL_HOLD_WINDOW="+c.HoldWindow.String())

@@ -185,7 +185,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	if p := opts.SimulatorsOf; p != nil {
 		pc := p.App.Config
 		cfg.PSPURL, cfg.PRSURL, cfg.MsgURL = pc.PSPURL, pc.PRSURL, pc.MsgURL
-		cfg.PSPAPIKeys, cfg.WebhookSecrets, cfg.PRSKey, cfg.MsgKey, cfg.SimAdminToken = pc.PSPAPIKeys, pc.WebhookSecrets, pc.PRSKey, pc.MsgKey, pc.SimAdminToken
+		cfg.PSPAPIKeys, cfg.WebhookSecrets, cfg.PRSKey, cfg.MsgKey, cfg.SimAdminToken, cfg.BankToken = pc.PSPAPIKeys, pc.WebhookSecrets, pc.PRSKey, pc.MsgKey, pc.SimAdminToken, pc.BankToken
 	}
 	a, err := app.New(context.Background(), cfg, app.Options{Work: opts.Work, Serve: true, Simulators: opts.SimulatorsOf == nil, Log: log,
 		Pool: env.Pool, Redis: env.Redis, BackOffice: opts.BackOffice,

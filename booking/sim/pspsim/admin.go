@@ -24,6 +24,21 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 	})
 }
 
+// requireBank guards the bank's statement API with the bank's credential:
+// whoever may set the simulator's faults may not read the bank by it.
+func (s *Server) requireBank(next http.Handler) http.Handler {
+	guarded := simhttp.RequireBearer("bank", []byte(s.cfg.BankToken),
+		pspapi.ErrorBody{Error: "send Authorization: Bearer <bank token>", Code: pspapi.CodeUnauthorized})(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.BankToken == "" {
+			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: pspapi.CodeForbidden,
+				msg: "the bank statement API is disabled: no bank token is configured"})
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	})
+}
+
 // handleListRoutes is GET /admin/routes: every route, by gateway and method.
 func (s *Server) handleListRoutes(w http.ResponseWriter, r *http.Request) error {
 	routes, err := s.allRoutes(r.Context(), s.pool)

@@ -18,6 +18,9 @@ import (
 
 const adminToken = "admin-secret"
 
+// bankToken is the bank statement API's credential.
+const bankToken = "bank-secret"
+
 // opts tunes setup; zero values are the quick, fault-free test world.
 type opts struct {
 	route  func(*pspapi.RouteConfig) // changes every route
@@ -92,7 +95,7 @@ func testConfig(t *testing.T, env *testenv.Env, o opts) Config {
 		gws = o.gws
 	}
 	return Config{
-		Pool: env.Pool, AdminToken: token, Gateways: gws, Routes: routes, Seed: seed, Now: o.now,
+		Pool: env.Pool, AdminToken: token, BankToken: bankToken, Gateways: gws, Routes: routes, Seed: seed, Now: o.now,
 		Log:  slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Tick: 15 * time.Millisecond, WebhookRetryBase: 60 * time.Millisecond, WebhookRetryMax: 500 * time.Millisecond,
 		WebhookMaxAttempts: 4, RefundDelay: 50 * time.Millisecond, TimeoutHang: hang,

@@ -37,6 +37,9 @@ type Config struct {
 	Pool       *pgxpool.Pool
 	Schema     string          // default "psp"
 	AdminToken string          // empty: the admin API refuses every call
+	// BankToken is the bank statement API's credential, the bank's own,
+	// not the simulator's admin token; empty: the bank refuses every call.
+	BankToken string
 	Gateways   []GatewayConfig // required: no secret is compiled in
 	// PublicURL is the base URL customers' browsers use for the pay pages;
 	// empty means the scheme and host of the API request that created the
@@ -256,9 +259,8 @@ func (s *Server) routes() http.Handler {
 		r.Get("/settlement-faults/{gw}", settlementFaults.Get)
 		r.Put("/settlement-faults/{gw}", settlementFaults.Put)
 	})
-	// The bank's statement of payouts; the admin token stands in for the
-	// bank's own credentials.
-	r.With(s.requireAdmin).Get("/bank/v1/statements/{file}", s.api(s.handleBankStatement))
+	// The bank's statement of payouts, behind the bank's own credential.
+	r.With(s.requireBank).Get("/bank/v1/statements/{file}", s.api(s.handleBankStatement))
 	return r
 }
 

@@ -55,7 +55,7 @@ func TestSettlementFaults(t *testing.T) {
 	for _, l := range lns {
 		net += l.net()
 	}
-	stmt := string(b.must(t, "GET", "/bank/v1/statements/2025-06-05.csv", adminToken, "", nil).body)
+	stmt := string(b.must(t, "GET", "/bank/v1/statements/2025-06-05.csv", bankToken, "", nil).body)
 	if !strings.Contains(stmt, "SETTLEMENT-SWP20250604,HDFCN") || !strings.HasSuffix(strings.TrimSpace(stmt), ","+india.Decimal(net-300)) {
 		t.Fatalf("statement (net %d, short 300):\n%s", net, stmt)
 	}
@@ -95,7 +95,7 @@ func TestStrayCreditsOnTheStatement(t *testing.T) {
 		wantError(t, 400, pspapi.CodeInvalid)
 	statement := func(date string) string {
 		t.Helper()
-		return string(b.must(t, "GET", "/bank/v1/statements/"+date+".csv", adminToken, "", nil).body)
+		return string(b.must(t, "GET", "/bank/v1/statements/"+date+".csv", bankToken, "", nil).body)
 	}
 	clean := statement("2025-06-05")
 	if strings.Count(clean, "\n") != 2 || !strings.Contains(clean, "SETTLEMENT-SWP20250604") {

@@ -92,7 +92,7 @@ func TestSettlementFile(t *testing.T) {
 	}
 
 	// The bank credits each file's net on its settlement date.
-	r = b.must(t, "GET", "/bank/v1/statements/2025-06-09.csv", adminToken, "", nil)
+	r = b.must(t, "GET", "/bank/v1/statements/2025-06-09.csv", bankToken, "", nil)
 	rows, err = csv.NewReader(strings.NewReader(string(r.body))).ReadAll()
 	if err != nil || r.status != 200 || !slices.Equal(rows[0], BankColumns) || len(rows) != 3 {
 		t.Fatalf("bank statement (%v):\n%s", err, r.body)
@@ -102,6 +102,8 @@ func TestSettlementFile(t *testing.T) {
 		t.Fatalf("bank statement:\n%s", r.body)
 	}
 	b.must(t, "GET", "/bank/v1/statements/2025-06-09.csv", apiKey("swiftpay"), "", nil).wantError(t, 401, pspapi.CodeUnauthorized)
+	// The simulator's admin token is no bank credential.
+	b.must(t, "GET", "/bank/v1/statements/2025-06-09.csv", adminToken, "", nil).wantError(t, 401, pspapi.CodeUnauthorized)
 
 	r = b.must(t, "GET", "/gw/swiftpay/v1/settlements/2025-06-06.csv", apiKey("swiftpay"), "", nil)
 	if strings.TrimSpace(string(r.body)) != strings.Join(pspapi.SwiftpayColumns, ",") {

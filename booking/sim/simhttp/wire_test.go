@@ -204,7 +204,9 @@ func TestWire(t *testing.T) {
 	t.Run("psp", func(t *testing.T) {
 		gws := pspsim.NewGateways()
 		key := gws[0].APIKeys[0]
-		cfg := pspsim.Config{Pool: env.Pool, AdminToken: admin, Gateways: gws, Log: logger(t), Seed: 7}
+		const bank = "bank-token"
+		bankRealm := map[string]string{"WWW-Authenticate": `Bearer realm="bank"`}
+		cfg := pspsim.Config{Pool: env.Pool, AdminToken: admin, BankToken: bank, Gateways: gws, Log: logger(t), Seed: 7}
 		sim, err := pspsim.New(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -226,7 +228,9 @@ func TestWire(t *testing.T) {
 			{name: "other gateway's key", method: "GET", path: pay + "/pay_x", token: gws[1].APIKeys[0], status: 401, header: realm, code: pspapi.CodeUnauthorized},
 			{name: "api key on /admin", method: "GET", path: "/admin/routes", token: key, status: 401, header: realm,
 				raw: `{"error":"send Authorization: Bearer \u003cadmin token\u003e","code":"UNAUTHORIZED"}` + "\n"},
-			{name: "api key on the bank", method: "GET", path: "/bank/v1/statements/2025-06-05.csv", token: key, status: 401, header: realm, code: pspapi.CodeUnauthorized},
+			{name: "api key on the bank", method: "GET", path: "/bank/v1/statements/2025-06-05.csv", token: key, status: 401, header: bankRealm, code: pspapi.CodeUnauthorized},
+			{name: "admin token on the bank", method: "GET", path: "/bank/v1/statements/2025-06-05.csv", token: admin, status: 401, header: bankRealm,
+				raw: `{"error":"send Authorization: Bearer \u003cbank token\u003e","code":"UNAUTHORIZED"}` + "\n"},
 			{name: "not json", method: "POST", path: pay, token: key, key: "k-2", body: "{", status: 400, code: pspapi.CodeInvalid},
 			{name: "unknown field", method: "POST", path: pay, token: key, key: "k-3", body: `{"amount":1}`, status: 400, code: pspapi.CodeInvalid, says: "unknown field"},
 			{name: "trailing data", method: "POST", path: pay, token: key, key: "k-4", body: `{}{}`, status: 400, code: pspapi.CodeInvalid, says: "after the"},

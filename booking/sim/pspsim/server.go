@@ -35,12 +35,12 @@ type GatewayConfig struct {
 // Config configures a Server. Zero values mean the documented default.
 type Config struct {
 	Pool       *pgxpool.Pool
-	Schema     string          // default "psp"
-	AdminToken string          // empty: the admin API refuses every call
+	Schema     string // default "psp"
+	AdminToken string // empty: the admin API refuses every call
 	// BankToken is the bank statement API's credential, the bank's own,
 	// not the simulator's admin token; empty: the bank refuses every call.
 	BankToken string
-	Gateways   []GatewayConfig // required: no secret is compiled in
+	Gateways  []GatewayConfig // required: no secret is compiled in
 	// PublicURL is the base URL customers' browsers use for the pay pages;
 	// empty means the scheme and host of the API request that created the
 	// payment.

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,7 +31,24 @@ type Report struct {
 	Ready      bool
 	Legs       []LegCounts
 	Violations []string
-	CheckedAt  time.Time
+	// Withheld are the Violations that only keep berths from sale: Redis
+	// occupies a berth PostgreSQL does not (a hold whose process died
+	// before its commit, a release not yet carried to Redis), which the
+	// sweep puts right. They sell nothing twice.
+	Withheld  []string
+	CheckedAt time.Time
+}
+
+// Unsafe are the violations that may sell a berth twice or lose a sale's
+// record: every violation but the Withheld ones.
+func (r Report) Unsafe() []string {
+	var out []string
+	for _, v := range r.Violations {
+		if !slices.Contains(r.Withheld, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // OK reports whether no invariant is broken. A shard with no Redis state
@@ -248,6 +266,10 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 	// Redis update lands within the re-checks, and one that did not land is
 	// exactly what must be seen.
 	now := rep.CheckedAt
+	withheld := func(v string) {
+		rep.Violations = append(rep.Violations, v)
+		rep.Withheld = append(rep.Withheld, v)
+	}
 	inRedis := map[string]bool{}
 	for _, h := range snap.Holds {
 		inRedis[h.ID] = true
@@ -258,10 +280,10 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 		case unsold && (!ok || (h.State == 'R' && p.state == "")) && now.Sub(created) < InFlightGrace:
 			// in flight
 		case !ok:
-			rep.Violations = append(rep.Violations, fmt.Sprintf("Redis has hold %s (%c) that PostgreSQL does not hold, for %s",
+			withheld(fmt.Sprintf("Redis has hold %s (%c) that PostgreSQL does not hold, for %s",
 				h.ID, h.State, age(created, now)))
 		case p.state == "":
-			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s occupies nothing in PostgreSQL (%s) but is %c in Redis, for %s",
+			withheld(fmt.Sprintf("hold %s occupies nothing in PostgreSQL (%s) but is %c in Redis, for %s",
 				h.ID, p.desc, h.State, age(p.changed, now)))
 		case p.state != string(h.State):
 			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s is %s in PostgreSQL but %c in Redis, for %s",
@@ -289,4 +311,37 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 		}
 	}
 	return rep, nil
+}
+
+// OpenShards lists the shards that still sell (not charted, journey not
+// past), by id: the ones the invariant watch checks.
+func OpenShards(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT id FROM inventory_shards
+		WHERE chart_state = 'OPEN' AND journey_date >= (now() AT TIME ZONE 'Asia/Kolkata')::date - 1 ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("open shards: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("open shards: %w", err)
+	}
+	return ids, nil
+}
+
+// CheckShards checks each shard (Check): the console's live view and the
+// invariant watch both read their reports here. A shard whose check could
+// not run is left out of the reports, and its error joined into err; the
+// others are checked all the same.
+func CheckShards(ctx context.Context, pool *pgxpool.Pool, s *Store, ids []int64, holdWindow time.Duration) (map[int64]Report, error) {
+	reports := make(map[int64]Report, len(ids))
+	var errs []error
+	for _, id := range ids {
+		rep, err := Check(ctx, pool, s, id, holdWindow)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		reports[id] = rep
+	}
+	return reports, errors.Join(errs...)
 }

@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"tatkal/booking"
 	"tatkal/booking/lab/testenv"
@@ -24,6 +29,34 @@ func count(t *testing.T, s *teststack.Stack, sql string, args ...any) int {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return n
+}
+
+// ruleMetrics are the tatkal_ metric names the alerting rules read.
+func ruleMetrics(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range regexp.MustCompile(`\btatkal_[a-z_]+`).FindAllString(string(b), -1) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// gauge is the value of a gauge's series with label = value.
+func gauge(fams map[string]*dto.MetricFamily, name, label, value string) (float64, bool) {
+	for _, m := range fams[name].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == value {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
 }
 
 // passAfter waits until the watch has completed a pass that started after
@@ -89,6 +122,19 @@ func TestInvariantWatchFreezesTheShard(t *testing.T) {
 	if n := count(t, s, `SELECT count(*) FROM lever_changes WHERE id = $1 AND name = 'shard_frozen' AND scope = $2 AND new_value = 'on'
 		AND state = 'APPLIED' AND proposed_by = $3 AND proposed_by_id IS NULL`, changeID, scope, alarms.Actor); n != 1 {
 		t.Fatalf("the freeze is not the system's applied change %d", changeID)
+	}
+	// /metrics says so, under every name the alerting rules read.
+	fams := scrape(t, s.Metrics.URL)
+	for _, name := range ruleMetrics(t) {
+		if fams[name] == nil {
+			t.Errorf("/metrics lacks %s, which console/prometheus/alerts.yml reads", name)
+		}
+	}
+	if v, ok := gauge(fams, "tatkal_shard_frozen", "shard", fmt.Sprint(shard)); !ok || v != 1 {
+		t.Errorf("tatkal_shard_frozen{shard=%d} = %v %v, want 1", shard, v, ok)
+	}
+	if v, ok := gauge(fams, "tatkal_alarms_open", "kind", alarms.KindSeats); !ok || v != 1 {
+		t.Errorf("tatkal_alarms_open{kind=%s} = %v %v, want 1", alarms.KindSeats, v, ok)
 	}
 	for _, action := range []string{"alarm.raise", "lever.propose", "lever.change"} {
 		if n := count(t, s, `SELECT count(*) FROM audit_log WHERE actor = $1 AND action = $2`, alarms.Actor, action); n != 1 {

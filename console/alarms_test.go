@@ -16,6 +16,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/lab/testenv"
+	"tatkal/booking/inventory"
 	"tatkal/booking/lab/teststack"
 	"tatkal/console/alarms"
 	"tatkal/console/levers"
@@ -72,9 +73,11 @@ func passAfter(t *testing.T, s *teststack.Stack, since time.Time, within time.Du
 }
 
 // TestInvariantWatchFreezesTheShard: the running workers' watch (River,
-// on its schedule) finds a hold's record deleted from Redis behind the
-// product's back within its interval, freezes the shard as the system
-// (audited) and raises one alarm however many passes see it. Holds and
+// on its schedule) raises an alarm for a hold's record deleted from Redis
+// behind the product's back, and, once a berth PostgreSQL holds is freed
+// in Redis (which would sell it again), freezes the shard within its
+// interval as the system (audited), still one alarm however many passes
+// see it. Holds and
 // payment starts on the shard are then refused with SHARD_FROZEN. A
 // person's thaw while the alarm is open needs a second admin; once the
 // shard is rebuilt from PostgreSQL the next pass clears the alarm, ops
@@ -87,10 +90,14 @@ func TestInvariantWatchFreezesTheShard(t *testing.T) {
 	ctx := context.Background()
 	shard, date := s.DemoShard(t, 4, 0)
 	scope := fmt.Sprintf("shard:%d", shard)
-	users := s.Users(t, "watch", 3)
+	users := s.Users(t, "watch", 4)
 	res, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "watch-00001", date))
 	if err != nil || res.Status != "HELD" {
 		t.Fatalf("hold: %+v %v", res, err)
+	}
+	other, err := s.Service.Hold(ctx, teststack.Caller(users[3]), holdReq(users[3], "watch-00005", date))
+	if err != nil || other.Status != "HELD" {
+		t.Fatalf("hold: %+v %v", other, err)
 	}
 	// A pass over the shard as it should be raises nothing.
 	passAfter(t, s, time.Now(), 20*time.Second)
@@ -98,17 +105,31 @@ func TestInvariantWatchFreezesTheShard(t *testing.T) {
 		t.Fatalf("a sound shard: %d alarms, frozen %v", n, s.Levers.ShardFrozen(shard))
 	}
 
-	// Behind the product's back: the hold's record is gone from Redis, so
-	// Redis would sell its berth again.
+	// Behind the product's back, a hold's record is deleted from Redis; its
+	// berth stays taken in the leg bitmaps Redis allots from, so nothing
+	// can sell twice: an alarm, no freeze.
 	holds := strings.TrimSuffix(s.Store.MetaKey(shard), "meta") + "holds"
-	if n, err := s.Store.Redis().HDel(ctx, holds, res.HoldID.String()).Result(); err != nil || n != 1 {
+	if n, err := s.Store.Redis().HDel(ctx, holds, other.HoldID.String()).Result(); err != nil || n != 1 {
 		t.Fatalf("delete the hold's record: %d %v", n, err)
+	}
+	testenv.Eventually(t, every+10*time.Second, "the seat alarm", func() error {
+		return testenv.Want(count(t, s, `SELECT count(*) FROM alarms WHERE kind = $1`, alarms.KindSeats) == 1, "no seat alarm")
+	})
+	passAfter(t, s, time.Now(), 20*time.Second)
+	if s.Levers.ShardFrozen(shard) {
+		t.Fatal("a record lost with its berth still taken froze the shard: nothing could sell twice")
+	}
+
+	// Then a release PostgreSQL never made frees the other hold's berth in
+	// Redis, which would sell it again: the watch freezes the shard.
+	if st, err := s.Store.Release(ctx, shard, res.HoldID.String(), inventory.ReleaseHold, users[0], "watch-00001"); err != nil || st != "RELEASED" {
+		t.Fatalf("release behind PostgreSQL's back: %s %v", st, err)
 	}
 	broken := time.Now()
 	testenv.Eventually(t, every+10*time.Second, "the watch freezes the shard", func() error {
 		return testenv.Want(s.Levers.ShardFrozen(shard), "%s not frozen", scope)
 	})
-	t.Logf("frozen %v after the disagreement (the watch runs every %v)", time.Since(broken).Round(100*time.Millisecond), every)
+	t.Logf("frozen %v after the berth was freed in Redis (the watch runs every %v)", time.Since(broken).Round(100*time.Millisecond), every)
 
 	var alarmID, changeID int64
 	var detail string
@@ -116,7 +137,7 @@ func TestInvariantWatchFreezesTheShard(t *testing.T) {
 		alarms.KindSeats, scope).Scan(&alarmID, &changeID, &detail); err != nil {
 		t.Fatalf("the seat alarm: %v", err)
 	}
-	if !strings.Contains(detail, res.HoldID.String()) || !strings.Contains(detail, "missing from Redis") {
+	if !strings.Contains(detail, res.HoldID.String()) || !strings.Contains(detail, "Redis could sell it again") {
 		t.Fatalf("the alarm does not say what is wrong: %s", detail)
 	}
 	if n := count(t, s, `SELECT count(*) FROM lever_changes WHERE id = $1 AND name = 'shard_frozen' AND scope = $2 AND new_value = 'on'

@@ -31,24 +31,14 @@ type Report struct {
 	Ready      bool
 	Legs       []LegCounts
 	Violations []string
-	// Withheld are the Violations that only keep berths from sale: Redis
-	// occupies a berth PostgreSQL does not (a hold whose process died
-	// before its commit, a release not yet carried to Redis), which the
-	// sweep puts right. They sell nothing twice.
-	Withheld  []string
+	// Unsafe are the Violations that may sell a berth twice: a berth-leg
+	// PostgreSQL holds or sold that Redis has free (Redis would sell it
+	// again), or a berth PostgreSQL itself gives twice. The others keep
+	// berths from sale (a hold whose process died before its commit), say
+	// a record or a counter is stale (the seat sync and the sweep put it
+	// right) or refuse holds outright (fail closed).
+	Unsafe    []string
 	CheckedAt time.Time
-}
-
-// Unsafe are the violations that may sell a berth twice or lose a sale's
-// record: every violation but the Withheld ones.
-func (r Report) Unsafe() []string {
-	var out []string
-	for _, v := range r.Violations {
-		if !slices.Contains(r.Withheld, v) {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // OK reports whether no invariant is broken. A shard with no Redis state
@@ -186,6 +176,10 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
 	}
 
+	unsafe := func(v string) {
+		rep.Violations = append(rep.Violations, v)
+		rep.Unsafe = append(rep.Unsafe, v)
+	}
 	pgHeld, pgConf := make([]int, legs), make([]int, legs)
 	claimed := make([]uint16, total)
 	ids := make([]string, 0, len(pg))
@@ -213,7 +207,7 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 				continue
 			}
 			if claimed[b]&mask != 0 {
-				rep.Violations = append(rep.Violations, fmt.Sprintf("berth %d sold twice: hold %s overlaps another on legs %d-%d", b, id, h.from, h.to-1))
+				unsafe(fmt.Sprintf("berth %d sold twice: hold %s overlaps another on legs %d-%d", b, id, h.from, h.to-1))
 			}
 			claimed[b] |= mask
 		}
@@ -266,10 +260,6 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 	// Redis update lands within the re-checks, and one that did not land is
 	// exactly what must be seen.
 	now := rep.CheckedAt
-	withheld := func(v string) {
-		rep.Violations = append(rep.Violations, v)
-		rep.Withheld = append(rep.Withheld, v)
-	}
 	inRedis := map[string]bool{}
 	for _, h := range snap.Holds {
 		inRedis[h.ID] = true
@@ -280,10 +270,10 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 		case unsold && (!ok || (h.State == 'R' && p.state == "")) && now.Sub(created) < InFlightGrace:
 			// in flight
 		case !ok:
-			withheld(fmt.Sprintf("Redis has hold %s (%c) that PostgreSQL does not hold, for %s",
+			rep.Violations = append(rep.Violations, fmt.Sprintf("Redis has hold %s (%c) that PostgreSQL does not hold, for %s",
 				h.ID, h.State, age(created, now)))
 		case p.state == "":
-			withheld(fmt.Sprintf("hold %s occupies nothing in PostgreSQL (%s) but is %c in Redis, for %s",
+			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s occupies nothing in PostgreSQL (%s) but is %c in Redis, for %s",
 				h.ID, p.desc, h.State, age(p.changed, now)))
 		case p.state != string(h.State):
 			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s is %s in PostgreSQL but %c in Redis, for %s",
@@ -296,6 +286,13 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 	for _, id := range ids {
 		if !inRedis[id] {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s (%s) is missing from Redis, for %s", id, pg[id].state, age(pg[id].changed, now)))
+		}
+	}
+	// What may sell twice: a berth-leg PostgreSQL holds or sold that
+	// Redis, which allots berths from its leg bitmaps, has free.
+	for b := 0; b < total && b < len(snap.Occupancy); b++ {
+		if gap := claimed[b] &^ snap.Occupancy[b]; gap != 0 {
+			unsafe(fmt.Sprintf("berth %d is free in Redis on legs %s that PostgreSQL holds or sold: Redis could sell it again", b, legList(gap)))
 		}
 	}
 	free := snap.Free()
@@ -311,6 +308,27 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 		}
 	}
 	return rep, nil
+}
+
+// legList names the legs of a mask: "0, 2-4".
+func legList(mask uint16) string {
+	var parts []string
+	for l := 0; l < 16; l++ {
+		if mask&(1<<l) == 0 {
+			continue
+		}
+		end := l
+		for end+1 < 16 && mask&(1<<(end+1)) != 0 {
+			end++
+		}
+		if end == l {
+			parts = append(parts, fmt.Sprint(l))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", l, end))
+		}
+		l = end
+	}
+	return strings.Join(parts, ", ")
 }
 
 // OpenShards lists the shards that still sell (not charted, journey not

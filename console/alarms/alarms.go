@@ -12,8 +12,10 @@
 // first pass that no longer does resolves it. Ops see the alarms on
 // /console/alarms and acknowledge them; acknowledging is audited.
 //
-// A seat violation that may sell a berth twice (inventory.Report.Unsafe:
-// anything but berths only withheld, which the sweep releases) also freezes
+// A seat violation that may sell a berth twice (inventory.Report.Unsafe: a
+// berth-leg PostgreSQL holds or sold that Redis has free, or a berth
+// PostgreSQL gives twice; not berths only withheld or a stale record, which
+// the seat sync and the sweep put right) also freezes
 // the shard (the shard_frozen lever), in the transaction that raises the
 // alarm, as the system (Actor) and audited: its new holds and payment
 // starts are refused until a person thaws it through the lever flow. The
@@ -234,7 +236,7 @@ func (s *Service) Watch(ctx context.Context) (Pass, error) {
 		scope := shardScope(id)
 		seen.scope(KindSeats, scope)
 		if !rep.OK() {
-			found = append(found, condition{kind: KindSeats, scope: scope, detail: strings.Join(rep.Violations, "; "), freeze: len(rep.Unsafe()) > 0})
+			found = append(found, condition{kind: KindSeats, scope: scope, detail: strings.Join(rep.Violations, "; "), freeze: len(rep.Unsafe) > 0})
 		}
 	}
 

@@ -15,8 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"tatkal/booking"
-	"tatkal/booking/lab/testenv"
 	"tatkal/booking/inventory"
+	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
 	"tatkal/console/alarms"
 	"tatkal/console/levers"

@@ -92,6 +92,12 @@
 // nothing; if Redis cannot be asked the call is refused as a hold is
 // (SEATS_UNREACHABLE). A throttled hold spends no admission token.
 //
+// The same door refuses every hold and payment start of a frozen shard (the
+// shard_frozen lever, which the invariant watch in console/alarms pulls when
+// the shard's Redis and PostgreSQL disagree in a way that could sell a berth
+// twice): 503 SHARD_FROZEN, nothing changed, until a person thaws it.
+// Payments already made still end in a ticket or a refund.
+//
 // # Confirmation, core sync, cancellation
 //
 // ConfirmManyTx confirms a group of holds in the caller's transaction (package

@@ -15,13 +15,17 @@ const (
 	PacePayment = "pay"
 )
 
-// ThrottleLevers is the operator's shard_throttle lever as the hot path
-// reads it, from memory (console/levers.Reader).
+// ThrottleLevers are the operator's shard_throttle and shard_frozen
+// levers as the hot path reads them, from memory (console/levers.Reader).
 type ThrottleLevers interface {
 	// ShardThrottle is the shard's calls per second; ok is false when off.
 	ShardThrottle(shardID int64) (perSecond int, ok bool)
 	// Throttling reports whether any shard (or all) is throttled.
 	Throttling() bool
+	// ShardFrozen reports whether the shard is frozen: every call refused.
+	ShardFrozen(shardID int64) bool
+	// Freezing reports whether any shard is frozen.
+	Freezing() bool
 }
 
 // Throttle turns away, at the door, the hold calls and payment initiations
@@ -45,14 +49,16 @@ func NewThrottle(levers ThrottleLevers, store *inventory.Store, log *slog.Logger
 	return &Throttle{levers: levers, store: store, log: log}
 }
 
-// Active reports whether any throttle is in force, for a caller that must
-// look its shard up before it can ask Admit (a payment knows its hold).
+// Active reports whether any throttle or freeze is in force, for a caller
+// that must look its shard up before it can ask Admit (a payment knows its
+// hold).
 func (t *Throttle) Active() bool {
-	return t != nil && t.levers != nil && t.levers.Throttling()
+	return t != nil && t.levers != nil && (t.levers.Throttling() || t.levers.Freezing())
 }
 
 // Admit lets one call of kind (PaceHold, PacePayment) through to the
-// shard's booking core, or refuses it with the THROTTLED answer naming
+// shard's booking core, or refuses it: SHARD_FROZEN while the shard is
+// frozen (shard_frozen), else the THROTTLED answer naming
 // the wait until the next slot. If Redis cannot be asked, the call is
 // refused as the hold path refuses one when its seat script cannot run
 // (SEATS_UNREACHABLE): the call would need Redis anyway.
@@ -71,6 +77,14 @@ func (t *Throttle) AdmitHold(ctx context.Context, shardID, userID int64, idem st
 func (t *Throttle) admit(ctx context.Context, shardID int64, kind string, userID int64, idem string) error {
 	if t == nil || t.levers == nil {
 		return nil
+	}
+	if t.levers.ShardFrozen(shardID) {
+		// The shard's seats are being put right (the invariant watch froze
+		// it, or a person did): nothing new is sold or started on it.
+		if kind == PacePayment {
+			return Errorf(EUNAVAIL, ReasonShardFrozen, "Payments on this train are paused while its seats are checked. Nothing was charged; please try again later.")
+		}
+		return Errorf(EUNAVAIL, ReasonShardFrozen, "Bookings on this train are paused while its seats are checked. Nothing was changed; please try again later.")
 	}
 	rate, ok := t.levers.ShardThrottle(shardID)
 	if !ok {
@@ -94,3 +108,8 @@ func (t *Throttle) admit(ctx context.Context, shardID int64, kind string, userID
 // ReasonSeatsUnreachable: Redis, the owner of seat state, could not be
 // asked; nothing was changed and a retry is safe.
 const ReasonSeatsUnreachable = "SEATS_UNREACHABLE"
+
+// ReasonShardFrozen: the shard is frozen (the shard_frozen lever, pulled by
+// the invariant watch when its seats disagree, or by a person): its new
+// holds and payment starts are refused until a person thaws it.
+const ReasonShardFrozen = "SHARD_FROZEN"

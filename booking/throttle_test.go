@@ -17,6 +17,8 @@ type fixedThrottle int
 
 func (f fixedThrottle) ShardThrottle(int64) (int, bool) { return int(f), f > 0 }
 func (f fixedThrottle) Throttling() bool                { return f > 0 }
+func (f fixedThrottle) ShardFrozen(int64) bool          { return false }
+func (f fixedThrottle) Freezing() bool                  { return false }
 
 // The throttle costs nothing with the lever off (not even Redis), paces
 // with it set, and without Redis refuses as the hold path does

@@ -19,6 +19,7 @@ import (
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
+	"tatkal/console/alarms"
 	"tatkal/console/levers"
 	"tatkal/jobs/schedule"
 	"tatkal/recon"
@@ -75,6 +76,8 @@ type Config struct {
 	// Schedule is every periodic job and what it sets off
 	// (jobs/schedule.List), listed on /console/schedules.
 	Schedule []schedule.Entry
+	// Alarms are the invariant watch's thresholds (zero: its defaults).
+	Alarms alarms.Thresholds
 }
 
 // Console serves the console's routes.
@@ -83,6 +86,7 @@ type Console struct {
 	cfg    Config
 	pool   *pgxpool.Pool
 	levers *levers.Service
+	alarms *alarms.Service
 	users  *Users
 	hub    *Hub
 	log    *slog.Logger
@@ -120,6 +124,7 @@ func New(cfg Config) *Console {
 		jobs = cfg.River
 	}
 	c.levers = levers.NewService(cfg.Pool, routes, jobs, cfg.Log)
+	c.alarms = c.newAlarms() // alarms_page.go
 	c.users = NewUsers(cfg.Pool, auth.DefaultParams)
 	c.hub = NewHub(cfg.Tick, c.snapshot, cfg.Log)
 	return c
@@ -131,6 +136,9 @@ func (c *Console) Close() { c.hub.Close() }
 
 // Levers is the lever service (for tests and the admin API).
 func (c *Console) Levers() *levers.Service { return c.levers }
+
+// Alarms is the invariant watch and its alarms (for the watch's job).
+func (c *Console) Alarms() *alarms.Service { return c.alarms }
 
 // Routes mounts the console, top to bottom: who may see what is in this list.
 func (c *Console) Routes(r chi.Router) {
@@ -165,6 +173,8 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Ops, Admin)).Get("/lab/{id}", c.labRun)
 			r.With(c.roles(Ops, Admin)).Get("/windows", c.windowsPage)
 			r.With(c.roles(Ops, Finance, Admin)).Get("/schedules", c.schedulesPage)
+			r.With(c.roles(Ops, Finance, Admin)).Get("/alarms", c.alarmsPage) // alarms_page.go
+			r.With(c.roles(Ops, Finance, Admin)).Post("/alarms/{id}/acknowledge", c.alarmAcknowledge)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/rebuild", c.shardRebuild)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/chart/retry", c.chartRetry)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/chart/prepare", c.chartPrepare)

@@ -68,8 +68,18 @@
 // on a queue shard the admitted keep their turn only so long: slow
 // admission_rate with it.
 //
+// shard_frozen (scope shard:N, on or off) refuses the shard's new holds and
+// payment starts (503 SHARD_FROZEN) and admits no one to it. The invariant
+// watch (package alarms) turns it on by itself, as system:invariant_check,
+// when the shard's seats could sell twice; a person turns it off, with a
+// second admin while the shard's seat alarm is still open.
+//
 // # Pages
 //
+//   - Alarms (/console/alarms; ops, finance, admin): what the invariant watch
+//     found (package alarms), unacknowledged first, open or cleared, with the
+//     freeze it pulled and the thresholds in force; acknowledging one is
+//     audited with its note.
 //   - Operations: shards with a guarded rebuild and their chart. A chart whose
 //     delivery to the core FAILED is sent once more by "Send the chart to the
 //     core again" (a compare-and-set FAILED → PENDING, so two operators at

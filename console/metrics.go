@@ -3,12 +3,18 @@ package console
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"tatkal/booking/inventory"
 	"tatkal/booking/metrics"
+	"tatkal/console/alarms"
+	"tatkal/console/levers"
 )
 
 // Metrics serves /metrics: this process's counters and latency histograms
@@ -26,6 +32,19 @@ var (
 	pendingDesc    = prometheus.NewDesc("tatkal_lever_changes_pending", "Lever changes waiting for a second person's approval.", nil, nil)
 	successDesc    = prometheus.NewDesc("tatkal_payment_route_success_ratio", "Share of gateway calls that succeeded in the last minute.", []string{"gateway", "method"}, nil)
 	breakerDesc    = prometheus.NewDesc("tatkal_payment_route_breaker_open", "1 while a payment route's circuit breaker is open.", []string{"gateway", "method"}, nil)
+	callsDesc      = prometheus.NewDesc("tatkal_payment_route_calls", "Gateway calls on a payment route in the last minute.", []string{"gateway", "method"}, nil)
+
+	// The alarms' figures (console/alarms.ReadFigures), for the alerting
+	// rules in console/prometheus/alerts.yml.
+	alarmsOpenDesc   = prometheus.NewDesc("tatkal_alarms_open", "Open alarms of the invariant watch, by kind.", []string{"kind"}, nil)
+	unknownDesc      = prometheus.NewDesc("tatkal_payments_unknown", "Payments whose outcome is UNKNOWN.", nil, nil)
+	unknownAgeDesc   = prometheus.NewDesc("tatkal_payment_unknown_oldest_seconds", "Age of the oldest UNKNOWN payment (0: none).", nil, nil)
+	refundsDesc      = prometheus.NewDesc("tatkal_refunds_pending", "Refunds not yet processed.", nil, nil)
+	refundAgeDesc    = prometheus.NewDesc("tatkal_refund_pending_oldest_seconds", "Age of the oldest pending refund (0: none).", nil, nil)
+	pastDeadlineDesc = prometheus.NewDesc("tatkal_payments_past_deadline", "Payments still unresolved past their deadline.", nil, nil)
+	lastWatchDesc    = prometheus.NewDesc("tatkal_invariant_watch_last_pass_timestamp_seconds", "When the invariant watch last completed a pass (Unix time).", nil, nil)
+	frozenDesc       = prometheus.NewDesc("tatkal_shard_frozen", "1 while a shard is frozen (shard_frozen on).", []string{"shard"}, nil)
+	waitingDesc      = prometheus.NewDesc("tatkal_admission_queue_waiting", "Travellers waiting in an open shard's queue.", []string{"shard"}, nil)
 )
 
 // systemGauges reads the gauges that are the same whichever process
@@ -37,6 +56,11 @@ func (g systemGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pendingDesc
 	ch <- successDesc
 	ch <- breakerDesc
+	ch <- callsDesc
+	for _, d := range []*prometheus.Desc{alarmsOpenDesc, unknownDesc, unknownAgeDesc, refundsDesc, refundAgeDesc, pastDeadlineDesc,
+		lastWatchDesc, frozenDesc, waitingDesc} {
+		ch <- d
+	}
 }
 
 func (g systemGauges) Collect(ch chan<- prometheus.Metric) {
@@ -53,6 +77,7 @@ func (g systemGauges) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(pending))
 	}
+	g.collectAlarms(ctx, ch)
 	hs, err := g.c.cfg.Payments.Healths(ctx)
 	if err != nil {
 		g.c.log.Warn("metrics: payment routes", "err", err)
@@ -65,6 +90,58 @@ func (g systemGauges) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(successDesc, prometheus.GaugeValue, h.SuccessRate, h.Gateway, h.Method)
 		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, open, h.Gateway, h.Method)
+		ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.GaugeValue, float64(h.Calls), h.Gateway, h.Method)
+	}
+}
+
+// collectAlarms sends the invariant watch's figures: the open alarms, the
+// thresholds' figures, the frozen shards and the open shards' queues.
+func (g systemGauges) collectAlarms(ctx context.Context, ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if open, err := g.c.alarms.OpenByKind(ctx); err != nil {
+		g.c.log.Warn("metrics: open alarms", "err", err)
+	} else {
+		for kind, n := range open {
+			gauge(alarmsOpenDesc, float64(n), kind)
+		}
+	}
+	if f, err := alarms.ReadFigures(ctx, g.c.pool); err != nil {
+		g.c.log.Warn("metrics: alarm figures", "err", err)
+	} else {
+		gauge(unknownDesc, float64(f.UnknownPayments))
+		gauge(unknownAgeDesc, f.UnknownOldest.Seconds())
+		gauge(refundsDesc, float64(f.PendingRefunds))
+		gauge(refundAgeDesc, f.RefundOldest.Seconds())
+		gauge(pastDeadlineDesc, float64(f.PastDeadline))
+		if f.LastWatch != nil {
+			gauge(lastWatchDesc, float64(f.LastWatch.UnixMilli())/1000)
+		}
+	}
+	ids, err := inventory.OpenShards(ctx, g.c.pool)
+	if err != nil {
+		g.c.log.Warn("metrics: open shards", "err", err)
+		return
+	}
+	var frozen []string
+	if rows, err := g.c.pool.Query(ctx, `SELECT scope FROM console_levers WHERE name = $1 AND value = 'on'`, levers.ShardFrozen); err != nil {
+		g.c.log.Warn("metrics: frozen shards", "err", err)
+	} else if frozen, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		g.c.log.Warn("metrics: frozen shards", "err", err)
+	}
+	for _, id := range ids {
+		shard := strconv.FormatInt(id, 10)
+		on := 0.0
+		if slices.Contains(frozen, "shard:"+shard) {
+			on = 1
+		}
+		gauge(frozenDesc, on, shard)
+		if g.c.cfg.QueueDepth != nil {
+			if waiting, _, err := g.c.cfg.QueueDepth(ctx, id); err == nil {
+				gauge(waitingDesc, float64(waiting), shard)
+			}
+		}
 	}
 }
 

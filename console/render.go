@@ -22,6 +22,7 @@ var nav = []struct {
 	{views.NavItem{Href: "/console/lab", Label: "Lab", Key: "lab"}, []string{Ops, Admin}},
 	{views.NavItem{Href: "/console/windows", Label: "Window fairness", Key: "windows"}, []string{Ops, Admin}},
 	{views.NavItem{Href: "/console/payments", Label: "Stuck payments", Key: "payments"}, []string{Ops, Finance, Admin}},
+	{views.NavItem{Href: "/console/alarms", Label: "Alarms", Key: "alarms"}, []string{Ops, Finance, Admin}},
 	{views.NavItem{Href: "/console/schedules", Label: "Schedules", Key: "schedules"}, []string{Ops, Finance, Admin}},
 	{views.NavItem{Href: "/console/lookup", Label: "Lookup", Key: "lookup"}, []string{Ops, Fraud, Admin}},
 	{views.NavItem{Href: "/console/trace", Label: "User trace", Key: "trace"}, []string{Ops, Fraud, Admin}},

@@ -323,14 +323,13 @@ func (c *Console) invariants(ctx context.Context, shards []shardInfo) map[int64]
 	if time.Since(c.checks.at) < checkInterval && c.checks.reports != nil {
 		return c.checks.reports
 	}
-	reports := map[int64]inventory.Report{}
-	for _, s := range shards {
-		rep, err := inventory.Check(ctx, c.pool, c.cfg.Store, s.id, c.cfg.HoldWindow)
-		if err != nil {
-			c.log.Warn("invariant check", "shard", s.id, "err", err)
-			continue
-		}
-		reports[s.id] = rep
+	ids := make([]int64, len(shards))
+	for i, s := range shards {
+		ids[i] = s.id
+	}
+	reports, err := inventory.CheckShards(ctx, c.pool, c.cfg.Store, ids, c.cfg.HoldWindow)
+	if err != nil {
+		c.log.Warn("invariant check", "err", err)
 	}
 	c.checks.at, c.checks.reports = time.Now(), reports
 	return reports

@@ -18,6 +18,7 @@ import (
 	"tatkal/booking/fraud/review"
 	"tatkal/booking/notify"
 	"tatkal/booking/payment"
+	"tatkal/console/alarms"
 	"tatkal/console/levers"
 	"tatkal/jobs/schedule"
 	"tatkal/recon"
@@ -62,6 +63,8 @@ type Services struct {
 	Levers    *levers.Service
 	Notify    *notify.Service
 	Admission *admission.Service
+	// Alarms runs the invariant watch (console/alarms).
+	Alarms *alarms.Service
 
 	// The back office's.
 	Recon *recon.Service
@@ -110,6 +113,7 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 		river.AddWorker(workers, &sendWorker{svc: svc})
 		river.AddWorker(workers, &fairnessWorker{svc: svc})
 		river.AddWorker(workers, &fraud.DrainWorker{Pool: pool})
+		river.AddWorker(workers, &watchWorker{svc: svc})
 		rc.Workers = workers
 		rc.Queues = map[string]river.QueueConfig{
 			river.QueueDefault:   {MaxWorkers: cfg.Workers},
@@ -351,6 +355,20 @@ type fairnessWorker struct {
 
 func (w *fairnessWorker) Work(ctx context.Context, job *river.Job[admission.FairnessArgs]) error {
 	_, err := w.svc.Admission.ComputeFairness(ctx, job.Args.ShardID)
+	return err
+}
+
+// watchWorker runs one pass of the invariant watch.
+type watchWorker struct {
+	river.WorkerDefaults[alarms.WatchArgs]
+	svc *Services
+}
+
+func (w *watchWorker) Work(ctx context.Context, job *river.Job[alarms.WatchArgs]) error {
+	p, err := w.svc.Alarms.Watch(ctx)
+	if len(p.Raised) > 0 || len(p.Frozen) > 0 || p.Resolved > 0 {
+		slog.Info("invariant watch", "raised", len(p.Raised), "frozen", p.Frozen, "resolved", p.Resolved)
+	}
 	return err
 }
 

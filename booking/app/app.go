@@ -376,7 +376,7 @@ func (a *App) build() error {
 		}
 	}
 	a.Schedule = schedule.List(schedule.Config{Sweep: cfg.SweepInterval, Relay: opts.RelayInterval, ReconAt: cfg.ReconAt,
-		ReconRerunDays: cfg.ReconRerunDays})
+		ReconRerunDays: cfg.ReconRerunDays, Watch: cfg.WatchInterval})
 	// The service needs a River client to enqueue in its transactions and
 	// the workers need the service: build the client with the (not yet
 	// filled) services, then fill them.
@@ -434,8 +434,8 @@ func (a *App) build() error {
 	a.Console = console.New(console.Config{Pool: a.Pool, Redis: a.Redis, Store: a.Store, Booking: a.Booking, Payments: a.Payments,
 		Funnel: a.Funnel, River: client, HoldWindow: rules.HoldWindow, QueueDepth: a.Admission.Depth, QueueRefusals: a.Admission.Refusals,
 		SecureCookies: cfg.SecureCookies(), Log: log, Context: a.bg, Recon: a.Recon, ReconGateways: gatewayIDs(cfg.Gateways()),
-		Schedule: a.Schedule})
-	svcs.Levers = a.Console.Levers()
+		Schedule: a.Schedule, Alarms: cfg.Alarms})
+	svcs.Levers, svcs.Alarms = a.Console.Levers(), a.Console.Alarms()
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }) //nolint:errcheck

@@ -16,6 +16,7 @@ import (
 	"tatkal/booking/payment"
 	"tatkal/booking/secrets"
 	"tatkal/booking/sim/pspsim"
+	"tatkal/console/alarms"
 	"tatkal/jobs/schedule"
 )
 
@@ -80,6 +81,11 @@ type Config struct {
 	// ReconRerunDays: a day with open items is reconciled again daily
 	// until T+ReconRerunDays (TATKAL_RECON_RERUN_DAYS; 0: 7).
 	ReconRerunDays int
+	// WatchInterval is how often the invariant watch runs
+	// (TATKAL_WATCH_INTERVAL, 5s-10m; 0: schedule.DefaultWatch, 30s);
+	// Alarms its thresholds (TATKAL_ALARM_*, see console/alarms).
+	WatchInterval time.Duration
+	Alarms        alarms.Thresholds
 
 	// RedisClusterAddrs (REDIS_CLUSTER_ADDRS, host:port,...) selects a
 	// Redis Cluster; so does a REDIS_URL listing several nodes.
@@ -220,6 +226,16 @@ func FromEnv() (Config, error) {
 			return cfg, fmt.Errorf("TATKAL_RECON_RERUN_DAYS %q: want 1-30 (a day with open items is reconciled again daily until T+N; 1: never again)", v)
 		}
 		cfg.ReconRerunDays = n
+	}
+	if v := os.Getenv("TATKAL_WATCH_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 5*time.Second || d > 10*time.Minute {
+			return cfg, fmt.Errorf("TATKAL_WATCH_INTERVAL %q: want a duration between 5s and 10m (how often the invariant watch runs)", v)
+		}
+		cfg.WatchInterval = d
+	}
+	if cfg.Alarms, err = alarms.ThresholdsFromEnv(os.Getenv); err != nil {
+		return cfg, err
 	}
 	if v := os.Getenv("TATKAL_MEMORY_LIMIT"); v != "" {
 		n, err := ParseBytes(v)

@@ -4,6 +4,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
+
+	"tatkal/console/alarms"
 )
 
 // tatkal dev makes fresh secrets at each start and hands the same ones to
@@ -125,5 +128,32 @@ func TestReconSchedule(t *testing.T) {
 		if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "TATKAL_RECON_RERUN_DAYS") {
 			t.Errorf("TATKAL_RECON_RERUN_DAYS=%s: %v", bad, err)
 		}
+	}
+}
+
+// The invariant watch's interval and its alarm thresholds come from the
+// environment; unset they are the defaults, a bad value is refused at
+// start, naming the variable.
+func TestWatchSettings(t *testing.T) {
+	cfg, err := FromEnv()
+	if err != nil || cfg.WatchInterval != 0 || cfg.Alarms != alarms.DefaultThresholds() {
+		t.Fatalf("unset: %v %v %+v (want the defaults)", err, cfg.WatchInterval, cfg.Alarms)
+	}
+	t.Setenv("TATKAL_WATCH_INTERVAL", "10s")
+	t.Setenv("TATKAL_ALARM_UNKNOWN_AFTER", "2m")
+	t.Setenv("TATKAL_ALARM_QUEUE_DEPTH", "5000")
+	cfg, err = FromEnv()
+	if err != nil || cfg.WatchInterval != 10*time.Second || cfg.Alarms.UnknownAfter != 2*time.Minute || cfg.Alarms.QueueDepth != 5000 ||
+		cfg.Alarms.RefundBacklog != alarms.DefaultThresholds().RefundBacklog {
+		t.Fatalf("10s, 2m, 5000: %v %+v", err, cfg)
+	}
+	for name, bad := range map[string]string{"TATKAL_WATCH_INTERVAL": "1s", "TATKAL_ALARM_UNKNOWN_AFTER": "soon",
+		"TATKAL_ALARM_ROUTE_ERROR_PCT": "150", "TATKAL_ALARM_REFUND_BACKLOG": "0"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, bad)
+			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%s: %v", name, bad, err)
+			}
+		})
 	}
 }

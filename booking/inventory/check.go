@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,7 +31,14 @@ type Report struct {
 	Ready      bool
 	Legs       []LegCounts
 	Violations []string
-	CheckedAt  time.Time
+	// Unsafe are the Violations that may sell a berth twice: a berth-leg
+	// PostgreSQL holds or sold that Redis has free (Redis would sell it
+	// again), or a berth PostgreSQL itself gives twice. The others keep
+	// berths from sale (a hold whose process died before its commit), say
+	// a record or a counter is stale (the seat sync and the sweep put it
+	// right) or refuse holds outright (fail closed).
+	Unsafe    []string
+	CheckedAt time.Time
 }
 
 // OK reports whether no invariant is broken. A shard with no Redis state
@@ -168,6 +176,10 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 		return rep, fmt.Errorf("check shard %d: %w", shardID, err)
 	}
 
+	unsafe := func(v string) {
+		rep.Violations = append(rep.Violations, v)
+		rep.Unsafe = append(rep.Unsafe, v)
+	}
 	pgHeld, pgConf := make([]int, legs), make([]int, legs)
 	claimed := make([]uint16, total)
 	ids := make([]string, 0, len(pg))
@@ -195,7 +207,7 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 				continue
 			}
 			if claimed[b]&mask != 0 {
-				rep.Violations = append(rep.Violations, fmt.Sprintf("berth %d sold twice: hold %s overlaps another on legs %d-%d", b, id, h.from, h.to-1))
+				unsafe(fmt.Sprintf("berth %d sold twice: hold %s overlaps another on legs %d-%d", b, id, h.from, h.to-1))
 			}
 			claimed[b] |= mask
 		}
@@ -276,6 +288,13 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 			rep.Violations = append(rep.Violations, fmt.Sprintf("hold %s (%s) is missing from Redis, for %s", id, pg[id].state, age(pg[id].changed, now)))
 		}
 	}
+	// What may sell twice: a berth-leg PostgreSQL holds or sold that
+	// Redis, which allots berths from its leg bitmaps, has free.
+	for b := 0; b < total && b < len(snap.Occupancy); b++ {
+		if gap := claimed[b] &^ snap.Occupancy[b]; gap != 0 {
+			unsafe(fmt.Sprintf("berth %d is free in Redis on legs %s that PostgreSQL holds or sold: Redis could sell it again", b, legList(gap)))
+		}
+	}
 	free := snap.Free()
 	for l := 0; l < legs; l++ {
 		lc := LegCounts{Leg: l, Total: total, RedisFree: free[l], RedisHeld: snap.Held[l], RedisConfirmed: snap.Confirmed[l],
@@ -289,4 +308,58 @@ func checkOnce(ctx context.Context, pool *pgxpool.Pool, s *Store, shardID int64,
 		}
 	}
 	return rep, nil
+}
+
+// legList names the legs of a mask: "0, 2-4".
+func legList(mask uint16) string {
+	var parts []string
+	for l := 0; l < 16; l++ {
+		if mask&(1<<l) == 0 {
+			continue
+		}
+		end := l
+		for end+1 < 16 && mask&(1<<(end+1)) != 0 {
+			end++
+		}
+		if end == l {
+			parts = append(parts, fmt.Sprint(l))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", l, end))
+		}
+		l = end
+	}
+	return strings.Join(parts, ", ")
+}
+
+// OpenShards lists the shards that still sell (not charted, journey not
+// past), by id: the ones the invariant watch checks.
+func OpenShards(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT id FROM inventory_shards
+		WHERE chart_state = 'OPEN' AND journey_date >= (now() AT TIME ZONE 'Asia/Kolkata')::date - 1 ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("open shards: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("open shards: %w", err)
+	}
+	return ids, nil
+}
+
+// CheckShards checks each shard (Check): the console's live view and the
+// invariant watch both read their reports here. A shard whose check could
+// not run is left out of the reports, and its error joined into err; the
+// others are checked all the same.
+func CheckShards(ctx context.Context, pool *pgxpool.Pool, s *Store, ids []int64, holdWindow time.Duration) (map[int64]Report, error) {
+	reports := make(map[int64]Report, len(ids))
+	var errs []error
+	for _, id := range ids {
+		rep, err := Check(ctx, pool, s, id, holdWindow)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		reports[id] = rep
+	}
+	return reports, errors.Join(errs...)
 }

@@ -27,7 +27,13 @@ const (
 	WindowClosesAt  = "window_closes_at" // scope shard:N; value RFC 3339 time
 	ShardMode       = "shard_mode"       // scope shard:N; value direct|queue (only before its window opens)
 	ShardThrottle   = "shard_throttle"   // scope global|shard:N; value off or hold calls (and, apart, payment initiations) per second
+	ShardFrozen     = "shard_frozen"     // scope shard:N; value on|off (on: no new holds, payment starts nor admissions)
 )
+
+// SeatAlarm is the alarm kind the invariant watch (console/alarms) raises
+// for a shard whose seat invariants are broken, pulling its freeze; while
+// one is open, thawing the shard takes a second admin.
+const SeatAlarm = "seat_invariant"
 
 // Bounds and ceilings.
 const (
@@ -67,6 +73,7 @@ var Defs = []Def{
 	{Name: Route, Title: "Payment route weight", Help: "weight 0-1000 and on/off; turning off the last route of a method needs a second admin", Min: ptr(0), Max: ptr(RouteWeightMax)},
 	{Name: WindowClosesAt, Title: "Hold or extend a window", Help: "when the shard's Tatkal window closes; always needs a second admin"},
 	{Name: ShardThrottle, Title: "Throttle holds and payments", Help: "off, or at most this many hold calls a second, and as many payment initiations, reach the booking core for the shard (global: for each shard without its own); the rest are told to retry in a second; above 5,000 needs a second admin", Min: ptr(ThrottleMin), Max: ptr(ThrottleMax)},
+	{Name: ShardFrozen, Title: "Freeze a shard", Help: "on refuses the shard's new holds and payment starts, and admits no one to it, while its seats are put right; the invariant watch turns it on by itself when Redis and PostgreSQL disagree; turning it off while the shard's seat alarm is open needs a second admin"},
 	{Name: ShardMode, Title: "Waiting room or direct", Help: "queue sends the shard's passengers through the waiting room, direct lets them hold at once (load shedding applies); only before the window opens"},
 }
 
@@ -184,6 +191,11 @@ func normalize(ctx context.Context, q db.Querier, p Proposal) (string, error) {
 			return "", err
 		}
 		return wordOrCount(p.Value, "off", ThrottleMin, ThrottleMax, fmt.Sprintf("A throttle is off or %d to %d calls per second.", ThrottleMin, ThrottleMax))
+	case ShardFrozen:
+		if _, err := shardScopeExists(ctx, q, p.Scope, false); err != nil {
+			return "", err
+		}
+		return onOff(p.Value)
 	case Route:
 		gw, method, ok := strings.Cut(p.Scope, "/")
 		if !ok {
@@ -294,7 +306,7 @@ func contains(list []string, s string) bool {
 // Defaults of levers with no row.
 func defaultValue(name, scope string) string {
 	switch name {
-	case KillSwitch, AdmissionPaused, ShardThrottle:
+	case KillSwitch, AdmissionPaused, ShardThrottle, ShardFrozen:
 		return "off"
 	case AdmissionRate:
 		return "adaptive"

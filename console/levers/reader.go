@@ -150,8 +150,26 @@ func (r *Reader) HoldWindow(method string) (time.Duration, bool) {
 }
 
 // AdmissionPaused reports whether admission to the shard (or all) is paused.
+// A frozen shard admits no one either: its holds would be refused.
 func (r *Reader) AdmissionPaused(shardID int64) bool {
-	return r.on(AdmissionPaused, "global") || r.on(AdmissionPaused, "shard:"+strconv.FormatInt(shardID, 10))
+	return r.on(AdmissionPaused, "global") || r.on(AdmissionPaused, "shard:"+strconv.FormatInt(shardID, 10)) || r.ShardFrozen(shardID)
+}
+
+// ShardFrozen reports whether the shard is frozen (shard_frozen on): its
+// new holds and payment starts are refused.
+func (r *Reader) ShardFrozen(shardID int64) bool {
+	return r.on(ShardFrozen, "shard:"+strconv.FormatInt(shardID, 10))
+}
+
+// Freezing reports whether any shard is frozen, so a path that must look
+// its shard up first (a payment knows only its hold) does so only then.
+func (r *Reader) Freezing() bool {
+	for k, v := range r.snapshot() {
+		if v == "on" && strings.HasPrefix(k, ShardFrozen+"|") {
+			return true
+		}
+	}
+	return false
 }
 
 // AdmissionRate returns the fixed admission rate of the shard (the shard's

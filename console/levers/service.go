@@ -242,6 +242,12 @@ func effect(name, scope, old, v string) string {
 		}
 		return fmt.Sprintf("At most %s hold calls a second, and %s payment initiations, reach the booking core for %s (was %s); the rest are told to retry in a second.",
 			v, v, throttleWhere(scope), display(old))
+	case ShardFrozen:
+		if v == "on" {
+			return fmt.Sprintf("%s is frozen within a second: its new holds and payment starts are refused with a clear reason and no one is admitted to it; "+
+				"payments already made still end in a ticket or a refund.", scope)
+		}
+		return fmt.Sprintf("%s sells again within a second.", scope)
 	case Route:
 		return fmt.Sprintf("Route %s goes from %s to %s; every process routes by it within a second.", scope, old, v)
 	case WindowClosesAt:
@@ -269,6 +275,18 @@ func (s *Service) dangerous(ctx context.Context, q db.Querier, name, scope, old,
 	case ShardThrottle:
 		if n, err := parseInt(v); err == nil && n > ThrottleCeiling {
 			return true, fmt.Sprintf("a throttle above the ceiling of %d per second", ThrottleCeiling), nil
+		}
+	case ShardFrozen:
+		if v != "off" {
+			return false, "", nil
+		}
+		var open bool
+		if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM alarms WHERE kind = $1 AND scope = $2 AND resolved_at IS NULL)`,
+			SeatAlarm, scope).Scan(&open); err != nil {
+			return false, "", fmt.Errorf("open seat alarm: %w", err)
+		}
+		if open {
+			return true, "the shard's seats still fail the invariant check (its alarm is open): selling may sell a berth twice", nil
 		}
 	case Route:
 		w, en, _ := parseRoute(v)
@@ -676,4 +694,48 @@ func (s *Service) InForce(ctx context.Context) ([]Value, error) {
 		return nil, fmt.Errorf("levers in force: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[Value])
+}
+
+// SystemPrefix begins the actor of every change the system makes on its
+// own authority (system:invariant_check); no console login has a colon.
+const SystemPrefix = "system:"
+
+// PullTx freezes a shard on the system's own authority, in the caller's
+// transaction (the invariant watch, with the alarm that says why): no
+// person and no approval, as it only makes the product refuse more, so
+// it is the one change the system may make (p must set shard_frozen on).
+// It is recorded as a change proposed and applied by actor, with the
+// reason, and audited like a person's; a person thaws the shard through
+// the normal flow. changed is false (and id 0) when the shard was frozen
+// already.
+func (s *Service) PullTx(ctx context.Context, tx pgx.Tx, actor string, p Proposal) (id int64, changed bool, err error) {
+	if !strings.HasPrefix(actor, SystemPrefix) {
+		return 0, false, booking.Errorf(booking.EFORBIDDEN, "NOT_SYSTEM", "Only the system pulls a lever without a person: %q is not system:NAME.", actor)
+	}
+	if n := len(strings.TrimSpace(p.Reason)); n < 3 || n > 500 {
+		return 0, false, invalid("Give a reason (3 to 500 characters); it goes in the audit log.")
+	}
+	pv, err := s.preview(ctx, tx, p)
+	if err != nil {
+		return 0, false, err
+	}
+	if pv.Name != ShardFrozen || pv.New != "on" {
+		return 0, false, booking.Errorf(booking.EFORBIDDEN, "NOT_SYSTEM_LEVER", "The system may only freeze a shard; %s %s = %s takes a person.", pv.Name, pv.Scope, pv.New)
+	}
+	if pv.Old == pv.New {
+		return 0, false, nil
+	}
+	if err := tx.QueryRow(ctx, `INSERT INTO lever_changes (name, scope, old_value, new_value, reason, dangerous, state, proposed_by)
+		VALUES ($1, $2, $3, $4, $5, false, 'PENDING', $6) RETURNING id`,
+		pv.Name, pv.Scope, pv.Old, pv.New, strings.TrimSpace(p.Reason), actor).Scan(&id); err != nil {
+		return 0, false, fmt.Errorf("insert lever change: %w", err)
+	}
+	if err := audit.Write(ctx, tx, actor, "lever.propose", pv.Name+" "+pv.Scope, map[string]any{
+		"change_id": id, "lever": pv.Name, "scope": pv.Scope, "old": pv.Old, "new": pv.New, "reason": p.Reason, "via": "system"}); err != nil {
+		return 0, false, err
+	}
+	if err := s.applyTx(ctx, tx, id, actor, Actor{}); err != nil {
+		return 0, false, err
+	}
+	return id, true, nil
 }

@@ -29,6 +29,7 @@ import (
 	"tatkal/booking/fraud/review"
 	"tatkal/booking/india"
 	"tatkal/booking/notify"
+	"tatkal/console/alarms"
 	"tatkal/recon"
 )
 
@@ -171,7 +172,13 @@ type Config struct {
 	// ReconRerunDays: a day with open items is reconciled again every day
 	// until T+ReconRerunDays (0: DefaultReconRerunDays).
 	ReconRerunDays int
+	// Watch is the invariant watch's interval (0: DefaultWatch).
+	Watch time.Duration
 }
+
+// DefaultWatch: a shard whose seats disagree is frozen within half a
+// minute, while one pass (a read of every open shard's holds) stays cheap.
+const DefaultWatch = 30 * time.Second
 
 // DefaultReconAt is 06:00 IST: the gateways' settlement files and the
 // bank's statement of yesterday are complete by then.
@@ -198,6 +205,9 @@ func List(c Config) []Entry {
 	if c.ReconRerunDays <= 0 {
 		c.ReconRerunDays = DefaultReconRerunDays
 	}
+	if c.Watch <= 0 {
+		c.Watch = DefaultWatch
+	}
 	fixed := func(args river.JobArgs) func(time.Time) river.JobArgs {
 		return func(time.Time) river.JobArgs { return args }
 	}
@@ -214,6 +224,8 @@ func List(c Config) []Entry {
 			What: "queues the notifications outbox for sending"},
 		{Kind: fraud.DrainArgs{}.Kind(), Name: "Fraud signal drain", When: Every(c.Relay), Args: fixed(fraud.DrainArgs{}),
 			What: "writes the fraud signals the booking path queued"},
+		{Kind: alarms.WatchArgs{}.Kind(), Name: "Invariant watch", When: Every(c.Watch), Args: fixed(alarms.WatchArgs{}),
+			What: "checks every open shard's seats (Redis against PostgreSQL) and the money, freezes a shard whose seats may sell twice, and raises or clears the alarms"},
 		{Kind: admission.FairnessArgs{}.Kind(), Name: "Fairness figures", When: Triggered("ten minutes after each window's draw is sealed"),
 			What: "computes a window's success by client type, account age and arrival second"},
 

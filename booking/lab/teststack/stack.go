@@ -133,6 +133,8 @@ type Options struct {
 	// the schedule's defaults).
 	ReconAt        *schedule.Clock
 	ReconRerunDays int
+	// WatchInterval: how often the invariant watch runs (0: the schedule's 30 s).
+	WatchInterval time.Duration
 }
 
 // New builds and starts a stack on a fresh database.
@@ -176,6 +178,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	cfg.MaxHoldsInFlight, cfg.SweepInterval = opts.MaxHoldsInFlight, opts.SweepInterval
 	cfg.ReconMaxFileBytes = opts.ReconMaxFileBytes
 	cfg.ReconAt, cfg.ReconRerunDays = opts.ReconAt, opts.ReconRerunDays
+	cfg.WatchInterval = opts.WatchInterval
 	switch {
 	case opts.ConfirmWriters > 0:
 		cfg.ConfirmWriters = opts.ConfirmWriters

@@ -1,0 +1,350 @@
+package console_test
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"tatkal/booking"
+	"tatkal/booking/lab/teststack"
+	"tatkal/recon"
+)
+
+// worklistDay is a day of swiftpay's clerk work: three lines we never
+// issued (one whose transaction id would run as a formula in a
+// spreadsheet), a capture the gateway never made for an unpaid payment of
+// ours, a real capture of a payment that bought no ticket, and a payout
+// the bank short-paid by ₹10.
+type worklistDay struct {
+	unpaid, captured uuid.UUID // our payments
+	capturedRef      string    // the gateway's transaction id of the real capture
+}
+
+const formulaRef = "=HYPERLINK(evil)"
+
+func seedWorklistDay(t *testing.T, s *teststack.Stack) worklistDay {
+	t.Helper()
+	ctx := context.Background()
+	var d worklistDay
+	var unpaidHold uuid.UUID
+	d.unpaid, unpaidHold = unpaidPayment(t, s, 145000)
+	d.captured = uuid.Must(uuid.NewV7())
+	d.capturedRef = s.CaptureAtGateway(t, "swiftpay", d.captured, 120000)
+	day, _ := time.ParseInLocation(time.DateOnly, financeDay, booking.IST)
+	var shard int64
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT shard_id FROM holds WHERE id = $1`, unpaidHold).Scan(&shard), "shard")
+	user := s.Users(t, "wl"+uuid.NewString()[:4], 1)[0]
+	hold := uuid.Must(uuid.NewV7())
+	at := day.Add(13 * time.Hour)
+	_, err := s.Pool.Exec(ctx, `INSERT INTO holds (id, shard_id, user_id, idempotency_key, kind, from_seq, to_seq, seat_count, berths,
+		passengers, fare_paise, fare_breakup, state, epoch, opening_day, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, 'SEAT', 0, 1, 1, ARRAY[2], '[]', 120000, '{}', 'EXPIRED', 1, $5, $6, $6)`, hold, shard, user, "k"+hold.String(), day, at)
+	teststack.Must(t, err, "hold")
+	_, err = s.Pool.Exec(ctx, `INSERT INTO payments (id, hold_id, user_id, psp, route, method, amount_paise, captured_paise, state, idempotency_key,
+		deadline, initiated_at, resolved_at, psp_ref, gateway_confirmed_at)
+		VALUES ($1, $2, $3, 'swiftpay', 'UPI', 'UPI', 120000, 120000, 'SUCCESS', $4, $5, $5, $5, $6, $5)`,
+		d.captured, hold, user, "p"+d.captured.String(), at, d.capturedRef)
+	teststack.Must(t, err, "payment")
+
+	var b strings.Builder
+	b.WriteString(swiftHead)
+	line := func(ref, order string, rupees int, minute int) {
+		fmt.Fprintf(&b, "CAPTURE,%s,%s,,,UPI,%d.00,0.00,0.00,%d.00,04/06/2025 12:%02d:00,05/06/2025,SWP20250604\n", ref, order, rupees, rupees, minute)
+	}
+	line("swp_orphan_1", "ord-unknown-1", 1000, 1)
+	line("swp_orphan_2", "ord-unknown-2", 2000, 2)
+	line(`"`+formulaRef+`"`, "ord-unknown-3", 3000, 3)
+	line("swp_forged_1", d.unpaid.String(), 1450, 5)
+	line(d.capturedRef, d.captured.String(), 1200, 6)
+	for _, f := range []struct {
+		meta recon.FileMeta
+		body string
+	}{
+		{recon.FileMeta{Source: recon.SourceSettlement, Gateway: "swiftpay", BusinessDate: day, Name: "swiftpay-20250604.csv", By: "job:recon_fetch", Fetched: true},
+			b.String()},
+		{recon.FileMeta{Source: recon.SourceBank, BusinessDate: day.AddDate(0, 0, 1), Name: "bank-20250605.csv", By: "job:recon_fetch", Fetched: true},
+			bankFile(1000 + 2000 + 3000 + 1450 + 1200 - 10)},
+	} {
+		if _, err := s.App.Recon.Ingest(ctx, f.meta, strings.NewReader(f.body)); err != nil {
+			t.Fatalf("ingest %s: %v", f.meta.Name, err)
+		}
+	}
+	return d
+}
+
+// exceptionsOf maps the day's exceptions: the orphan lines by their
+// transaction id, those about a payment by its id, the rest by kind.
+func exceptionsOf(t *testing.T, s *teststack.Stack) map[string]string {
+	t.Helper()
+	rows, err := s.Pool.Query(context.Background(), `SELECT id::text, kind, psp_ref, coalesce(payment_id::text, '') FROM reconciliation_exceptions`)
+	teststack.Must(t, err, "exceptions")
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, kind, ref, pay string
+		teststack.Must(t, rows.Scan(&id, &kind, &ref, &pay), "scan")
+		key := kind
+		switch {
+		case kind == recon.OrphanLine:
+			key = ref
+		case pay != "":
+			key = pay
+		}
+		out[key] = id
+	}
+	return out
+}
+
+var (
+	rowRE   = regexp.MustCompile(`data-testid="exception-([0-9a-f-]{36})"`)
+	stakeRE = regexp.MustCompile(`data-testid="stake">([^<]*)<`)
+)
+
+// listed is the exception ids a list page shows, in order.
+func listed(body string) []string {
+	var out []string
+	for _, m := range rowRE.FindAllStringSubmatch(body, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func historyCount(t *testing.T, s *teststack.Stack, id string) int {
+	t.Helper()
+	var n int
+	teststack.Must(t, s.Pool.QueryRow(context.Background(), `SELECT count(*) FROM reconciliation_exception_events WHERE exception_id = $1`, id).Scan(&n), "history")
+	return n
+}
+
+// The exception list worked over HTTP: the gateway's transaction id on
+// each row and the age from the transaction, sorting, my queue, bulk
+// actions with the single action's rules (a refused row changes nothing
+// of its own and blocks no other), team hand-over and the export.
+func TestExceptionWorklist(t *testing.T) {
+	t.Parallel()
+	s := setup(t, teststack.Options{Routes: teststack.QuietRoutes()})
+	ctx := context.Background()
+	d := seedWorklistDay(t, s)
+	clerk := newBrowser(t, s.Server.URL)
+	clerk.login("finance1")
+	if code, body, _ := clerk.post("/console/finance/runs", url.Values{"gateway": {"swiftpay"}, "date": {financeDay}}); code != http.StatusSeeOther {
+		t.Fatalf("run: %d\n%.1000s", code, body)
+	}
+	ex := exceptionsOf(t, s)
+	unpaid := d.unpaid.String()
+	for _, k := range []string{"swp_orphan_1", "swp_orphan_2", formulaRef, unpaid, d.captured.String(), recon.PayoutMismatch} {
+		if ex[k] == "" {
+			t.Fatalf("no exception for %s: %v", k, ex)
+		}
+	}
+
+	// The gateway's transaction id, not our internal id; the age from the
+	// transaction (a year and more ago) beside the age from detection.
+	code, body, _ := clerk.get("/console/finance/exceptions?state=UNRESOLVED")
+	if code != 200 {
+		t.Fatalf("list: %d", code)
+	}
+	row := func(body, id string) string {
+		i := strings.Index(body, `data-testid="exception-`+id+`"`)
+		if i < 0 {
+			t.Fatalf("exception %s not listed", id)
+		}
+		j := strings.Index(body[i:], "</tr>")
+		return body[i : i+j]
+	}
+	pnb := row(body, ex[unpaid])
+	if !strings.Contains(pnb, `data-testid="gateway-ref">swp_forged_1<`) || strings.Contains(pnb, ">"+d.unpaid.String()+"<") {
+		t.Fatalf("the paid-not-booked row does not show the gateway's transaction id first:\n%s", pnb)
+	}
+	if m := regexp.MustCompile(`data-testid="txn-age">(\d+) d`).FindStringSubmatch(pnb); m == nil || m[1] < "1" {
+		t.Fatalf("age from the transaction:\n%s", pnb)
+	}
+
+	// Sort by the amount at stake, both ways; a bad sort is refused.
+	stakes := func(q string) []string {
+		t.Helper()
+		code, body, _ := clerk.get("/console/finance/exceptions?state=UNRESOLVED&" + q)
+		if code != 200 {
+			t.Fatalf("list %s: %d", q, code)
+		}
+		var out []string
+		for _, m := range stakeRE.FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	paise := func(inr string) int64 {
+		var r, p int64
+		fmt.Sscanf(strings.ReplaceAll(strings.TrimPrefix(inr, "₹"), ",", ""), "%d.%d", &r, &p) //nolint:errcheck
+		return r*100 + p
+	}
+	up, down := stakes("sort=stake"), stakes("sort=-stake")
+	if len(up) < 5 || !slices.IsSortedFunc(up, func(a, b string) int { return int(paise(a) - paise(b)) }) {
+		t.Fatalf("sorted by stake ascending: %v", up)
+	}
+	if !slices.IsSortedFunc(down, func(a, b string) int { return int(paise(b) - paise(a)) }) || down[0] == up[0] {
+		t.Fatalf("sorted by stake descending: %v", down)
+	}
+	if code, body, _ := clerk.get("/console/finance/exceptions?sort=amount"); code != http.StatusBadRequest || !strings.Contains(body, "Sort by one of") {
+		t.Fatalf("bad sort: %d", code)
+	}
+	// Sorted by the transaction's age, the oldest first: the unpaid
+	// payment (12:00) comes before the orphan lines (12:01-12:03), in
+	// their order.
+	_, body, _ = clerk.get("/console/finance/exceptions?state=UNRESOLVED&sort=-txn_age")
+	ids := listed(body)
+	for _, k := range []string{"swp_orphan_1", "swp_orphan_2", formulaRef} {
+		if slices.Index(ids, ex[unpaid]) > slices.Index(ids, ex[k]) {
+			t.Fatalf("oldest transaction first: %v, want %s before %s", ids, ex[unpaid], ex[k])
+		}
+	}
+	if slices.Index(ids, ex["swp_orphan_1"]) > slices.Index(ids, ex["swp_orphan_2"]) {
+		t.Fatalf("oldest transaction first: orphan 1 (12:01) after orphan 2 (12:02): %v", ids)
+	}
+
+	// Bulk-assign two orphans to me: my queue holds them, another's none.
+	bulk := func(b *browser, action string, ids []string, extra url.Values) (int, string) {
+		t.Helper()
+		form := url.Values{"action": {action}, "id": ids, "back": {"state=UNRESOLVED"}}
+		for k, v := range extra {
+			form[k] = v
+		}
+		code, body, _ := b.post("/console/finance/exceptions/bulk", form)
+		return code, body
+	}
+	outcome := func(body, id string) (ok bool, text string) {
+		t.Helper()
+		m := regexp.MustCompile(`data-testid="outcome-` + id + `" data-ok="(true|false)">(?s:(.*?))</tr>`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("no outcome for %s:\n%.3000s", id, body)
+		}
+		return m[1] == "true", m[2]
+	}
+	if code, body := bulk(clerk, "assign", []string{ex["swp_orphan_1"], ex["swp_orphan_2"]}, url.Values{"assignee": {"finance1"}}); code != 200 ||
+		!strings.Contains(body, "2 done, 0 refused") {
+		t.Fatalf("bulk assign: %d\n%.2000s", code, body)
+	}
+	_, body, _ = clerk.get("/console/finance/exceptions?mine=1&state=UNRESOLVED")
+	if ids := listed(body); len(ids) != 2 || !slices.Contains(ids, ex["swp_orphan_1"]) || !slices.Contains(ids, ex["swp_orphan_2"]) {
+		t.Fatalf("finance1's queue: %v", ids)
+	}
+	second := newBrowser(t, s.Server.URL)
+	second.login("finance2")
+	if _, body, _ := second.get("/console/finance/exceptions?mine=1&state=UNRESOLVED"); len(listed(body)) != 0 {
+		t.Fatalf("finance2's queue: %v", listed(body))
+	}
+
+	// Bulk resolve: the payout mismatch does not take NOT_OUR_LINE, so it
+	// is refused and unchanged; the orphans beside it are resolved.
+	before := historyCount(t, s, ex[recon.PayoutMismatch])
+	code, body = bulk(clerk, "resolve", []string{ex["swp_orphan_1"], ex[recon.PayoutMismatch], ex["swp_orphan_2"]},
+		url.Values{"code": {"NOT_OUR_LINE"}, "note": {"swiftpay: another merchant's lines"}})
+	if code != 200 || !strings.Contains(body, "2 done, 1 refused") {
+		t.Fatalf("bulk resolve: %d\n%.3000s", code, body)
+	}
+	if ok, text := outcome(body, ex[recon.PayoutMismatch]); ok || !strings.Contains(text, "not a way to close") {
+		t.Fatalf("the payout mismatch's outcome: %v %s", ok, text)
+	}
+	if st, _, _ := exceptionState(t, s, ex[recon.PayoutMismatch]); st != recon.StateOpen || historyCount(t, s, ex[recon.PayoutMismatch]) != before {
+		t.Fatalf("the refused row changed: %s", st)
+	}
+	for _, k := range []string{"swp_orphan_1", "swp_orphan_2"} {
+		if st, _, res := exceptionState(t, s, ex[k]); st != recon.StateResolved || res != "NOT_OUR_LINE" {
+			t.Fatalf("%s: %s %s", k, st, res)
+		}
+	}
+
+	// Four eyes in bulk: the proposer's own approvals are refused row by
+	// row; the second person's go through.
+	pair := []string{ex[recon.PayoutMismatch], ex[formulaRef]}
+	if code, body := bulk(clerk, "writeoff", pair, url.Values{"note": {"below the cost of chasing"}}); code != 200 || !strings.Contains(body, "2 done, 0 refused") {
+		t.Fatalf("bulk propose write-off: %d\n%.2000s", code, body)
+	}
+	if code, body := bulk(clerk, "approve-writeoff", pair, nil); code != 200 || !strings.Contains(body, "0 done, 2 refused") ||
+		!strings.Contains(body, "needs a second person") {
+		t.Fatalf("self-approval in bulk: %d\n%.3000s", code, body)
+	}
+	for _, id := range pair {
+		if st, _, _ := exceptionState(t, s, id); st != recon.StateOpen {
+			t.Fatalf("self-approved %s: %s", id, st)
+		}
+	}
+	if code, body := bulk(second, "approve-writeoff", pair, nil); code != 200 || !strings.Contains(body, "2 done, 0 refused") {
+		t.Fatalf("second person's bulk approval: %d\n%.3000s", code, body)
+	}
+	for _, id := range pair {
+		if st, _, _ := exceptionState(t, s, id); st != recon.StateWrittenOff {
+			t.Fatalf("written off %s: %s", id, st)
+		}
+	}
+	// Nothing selected, or an unknown action: refused, nothing changes.
+	if code, body := bulk(clerk, "assign", nil, nil); code != http.StatusBadRequest || !strings.Contains(body, "Select the exceptions") {
+		t.Fatalf("bulk with nothing selected: %d", code)
+	}
+	if code, _ := bulk(clerk, "delete", []string{ex[unpaid]}, nil); code != http.StatusBadRequest {
+		t.Fatalf("unknown bulk action: %d", code)
+	}
+
+	// Team hand-over: to refunds, unassigned and open for them; an unknown
+	// team, or the team it is with, is refused and changes nothing.
+	pnbPath := "/console/finance/exceptions/" + ex[unpaid]
+	if code, _, _ := clerk.post(pnbPath+"/assign", url.Values{"assignee": {"finance1"}}); code != http.StatusSeeOther {
+		t.Fatalf("assign: %d", code)
+	}
+	if code, _, _ := clerk.post(pnbPath+"/team", url.Values{"team": {"catering"}}); code != http.StatusBadRequest {
+		t.Fatalf("hand to an unknown team: %d", code)
+	}
+	if code, _, _ := clerk.post(pnbPath+"/team", url.Values{"team": {"payments-ops"}}); code != http.StatusConflict {
+		t.Fatalf("hand to its own team: %d", code)
+	}
+	var owner string
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT owner_team FROM reconciliation_exceptions WHERE id = $1`, ex[unpaid]).Scan(&owner), "owner")
+	if owner != "payments-ops" {
+		t.Fatalf("after refused hand-overs the owner is %s", owner)
+	}
+	if code, _, _ := clerk.post(pnbPath+"/team", url.Values{"team": {"refunds"}, "note": {"the customer wants the money back"}}); code != http.StatusSeeOther {
+		t.Fatalf("hand to refunds: %d", code)
+	}
+	st, who, _ := exceptionState(t, s, ex[unpaid])
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT owner_team FROM reconciliation_exceptions WHERE id = $1`, ex[unpaid]).Scan(&owner), "owner")
+	if owner != "refunds" || st != recon.StateOpen || who != "" {
+		t.Fatalf("handed over: %s %s %q", owner, st, who)
+	}
+	if _, body, _ := clerk.get("/console/finance/exceptions?owner=refunds"); !slices.Equal(listed(body), []string{ex[unpaid]}) {
+		t.Fatalf("filter by team: %v", listed(body))
+	}
+	if _, body, _ := clerk.get(pnbPath); !strings.Contains(body, "HANDED_TO_TEAM") || !strings.Contains(body, "from payments-ops to refunds") {
+		t.Fatalf("the hand-over is not in the history:\n%.4000s", body)
+	}
+
+	// The export: the filtered list as CSV, the formula-like transaction
+	// id as text, amounts as numbers.
+	r, _ := http.NewRequest("GET", s.Server.URL+"/console/finance/exceptions.csv?kind=ORPHAN_LINE&sort=stake", nil)
+	resp, err := clerk.c.Do(r)
+	teststack.Must(t, err, "export")
+	defer resp.Body.Close()
+	recs, err := csv.NewReader(resp.Body).ReadAll()
+	if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Disposition"), "attachment") {
+		t.Fatalf("export: %d %v", resp.StatusCode, err)
+	}
+	if len(recs) != 4 || !slices.Equal(recs[0], recon.WorklistHeader) {
+		t.Fatalf("export rows: %v", recs)
+	}
+	if recs[1][2] != "swp_orphan_1" || recs[1][6] != "1000.00" || recs[3][2] != "'"+formulaRef || recs[3][6] != "3000.00" {
+		t.Fatalf("export: %v", recs[1:])
+	}
+	var audited int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE actor = 'finance1' AND action = 'recon.export' AND subject = 'recon_exceptions'`).Scan(&audited), "audit")
+	if audited != 1 {
+		t.Fatalf("exports audited: %d", audited)
+	}
+}

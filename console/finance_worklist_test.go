@@ -348,3 +348,114 @@ func TestExceptionWorklist(t *testing.T) {
 		t.Fatalf("exports audited: %d", audited)
 	}
 }
+
+// Real actions on the money from an exception (issue 35, 6): "ask the
+// gateway now" applies only the gateway's answer, as the inquiry does (a
+// capture the gateway never made fails our payment, nothing is refunded
+// or booked); "refund now" takes two people, is refused where the gateway
+// holds no money, and refunds through the refund path where it does.
+func TestExceptionMoneyActions(t *testing.T) {
+	t.Parallel()
+	s := setup(t, teststack.Options{Routes: teststack.QuietRoutes()})
+	ctx := context.Background()
+	d := seedWorklistDay(t, s)
+	clerk := newBrowser(t, s.Server.URL)
+	clerk.login("finance1")
+	if code, _, _ := clerk.post("/console/finance/runs", url.Values{"gateway": {"swiftpay"}, "date": {financeDay}}); code != http.StatusSeeOther {
+		t.Fatalf("run: %d", code)
+	}
+	ex := exceptionsOf(t, s)
+	second := newBrowser(t, s.Server.URL)
+	second.login("finance2")
+	moved := func(pay uuid.UUID) (state string, refunds, tickets int) {
+		t.Helper()
+		teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT p.state, (SELECT count(*) FROM refunds WHERE payment_id = p.id),
+			(SELECT count(*) FROM bookings WHERE hold_id = p.hold_id) FROM payments p WHERE p.id = $1`, pay).Scan(&state, &refunds, &tickets), "payment")
+		return
+	}
+
+	// Nothing to ask on a manual path.
+	if code, body, _ := clerk.post("/console/finance/exceptions/"+ex["swp_orphan_1"]+"/ask", nil); code != http.StatusConflict ||
+		!strings.Contains(body, "nothing to ask the gateway") {
+		t.Fatalf("ask on an orphan line: %d", code)
+	}
+
+	// Refund now, where the gateway took nothing: proposed by one, refused
+	// to the proposer, refused to the second person on the gateway's word.
+	unpaidPath := "/console/finance/exceptions/" + ex[d.unpaid.String()]
+	if _, body, _ := clerk.get(unpaidPath); !strings.Contains(body, `data-testid="form-ask"`) || !strings.Contains(body, `data-testid="form-refund"`) {
+		t.Fatalf("the exception page offers no money actions:\n%.5000s", body)
+	}
+	if code, _, _ := clerk.post(unpaidPath+"/refund", url.Values{"note": {""}}); code != http.StatusBadRequest {
+		t.Fatalf("refund proposal without a note: %d", code)
+	}
+	if code, _, _ := clerk.post(unpaidPath+"/refund", url.Values{"note": {"customer says they were charged"}}); code != http.StatusSeeOther {
+		t.Fatalf("propose refund: %d", code)
+	}
+	if code, body, _ := clerk.post(unpaidPath+"/refund", url.Values{"approve": {"1"}}); code != http.StatusForbidden || !strings.Contains(body, "second person") {
+		t.Fatalf("self-approved refund: %d", code)
+	}
+	if code, body, _ := second.post(unpaidPath+"/refund", url.Values{"approve": {"1"}}); code != http.StatusConflict || !strings.Contains(body, "no record of the payment") {
+		t.Fatalf("refund of money the gateway never took: %d\n%.3000s", code, body)
+	}
+	if st, refunds, tickets := moved(d.unpaid); st != "AWAITING_USER" || refunds != 0 || tickets != 0 {
+		t.Fatalf("after the refused refund: %s, %d refunds, %d tickets", st, refunds, tickets)
+	}
+	if code, _, _ := clerk.post(unpaidPath+"/refund", url.Values{"withdraw": {"1"}}); code != http.StatusSeeOther {
+		t.Fatalf("withdraw the refund proposal: %d", code)
+	}
+
+	// Ask the gateway now: it has no record of the payment, so our payment
+	// fails (the gateway's answer, applied as the inquiry does) and a
+	// person looks; nothing is refunded or booked.
+	if code, body, _ := clerk.post(unpaidPath+"/ask", nil); code != http.StatusSeeOther {
+		t.Fatalf("ask the gateway now: %d\n%.2000s", code, body)
+	}
+	if st, refunds, tickets := moved(d.unpaid); st != "FAILED" || refunds != 0 || tickets != 0 {
+		t.Fatalf("after asking: %s, %d refunds, %d tickets", st, refunds, tickets)
+	}
+	if st, _, _ := exceptionState(t, s, ex[d.unpaid.String()]); st != recon.StateInvestigating {
+		t.Fatalf("after asking the exception is %s", st)
+	}
+	var asked int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM reconciliation_exception_events WHERE exception_id = $1 AND actor = 'finance1'
+		AND note LIKE '%asked the gateway%'`, ex[d.unpaid.String()]).Scan(&asked), "history")
+	if asked != 1 {
+		t.Fatalf("the gateway's answer in the history, by the person who asked: %d", asked)
+	}
+
+	// Refund now, where the gateway holds the money: two people, then the
+	// refund is recorded (its job enqueued) and the exception resolved.
+	capPath := "/console/finance/exceptions/" + ex[d.captured.String()]
+	if code, _, _ := second.post(capPath+"/refund", url.Values{"note": {"no ticket came of it"}}); code != http.StatusSeeOther {
+		t.Fatalf("propose refund: %d", code)
+	}
+	if code, _, _ := second.post(capPath+"/refund", url.Values{"approve": {"1"}}); code != http.StatusForbidden {
+		t.Fatalf("self-approved refund: %d", code)
+	}
+	// finance1 ran the reconciliation that found it: not the second person either.
+	if code, body, _ := clerk.post(capPath+"/refund", url.Values{"approve": {"1"}}); code != http.StatusForbidden || !strings.Contains(body, "ran the reconciliation") {
+		t.Fatalf("approval by the person who ran the day: %d", code)
+	}
+	if st, refunds, _ := moved(d.captured); st != "SUCCESS" || refunds != 0 {
+		t.Fatalf("before the second person: %s, %d refunds", st, refunds)
+	}
+	admin := newBrowser(t, s.Server.URL)
+	admin.login("admin1")
+	if code, body, _ := admin.post(capPath+"/refund", url.Values{"approve": {"1"}, "note": {"checked with the customer"}}); code != http.StatusSeeOther {
+		t.Fatalf("second person's approval: %d\n%.3000s", code, body)
+	}
+	var reason, rstate string
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT reason, state FROM refunds WHERE payment_id = $1`, d.captured).Scan(&reason, &rstate), "refund")
+	if reason != booking.RefundLateSuccessNoSeat || rstate != "PENDING" {
+		t.Fatalf("refund: %s %s", reason, rstate)
+	}
+	if st, _, res := exceptionState(t, s, ex[d.captured.String()]); st != recon.StateResolved || res != "REFUNDED" {
+		t.Fatalf("after the refund the exception is %s %s", st, res)
+	}
+	var jobs int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'refund_execute'`).Scan(&jobs), "jobs")
+	if jobs == 0 {
+		t.Fatal("no refund job enqueued")
+	}
+}

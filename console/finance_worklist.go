@@ -239,6 +239,9 @@ func (c *Console) renderExceptions(w http.ResponseWriter, r *http.Request, q url
 	for _, e := range rows {
 		row := exceptionRow(e.Exception, now)
 		row.GatewayRef, row.PNR, row.TxnAt, row.TxnAge = e.GatewayRef, e.BookingPNR, ist(e.TxnAt), age(e.TxnAge(now))
+		if e.State == recon.StateOpen || e.State == recon.StateInvestigating {
+			row.WriteOffBy = e.WriteOffBy
+		}
 		p.Rows = append(p.Rows, row)
 	}
 	p.Total, p.TotalAmount = total, views.INR(paise)

@@ -145,6 +145,7 @@ type ExceptionRow struct {
 	// GatewayRef is the gateway's transaction id, PNR the ticket's; TxnAge
 	// how long ago the money moved (Age: since the run found it).
 	GatewayRef, PNR, TxnAt, TxnAge string
+	WriteOffBy                     string // who proposed writing it off, while a second person has not decided
 }
 
 // FinanceExceptionPage is one exception with its legs, history and actions.

@@ -28,7 +28,7 @@ func TestBrowserClerkClearsADay(t *testing.T) {
 	testenv.Chromium(t)
 	t.Parallel()
 	s := setup(t, teststack.Options{Routes: teststack.QuietRoutes()})
-	seedWorklistDay(t, s)
+	d := seedWorklistDay(t, s)
 	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1600, Height: 1100, Timeout: 90 * time.Second})
 	base := s.Server.URL
 	do, text, count, submit, shot := b.Do, b.Text, b.Count, b.Submit, b.Shot
@@ -129,6 +129,12 @@ func TestBrowserClerkClearsADay(t *testing.T) {
 		}
 	}
 	shot("worklist-approved")
+
+	// The unpaid payment's page offers the actions on its money.
+	do("exception page", chromedp.Navigate(base+"/console/finance/exceptions/"+ex[d.unpaid.String()]),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=form-ask]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=form-refund]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=form-team]`)))
+	shot("exception-money-actions")
 
 	// The day's orphan lines, whatever their state, download as CSV.
 	do("orphans", chromedp.Navigate(base+"/console/finance/exceptions?kind=ORPHAN_LINE&sort=stake"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=export-csv]`)))

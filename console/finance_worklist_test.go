@@ -168,6 +168,18 @@ func TestExceptionWorklist(t *testing.T) {
 	if m := regexp.MustCompile(`data-testid="txn-age">(\d+) d`).FindStringSubmatch(pnb); m == nil || m[1] < "1" {
 		t.Fatalf("age from the transaction:\n%s", pnb)
 	}
+	// The PNR of the ticket the payment's hold came to (booked since the
+	// run found it), beside the gateway's transaction id.
+	_, err := s.Pool.Exec(ctx, `INSERT INTO bookings (pnr, hold_id, user_id, shard_id, from_seq, to_seq, status, fare_paise)
+		SELECT '2123456789', h.id, h.user_id, h.shard_id, 0, 1, 'CONFIRMED', 120000 FROM holds h JOIN payments p ON p.hold_id = h.id WHERE p.id = $1`, d.captured)
+	teststack.Must(t, err, "booking")
+	_, body, _ = clerk.get("/console/finance/exceptions?state=UNRESOLVED")
+	if cap := row(body, ex[d.captured.String()]); !strings.Contains(cap, `data-testid="pnr">2123456789<`) ||
+		!strings.Contains(cap, `data-testid="gateway-ref">`+d.capturedRef+`<`) {
+		t.Fatalf("the captured payment's row shows no PNR and gateway txn id:\n%s", cap)
+	}
+	_, err = s.Pool.Exec(ctx, `DELETE FROM bookings WHERE pnr = '2123456789'`)
+	teststack.Must(t, err, "booking")
 
 	// Sort by the amount at stake, both ways; a bad sort is refused.
 	stakes := func(q string) []string {
@@ -359,12 +371,34 @@ func TestExceptionMoneyActions(t *testing.T) {
 	s := setup(t, teststack.Options{Routes: teststack.QuietRoutes()})
 	ctx := context.Background()
 	d := seedWorklistDay(t, s)
+	// A payment the gateway captured and we count SUCCESS, in no
+	// settlement file: MISSING_IN_SETTLEMENT, on the inquiry path.
+	missing := uuid.Must(uuid.NewV7())
+	missingRef := s.CaptureAtGateway(t, "swiftpay", missing, 80000)
+	_, err := s.Pool.Exec(ctx, `INSERT INTO payments (id, purpose, user_id, psp, route, method, amount_paise, captured_paise, state,
+		idempotency_key, deadline, initiated_at, resolved_at, psp_ref, gateway_confirmed_at)
+		SELECT $1, 'TOPUP', user_id, 'swiftpay', 'UPI', 'UPI', 80000, 80000, 'SUCCESS', $2, $3, $3, $3, $4, $3 FROM payments WHERE id = $5`,
+		missing, "p"+missing.String(), time.Date(2025, 6, 4, 14, 0, 0, 0, booking.IST), missingRef, d.captured)
+	teststack.Must(t, err, "payment")
 	clerk := newBrowser(t, s.Server.URL)
 	clerk.login("finance1")
 	if code, _, _ := clerk.post("/console/finance/runs", url.Values{"gateway": {"swiftpay"}, "date": {financeDay}}); code != http.StatusSeeOther {
 		t.Fatalf("run: %d", code)
 	}
 	ex := exceptionsOf(t, s)
+	// Asked on the inquiry path, the gateway's answer goes into the history.
+	var kind, path string
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT kind, path FROM reconciliation_exceptions WHERE id = $1`, ex[missing.String()]).Scan(&kind, &path), "missing")
+	if kind != recon.MissingInSettlement || path != recon.PathInquiry {
+		t.Fatalf("the unsettled payment's exception: %s %s", kind, path)
+	}
+	if code, body, _ := clerk.post("/console/finance/exceptions/"+ex[missing.String()]+"/ask", nil); code != http.StatusSeeOther {
+		t.Fatalf("ask on the inquiry path: %d\n%.2000s", code, body)
+	}
+	if _, body, _ := clerk.get("/console/finance/exceptions/" + ex[missing.String()]); !strings.Contains(body, "ASKED_GATEWAY") ||
+		!strings.Contains(body, "the gateway says SUCCESS, captured 80000 paise; our payment is SUCCESS") {
+		t.Fatalf("the gateway's answer is not in the history:\n%.6000s", body)
+	}
 	second := newBrowser(t, s.Server.URL)
 	second.login("finance2")
 	moved := func(pay uuid.UUID) (state string, refunds, tickets int) {

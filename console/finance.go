@@ -9,6 +9,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -37,6 +38,8 @@ func (c *Console) financeRoutes(r chi.Router) {
 	fin.Get("/finance/runs/{id}/workbook.xlsx", c.financeDownload)
 	fin.Get("/finance/runs/{id}/exceptions.csv", c.financeDownload)
 	fin.Get("/finance/exceptions", c.financeExceptions)
+	fin.Get("/finance/exceptions.csv", c.financeExport)
+	fin.Post("/finance/exceptions/bulk", c.financeBulk)
 	fin.Get("/finance/exceptions/{id}", c.financeException)
 	fin.Post("/finance/exceptions/{id}/{action}", c.financeAction)
 	fin.Get("/finance/files", c.financeFiles)
@@ -527,62 +530,6 @@ func exceptionRow(e recon.Exception, now time.Time) views.ExceptionRow {
 	return row
 }
 
-// financeExceptions lists exceptions with filters, 50 a page.
-func (c *Console) financeExceptions(w http.ResponseWriter, r *http.Request) {
-	if c.noRecon(w, r) {
-		return
-	}
-	ctx := r.Context()
-	v, f, err := exceptionFilter(r.URL.Query())
-	p := views.FinanceExceptionsPage{Filter: v, States: []string{"UNRESOLVED", recon.StateOpen, recon.StateInvestigating, recon.StateResolved, recon.StateWrittenOff}}
-	for _, k := range recon.Kinds() {
-		p.Kinds = append(p.Kinds, k.Kind)
-		if !slices.Contains(p.Owners, k.Owner) {
-			p.Owners = append(p.Owners, k.Owner)
-		}
-	}
-	for _, b := range recon.AgeBuckets {
-		p.Buckets = append(p.Buckets, b.Name)
-	}
-	status := http.StatusOK
-	var rows []recon.Exception
-	var total int
-	var paise int64
-	if err == nil {
-		if total, paise, err = c.cfg.Recon.CountExceptions(ctx, f); err == nil {
-			rows, err = c.cfg.Recon.Exceptions(ctx, f)
-		}
-	}
-	if err != nil {
-		if booking.ErrorCode(err) == booking.EINTERNAL {
-			c.serverError(w, r, err)
-			return
-		}
-		p.Error, status = booking.ErrorMessage(err), http.StatusBadRequest
-	}
-	now := time.Now()
-	for _, e := range rows {
-		p.Rows = append(p.Rows, exceptionRow(e, now))
-	}
-	p.Total, p.TotalAmount = total, views.INR(paise)
-	if len(rows) > 0 {
-		p.From, p.To = f.Offset+1, f.Offset+len(rows)
-	}
-	if f.Offset > 0 {
-		p.Prev = v.Query(max(0, f.Offset-f.Limit))
-	}
-	if f.Offset+len(rows) < total {
-		p.Next = v.Query(f.Offset + f.Limit)
-	}
-	if p.Gateways, err = c.gateways(r); err != nil {
-		c.serverError(w, r, err)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	c.render(w, r, "Exceptions", views.ConsoleFinanceExceptions(p))
-}
-
 func (c *Console) exceptionParam(w http.ResponseWriter, r *http.Request) (recon.Exception, bool) {
 	id, err := uuid.Parse(chi.URLParam(r, "id"))
 	if err != nil {
@@ -631,6 +578,10 @@ func (c *Console) renderException(w http.ResponseWriter, r *http.Request, e reco
 		return
 	}
 	p.Legs = legViews(legs)
+	if p.Money, err = c.exceptionMoney(ctx, e); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	hist, err := c.cfg.Recon.History(ctx, e.ID)
 	if err != nil {
 		c.serverError(w, r, err)
@@ -700,10 +651,10 @@ func legViews(l recon.Legs) views.ExceptionLegs {
 	return v
 }
 
-// financeAction changes an exception through recon's lifecycle:
-// assign, note, resolve, writeoff (propose, or approve with approve=1)
-// and approve (an automatic money move above the limit). recon writes
-// the history and the audit log; a refusal is audited here.
+// financeAction changes an exception through recon's lifecycle
+// (exceptionAction: assign, team, note, resolve, writeoff, approve, ask,
+// refund). recon writes the history and the audit log; a refusal is
+// audited here.
 func (c *Console) financeAction(w http.ResponseWriter, r *http.Request) {
 	if c.noRecon(w, r) {
 		return
@@ -716,44 +667,8 @@ func (c *Console) financeAction(w http.ResponseWriter, r *http.Request) {
 	u, _ := userFrom(ctx)
 	action := chi.URLParam(r, "action")
 	note := strings.TrimSpace(r.PostFormValue("note"))
-	var err error
-	var done string
-	switch action {
-	case "assign":
-		who := strings.TrimSpace(r.PostFormValue("assignee"))
-		if who == "" {
-			who = u.Login
-		}
-		var ok bool
-		if err = c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM console_users WHERE login = $1 AND role IN ('finance', 'admin') AND NOT disabled)`,
-			who).Scan(&ok); err == nil && !ok {
-			err = booking.Errorf(booking.EINVALID, "NO_SUCH_PERSON", "%q is not a finance person of the console.", who)
-		}
-		if err == nil {
-			err = c.cfg.Recon.Assign(ctx, e.ID, u.Login, who)
-		}
-		done = "Assigned to " + who + "."
-	case "note":
-		err, done = c.cfg.Recon.AddNote(ctx, e.ID, u.Login, note), "Note added."
-	case "resolve":
-		code := r.PostFormValue("code")
-		err, done = c.cfg.Recon.ResolveManually(ctx, e.ID, u.Login, code, note, c.reconPayments()), "Resolved as "+code+"."
-	case "writeoff":
-		switch {
-		case r.PostFormValue("withdraw") == "1":
-			err, done = c.cfg.Recon.WithdrawWriteOff(ctx, e.ID, u.Login, note), "Write-off proposal withdrawn."
-		case r.PostFormValue("approve") == "1":
-			err, done = c.cfg.Recon.ApproveWriteOff(ctx, e.ID, u.Login, note), "Written off."
-		default:
-			err, done = c.cfg.Recon.ProposeWriteOff(ctx, e.ID, u.Login, note), "Write-off proposed; a second person approves it."
-		}
-	case "approve":
-		if c.cfg.River == nil {
-			err = booking.Errorf(booking.EUNAVAIL, "NO_JOBS", "This process cannot enqueue jobs.")
-		} else {
-			err, done = c.cfg.Recon.ApproveAutomatic(ctx, e.ID, u.Login, c.cfg.River), "Approved; the automatic resolution runs now."
-		}
-	default:
+	done, err := c.exceptionAction(ctx, u, e.ID, action, r.PostForm)
+	if errors.Is(err, errNoSuchAction) {
 		http.NotFound(w, r)
 		return
 	}

@@ -87,6 +87,26 @@
 // finance home counts the unread and MarkMessagesRead marks them. Not built:
 // evidence attachments are the legs' raw lines, not uploaded documents.
 //
+// # Working the list
+//
+// WorkRows is the list a clerk works: each exception with the gateway's
+// transaction id and the PNR (its own, else its payment's, refund's or
+// hold's booking), the transaction's time beside the detection time (age
+// from either), sorted by a column (SortKeys) and paged; WriteWorklistCSV
+// exports the whole filtered list, sorted the same. HandTo gives an
+// exception to another owning team (Teams: the kinds' owners), unassigned
+// and open for them. AskGatewayNow acts on the money where the path says
+// so: on AUTO it is the automatic resolution run at once in the person's
+// name (the same approval limit and upload acceptance); on INQUIRY it asks
+// the gateway, applies the answer through the status inquiry's own step
+// when our record is unresolved, and writes the answer into the history.
+// Refund now is ProposeRefund and ApproveRefund (recon_refund_proposals):
+// two people, never one behind the exception, and only while the gateway,
+// asked then, holds the money; the refund goes through the payment's
+// refund path in the transaction that resolves the exception as REFUNDED.
+// Bulk runs one of these on many rows, each in its own transaction: a
+// refused row is that row's outcome and changes nothing, the rest go on.
+//
 // # Daily
 //
 // At a time of day in IST (TATKAL_RECON_AT, 06:00; jobs/schedule) the daily

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,9 @@ type Payments interface {
 	ConfirmCapture(ctx context.Context, id uuid.UUID) (payment.GatewayAnswer, error)
 	// AskGateway asks the gateway about a payment and changes nothing.
 	AskGateway(ctx context.Context, id uuid.UUID) (payment.GatewayAnswer, error)
+	// Inquire is the status inquiry job's step: it asks the gateway about
+	// an unresolved payment and applies only the gateway's answer.
+	Inquire(ctx context.Context, id uuid.UUID) (time.Duration, error)
 }
 
 // Bookings is the part of the booking service a resolution uses
@@ -89,14 +93,14 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, pay Payments, bk Bo
 		if e.NeedsApproval && e.ApprovedBy == "" {
 			return nil
 		}
-		return s.resolveLocked(ctx, tx, e, pay, bk)
+		return s.resolveLocked(ctx, tx, e, "job:recon_resolve", pay, bk)
 	})
 }
 
-// resolveLocked is Resolve with the exception locked in tx.
-func (s *Service) resolveLocked(ctx context.Context, tx pgx.Tx, e Exception, pay Payments, bk Bookings) error {
+// resolveLocked is Resolve with the exception locked in tx, in actor's
+// name (the job, or the person who asked the gateway now).
+func (s *Service) resolveLocked(ctx context.Context, tx pgx.Tx, e Exception, actor string, pay Payments, bk Bookings) error {
 	id := e.ID
-	actor := "job:recon_resolve"
 	moves := e.PaymentID != nil && (e.Kind == DuplicateCharge || e.Kind == PaidNotBooked || (e.Kind == StatusMismatch && e.Path == PathAuto))
 	if moves {
 		// A payment a person is already reviewing (payment_reviews: the

@@ -109,6 +109,7 @@ type FinanceExceptionsPage struct {
 	From, To    int // 1-based rows shown
 	Prev, Next  string
 	Error       string
+	Worklist
 }
 
 // ExceptionFilter is the filter form's values, as typed.
@@ -116,13 +117,16 @@ type ExceptionFilter struct {
 	Kind, Age, Owner, Assignee, State, Gateway, Date, Min, Max string
 	Overdue                                                    string // "1": only those past their SLA
 	Offset                                                     int
+	// Sort is the column the list is sorted by (recon.SortKeys, "-" reverses);
+	// Mine "1" narrows it to the signed-in person's queue.
+	Sort, Mine string
 }
 
 // Query is the filter as a query string, at offset.
 func (f ExceptionFilter) Query(offset int) string {
 	v := url.Values{}
 	for k, s := range map[string]string{"kind": f.Kind, "age": f.Age, "owner": f.Owner, "assignee": f.Assignee, "state": f.State,
-		"gateway": f.Gateway, "date": f.Date, "min": f.Min, "max": f.Max, "overdue": f.Overdue} {
+		"gateway": f.Gateway, "date": f.Date, "min": f.Min, "max": f.Max, "overdue": f.Overdue, "sort": f.Sort, "mine": f.Mine} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -138,6 +142,10 @@ type ExceptionRow struct {
 	ID, Kind, Ref, Gateway, Date, Owner, Path, State, Assignee string
 	Stake, Amount, Diff, Age, Bucket, Due, Resolution          string
 	Overdue, Escalated, NeedsApproval                          bool
+	// GatewayRef is the gateway's transaction id, PNR the ticket's; TxnAge
+	// how long ago the money moved (Age: since the run found it).
+	GatewayRef, PNR, TxnAt, TxnAge string
+	WriteOffBy                     string // who proposed writing it off, while a second person has not decided
 }
 
 // FinanceExceptionPage is one exception with its legs, history and actions.
@@ -160,6 +168,7 @@ type FinanceExceptionPage struct {
 	Codes      []Resolution
 	Error      string
 	CSRF       string
+	Money      ExceptionMoney
 }
 
 // ExceptionLegs are the records side by side.

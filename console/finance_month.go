@@ -25,7 +25,9 @@ func monthParam(v string) (time.Time, error) {
 	return recon.ParseMonth(v)
 }
 
-func flowView(f recon.Flow) views.FlowView { return views.FlowView{Count: f.Count, Amount: views.INR(f.Paise)} }
+func flowView(f recon.Flow) views.FlowView {
+	return views.FlowView{Count: f.Count, Amount: views.INR(f.Paise)}
+}
 
 func periodView(r recon.PeriodRow, link string) views.PeriodRowView {
 	return views.PeriodRowView{Key: r.Key, Opening: flowView(r.Opening), Found: flowView(r.Found), Resolved: flowView(r.Resolved),

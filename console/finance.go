@@ -45,6 +45,13 @@ func (c *Console) financeRoutes(r chi.Router) {
 	fin.Get("/finance/files", c.financeFiles)
 	fin.Post("/finance/files", c.financeUpload)
 	fin.Post("/finance/files/{id}/accept", c.financeAccept)
+	fin.Post("/finance/files/{id}/current", c.financeMakeCurrent)
+	fin.Get("/finance/files/diff", c.financeDiff)
+	fin.Post("/finance/files/previews/{id}/confirm", c.financeUploadConfirm)
+	fin.Post("/finance/files/previews/{id}/cancel", c.financeUploadCancel)
+	fin.Get("/finance/month", c.financeMonth)
+	fin.Post("/finance/month/{month}/sign", c.financeMonthSign)
+	fin.Get("/finance/month/{month}/workbook.xlsx", c.financeMonthWorkbook)
 	fin.Get("/finance/books", c.financeBooks)
 	fin.Post("/finance/messages/read", c.financeMessagesRead)
 }
@@ -714,10 +721,10 @@ func (c *Console) renderFiles(w http.ResponseWriter, r *http.Request, p views.Fi
 	c.render(w, r, "Files", views.ConsoleFinanceFiles(p))
 }
 
-// financeUpload ingests an uploaded file through recon's ingestion, as
-// the signed-in person: lineage kept, a replay changes nothing, a
-// corrected file supersedes. recon audits the ingestion; a refusal is
-// audited here.
+// financeUpload previews an uploaded file (finance_versions.go): its
+// totals by kind, parsed as recon's ingestion parses it, and nothing
+// ingested until the signed-in person confirms; bytes that are a version
+// already are said so and kept nowhere. A refusal is audited here.
 func (c *Console) financeUpload(w http.ResponseWriter, r *http.Request) {
 	if c.noRecon(w, r) {
 		return
@@ -728,7 +735,7 @@ func (c *Console) financeUpload(w http.ResponseWriter, r *http.Request) {
 	// temporary files past 32 MB, so memory stays bounded).
 	p.Source, p.Gateway, p.Date = r.FormValue("source"), r.FormValue("gateway"), r.FormValue("date")
 	day, err := parseDay(p.Date, time.Time{})
-	var info recon.FileInfo
+	var pv recon.Preview
 	if err == nil {
 		file, hdr, ferr := r.FormFile("file")
 		switch {
@@ -743,7 +750,7 @@ func (c *Console) financeUpload(w http.ResponseWriter, r *http.Request) {
 			if p.Source != recon.SourceSettlement {
 				gateway = ""
 			}
-			info, err = c.cfg.Recon.Ingest(r.Context(), recon.FileMeta{Source: p.Source, Gateway: gateway, BusinessDate: day, Name: hdr.Filename, By: u.Login}, file)
+			pv, err = c.cfg.Recon.PreviewUpload(r.Context(), recon.FileMeta{Source: p.Source, Gateway: gateway, BusinessDate: day, Name: hdr.Filename, By: u.Login}, file)
 		}
 	}
 	if err != nil {
@@ -763,9 +770,7 @@ func (c *Console) financeUpload(w http.ResponseWriter, r *http.Request) {
 		c.renderFiles(w, r, p, status)
 		return
 	}
-	res := fileRow(info, u.Login)
-	p.Result = &res
-	c.renderFiles(w, r, p, http.StatusCreated)
+	c.renderPreview(w, r, pv)
 }
 
 // financeBooks shows a day's books: collected = tickets + refunds +

@@ -97,6 +97,12 @@ func TestBrowserFinanceClerk(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`[data-testid=upload-date]`), financeDay),
 		chromedp.SetUploadFiles(chromedp.CSS(`[data-testid=upload-file]`), []string{corrected}))
 	submit("upload", `[data-testid=upload-submit]`)
+	// Its totals first; nothing is stored until the clerk confirms.
+	if got := text(`[data-testid=preview-totals]`); !strings.Contains(got, "CAPTURE") || !strings.Contains(got, "₹3,000.00") {
+		t.Fatalf("upload preview: %q", got)
+	}
+	shot("upload-preview")
+	submit("confirm upload", `[data-testid=preview-confirm]`)
 	if got := text(`[data-testid=upload-result]`); !strings.Contains(got, "supersedes file #1") {
 		t.Fatalf("upload result: %q", got)
 	}

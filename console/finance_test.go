@@ -62,8 +62,25 @@ func financeFixture(t *testing.T, s *teststack.Stack) {
 	}
 }
 
-// upload posts a multipart form with one file, as the upload form does.
+// upload posts a multipart form with one file, as the upload form does,
+// and confirms the totals preview it answers with, as the clerk would:
+// the answer is the confirmation's (or the refusal's, or the preview of
+// bytes ingested already, which offers no confirmation).
 func (b *browser) upload(path string, fields url.Values, name, body string) (int, string) {
+	b.t.Helper()
+	code, page := b.previewUpload(path, fields, name, body)
+	m := confirmRE.FindStringSubmatch(page)
+	if code != http.StatusOK || m == nil {
+		return code, page
+	}
+	code, page, _ = b.post(m[0], nil)
+	return code, page
+}
+
+var confirmRE = regexp.MustCompile(`/console/finance/files/previews/[0-9a-f-]{36}/confirm`)
+
+// previewUpload posts the upload form and answers its totals preview.
+func (b *browser) previewUpload(path string, fields url.Values, name, body string) (int, string) {
 	b.t.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)

@@ -113,12 +113,16 @@ func unacceptedFile(ctx context.Context, q db.Querier, e Exception) (int64, erro
 }
 
 // peopleBehind are the persons whose word an exception rests on: who
-// uploaded a line behind it, and who ran a reconciliation that found it.
+// uploaded a line behind it or made its file current again by hand
+// (versions.go), and who ran a reconciliation that found it.
 // Jobs are not persons.
 func peopleBehind(ctx context.Context, q db.Querier, e Exception) ([]string, error) {
 	rows, err := q.Query(ctx, `SELECT f.ingested_by FROM recon_lines l JOIN recon_files f ON f.id = l.file_id
 		WHERE jsonb_typeof($1::jsonb->'lines') = 'array' AND l.id IN (SELECT v::bigint FROM jsonb_array_elements_text($1::jsonb->'lines') v)
 		  AND f.origin = 'UPLOAD'
+		UNION SELECT f.current_by FROM recon_lines l JOIN recon_files f ON f.id = l.file_id
+		WHERE jsonb_typeof($1::jsonb->'lines') = 'array' AND l.id IN (SELECT v::bigint FROM jsonb_array_elements_text($1::jsonb->'lines') v)
+		  AND f.current_by IS NOT NULL
 		UNION SELECT r.run_by FROM recon_runs r WHERE r.id IN ($2, $3)
 		   OR r.id IN (SELECT v.run_id FROM reconciliation_exception_events v WHERE v.exception_id = $4 AND v.run_id IS NOT NULL)`,
 		e.Evidence, e.FirstRunID, e.LastRunID, e.ID)

@@ -151,7 +151,10 @@ func Command(ctx context.Context, open Opener, limits Limits, args []string, std
 			return err
 		}
 		verb := "ingested"
-		if info.Replayed {
+		switch {
+		case info.Earlier():
+			verb = fmt.Sprintf("is an earlier version of the day's file, not made current (file %d stays current; nothing changed)", info.Current)
+		case info.Replayed:
 			verb = "already ingested (nothing changed)"
 		}
 		fmt.Fprintf(stdout, "file %d %s: %s %s %s, %d rows, sha256 %s\n", info.ID, verb, info.Source, info.Gateway,

@@ -20,6 +20,24 @@
 // accepts it (accept.go). Files above TATKAL_RECON_MAX_FILE_MB are refused
 // (FILE_TOO_LARGE) and nothing is stored.
 //
+// # Versions
+//
+// The files of a source, gateway and day are versions of that day's record;
+// one is current, and runs read it (versions.go). A person may make an
+// earlier version current again with a reason (MakeCurrent, audited);
+// acceptance stays the file's own (an upload nobody else accepted starts no
+// automatic resolution), and whoever put it back is behind what it raises,
+// as its uploader is. Diff compares two versions line by line (lines paired
+// by kind and reference): added, removed, changed, with both amounts. An
+// earlier version sent again, fetched or uploaded, is never made current by
+// that: Ingest answers Replayed with Earlier() and the current file, logs a
+// warning, and changes nothing. The console's upload is previewed first
+// (preview.go): PreviewUpload parses and totals it by kind of line, keeping
+// its bytes in recon_upload_previews (purged after a day); ConfirmUpload,
+// by its uploader only, ingests exactly those bytes; CancelUpload keeps
+// nothing; bytes that are a version already are said so at the preview and
+// kept nowhere.
+//
 // # Runs
 //
 // A run (Service.Run, one gateway's business date) is a fixed list of
@@ -131,13 +149,33 @@
 // instead of waiting for a person to re-run the day; a credit nobody
 // announced is named the morning after it lands (UNEXPLAINED_CREDIT).
 //
+// # Month end
+//
+// MonthReport is a month (IST, all gateways) from the exceptions' history,
+// not their state now (a cleared exception can reopen): opening unresolved,
+// found (detected or reopened), resolved, written off, closing, by kind and
+// by owning team, opening + found − resolved − written off = closing by
+// count and amount (the stake; what was written off for a written-off
+// one). Its ageing report ages what was unresolved at the month's end from
+// detection in MonthBuckets (0-2, 3-7, 8-30, over 30 days) per kind. A
+// finance lead signs a month that is over (SignMonth, audited); the report
+// is then frozen as signed in recon_month_signoffs (append-only), shown and
+// exported as signed, with a note when today's figures differ.
+// WriteMonthXLSX is the month's workbook.
+//
 // # Exports
 //
 // WriteXLSX streams the workbook (Summary, Ties out for a gateway's or the
 // wallet's run, a sheet per kind, Matched,
 // continued on "Matched 2" and after beyond Excel's 1,048,576 rows) straight
-// into its io.Writer, zip included; WriteCSV writes the exceptions. Text cells
+// into its io.Writer, zip included; WriteCSV writes the exceptions. The
+// Summary's figures and its exceptions by kind are two Excel tables, so
+// sorting one leaves the other alone. Amounts are numbers shown as the
+// console shows them, in lakhs and crores (MoneyFormat: each cell the plain
+// positive;negative format its amount's digits need, since Excel groups by
+// thousands and signs conditional sections unlike LibreOffice). Text cells
 // that a spreadsheet would run as a formula are written as text
-// (booking/csvx). tatkal recon ingest|run|export does all of it by hand (--by
+// (booking/csvx), and the CSV starts with the UTF-8 BOM so Excel reads the
+// rupee sign. tatkal recon ingest|run|export does all of it by hand (--by
 // defaults to $USER).
 package recon

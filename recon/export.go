@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,7 +49,44 @@ type column struct {
 
 // styles are the workbook's cell styles.
 type styles struct {
-	header, money, date, datetime, percent, label int
+	header, date, datetime, percent, label int
+	money                                  [moneyStyles]int // by moneyGroups
+}
+
+// MoneyFormat is the number format of an amount's cell: rupees grouped as
+// the console groups them (india.Rupees: ₹12,34,567.00, -₹50.00), in a
+// cell that stays a number. Excel groups by thousands only, and its
+// conditional sections sign negatives differently from LibreOffice, so
+// the lakh and crore commas are literal ones in a plain positive;negative
+// format whose groups are as many as the amount's digits need: each cell
+// gets the format of its own amount (an amount typed over it later keeps
+// its grouping, not the new amount's).
+func MoneyFormat(paise int64) string {
+	return moneyFormat(moneyGroups(paise))
+}
+
+// moneyGroups is how many two-digit groups stand before an amount's last
+// three rupee digits.
+func moneyGroups(paise int64) int {
+	if paise < 0 {
+		paise = -paise
+	}
+	digits := len(strconv.FormatInt(paise/100, 10))
+	return max(0, (digits-2)/2)
+}
+
+func moneyFormat(groups int) string {
+	n := strings.Repeat(`##\,`, groups) + "##0.00"
+	return `"₹"` + n + `;"-₹"` + n
+}
+
+// moneyStyles is how many grouping styles a workbook has: enough for any
+// int64 of paise.
+const moneyStyles = 9
+
+// rupeeCell is an amount as a number cell in its own money format.
+func (st styles) rupeeCell(paise int64) excelize.Cell {
+	return excelize.Cell{StyleID: st.money[moneyGroups(paise)], Value: rupees(paise)}
 }
 
 func newStyles(f *excelize.File) (styles, error) {
@@ -62,7 +100,6 @@ func newStyles(f *excelize.File) (styles, error) {
 		id, err = f.NewStyle(s)
 		return id
 	}
-	money := `"₹"#,##0.00;-"₹"#,##0.00`
 	date, datetime := "yyyy-mm-dd", "yyyy-mm-dd hh:mm"
 	st.header = mk(&excelize.Style{
 		Font:      &excelize.Font{Bold: true, Color: "FFFFFF"},
@@ -70,7 +107,10 @@ func newStyles(f *excelize.File) (styles, error) {
 		Alignment: &excelize.Alignment{Vertical: "center"},
 		Border:    []excelize.Border{{Type: "bottom", Color: "000000", Style: 1}},
 	})
-	st.money = mk(&excelize.Style{CustomNumFmt: &money})
+	for g := range st.money {
+		format := moneyFormat(g)
+		st.money[g] = mk(&excelize.Style{CustomNumFmt: &format})
+	}
 	st.date = mk(&excelize.Style{CustomNumFmt: &date})
 	st.datetime = mk(&excelize.Style{CustomNumFmt: &datetime})
 	st.percent = mk(&excelize.Style{NumFmt: 10}) // 0.00%
@@ -300,14 +340,13 @@ func (a *kindAgg) add(e *sheetRow, now time.Time) {
 	}
 }
 
+// summarySheet writes the Summary: the run's figures and the exceptions by
+// kind and age as two Excel tables, one above the other with a blank row
+// between, so that sorting or filtering one leaves the other alone. It is
+// small and written cell by cell (a streamed sheet holds one table only).
 func (s *Service) summarySheet(f *excelize.File, run RunSummary, st styles, byKind map[string]*kindAgg) error {
-	sh, err := startSheet(f, "Summary", []column{{"Figure", 28}, {"Value", 22}, {"Open", 10}, {"0-1 d", 10}, {"1-3 d", 10},
-		{"3-7 d", 10}, {"over 7 d", 10}, {"Closed", 10}, {"At stake (₹)", 16}}, st)
-	if err != nil {
-		return err
-	}
 	label := func(s string) excelize.Cell { return excelize.Cell{StyleID: st.label, Value: s} }
-	money := func(p int64) excelize.Cell { return excelize.Cell{StyleID: st.money, Value: rupees(p)} }
+	money := st.rupeeCell
 	figures := [][]any{
 		{label("Gateway"), run.Gateway},
 		{label("Business date"), excelize.Cell{StyleID: st.date, Value: calendarDay(run.BusinessDate)}},
@@ -326,27 +365,104 @@ func (s *Service) summarySheet(f *excelize.File, run RunSummary, st styles, byKi
 		{label("GST on fees"), money(run.Tax)},
 		{label("Net settled"), money(run.Net)},
 		{label("Paid out (bank)"), money(run.Payouts)},
-		{},
-		{label("Exceptions by kind and age"), label("Owner"), label("Open"), label("0-1 d"), label("1-3 d"), label("3-7 d"),
-			label("over 7 d"), label("Closed"), label("At stake (₹)")},
 	}
-	for _, r := range figures {
-		if err := sh.add(r); err != nil {
-			return err
-		}
-	}
+	var byKindRows [][]any
 	for _, k := range kinds {
 		a := byKind[k.Kind]
 		if a == nil {
 			a = &kindAgg{}
 		}
-		if err := sh.add([]any{k.Kind, k.Owner, a.open, a.b0, a.b1, a.b3, a.b7, a.closed, money(a.amount)}); err != nil {
+		byKindRows = append(byKindRows, []any{k.Kind, k.Owner, a.open, a.b0, a.b1, a.b3, a.b7, a.closed, money(a.amount)})
+	}
+	return writeTables(f, "Summary", st, []column{{"Figure", 28}, {"Value", 22}, {"", 10}, {"", 10}, {"", 10}, {"", 10}, {"", 10},
+		{"", 10}, {"", 16}}, []table{
+		{Name: "SummaryFigures", Head: []string{"Figure", "Value"}, Rows: figures},
+		{Name: "SummaryByKind", Head: []string{"Exceptions by kind", "Owner", "Open", "0-1 d", "1-3 d", "3-7 d", "over 7 d", "Closed",
+			"At stake (₹)"}, Rows: byKindRows},
+	})
+}
+
+// table is one Excel table of a small sheet: its header and rows, and a
+// row under it outside the table (a total, which sorting must not move).
+type table struct {
+	Name  string
+	Head  []string
+	Rows  [][]any
+	After []any
+}
+
+// writeTables writes a small sheet, cell by cell, as tables one under the
+// other with a blank row between: each its own autofilter, sorted alone.
+// The first table's header row is frozen; columns get their widths.
+func writeTables(f *excelize.File, name string, st styles, cols []column, tables []table) error {
+	if i, _ := f.GetSheetIndex(name); i < 0 {
+		if _, err := f.NewSheet(name); err != nil {
 			return err
 		}
 	}
-	// The autofilter covers the figures; the table needs unique headers,
-	// which the first row has.
-	return sh.finish("SummaryTable")
+	for i, c := range cols {
+		col, _ := excelize.ColumnNumberToName(i + 1)
+		if err := f.SetColWidth(name, col, col, c.width); err != nil {
+			return err
+		}
+	}
+	if err := f.SetPanes(name, &excelize.Panes{Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft"}); err != nil {
+		return err
+	}
+	put := func(row, col int, v any) error {
+		cell, _ := excelize.CoordinatesToCellName(col, row)
+		style := 0
+		if c, ok := v.(excelize.Cell); ok {
+			v, style = c.Value, c.StyleID
+		}
+		if v == nil {
+			return nil
+		}
+		if err := f.SetCellValue(name, cell, v); err != nil {
+			return err
+		}
+		if style != 0 {
+			return f.SetCellStyle(name, cell, cell, style)
+		}
+		return nil
+	}
+	row := 1
+	stripes := true
+	for _, t := range tables {
+		top := row
+		for i, h := range t.Head {
+			if err := put(row, i+1, excelize.Cell{StyleID: st.header, Value: h}); err != nil {
+				return err
+			}
+		}
+		for _, r := range t.Rows {
+			row++
+			for i, v := range r {
+				if err := put(row, i+1, v); err != nil {
+					return err
+				}
+			}
+		}
+		if len(t.Rows) == 0 {
+			row++ // a table has a row under its header
+		}
+		first, _ := excelize.CoordinatesToCellName(1, top)
+		last, _ := excelize.CoordinatesToCellName(len(t.Head), row)
+		if err := f.AddTable(name, &excelize.Table{Range: first + ":" + last, Name: t.Name, StyleName: "TableStyleLight9",
+			ShowRowStripes: &stripes}); err != nil {
+			return fmt.Errorf("%s table %s: %w", name, t.Name, err)
+		}
+		if t.After != nil {
+			row++
+			for i, v := range t.After {
+				if err := put(row, i+1, v); err != nil {
+					return err
+				}
+			}
+		}
+		row += 2
+	}
+	return nil
 }
 
 // TiesOutSheet is the workbook's sheet of the day's books to the paisa:
@@ -359,7 +475,7 @@ var tiesOutColumns = []column{{"Term", 34}, {"Amount (₹)", 18}, {"Against (₹
 // core's and the bank's runs have none): each term a row, each check its
 // amount, what it is checked against, and the difference.
 func (s *Service) tiesOutSheet(ctx context.Context, f *excelize.File, run RunSummary, st styles) error {
-	money := func(p int64) excelize.Cell { return excelize.Cell{StyleID: st.money, Value: rupees(p)} }
+	money := st.rupeeCell
 	label := func(s string) excelize.Cell { return excelize.Cell{StyleID: st.label, Value: s} }
 	var rows [][]any
 	switch run.Gateway {
@@ -442,9 +558,7 @@ func exceptionRow(cells *[20]excelize.Cell, row []any, e *sheetRow, st styles, n
 	plain(11, e.PNR)
 	plain(12, e.PSPRef)
 	plain(13, e.PayoutID)
-	styled(14, st.money, rupees(e.StakePaise))
-	styled(15, st.money, rupees(e.AmountPaise))
-	styled(16, st.money, rupees(e.DiffPaise))
+	cells[14], cells[15], cells[16] = st.rupeeCell(e.StakePaise), st.rupeeCell(e.AmountPaise), st.rupeeCell(e.DiffPaise)
 	plain(17, e.Assignee)
 	plain(18, e.Resolution)
 	plain(19, nil)
@@ -515,9 +629,7 @@ func (s *Service) matchedSheet(ctx context.Context, f *excelize.File, run RunSum
 		cells[0] = excelize.Cell{Value: rule}
 		cells[1] = excelize.Cell{Value: our}
 		cells[2] = excelize.Cell{Value: ext}
-		cells[3] = excelize.Cell{StyleID: st.money, Value: rupees(amount)}
-		cells[4] = excelize.Cell{StyleID: st.money, Value: rupees(fee)}
-		cells[5] = excelize.Cell{StyleID: st.money, Value: rupees(tax)}
+		cells[3], cells[4], cells[5] = st.rupeeCell(amount), st.rupeeCell(fee), st.rupeeCell(tax)
 		r[6], r[7] = nil, nil
 		if event.Valid {
 			cells[6] = excelize.Cell{StyleID: st.datetime, Value: excelTime(event.Time)}
@@ -537,8 +649,8 @@ func (s *Service) matchedSheet(ctx context.Context, f *excelize.File, run RunSum
 	return sh.finish(table())
 }
 
-// WriteCSV writes the run's exceptions as CSV, the columns of the
-// workbook's kind sheets: amounts in rupees with two decimals, times in
+// WriteCSV writes the run's exceptions as CSV (UTF-8 with its BOM, so
+// Excel reads the rupee sign), the columns of the workbook's kind sheets: amounts in rupees with two decimals, times in
 // IST as RFC 3339. Every text cell goes through csvx.Text, since
 // references come from outside files and notes from people, and a
 // spreadsheet would run "=HYPERLINK(...)" in one; the amounts, which we
@@ -549,6 +661,9 @@ func (s *Service) WriteCSV(ctx context.Context, runID int64, w io.Writer) error 
 		return err
 	}
 	now := s.cfg.Now()
+	if _, err := io.WriteString(w, csvx.BOM); err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
 	cw := csv.NewWriter(w)
 	head := make([]string, len(exceptionColumns))
 	for i, c := range exceptionColumns {

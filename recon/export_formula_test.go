@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/xuri/excelize/v2"
+
+	"tatkal/booking/csvx"
 )
 
 // A settlement file whose references are formulas: the exceptions CSV
@@ -32,7 +34,7 @@ func TestFormulaReferencesStayText(t *testing.T) {
 
 	var cbuf bytes.Buffer
 	w.must(w.svc.WriteCSV(w.ctx, run.ID, &cbuf))
-	recs, err := csv.NewReader(&cbuf).ReadAll()
+	recs, err := csv.NewReader(strings.NewReader(strings.TrimPrefix(cbuf.String(), csvx.BOM))).ReadAll()
 	w.must(err)
 	if len(recs) < 2 {
 		t.Fatalf("no exceptions for a file of unknown payments: %q", recs)

@@ -3,12 +3,15 @@ package recon
 import (
 	"bytes"
 	"encoding/csv"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/xuri/excelize/v2"
+
+	"tatkal/booking/csvx"
 
 	"tatkal/booking/sim/pspsim"
 )
@@ -43,8 +46,12 @@ func TestWorkbook(t *testing.T) {
 		}
 		tables, err := f.GetTables(name)
 		w.must(err)
-		if len(tables) != 1 || !strings.HasPrefix(tables[0].Range, "A1:") {
-			t.Errorf("%s: tables %+v, want one autofilter table from A1", name, tables)
+		want := 1
+		if name == "Summary" {
+			want = 2 // the figures, and the exceptions by kind: each sorts alone
+		}
+		if len(tables) != want || !strings.HasPrefix(tables[0].Range, "A1:") {
+			t.Errorf("%s: tables %+v, want %d autofilter tables from A1", name, tables, want)
 		}
 		style, err := f.GetCellStyle(name, "A1")
 		w.must(err)
@@ -78,16 +85,17 @@ func TestWorkbook(t *testing.T) {
 	if v, err := strconv.ParseFloat(raw, 64); err != nil || v != 1234.56 {
 		t.Fatalf("amount cell %s raw %q, want the number 1234.56", cell, raw)
 	}
-	if shown, _ := f.GetCellValue(AmountMismatch, cell); shown != "₹1,234.56" {
-		t.Fatalf("amount shown as %q", shown)
+	// Shown in the Indian grouping (excelize renders no conditional
+	// sections, so the format itself is checked; showMoney applies it).
+	if got := numFmt(t, f, AmountMismatch, cell); got != MoneyFormat(123456) || showMoney(got, 1234.56) != "₹1,234.56" {
+		t.Fatalf("amount's format %q", got)
 	}
-	diff, _ := f.GetCellValue(AmountMismatch, col("Difference (₹)")+"2")
-	if diff != "₹12.34" {
-		t.Fatalf("difference shown as %q", diff)
-	}
-	// At stake is the difference, not the payment.
-	if stake, _ := f.GetCellValue(AmountMismatch, col("At stake (₹)")+"2"); stake != "₹12.34" {
-		t.Fatalf("at stake shown as %q", stake)
+	diffCell, stakeCell := col("Difference (₹)")+"2", col("At stake (₹)")+"2"
+	for _, c := range []string{diffCell, stakeCell} {
+		raw, _ := f.GetCellValue(AmountMismatch, c, excelize.Options{RawCellValue: true})
+		if raw != "12.34" || numFmt(t, f, AmountMismatch, c) != MoneyFormat(1234) {
+			t.Fatalf("%s: %q in %q, want 12.34 shown as ₹12.34", c, raw, numFmt(t, f, AmountMismatch, c))
+		}
 	}
 	// Dates: serial numbers styled as dates.
 	dcell := col("Business date") + "2"
@@ -102,13 +110,22 @@ func TestWorkbook(t *testing.T) {
 	if v, err := strconv.ParseFloat(raw, 64); err != nil || v < 45812 {
 		t.Fatalf("detected raw %q is not a date serial", raw)
 	}
-	// Summary: figures and the kinds table; Matched: every match.
+	// Summary: figures and the kinds table, two tables with a blank row
+	// between; Matched: every match.
 	sum, _ := f.GetRows("Summary")
 	if sum[1][0] != "Gateway" || sum[1][1] != gw || sum[2][1] != "2025-06-04" {
 		t.Fatalf("summary %q", sum[:3])
 	}
 	if v, _ := f.GetCellValue("Summary", "B10", excelize.Options{RawCellValue: true}); v != strconv.Itoa(run.Matched) {
 		t.Fatalf("summary matched %q, run %d", v, run.Matched)
+	}
+	tables, _ := f.GetTables("Summary")
+	if len(tables) != 2 || tables[0].Range != "A1:B18" || tables[1].Range != fmt.Sprintf("A20:I%d", 20+len(kinds)) ||
+		len(sum) < 20 || len(sum[18]) != 0 || sum[19][0] != "Exceptions by kind" || sum[20][0] != kinds[0].Kind {
+		t.Fatalf("summary tables %+v, rows 19-21 %q", tables, sum[18:min(len(sum), 21)])
+	}
+	if got := numFmt(t, f, "Summary", "B13"); got != MoneyFormat(run.AmountMatched) || run.AmountMatched < 1000_00 {
+		t.Fatalf("summary amount's format %q", got)
 	}
 	matched, _ := f.GetRows("Matched")
 	if len(matched)-1 != run.Matched {
@@ -132,7 +149,12 @@ func TestWorkbook(t *testing.T) {
 
 	var cbuf bytes.Buffer
 	w.must(w.svc.WriteCSV(w.ctx, run.ID, &cbuf))
-	recs, err := csv.NewReader(&cbuf).ReadAll()
+	// UTF-8 with its BOM, so Excel reads the rupee sign.
+	body, ok := strings.CutPrefix(cbuf.String(), csvx.BOM)
+	if !ok {
+		t.Fatalf("the CSV does not start with the UTF-8 BOM: %.20q", cbuf.String())
+	}
+	recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
 	w.must(err)
 	if len(recs) != 3 || !slices.Equal(recs[0], head) {
 		t.Fatalf("csv %q", recs)

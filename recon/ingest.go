@@ -59,6 +59,9 @@ type FileInfo struct {
 	Replayed bool `json:"replayed"`
 	// Superseded is the file this one replaced as the day's current one.
 	Superseded int64 `json:"superseded,omitempty"`
+	// Current is the day's current file when these bytes were an earlier
+	// version sent again (Earlier): it stays current.
+	Current int64 `json:"current,omitempty"`
 }
 
 // Where a file came from.
@@ -215,6 +218,15 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 		return FileInfo{}, err
 	}
 	got.Replayed, got.Superseded = replayed, info.Superseded
+	if got.Earlier() {
+		// Never made current by being sent again: a person decides that
+		// (MakeCurrent). Said loudly, since a job's resend has no one to tell.
+		if got.Current, err = currentFile(ctx, s.pool, got.Source, got.Gateway, day); err != nil {
+			return FileInfo{}, err
+		}
+		s.log.WarnContext(ctx, "recon file is an earlier version sent again; the current version stays", "id", got.ID,
+			"source", got.Source, "gateway", got.Gateway, "date", day.Format(time.DateOnly), "current", got.Current, "by", meta.By)
+	}
 	if !replayed && got.Rows >= analyzeRows {
 		// A day's file can be most of the table: without fresh statistics
 		// the run would plan a million index probes for "a few" lines. Only

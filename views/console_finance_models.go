@@ -93,6 +93,10 @@ type FinanceFile struct {
 	// not its uploader).
 	Origin, AcceptedBy string
 	CanAccept          bool
+	// Earlier: an upload's bytes were an earlier version sent again;
+	// Current is the day's current file, which stays current.
+	Earlier bool
+	Current string
 }
 
 // FinanceExceptionsPage lists exceptions with filters and paging.

@@ -29,3 +29,8 @@ func Text(s string) string {
 	}
 	return s
 }
+
+// BOM starts every CSV tatkal writes for people: without it Excel reads
+// UTF-8 as the machine's legacy code page and shows "₹" and every
+// non-English name as mojibake. Other readers skip it.
+const BOM = "\ufeff"

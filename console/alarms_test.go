@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	dto "github.com/prometheus/client_model/go"
 
 	"tatkal/booking"
@@ -341,5 +342,57 @@ func TestThresholdAlarmsRaisedOnceAndCleared(t *testing.T) {
 	}
 	if p := watch(); len(p.Raised) != 0 || p.Resolved != 0 {
 		t.Fatalf("a quiet pass: %+v", p)
+	}
+}
+
+// TestBrowserAlarms: ops open the alarms page in Chromium, see an alarm of
+// the console's own watch (an UNKNOWN payment past the default threshold),
+// acknowledge it with a note and see it move to the acknowledged list. The
+// page passes axe-core. Screenshots go to $TATKAL_SCREENSHOTS when set.
+func TestBrowserAlarms(t *testing.T) {
+	testenv.Chromium(t)
+	s := setup(t, teststack.Options{Routes: teststack.QuietRoutes()})
+	ctx := context.Background()
+	_, date := s.DemoShard(t, 4, 0)
+	users := s.Users(t, "balarm", 1)
+	res, err := s.Service.Hold(ctx, teststack.Caller(users[0]), holdReq(users[0], "balarm-0001", date))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay, err := s.Payments.Initiate(ctx, teststack.Caller(users[0]), paymentReq(res.HoldID.String(), "UPI"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE payments SET state = 'UNKNOWN', initiated_at = now() - interval '10 minutes' WHERE id = $1`, pay.ID); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Console.Alarms().Watch(ctx)
+	if err != nil || len(p.Raised) != 1 || p.Raised[0].Kind != alarms.KindUnknown {
+		t.Fatalf("watch: %+v %v", p.Raised, err)
+	}
+	id := p.Raised[0].ID
+
+	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1440, Height: 900, Timeout: 45 * time.Second})
+	base := s.Server.URL
+	signIn(t, b, base, "ops1")
+	row := fmt.Sprintf(`[data-testid="alarm-%d"]`, id)
+	b.Do("open alarms", chromedp.Navigate(base+"/console/alarms"), chromedp.WaitVisible(chromedp.CSS(row)))
+	if got := b.Text(row + ` [data-testid=state]`); !strings.Contains(got, "open") {
+		t.Errorf("the alarm's state: %q", got)
+	}
+	if got := b.Text(row); !strings.Contains(got, "UNKNOWN payment") {
+		t.Errorf("the alarm says %q", got)
+	}
+	b.Accessible("alarms")
+	b.Shot("alarms-open")
+	b.Do("note", chromedp.SetValue(chromedp.CSS(row+` input[name=note]`), "gateway asked by phone"))
+	b.Submit("acknowledge", fmt.Sprintf(`[data-testid="ack-%d"]`, id))
+	b.Do("acknowledged", chromedp.WaitVisible(chromedp.CSS(`[data-testid=alarms-none]`)))
+	if got := b.Text(row); !strings.Contains(got, "by ops1") {
+		t.Errorf("the acknowledged alarm says %q", got)
+	}
+	b.Shot("alarms-acknowledged")
+	if n := count(t, s, `SELECT count(*) FROM audit_log WHERE actor = 'ops1' AND action = 'alarm.acknowledge' AND detail->>'note' = 'gateway asked by phone'`); n != 1 {
+		t.Fatal("the acknowledgement is not audited")
 	}
 }

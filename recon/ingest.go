@@ -226,6 +226,11 @@ func (s *Service) Ingest(ctx context.Context, meta FileMeta, body io.Reader) (Fi
 		}
 		s.log.WarnContext(ctx, "recon file is an earlier version sent again; the current version stays", "id", got.ID,
 			"source", got.Source, "gateway", got.Gateway, "date", day.Format(time.DateOnly), "current", got.Current, "by", meta.By)
+		// On the audit page too: a job's resend has nobody watching its log.
+		if err := audit.Write(ctx, s.pool, meta.By, "recon.ingest_earlier_version", fmt.Sprintf("recon_file:%d", got.ID), map[string]any{
+			"current": got.Current, "name": meta.Name, "fetched": meta.Fetched}); err != nil {
+			return FileInfo{}, err
+		}
 	}
 	if !replayed && got.Rows >= analyzeRows {
 		// A day's file can be most of the table: without fresh statistics

@@ -136,6 +136,10 @@ func TestFileVersions(t *testing.T) {
 			t.Fatalf("v2 sent again by %s changed the files: %s, was %s", meta.By, after, before)
 		}
 	}
+	if n := w.count(`SELECT count(*) FROM audit_log WHERE action = 'recon.ingest_earlier_version' AND subject = $1`,
+		fmt.Sprintf("recon_file:%d", v2.ID)); n != 2 {
+		t.Fatalf("%d audit rows of the earlier version sent again, want 2", n)
+	}
 
 	// v2 back as current by finance3: an upload still (it was accepted when
 	// the job fetched its bytes above), and finance3 is behind what it raises.

@@ -123,8 +123,11 @@ func TestLadderAndRulesReachSecondProcess(t *testing.T) {
 	history := func() testenv.Reply {
 		return testenv.Call(t, testenv.Request{Method: "GET", URL: base2 + "/bookings", Client: site})
 	}
-	if r := history(); r.Status != http.StatusOK {
-		t.Fatalf("history before the switch: %d", r.Status)
+	pdf := func() testenv.Reply { // nobody's booking: 404 while PDFs run
+		return testenv.Call(t, testenv.Request{Method: "GET", URL: base2 + "/bookings/0190a0f0-0000-7000-8000-000000000000/ticket.pdf", Client: site})
+	}
+	if r, p := history(), pdf(); r.Status != http.StatusOK || p.Status != http.StatusNotFound {
+		t.Fatalf("before the switch: history %d, PDF of no booking %d", r.Status, p.Status)
 	}
 	leverForm(t, s, ops, nil, levers.KillSwitch, "NON_ESSENTIAL", "on")
 	testenv.Eventually(t, within, "history switched off on the second process", func() error {
@@ -132,6 +135,9 @@ func TestLadderAndRulesReachSecondProcess(t *testing.T) {
 		return testenv.Want(r.Status == http.StatusServiceUnavailable && strings.Contains(string(r.Raw), "switched off during peak booking") &&
 			r.Header.Get("Retry-After") == "300", "history: %d Retry-After %q", r.Status, r.Header.Get("Retry-After"))
 	})
+	if p := pdf(); p.Status != http.StatusServiceUnavailable || !strings.Contains(string(p.Raw), "e-ticket PDF is temporarily switched off") {
+		t.Fatalf("PDF with NON_ESSENTIAL on: %d %.500s", p.Status, p.Raw)
+	}
 
 	// 3. The single-step form for the hot shard on the second process's site.
 	window := func() string {

@@ -147,6 +147,9 @@ type BookingPage struct {
 	// Chart is what the prepared chart made of the booking, a catalogue
 	// key ("" before the chart); ChartAt when it was prepared (IST).
 	Chart, ChartAt string
+	// PDFOff: the e-ticket PDF is switched off for the peak (NON_ESSENTIAL);
+	// the page says so instead of offering it.
+	PDFOff bool
 }
 
 // TicketPage is the e-ticket.

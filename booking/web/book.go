@@ -289,6 +289,7 @@ func (p *Pages) loadBooking(r *http.Request) (views.BookingPage, booking.HoldVie
 	// Not while CONFIRMING (the core is still recording the berths), nor
 	// once the chart is prepared.
 	page.Cancellable = (words.State == bookingstate.Confirmed || words.State == bookingstate.Waitlisted) && v.ChartState == "OPEN"
+	page.PDFOff = page.Ticket && !p.cfg.Booking.NonEssentialEnabled()
 	switch {
 	case v.ChartState == "CHARTED" && !p.cfg.Booking.NonEssentialEnabled():
 		page.Chart = "off.chart" // no time: the line says only that it is off

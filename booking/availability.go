@@ -39,8 +39,13 @@ type availCache struct {
 
 const availCacheMax = 16384
 
+// availCacheMaxAge bounds what the availability_staleness lever may ask
+// for (console/levers.StalenessMax); entries are kept this long, and each
+// answer checks its age against the staleness in force.
+const availCacheMaxAge = 10 * time.Second
+
 func newAvailCache(ttl time.Duration) *availCache {
-	return &availCache{ttl: ttl, entries: newBoundedCache[string, Availability](availCacheMax, ttl)}
+	return &availCache{ttl: ttl, entries: newBoundedCache[string, Availability](availCacheMax, max(ttl, availCacheMaxAge))}
 }
 
 // stationCode is the shape of a station code: 1-5 capital letters.
@@ -73,8 +78,9 @@ func (s *Service) Availability(ctx context.Context, train string, date time.Time
 	}
 	key := shard.Key() + "|" + from + "|" + to
 	now := time.Now()
-	if a, _, ok := s.avail.entries.get(key, now); ok {
-		a.TTL = s.avail.ttl - now.Sub(a.AsOf)
+	ttl := s.availTTL() // the availability_staleness lever, else a second
+	if a, _, ok := s.avail.entries.get(key, now); ok && now.Sub(a.AsOf) < ttl {
+		a.TTL = ttl - now.Sub(a.AsOf)
 		return a, nil
 	}
 	got, err := s.store.Available(ctx, shard.ID, f, t)
@@ -86,7 +92,7 @@ func (s *Service) Availability(ctx context.Context, train string, date time.Time
 		return Availability{}, Errorf(EUNAVAIL, "SEATS_UNREACHABLE", "Seat counts are not available right now; retry in a moment.")
 	}
 	a := Availability{Train: train, Class: class, Quota: quota, Date: shard.Date, From: from, To: to,
-		AsOf: now, TTL: s.avail.ttl, ApproxCount: got.Free}
+		AsOf: now, TTL: ttl, ApproxCount: got.Free}
 	switch {
 	case got.Free == 0 && got.WaitlistLeft > 0 && s.rules.Waitlist:
 		a.Band, a.ApproxCount = BandWaitlist, got.WaitlistLeft

@@ -85,11 +85,21 @@ type Committer struct {
 	pool     *pgxpool.Pool
 	jobs     JobInserter
 	rules    Rules
+	live     func() Rules    // the rules in force (Service.Rules); nil: rules
 	fraud    *fraud.Recorder // nil: no signals, no passenger limit
 	in       chan *pendingHold
 	maxBatch int
 	log      *slog.Logger
 	pause    PauseFunc // the service's (pause.go)
+}
+
+// rulesNow is the rules in force (the service's, under the operators'
+// changes), else those the committer was made with.
+func (c *Committer) rulesNow() Rules {
+	if c.live != nil {
+		return c.live()
+	}
+	return c.rules
 }
 
 // NewCommitter returns a committer; call Run to start its writers. rec,
@@ -245,7 +255,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 			return err // each statement's error says which it is
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck // after CommitBatch it does nothing
-		paxKeys, paxRefused = limit.keys, limit.refused(batch, c.rules.PassengerAccounts)
+		paxKeys, paxRefused = limit.keys, limit.refused(batch, c.rulesNow().PassengerAccounts)
 		// A row over its person's cap is left out and diagnosed, which
 		// answers the day's cap, as the INSERT's own count would.
 		overCap := persons.refused(paxRefused)
@@ -285,7 +295,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 			ON CONFLICT DO NOTHING
 			RETURNING id`,
 			ids, shards, users, keys, kinds, froms, tos, counts, berths, wls, paxs, fares, breakups, epochs,
-			days, expires, tokens, c.rules.DailyCap, hashes, ok, c.rules.MonthlyCap, c.rules.MonthlyCapVerified, c.rules.PersonDailyCap)
+			days, expires, tokens, c.rulesNow().DailyCap, hashes, ok, c.rulesNow().MonthlyCap, c.rulesNow().MonthlyCapVerified, c.rulesNow().PersonDailyCap)
 		if err != nil {
 			return fmt.Errorf("insert holds: %w", err)
 		}
@@ -448,11 +458,11 @@ func (c *Committer) diagnose(ctx context.Context, r holdRow) commitResult {
 		  AND opening_day < (date_trunc('month', $2::date) + interval '1 month')::date`, r.UserID, r.OpeningDay).Scan(&day, &month, &verified); err != nil {
 		return commitResult{err: fmt.Errorf("diagnose hold %s: %w", r.ID, err)}
 	}
-	monthly := c.rules.MonthlyCap
+	monthly := c.rulesNow().MonthlyCap
 	if verified {
-		monthly = c.rules.MonthlyCapVerified
+		monthly = c.rulesNow().MonthlyCapVerified
 	}
-	if day < c.rules.DailyCap && month >= monthly {
+	if day < c.rulesNow().DailyCap && month >= monthly {
 		return commitResult{verdict: rejectedMonthlyCap}
 	}
 	return commitResult{verdict: rejectedDailyCap}
@@ -477,7 +487,7 @@ type passengerLimit struct {
 // newPassengerLimit reads the batch's passenger keys.
 func (c *Committer) newPassengerLimit(batch []*pendingHold) *passengerLimit {
 	l := &passengerLimit{users: map[string]map[int64]bool{}}
-	if c.fraud == nil || c.rules.PassengerAccounts <= 0 {
+	if c.fraud == nil || c.rulesNow().PassengerAccounts <= 0 {
 		return l
 	}
 	l.keys = make([][]string, len(batch))
@@ -576,7 +586,7 @@ type personCap struct {
 }
 
 func (c *Committer) newPersonCap(users []int64, days []time.Time) *personCap {
-	return &personCap{cap: c.rules.PersonDailyCap, users: users, days: days, phone: map[int]string{}, held: map[string]int{}}
+	return &personCap{cap: c.rulesNow().PersonDailyCap, users: users, days: days, phone: map[int]string{}, held: map[string]int{}}
 }
 
 // queueLocks adds to b the locks of the batch's phones on their days, held

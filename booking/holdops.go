@@ -286,7 +286,11 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 	if !s.now().Before(shard.ClosesAt) {
 		return ConfirmResult{}, RetakeNoSeat, nil
 	}
-	prefs, idOK, err := ValidatePassengers(shard.Class, h.Passengers, s.rules)
+	// The passengers were within the rules when held and paid for: an
+	// operator's lower limit since then does not strand them.
+	rules := s.Rules()
+	rules.MaxPassengers = max(rules.MaxPassengers, len(h.Passengers))
+	prefs, idOK, err := ValidatePassengers(shard.Class, h.Passengers, rules)
 	if err != nil {
 		return ConfirmResult{}, "", fmt.Errorf("retake hold %s: %w", id, err)
 	}
@@ -331,10 +335,10 @@ func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(
 		if _, err := release(ctx); err != nil {
 			return err
 		}
-		expires := s.now().Add(s.rules.HoldWindow).Truncate(time.Millisecond)
+		expires := s.now().Add(rules.HoldWindow).Truncate(time.Millisecond)
 		res, err := s.store.Hold(ctx, inventory.HoldRequest{
 			ShardID: h.ShardID, HoldID: id.String(), UserID: h.UserID, IdemKey: idem, From: h.From, To: h.To,
-			ExpiresAt: expires, DailyCap: 1 << 30, Prefs: prefs, IDOK: idOK, IdemTTL: time.Hour, MaxPassengers: s.rules.MaxPassengers,
+			ExpiresAt: expires, DailyCap: 1 << 30, Prefs: prefs, IDOK: idOK, IdemTTL: time.Hour, MaxPassengers: rules.MaxPassengers,
 			Retake: true,
 		})
 		if err != nil {

@@ -92,8 +92,8 @@ func (s *Service) PassengersForHold(ctx context.Context, userID int64, class str
 	if len(ids) == 0 {
 		return nil, Errorf(EINVALID, "NO_PASSENGERS", "Choose at least one passenger.")
 	}
-	if len(ids) > s.rules.MaxPassengers {
-		return nil, Errorf(EINVALID, "TOO_MANY_PASSENGERS", "A Tatkal ticket carries at most %d passengers; you chose %d.", s.rules.MaxPassengers, len(ids))
+	if most := s.Rules().MaxPassengers; len(ids) > most {
+		return nil, Errorf(EINVALID, "TOO_MANY_PASSENGERS", "A Tatkal ticket carries at most %d passengers; you chose %d.", most, len(ids))
 	}
 	saved, err := s.SavedPassengers(ctx, userID)
 	if err != nil {

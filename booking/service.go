@@ -67,6 +67,11 @@ type Levers interface {
 	WaitlistEnabled() bool
 	WindowClosesAt(shardID int64) (time.Time, bool)
 	ShardMode(shardID int64) (string, bool)
+	// The degradation ladder and rules as data (degrade.go).
+	NonEssentialEnabled() bool
+	AvailabilityStaleness() (time.Duration, bool)
+	LightForm(shardID int64) bool
+	Rules(base Rules) Rules
 }
 
 // Admission is the waiting room as the hold path of a queue-mode shard
@@ -159,7 +164,7 @@ func NewService(cfg ServiceConfig) *Service {
 		}
 		cfg.Store.SetSoldOut(soldOut)
 	}
-	return &Service{
+	s := &Service{
 		background: background,
 		stop:       stop,
 		pool:       cfg.Pool,
@@ -182,6 +187,8 @@ func NewService(cfg ServiceConfig) *Service {
 		throttle:   cfg.Throttle,
 		newPNR:     NewPNR,
 	}
+	committer.live = s.Rules // the caps in PostgreSQL follow the rule lever as Redis's do
+	return s
 }
 
 // Close stops the work started in the background and waits for it; the
@@ -199,9 +206,6 @@ func (s *Service) Catalog() *Catalog { return s.catalog }
 
 // Store returns the Redis seat owner.
 func (s *Service) Store() *inventory.Store { return s.store }
-
-// Rules returns the rules in force.
-func (s *Service) Rules() Rules { return s.rules }
 
 // validIdemKey: 8-128 characters of letters, digits and :._- (a loop,
 // not a regexp: it runs on every hold, sold-out ones included).
@@ -284,7 +288,8 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return HoldResult{}, shardID, Errorf(EINVALID, "BAD_JOURNEY", "%s comes before %s on train %s; check the direction of travel.", req.To, req.From, shard.Train)
 	}
 	now := s.now()
-	if err := s.checkWindow(shard, c, now); err != nil {
+	rules := s.Rules() // one view of the rules for the whole attempt
+	if err := s.checkWindow(shard, c, now, rules); err != nil {
 		return HoldResult{}, shardID, err
 	}
 	var use AdmissionUse
@@ -310,7 +315,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 			return HoldResult{}, shardID, HighDemand()
 		}
 	}
-	prefs, idOK, err := ValidatePassengers(shard.Class, req.Passengers, s.rules)
+	prefs, idOK, err := ValidatePassengers(shard.Class, req.Passengers, rules)
 	if err != nil {
 		return HoldResult{}, shardID, err
 	}
@@ -323,9 +328,9 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	}
 	ireq := inventory.HoldRequest{
 		ShardID: shard.ID, UserID: c.UserID, IdemKey: req.IdempotencyKey,
-		From: from, To: to, DailyCap: s.rules.DailyCap, Prefs: prefs, IDOK: idOK,
+		From: from, To: to, DailyCap: rules.DailyCap, Prefs: prefs, IDOK: idOK,
 		TokenKey: use.Key, TokenTTL: use.TTL,
-		AllowWaitlist: s.rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: s.rules.IdemTTL, MaxPassengers: s.rules.MaxPassengers,
+		AllowWaitlist: rules.Waitlist && shard.WaitlistCap > 0 && (s.levers == nil || s.levers.WaitlistEnabled()), IdemTTL: rules.IdemTTL, MaxPassengers: rules.MaxPassengers,
 	}
 	// A sold-out shard answers from memory what the script would; every
 	// check above ran as for any attempt (see inventory.SoldOutCache).
@@ -337,7 +342,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	if err != nil {
 		return HoldResult{}, shardID, fmt.Errorf("hold id: %w", err)
 	}
-	expires := now.Add(s.rules.HoldWindow).Truncate(time.Millisecond)
+	expires := now.Add(rules.HoldWindow).Truncate(time.Millisecond)
 	reqHash := holdRequestHash(shard, from, to, req.Passengers)
 	ireq.HoldID, ireq.RequestHash, ireq.ExpiresAt = holdID.String(), reqHash, expires
 	hold := func() (inventory.HoldResult, error) { return s.store.Hold(ctx, ireq) }
@@ -370,7 +375,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	case inventory.LiveHold:
 		return HoldResult{}, shardID, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", res.HoldID)
 	case inventory.DailyCap:
-		return HoldResult{}, shardID, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", s.rules.DailyCap)
+		return HoldResult{}, shardID, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", rules.DailyCap)
 	case inventory.BadPassengers, inventory.NoID, inventory.BadJourney:
 		return HoldResult{}, shardID, Errorf(EINVALID, string(res.Outcome), "The request breaks a booking rule (%s).", res.Outcome)
 	}
@@ -427,10 +432,10 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	case cr.verdict == rejectedLiveHold:
 		return HoldResult{}, shardID, Errorf(ELIMIT, "LIVE_HOLD_EXISTS", "You already have seats held (hold %s). Pay for them or cancel them before holding more.", cr.existing)
 	case cr.verdict == rejectedDailyCap:
-		return HoldResult{}, shardID, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", s.rules.DailyCap)
+		return HoldResult{}, shardID, Errorf(ELIMIT, "DAILY_CAP", "You have reached today's limit of %d Tatkal tickets.", rules.DailyCap)
 	case cr.verdict == rejectedMonthlyCap:
 		return HoldResult{}, shardID, Errorf(ELIMIT, "MONTHLY_CAP", "You have reached this month's limit of Tatkal tickets (%d, or %d for an identity-verified account).",
-			s.rules.MonthlyCap, s.rules.MonthlyCapVerified)
+			rules.MonthlyCap, rules.MonthlyCapVerified)
 	case cr.verdict == rejectedBanned:
 		return HoldResult{}, shardID, Errorf(EFORBIDDEN, "ACCOUNT_SUSPENDED", "This account may not book Tatkal tickets after a review of its bookings. You can appeal (POST /v1/fraud/appeals).")
 	case cr.verdict == rejectedPassenger:
@@ -472,7 +477,7 @@ func errHoldKeyReused() error {
 }
 
 // checkWindow applies the window and account rules of DOMAIN.md.
-func (s *Service) checkWindow(shard *Shard, c Caller, now time.Time) error {
+func (s *Service) checkWindow(shard *Shard, c Caller, now time.Time, rules Rules) error {
 	closes := shard.ClosesAt
 	if s.levers != nil {
 		if t, ok := s.levers.WindowClosesAt(shard.ID); ok {
@@ -488,8 +493,8 @@ func (s *Service) checkWindow(shard *Shard, c Caller, now time.Time) error {
 			shard.Train, shard.Date.Format(time.DateOnly), closes.In(IST).Format("15:04 on 2 Jan"))
 	case !c.Verified:
 		return Errorf(EFORBIDDEN, "NOT_VERIFIED", "Only identity-verified accounts can book Tatkal tickets online. Verify your account first.")
-	case c.Agent && now.Before(shard.OpensAt.Add(s.rules.AgentBar)):
-		return Errorf(EFORBIDDEN, "AGENT_BARRED", "Agents may book Tatkal tickets from %s IST.", shard.OpensAt.Add(s.rules.AgentBar).In(IST).Format("15:04"))
+	case c.Agent && now.Before(shard.OpensAt.Add(rules.AgentBar)):
+		return Errorf(EFORBIDDEN, "AGENT_BARRED", "Agents may book Tatkal tickets from %s IST.", shard.OpensAt.Add(rules.AgentBar).In(IST).Format("15:04"))
 	}
 	return nil
 }

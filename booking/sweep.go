@@ -191,7 +191,9 @@ func (s *Service) sweepShard(ctx context.Context, shardID int64, cutoff time.Tim
 			// A write in flight: a hold before its commit. Unless it was
 			// made longer ago than a commit ever takes: then its process
 			// died with it (lost, below).
-			if rec.State != 'R' && time.UnixMilli(rec.ExpiresMs).Add(-s.rules.HoldWindow).Before(s.now().Add(-lostAfter)) {
+			// The shorter of the configured and the operator's hold
+			// window dates the hold no earlier than it can have been made.
+			if rec.State != 'R' && time.UnixMilli(rec.ExpiresMs).Add(-min(s.rules.HoldWindow, s.Rules().HoldWindow)).Before(s.now().Add(-lostAfter)) {
 				lost++
 			}
 			continue

@@ -59,6 +59,22 @@
 // system:lever-revert on behalf of the change's author. Every change is
 // audited and in force on every process within a second.
 //
+// The degradation ladder and rules as data (levers/degrade.go, rules.go):
+// availability_staleness (global, 250-10,000 ms an availability answer is
+// served from the cache, default 1,000), poll_slowdown (global or shard:N,
+// off or 2-10 times the waiting room's poll_after_ms, at most 45 s),
+// light_form (global or shard:N: the single-step booking form), and the
+// kill switch NON_ESSENTIAL, which switches off booking history, e-ticket
+// PDFs, chart details and the queue's suggested alternatives (a 503 page,
+// Retry-After 300, that says so). The "rule" lever sets, per scope, the
+// Tatkal rules (daily_cap, person_daily_cap, agent_bar minutes,
+// max_passengers, hold_window seconds at hold time, passenger_accounts)
+// and the fraud clustering thresholds (fraud_edge_threshold,
+// fraud_min_members, fraud_min_score) over those the process was
+// configured with; one that loosens a limit needs a second admin. Holds,
+// the committer's caps, queue entry and the next clustering run read them
+// within a second on every process (TestLadderAndRulesReachSecondProcess).
+//
 // shard_throttle (scope global or shard:N, off or 1-20,000 calls a second;
 // above 5,000 a second admin approves) paces hold calls, and as many payment
 // initiations, that reach the booking core for the shard; a shard's own value

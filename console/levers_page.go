@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,7 +28,7 @@ func (c *Console) leversPage(w http.ResponseWriter, r *http.Request) {
 func (c *Console) renderLevers(w http.ResponseWriter, r *http.Request, p views.LeversPage, status int) {
 	u, _ := userFrom(r.Context())
 	for _, d := range levers.Defs {
-		p.Defs = append(p.Defs, views.LeverDef{Name: d.Name, Title: d.Title, Help: d.Help, Scopes: leverScopes[d.Name]})
+		p.Defs = append(p.Defs, views.LeverDef{Name: d.Name, Title: d.Title, Help: d.Help, Scopes: cmp.Or(leverScopes[d.Name], d.Scopes)})
 	}
 	vals, err := c.levers.InForce(r.Context())
 	if err != nil {

@@ -107,6 +107,13 @@ type WindowPage struct {
 	// OTP: the passenger chose the code by SMS instead of the proof of
 	// work (a browser that cannot run the worker); the form asks for it.
 	OTP bool
+	// Light: the single-step form for a hot train (the light_form lever):
+	// the hold form also asks how to pay (Pay, Banks) and the payment
+	// starts with the hold, under its own key PayKey.
+	Light  bool
+	Pay    PayChoice
+	Banks  []string
+	PayKey string
 }
 
 // FareLineRow is one line of a fare breakup.
@@ -140,6 +147,9 @@ type BookingPage struct {
 	// Chart is what the prepared chart made of the booking, a catalogue
 	// key ("" before the chart); ChartAt when it was prepared (IST).
 	Chart, ChartAt string
+	// PDFOff: the e-ticket PDF is switched off for the peak (NON_ESSENTIAL);
+	// the page says so instead of offering it.
+	PDFOff bool
 }
 
 // TicketPage is the e-ticket.

@@ -40,6 +40,10 @@ func script(name string) *redis.Script {
 type Levers interface {
 	AdmissionPaused(shardID int64) bool
 	AdmissionRate(shardID int64) (int, bool)
+	// PollSlowdown multiplies a waiter's poll_after_ms (1: as computed).
+	PollSlowdown(shardID int64) int
+	// Rules is base under the operators' rule changes (the agent bar).
+	Rules(base booking.Rules) booking.Rules
 }
 
 // Config wires the waiting room. Zero durations and limits take defaults.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking"
 	"tatkal/booking/funnel"
 )
 
@@ -22,6 +23,10 @@ func (f *fakeLevers) AdmissionPaused(int64) bool {
 	defer f.mu.Unlock()
 	return f.paused
 }
+
+func (f *fakeLevers) PollSlowdown(int64) int { return 1 }
+
+func (f *fakeLevers) Rules(base booking.Rules) booking.Rules { return base }
 
 func (f *fakeLevers) AdmissionRate(int64) (int, bool) {
 	f.mu.Lock()

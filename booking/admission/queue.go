@@ -40,20 +40,23 @@ type Alternative struct {
 
 // View is what a queued passenger is told.
 type View struct {
-	Ticket          string        `json:"queue_ticket"`
-	ShardID         int64         `json:"window_id"`
-	Status          string        `json:"status"`
-	PositionHint    *int64        `json:"position_hint"`
-	AdmissionToken  *string       `json:"admission_token"`
-	ExpiresInS      int           `json:"expires_in_s,omitempty"`
-	EstimatedWaitS  *int          `json:"estimated_wait_s"`
-	PollAfterMs     int           `json:"poll_after_ms"`
-	RandomiseUntil  time.Time     `json:"randomise_until"`
-	Message         string        `json:"message"`
-	Odds            string        `json:"odds,omitempty"`
-	Alternatives    []Alternative `json:"alternatives,omitempty"`
-	AlreadyInQueue  bool          `json:"already_in_queue,omitempty"`
-	RetryAfterS     int           `json:"-"`
+	Ticket         string        `json:"queue_ticket"`
+	ShardID        int64         `json:"window_id"`
+	Status         string        `json:"status"`
+	PositionHint   *int64        `json:"position_hint"`
+	AdmissionToken *string       `json:"admission_token"`
+	ExpiresInS     int           `json:"expires_in_s,omitempty"`
+	EstimatedWaitS *int          `json:"estimated_wait_s"`
+	PollAfterMs    int           `json:"poll_after_ms"`
+	RandomiseUntil time.Time     `json:"randomise_until"`
+	Message        string        `json:"message"`
+	Odds           string        `json:"odds,omitempty"`
+	Alternatives   []Alternative `json:"alternatives,omitempty"`
+	AlreadyInQueue bool          `json:"already_in_queue,omitempty"`
+	// AlternativesOff says, instead of alternatives, that suggestions are
+	// switched off during the peak (the NON_ESSENTIAL kill switch).
+	AlternativesOff string `json:"alternatives_off,omitempty"`
+	RetryAfterS     int    `json:"-"`
 	expiresAt       time.Time
 	nextPollAt      time.Time // the time given
 	nextPollAllowed time.Time // polls before this get this answer again
@@ -76,8 +79,8 @@ func (s *Service) eligible(c Caller, shard *booking.Shard, now time.Time) error 
 			return booking.Errorf(booking.EFORBIDDEN, "NOT_VERIFIED", "Accounts younger than 3 days must verify their identity before booking Tatkal; verify with a one-time code first.")
 		}
 		return booking.Errorf(booking.EFORBIDDEN, "NOT_VERIFIED", "Only identity-verified accounts can book Tatkal tickets online. Verify your account with a one-time code first.")
-	case c.Agent && now.Before(shard.OpensAt.Add(s.cfg.Rules.AgentBar)):
-		return booking.Errorf(booking.EFORBIDDEN, "AGENT_BARRED", "Agents may book Tatkal tickets from %s IST.", shard.OpensAt.Add(s.cfg.Rules.AgentBar).In(booking.IST).Format("15:04"))
+	case c.Agent && now.Before(shard.OpensAt.Add(s.rules().AgentBar)):
+		return booking.Errorf(booking.EFORBIDDEN, "AGENT_BARRED", "Agents may book Tatkal tickets from %s IST.", shard.OpensAt.Add(s.rules().AgentBar).In(booking.IST).Format("15:04"))
 	}
 	return nil
 }
@@ -341,10 +344,39 @@ func (s *Service) view(ctx context.Context, shardID int64, w *Window, c Caller, 
 	if v.Status == Waiting && waiting > 0 && str(5) != "" { // seats known once the controller has looked
 		v.Odds = odds(capLeft, waiting)
 	}
+	if v.Status == Waiting {
+		v.PollAfterMs, v.RetryAfterS = s.slowPolls(shardID, v.PollAfterMs, v.RetryAfterS)
+	}
 	v.PollAfterMs = jitter(v.PollAfterMs)
 	v.nextPollAt = now.Add(time.Duration(v.PollAfterMs) * time.Millisecond)
 	v.nextPollAllowed = now.Add(time.Duration(v.PollAfterMs) * time.Millisecond * 8 / 10)
 	return v, nil
+}
+
+// slowPolls lengthens a waiter's poll by the poll_slowdown lever (a rung
+// of the degradation ladder), to at most PollSlowdownCeiling: never so
+// long that a waiter admitted meanwhile misses its pick-up window.
+func (s *Service) slowPolls(shardID int64, ms, retryS int) (int, int) {
+	if s.cfg.Levers == nil {
+		return ms, retryS
+	}
+	k := s.cfg.Levers.PollSlowdown(shardID)
+	if k <= 1 {
+		return ms, retryS
+	}
+	ms = min(ms*k, int(min(PollSlowdownCeiling, s.cfg.OfferTTL*3/4)/time.Millisecond))
+	return ms, max(retryS, int(math.Ceil(float64(ms)/1000)))
+}
+
+// PollSlowdownCeiling bounds a slowed poll_after_ms.
+const PollSlowdownCeiling = 45 * time.Second
+
+// rules are the rules in force: the configured ones under the operators'.
+func (s *Service) rules() booking.Rules {
+	if s.cfg.Levers == nil {
+		return s.cfg.Rules
+	}
+	return s.cfg.Levers.Rules(s.cfg.Rules)
 }
 
 // pollAfter paces a waiter pos places from the admission cursor moving at

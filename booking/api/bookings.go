@@ -353,7 +353,9 @@ func (a *API) availability(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, r, a.log, err)
 		return
 	}
-	w.Header().Set("Cache-Control", "public, max-age=1")
+	// Shared caches keep the answer as long as this process does (the
+	// availability_staleness lever), in whole seconds.
+	w.Header().Set("Cache-Control", "public, max-age="+strconv.Itoa(max(1, int(av.TTL.Round(time.Second)/time.Second))))
 	reply.JSON(w, http.StatusOK, availabilityResponse{Train: av.Train, JourneyDate: av.Date.Format(time.DateOnly), Class: av.Class,
 		Quota: av.Quota, From: av.From, To: av.To, StatusBand: av.Band, ApproxCount: av.ApproxCount, AsOf: av.AsOf,
 		TTLMs: av.TTL.Milliseconds()})

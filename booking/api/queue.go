@@ -76,6 +76,10 @@ type queueEnterRequest struct {
 }
 
 func (a *API) writeView(w http.ResponseWriter, v admission.View) {
+	if v.Status == admission.SoldOut && !a.svc.NonEssentialEnabled() {
+		v.Alternatives = nil // a non-essential suggestion, off during the peak
+		v.AlternativesOff = booking.ErrorMessage(booking.SwitchedOff("Suggesting other trains"))
+	}
 	w.Header().Set("Retry-After", strconv.Itoa(max(v.RetryAfterS, 1)))
 	w.Header().Set("Cache-Control", "no-store")
 	reply.JSON(w, http.StatusOK, v)

@@ -138,6 +138,10 @@ func (r Result) Flagged() int {
 // Clusterer builds the account graph of a window and finds its clusters.
 type Clusterer struct {
 	Config Config
+	// Tune, when set, gives the thresholds in force at each run: Config
+	// under the operators' changes (the rule lever's fraud_ scopes), so a
+	// change needs no release.
+	Tune func(Config) Config
 }
 
 // edgesSQL computes a window's edges set-wise, in two steps.
@@ -305,6 +309,9 @@ func (cfg Config) anchorKinds() []string {
 // Running it again for the same window gives the same clusters.
 func (c Clusterer) Run(ctx context.Context, q Querier, window time.Time) (Result, error) {
 	cfg := c.Config
+	if c.Tune != nil {
+		cfg = c.Tune(cfg)
+	}
 	res := Result{Window: window}
 	if err := q.QueryRow(ctx, `SELECT count(*) FROM fraud_signals WHERE window_opens_at = $1`, window).Scan(&res.Signals); err != nil {
 		return res, fmt.Errorf("fraud cluster %s: count signals: %w", window, err)

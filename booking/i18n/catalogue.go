@@ -225,4 +225,12 @@ var catalogue = map[string][2]string{
 	"msg.otp.body":                 {"Your Tatkal verification code is %[1]s. It expires in %[2]d minutes. Never share it: railway staff will never ask for it.", "आपका तत्काल सत्यापन कोड %[1]s है। यह %[2]d मिनट में समाप्त होगा। इसे कभी साझा न करें: रेलवे कर्मचारी इसे कभी नहीं माँगेंगे।"},
 	"msg.otpcheck.subject":         {"Your booking check code", "आपका बुकिंग जाँच कोड"},
 	"msg.otpcheck.body":            {"Your Tatkal booking check code is %[1]s. It expires in %[2]d minutes. Never share it: railway staff will never ask for it.", "आपका तत्काल बुकिंग जाँच कोड %[1]s है। यह %[2]d मिनट में समाप्त होगा। इसे कभी साझा न करें: रेलवे कर्मचारी इसे कभी नहीं माँगेंगे।"},
+	// The degradation ladder (booking/degrade.go): what is switched off
+	// during the peak, and the single-step form for hot trains.
+	"off.title":    {"Switched off during peak booking", "पीक बुकिंग के दौरान बंद"},
+	"off.history":  {"Your booking history is temporarily switched off during peak booking, to keep booking fast for everyone. Your bookings are safe. Please try again later.", "सभी के लिए बुकिंग तेज़ रखने हेतु पीक बुकिंग के दौरान आपका बुकिंग इतिहास अस्थायी रूप से बंद है। आपकी बुकिंग सुरक्षित हैं। कृपया बाद में फिर प्रयास करें।"},
+	"off.pdf":      {"The e-ticket PDF is temporarily switched off during peak booking. Your ticket is valid: open the e-ticket page instead, or download the PDF later.", "पीक बुकिंग के दौरान ई-टिकट पीडीएफ़ अस्थायी रूप से बंद है। आपका टिकट मान्य है: इसके बजाय ई-टिकट पेज खोलें, या बाद में पीडीएफ़ डाउनलोड करें।"},
+	"off.chart":    {"Chart details are temporarily switched off during peak booking; please check again later.", "पीक बुकिंग के दौरान चार्ट विवरण अस्थायी रूप से बंद हैं; कृपया बाद में फिर देखें।"},
+	"light.note":   {"Peak booking: one step. Tick the travellers and choose how to pay; your seats are held and the payment starts at once.", "पीक बुकिंग: एक ही चरण। यात्रियों को चुनें और भुगतान का तरीका चुनें; आपकी सीटें रोकी जाएँगी और भुगतान तुरंत शुरू होगा।"},
+	"light.submit": {"Hold seats and pay", "सीटें रोकें और भुगतान करें"},
 }

@@ -16,6 +16,9 @@ import (
 
 // history is the passenger's bookings, newest first.
 func (p *Pages) history(w http.ResponseWriter, r *http.Request) {
+	if p.switchedOff(w, r, "off.history") {
+		return
+	}
 	vs, err := p.cfg.Booking.History(r.Context(), sessionOf(r).UserID, 50)
 	if err != nil {
 		p.fail(w, r, "My bookings", err)

@@ -140,7 +140,11 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 		ServerTimeISO: now.Format(time.RFC3339Nano), Open: !now.Before(sh.OpensAt) && now.Before(sh.ClosesAt), Closed: !now.Before(sh.ClosesAt),
 		Fare: india.Decimal(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,
 		NoneChosen: noneChosen, Key: newAttemptKey(), Admission: admissionToken, OTP: otp && admissionToken != "", PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
-	if a, err := p.cfg.Booking.Availability(r.Context(), sh.Train, sh.Date, sh.Class, sh.Quota, j.from, j.to); err == nil {
+	if p.cfg.Booking.LightForm(sh.ID) {
+		// The single-step form for a hot train: no band (one call less),
+		// passengers and payment method in one submit.
+		p.lightForm(r, &page)
+	} else if a, err := p.cfg.Booking.Availability(r.Context(), sh.Train, sh.Date, sh.Class, sh.Quota, j.from, j.to); err == nil {
 		page.Band = a.Band
 	}
 	// Nothing is ticked until the passenger ticks it: a default choice is
@@ -207,6 +211,10 @@ func (p *Pages) hold(w http.ResponseWriter, r *http.Request) {
 	}
 	if res.Status == "SOLD_OUT" {
 		again(booking.Errorf(booking.ECONFLICT, "SOLD_OUT", "No seats are left for this journey and the Tatkal waitlist is full. Nothing was charged."))
+		return
+	}
+	if r.PostFormValue("light") == "1" && r.PostFormValue("method") != "" {
+		p.payAfterHold(w, r, res.HoldID)
 		return
 	}
 	http.Redirect(w, r, "/bookings/"+res.HoldID.String(), http.StatusSeeOther)
@@ -281,7 +289,11 @@ func (p *Pages) loadBooking(r *http.Request) (views.BookingPage, booking.HoldVie
 	// Not while CONFIRMING (the core is still recording the berths), nor
 	// once the chart is prepared.
 	page.Cancellable = (words.State == bookingstate.Confirmed || words.State == bookingstate.Waitlisted) && v.ChartState == "OPEN"
-	if v.ChartState == "CHARTED" {
+	page.PDFOff = page.Ticket && !p.cfg.Booking.NonEssentialEnabled()
+	switch {
+	case v.ChartState == "CHARTED" && !p.cfg.Booking.NonEssentialEnabled():
+		page.Chart = "off.chart" // no time: the line says only that it is off
+	case v.ChartState == "CHARTED":
 		page.Chart, page.ChartAt = chartWords(v)
 	}
 	return page, v, words, nil

@@ -42,6 +42,13 @@
 //     journey, passengers with coach and berth, fare breakup, a QR code of the
 //     PNR and the Tatkal rules. Also booking history, cancellation showing the
 //     refund before confirming, the wallet with its ledger and top-up.
+//   - The degradation ladder (booking/degrade.go, the console's levers):
+//     with light_form on for a shard, the booking page is the single-step
+//     form, passengers and payment method in one submit that holds and
+//     starts the payment; with the NON_ESSENTIAL kill switch on, booking
+//     history and the e-ticket PDF answer a 503 page saying they are
+//     switched off for the peak, and the booking page leaves out chart
+//     details (TestBrowserSingleStepForm in console).
 //   - Under load a bounded number of pages are served at once (512 per
 //     process); beyond it, and for any panic or overload answer, the static
 //     high-demand page (503, Retry-After), never a stack trace.

@@ -118,4 +118,5 @@ func (p *Pages) savePreference(w http.ResponseWriter, r *http.Request) {
 // notices are the confirmations a redirect names by code (never text from
 // the link, which anyone could write).
 var notices = map[string]string{"saved": "Passenger saved.", "removed": "Passenger removed.", "pref": "Payment choice saved.",
-	"released": "The seats were released. Nothing was charged.", "cancelled": "Cancelled."}
+	"released": "The seats were released. Nothing was charged.", "cancelled": "Cancelled.",
+	"paylater": "Your seats are held, but the payment could not start. Choose how to pay below before the time runs out."}

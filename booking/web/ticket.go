@@ -50,6 +50,9 @@ func (p *Pages) ticket(w http.ResponseWriter, r *http.Request) {
 // the PNR. The PDF is always in English (its core fonts have no
 // Devanagari), with amounts as "Rs." for the same reason.
 func (p *Pages) ticketPDF(w http.ResponseWriter, r *http.Request) {
+	if p.switchedOff(w, r, "off.pdf") {
+		return
+	}
 	t, _, err := p.ticketPage(r.WithContext(views.WithLang(r.Context(), "en")))
 	if err != nil {
 		p.fail(w, r, "E-ticket", err)

@@ -62,6 +62,8 @@ type Def struct {
 	Help  string
 	Min   *int64
 	Max   *int64
+	// Scopes says which scopes the lever takes, for the console's form.
+	Scopes string
 }
 
 // Defs lists every lever, in the order the console shows them.
@@ -73,8 +75,12 @@ var Defs = []Def{
 	{Name: Route, Title: "Payment route weight", Help: "weight 0-1000 and on/off; turning off the last route of a method needs a second admin", Min: ptr(0), Max: ptr(RouteWeightMax)},
 	{Name: WindowClosesAt, Title: "Hold or extend a window", Help: "when the shard's Tatkal window closes; always needs a second admin"},
 	{Name: ShardThrottle, Title: "Throttle holds and payments", Help: "off, or at most this many hold calls a second, and as many payment initiations, reach the booking core for the shard (global: for each shard without its own); the rest are told to retry in a second; above 5,000 needs a second admin", Min: ptr(ThrottleMin), Max: ptr(ThrottleMax)},
-	{Name: ShardFrozen, Title: "Freeze a shard", Help: "on refuses the shard's new holds and payment starts, and admits no one to it, while its seats are put right; the invariant watch turns it on by itself when Redis and PostgreSQL disagree; turning it off while the shard's seat alarm is open needs a second admin"},
+	{Name: ShardFrozen, Title: "Freeze a shard", Help: "on refuses the shard's new holds and payment starts, and admits no one to it, while its seats are put right; the invariant watch turns it on by itself when Redis and PostgreSQL disagree; turning it off while the shard's seat alarm is open needs a second admin", Scopes: "shard:N"},
 	{Name: ShardMode, Title: "Waiting room or direct", Help: "queue sends the shard's passengers through the waiting room, direct lets them hold at once (load shedding applies); only before the window opens"},
+	{Name: Rule, Title: "Tatkal rules and fraud thresholds", Help: "a rule's value in its unit (rules.go); one that loosens a limit needs a second admin", Scopes: ruleScopes()},
+	{Name: AvailabilityStaleness, Title: "Availability staleness", Help: "milliseconds an availability answer is served from the cache (default 1000)", Min: ptr(StalenessMin), Max: ptr(StalenessMax), Scopes: "global"},
+	{Name: PollSlowdown, Title: "Slow queue polling", Help: "off, or a multiplier 2-10 of poll_after_ms for those waiting", Min: ptr(2), Max: ptr(PollSlowdownMax), Scopes: "global, shard:N"},
+	{Name: LightForm, Title: "Single-step booking form", Help: "on: the booking page asks passengers and payment method in one step", Scopes: "global, shard:N"},
 }
 
 func ptr(n int64) *int64 { return &n }
@@ -255,6 +261,15 @@ func normalize(ctx context.Context, q db.Querier, p Proposal) (string, error) {
 			return "", invalid("Shard %d's window opened at %s; its mode can only change before that.", id, opens.In(booking.IST).Format("02 Jan 15:04 IST"))
 		}
 		return v, nil
+	case Rule:
+		return normalizeRule(p)
+	case PollSlowdown, LightForm:
+		if _, err := shardScopeExists(ctx, q, p.Scope, true); err != nil {
+			return "", err
+		}
+		return normalizeDegrade(p)
+	case AvailabilityStaleness:
+		return normalizeDegrade(p)
 	}
 	return "", invalid("No lever %q.", p.Name)
 }
@@ -306,7 +321,7 @@ func contains(list []string, s string) bool {
 // Defaults of levers with no row.
 func defaultValue(name, scope string) string {
 	switch name {
-	case KillSwitch, AdmissionPaused, ShardThrottle, ShardFrozen:
+	case KillSwitch, AdmissionPaused, ShardThrottle, ShardFrozen, PollSlowdown, LightForm:
 		return "off"
 	case AdmissionRate:
 		return "adaptive"

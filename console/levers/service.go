@@ -259,8 +259,10 @@ func effect(name, scope, old, v string) string {
 		}
 		return fmt.Sprintf("This %s the window of %s: it closes at %s instead of %s.", verb, scope,
 			t.In(booking.IST).Format("02 Jan 15:04:05 IST"), o.In(booking.IST).Format("02 Jan 15:04:05 IST"))
+	case Rule:
+		return ruleEffect(scope, old, v)
 	}
-	return ""
+	return degradeEffect(name, scope, old, v)
 }
 
 // dangerous says whether a change needs a second admin, and why.
@@ -268,6 +270,9 @@ func (s *Service) dangerous(ctx context.Context, q db.Querier, name, scope, old,
 	switch name {
 	case WindowClosesAt:
 		return true, "changing when a Tatkal window closes", nil
+	case Rule:
+		loose, why := ruleLoosens(scope, old, v)
+		return loose, why, nil
 	case AdmissionRate:
 		if n, err := parseInt(v); err == nil && n > AdmissionCeiling {
 			return true, fmt.Sprintf("admission above the ceiling of %d per second", AdmissionCeiling), nil

@@ -136,6 +136,7 @@ func (c *Console) Levers() *levers.Service { return c.levers }
 func (c *Console) Routes(r chi.Router) {
 	r.Route("/v1/admin", func(r chi.Router) {
 		r.Use(c.apiAuth)
+		r.With(c.apiRoles(Ops, Admin)).Get("/funnel/live", c.apiFunnelLive) // funnel_api.go
 		r.With(c.apiRoles(Ops, Admin)).Get("/levers", c.apiLevers)
 		r.With(c.apiRoles(Ops, Admin)).Post("/levers/preview", c.apiPreview)
 		r.With(c.apiRoles(Ops, Admin)).Post("/levers/changes", c.apiPropose)

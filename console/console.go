@@ -16,6 +16,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/admission"
 	"tatkal/booking/auth"
+	"tatkal/booking/banner"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
@@ -75,6 +76,9 @@ type Config struct {
 	// Schedule is every periodic job and what it sets off
 	// (jobs/schedule.List), listed on /console/schedules.
 	Schedule []schedule.Entry
+	// Banners are the status banners passengers see (banners.go; nil: a
+	// store of the console's own).
+	Banners *banner.Store
 }
 
 // Console serves the console's routes.
@@ -118,6 +122,9 @@ func New(cfg Config) *Console {
 	var jobs booking.JobInserter // the levers' automatic reverts
 	if cfg.River != nil {
 		jobs = cfg.River
+	}
+	if cfg.Banners == nil {
+		c.cfg.Banners = banner.New(cfg.Pool, cfg.Log)
 	}
 	c.levers = levers.NewService(cfg.Pool, routes, jobs, cfg.Log)
 	c.users = NewUsers(cfg.Pool, auth.DefaultParams)
@@ -165,6 +172,12 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Ops, Admin)).Post("/lab", c.labStart)
 			r.With(c.roles(Ops, Admin)).Get("/lab/{id}", c.labRun)
 			r.With(c.roles(Ops, Admin)).Get("/windows", c.windowsPage)
+			r.With(c.roles(Ops, Admin)).Get("/banners", c.bannersPage) // banners.go
+			r.With(c.roles(Ops, Admin)).Post("/banners", c.bannerCreate)
+			r.With(c.roles(Ops, Admin)).Post("/banners/{id}/approve", c.bannerApprove)
+			r.With(c.roles(Ops, Admin)).Post("/banners/{id}/withdraw", c.bannerWithdraw)
+			r.With(c.roles(Ops, Admin)).Get("/reviews", c.reviewsPage) // reviews.go
+			r.With(c.roles(Ops, Admin)).Get("/reviews/{id}", c.reviewPage)
 			r.With(c.roles(Ops, Finance, Admin)).Get("/schedules", c.schedulesPage)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/rebuild", c.shardRebuild)
 			r.With(c.roles(Ops, Admin)).Post("/shards/{id}/chart/retry", c.chartRetry)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"tatkal/booking/winreview"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -110,6 +111,7 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 		river.AddWorker(workers, &sendWorker{svc: svc})
 		river.AddWorker(workers, &fairnessWorker{svc: svc})
 		river.AddWorker(workers, &fraud.DrainWorker{Pool: pool})
+		river.AddWorker(workers, &winreview.Worker{Pool: pool})
 		rc.Workers = workers
 		rc.Queues = map[string]river.QueueConfig{
 			river.QueueDefault:   {MaxWorkers: cfg.Workers},

@@ -23,3 +23,48 @@ func (s LeverSuggestion) URL() string {
 	}
 	return "/console/levers?" + q.Encode()
 }
+
+// BannersPage is the status banners' form and list.
+type BannersPage struct {
+	Form    BannerForm
+	Banners []BannerRow
+	Error   string
+	Me      string
+}
+
+// BannerForm is the new banner form as typed (times in IST).
+type BannerForm struct {
+	Text, Severity, Scope, Starts, Ends string
+}
+
+// BannerRow is one banner in the list.
+type BannerRow struct {
+	ID                                               int64
+	Text, Severity, Scope, State                     string
+	Starts, Ends, CreatedBy, ApprovedBy, WithdrawnBy string
+	CanApprove, CanWithdraw                          bool
+}
+
+// WindowReviewsPage lists the post-window reviews, newest first.
+type WindowReviewsPage struct {
+	Rows []WindowReviewRow
+}
+
+// WindowReviewRow is one review in the list.
+type WindowReviewRow struct {
+	ShardID                    int64
+	Label, ClosesAt, WrittenAt string
+	Sold                       string // "6 of 8 berths (75%)"
+	Incidents                  int
+}
+
+// WindowReviewPage is one window's review, its figures in words.
+type WindowReviewPage struct {
+	ShardID                       int64
+	Label, Opens, Closes, Written string
+	Funnel                        []KV // stage, figure
+	Fairness                      []KV
+	Money                         []KV
+	Incidents                     []string
+	Levers                        []KV // "#id name scope old → new (state)", "by, when, why"
+}

@@ -19,6 +19,7 @@ package schedule
 import (
 	"fmt"
 	"strings"
+	"tatkal/booking/winreview"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -214,6 +215,8 @@ func List(c Config) []Entry {
 			What: "queues the notifications outbox for sending"},
 		{Kind: fraud.DrainArgs{}.Kind(), Name: "Fraud signal drain", When: Every(c.Relay), Args: fixed(fraud.DrainArgs{}),
 			What: "writes the fraud signals the booking path queued"},
+		{Kind: winreview.Args{}.Kind(), Name: "Post-window review", When: Every(time.Minute), Args: fixed(winreview.Args{}),
+			What: "writes each closed window's review (funnel, fairness, money, incidents, levers) once it has settled"},
 		{Kind: admission.FairnessArgs{}.Kind(), Name: "Fairness figures", When: Triggered("ten minutes after each window's draw is sealed"),
 			What: "computes a window's success by client type, account age and arrival second"},
 

@@ -56,7 +56,11 @@ func TestStatusBanners(t *testing.T) {
 		t.Fatalf("finance publishing a banner: %d, want 403", code)
 	}
 	for _, bad := range []url.Values{bannerForm("x", "info", "both"), bannerForm("Bad severity", "loud", "both"), bannerForm("Bad scope", "info", "tv"),
-		func() url.Values { f := bannerForm("Ends before it starts", "info", "both"); f.Set("ends", f.Get("starts")); return f }(),
+		func() url.Values {
+			f := bannerForm("Ends before it starts", "info", "both")
+			f.Set("ends", f.Get("starts"))
+			return f
+		}(),
 		func() url.Values { f := bannerForm("No time", "info", "both"); f.Set("starts", "soon"); return f }()} {
 		if code, page, _ := ops.post("/console/banners", bad); code != http.StatusUnprocessableEntity || !strings.Contains(page, `class="error"`) {
 			t.Fatalf("bad banner %v: %d\n%.2000s", bad, code, page)

@@ -52,16 +52,16 @@ const (
 
 // Banner is one status banner.
 type Banner struct {
-	ID                   int64
-	Text                 string
-	Severity, Scope      string
-	StartsAt, EndsAt     time.Time
-	State                string // PENDING, ACTIVE, WITHDRAWN
-	CreatedBy            string
-	CreatedAt            time.Time
-	ApprovedBy           string
-	WithdrawnBy          string
-	CreatedByID          int64
+	ID               int64
+	Text             string
+	Severity, Scope  string
+	StartsAt, EndsAt time.Time
+	State            string // PENDING, ACTIVE, WITHDRAWN
+	CreatedBy        string
+	CreatedAt        time.Time
+	ApprovedBy       string
+	WithdrawnBy      string
+	CreatedByID      int64
 }
 
 // Actor is the console person acting.

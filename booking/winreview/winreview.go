@@ -14,6 +14,7 @@ package winreview
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -119,12 +120,17 @@ func WriteDue(ctx context.Context, pool *pgxpool.Pool, now time.Time, settle tim
 	if err != nil {
 		return 0, err
 	}
+	// One window that cannot be reviewed does not hold up the others.
+	var errs []error
+	wrote := 0
 	for _, id := range ids {
 		if err := Write(ctx, pool, id, now); err != nil {
-			return 0, err
+			errs = append(errs, err)
+			continue
 		}
+		wrote++
 	}
-	return len(ids), nil
+	return wrote, errors.Join(errs...)
 }
 
 // Write computes shard's review and keeps it (a review already written
@@ -174,7 +180,7 @@ func Compute(ctx context.Context, pool *pgxpool.Pool, shardID int64, now time.Ti
 	switch {
 	case err == nil:
 		r.Fairness = &fair
-	case err != pgx.ErrNoRows:
+	case !errors.Is(err, pgx.ErrNoRows):
 		return r, wrap("fairness", err)
 	}
 	sums := func(sql string) ([]StateSum, error) {
@@ -220,7 +226,7 @@ func Compute(ctx context.Context, pool *pgxpool.Pool, shardID int64, now time.Ti
 			f.QueueEntrants, f.Holds, f.SeatsConfirmed, f.BerthsOnSale))
 	}
 	rows, err := pool.Query(ctx, `SELECT id, name, scope, old_value, new_value, state, proposed_by, coalesce(approved_by, ''), proposed_at, reason
-		FROM lever_changes WHERE proposed_at BETWEEN $2 AND $3 AND (scope = 'shard:' || $1::text OR scope NOT LIKE 'shard:%')
+		FROM lever_changes WHERE proposed_at BETWEEN $2 AND $3 AND (scope = 'shard:' || $1::bigint OR scope NOT LIKE 'shard:%')
 		ORDER BY proposed_at, id`, shardID, r.OpensAt, r.ClosesAt)
 	if err != nil {
 		return r, wrap("levers", err)

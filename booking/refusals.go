@@ -3,8 +3,10 @@ package booking
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,12 +34,17 @@ const (
 
 // refusalLog writes hold refusals to a capped Redis list per account. The
 // hold path only offers the refusal to a buffered channel (never blocks);
-// one goroutine drains it in pipelined batches, so a flood of refusals
-// (a sold-out rush) costs one round trip per batch, not per refusal.
+// a writer drains it in pipelined batches, so a flood of refusals (a
+// sold-out rush) costs one round trip per batch, not per refusal. The
+// writer runs only while there is something to write, so an idle service
+// keeps no goroutine.
 type refusalLog struct {
-	rdb redis.UniversalClient
-	key func(userID int64) string
-	ch  chan refusalNote
+	rdb     redis.UniversalClient
+	key     func(userID int64) string
+	ch      chan refusalNote
+	writing atomic.Bool
+	ctx     context.Context // the service's background: ends with Close
+	log     *slog.Logger
 }
 
 type refusalNote struct {
@@ -50,46 +57,52 @@ func (s *Service) startRefusalLog() {
 		return
 	}
 	st := s.store
-	l := &refusalLog{rdb: st.Redis(), key: func(u int64) string { return st.UserKey(u, "holdref") },
-		ch: make(chan refusalNote, refusalsQueued)}
-	s.refusals = l
-	s.working.Add(1)
-	go func() {
-		defer s.working.Done()
-		l.run(s.background, s)
-	}()
+	s.refusals = &refusalLog{rdb: st.Redis(), key: func(u int64) string { return st.UserKey(u, "holdref") },
+		ch: make(chan refusalNote, refusalsQueued), ctx: s.background, log: s.log}
 }
 
 // noteRefusal offers a refusal to the log; a full log drops it.
 func (s *Service) noteRefusal(userID, shardID int64, reason, detail string) {
-	if s.refusals == nil || userID == 0 {
+	l := s.refusals
+	if l == nil || userID == 0 {
 		return
 	}
 	select {
-	case s.refusals.ch <- refusalNote{userID, HoldRefusal{At: s.now(), ShardID: shardID, Reason: reason, Detail: detail}}:
+	case l.ch <- refusalNote{userID, HoldRefusal{At: s.now(), ShardID: shardID, Reason: reason, Detail: detail}}:
 	default:
+		return
+	}
+	if l.writing.CompareAndSwap(false, true) {
+		go l.drain()
 	}
 }
 
-func (l *refusalLog) run(ctx context.Context, s *Service) {
+// drain writes batches until the channel is empty, then stops; a refusal
+// offered as it stops starts it again (the second check below).
+func (l *refusalLog) drain() {
 	batch := make([]refusalNote, 0, refusalsBatch)
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case n := <-l.ch:
-			batch = append(batch[:0], n)
-		}
-	more:
+		batch = batch[:0]
+	fill:
 		for len(batch) < refusalsBatch {
 			select {
 			case n := <-l.ch:
 				batch = append(batch, n)
 			default:
-				break more
+				break fill
 			}
 		}
-		wctx, cancel := context.WithTimeout(ctx, refusalsWait)
+		if len(batch) == 0 {
+			l.writing.Store(false)
+			if len(l.ch) == 0 || !l.writing.CompareAndSwap(false, true) {
+				return
+			}
+			continue
+		}
+		if l.ctx.Err() != nil {
+			continue // closing: drop what is queued
+		}
+		wctx, cancel := context.WithTimeout(l.ctx, refusalsWait)
 		p := l.rdb.Pipeline()
 		for _, n := range batch {
 			k := l.key(n.user)
@@ -98,7 +111,7 @@ func (l *refusalLog) run(ctx context.Context, s *Service) {
 			p.Expire(wctx, k, refusalsTTL)
 		}
 		if _, err := p.Exec(wctx); err != nil {
-			s.log.Debug("note hold refusals", "n", len(batch), "err", err)
+			l.log.Debug("note hold refusals", "n", len(batch), "err", err)
 		}
 		cancel()
 	}

@@ -28,6 +28,9 @@ type ConfirmResult struct {
 	BookingID int64
 	PNR       string
 	Already   bool // the hold was confirmed before; nothing changed
+	// started is when the confirmation's transaction began its work:
+	// AfterConfirm observes the confirmation stage's latency from it.
+	started time.Time
 }
 
 // Confirm turns a live hold into a booking with a PNR (see ConfirmTx), then
@@ -102,8 +105,10 @@ type confirming struct {
 // write of a rush; each statement it shares is PostgreSQL work saved.
 func (s *Service) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, lapsed bool) ([]ConfirmResult, error) {
 	results := make([]ConfirmResult, len(ids))
+	started := time.Now()
 	at := make(map[uuid.UUID]int, len(ids))
 	for i, id := range ids {
+		results[i].started = started
 		if _, twice := at[id]; twice {
 			return nil, fmt.Errorf("confirm: hold %s named twice", id)
 		}
@@ -431,6 +436,9 @@ func (s *Service) AfterConfirm(ctx context.Context, res ConfirmResult) {
 		return
 	}
 	s.funnel.Add(res.ShardID, funnel.Confirmed, 1)
+	if !res.started.IsZero() { // from the confirmation's work to its commit
+		s.funnel.Observe(funnel.Confirmed, time.Since(res.started))
+	}
 	ctx, cancel := afterCommit(ctx)
 	defer cancel()
 	if _, err := s.store.Confirm(ctx, res.ShardID, res.HoldID.String()); err != nil {

@@ -59,6 +59,7 @@ type Service struct {
 	pause      PauseFunc
 	fraud      *fraud.Recorder
 	throttle   *Throttle
+	refusals   *refusalLog // hold refusals per account, for the user trace (refusals.go)
 }
 
 // Levers are the operator's switches the hold path obeys, read from a
@@ -188,6 +189,7 @@ func NewService(cfg ServiceConfig) *Service {
 		newPNR:     NewPNR,
 	}
 	committer.live = s.Rules // the caps in PostgreSQL follow the rule lever as Redis's do
+	s.startRefusalLog()
 	return s
 }
 
@@ -234,6 +236,7 @@ func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		// neither a hold attempt nor a refusal (whose rate and latency the
 		// adaptive admission rate follows), but shed on its shard.
 		s.funnel.Add(shardID, funnel.Shed, 1)
+		s.noteRefusal(c.UserID, shardID, ReasonThrottled, ErrorMessage(err))
 		metrics.Hold.WithLabelValues("throttled").Observe(time.Since(start).Seconds())
 		return res, err
 	}
@@ -242,6 +245,7 @@ func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	switch {
 	case err != nil:
 		s.funnel.Add(shardID, funnel.HoldRefused, 1)
+		s.noteRefusal(c.UserID, shardID, cmp.Or(ErrorReason(err), string(ErrorCode(err))), ErrorMessage(err))
 		outcome = "refused"
 	case res.Replayed:
 		outcome = "replayed"
@@ -253,6 +257,7 @@ func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		outcome = "waitlisted"
 	case res.Status == "SOLD_OUT":
 		s.funnel.Add(shardID, funnel.SoldOut, 1)
+		s.noteRefusal(c.UserID, shardID, "SOLD_OUT", "No berths left for the journey asked.")
 		outcome = "sold_out"
 	}
 	took := time.Since(start)

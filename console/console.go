@@ -16,6 +16,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/admission"
 	"tatkal/booking/auth"
+	"tatkal/booking/banner"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 	"tatkal/booking/payment"
@@ -78,6 +79,9 @@ type Config struct {
 	Schedule []schedule.Entry
 	// Alarms are the invariant watch's thresholds (zero: its defaults).
 	Alarms alarms.Thresholds
+	// Banners are the status banners passengers see (banners.go; nil: a
+	// store of the console's own).
+	Banners *banner.Store
 }
 
 // Console serves the console's routes.
@@ -123,6 +127,9 @@ func New(cfg Config) *Console {
 	if cfg.River != nil {
 		jobs = cfg.River
 	}
+	if cfg.Banners == nil {
+		c.cfg.Banners = banner.New(cfg.Pool, cfg.Log)
+	}
 	c.levers = levers.NewService(cfg.Pool, routes, jobs, cfg.Log)
 	c.alarms = c.newAlarms() // alarms_page.go
 	c.users = NewUsers(cfg.Pool, auth.DefaultParams)
@@ -144,6 +151,7 @@ func (c *Console) Alarms() *alarms.Service { return c.alarms }
 func (c *Console) Routes(r chi.Router) {
 	r.Route("/v1/admin", func(r chi.Router) {
 		r.Use(c.apiAuth)
+		r.With(c.apiRoles(Ops, Admin)).Get("/funnel/live", c.apiFunnelLive) // funnel_api.go
 		r.With(c.apiRoles(Ops, Admin)).Get("/levers", c.apiLevers)
 		r.With(c.apiRoles(Ops, Admin)).Post("/levers/preview", c.apiPreview)
 		r.With(c.apiRoles(Ops, Admin)).Post("/levers/changes", c.apiPropose)
@@ -172,6 +180,12 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Ops, Admin)).Post("/lab", c.labStart)
 			r.With(c.roles(Ops, Admin)).Get("/lab/{id}", c.labRun)
 			r.With(c.roles(Ops, Admin)).Get("/windows", c.windowsPage)
+			r.With(c.roles(Ops, Admin)).Get("/banners", c.bannersPage) // banners.go
+			r.With(c.roles(Ops, Admin)).Post("/banners", c.bannerCreate)
+			r.With(c.roles(Ops, Admin)).Post("/banners/{id}/approve", c.bannerApprove)
+			r.With(c.roles(Ops, Admin)).Post("/banners/{id}/withdraw", c.bannerWithdraw)
+			r.With(c.roles(Ops, Admin)).Get("/reviews", c.reviewsPage) // reviews.go
+			r.With(c.roles(Ops, Admin)).Get("/reviews/{id}", c.reviewPage)
 			r.With(c.roles(Ops, Finance, Admin)).Get("/schedules", c.schedulesPage)
 			r.With(c.roles(Ops, Finance, Admin)).Get("/alarms", c.alarmsPage) // alarms_page.go
 			r.With(c.roles(Ops, Finance, Admin)).Post("/alarms/{id}/acknowledge", c.alarmAcknowledge)

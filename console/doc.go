@@ -104,12 +104,35 @@
 //     whose preparation FAILED is prepared again in one transaction. Stuck
 //     payments by age with "inquire now" and the payment reviews (four eyes,
 //     see SECURITY.md); hold and booking lookup; a user trace ("why did this
-//     person not get a ticket", with the waiting room's refusals); the audit
+//     person not get a ticket", with the waiting room's refusals, the
+//     admissions from admission_log and the refused hold attempts: sold out,
+//     daily cap, live hold, throttled, high demand, no admission; these last
+//     from booking.Service.HoldRefusals, a capped per-account Redis list
+//     written off the hold path in batches, dropped rather than waited for);
+//     the audit
 //     log (100 a page, filters by action and actor); River's UI at
 //     /console/river/ (admin).
 //   - Window fairness (/console/windows, ops and admin): each window's stored
 //     fairness figures with the draw's verify result and, beside each group's
 //     rate, admission.ByChance (red under 1 %), and any reopened draw.
+//   - Window reviews (/console/reviews and /console/reviews/{shard}, ops and
+//     admin; reviews.go): the post-window review booking/winreview's job
+//     wrote once each window closed and settled: funnel against the berths
+//     on sale, fairness, money by state with what is UNKNOWN, incidents, and
+//     the levers changed while the window was open.
+//   - Status banners (/console/banners, ops and admin; banners.go; the rules
+//     in booking/banner): text, severity, where (site, api, both), start and
+//     end in IST. Info and warning show at once; a critical one shows once a
+//     second person approves it (never its author); anyone of them withdraws
+//     one. Every change audited with the person's name.
+//   - Lever suggestions (suggest.go), on the funnel and levers pages and in
+//     the live funnel API: a route whose breaker is open or that answered
+//     under half of at least 10 calls in the last minute is suggested off
+//     ("0,off", reverting after 15m); a shard with 200 or more waiting, while
+//     holds' p95 is under 800 ms, is suggested an admission_rate that drains
+//     its queue in about a minute (50 to 5,000). A suggestion is a link that
+//     fills the lever form; the person previews and confirms as for any
+//     change, and the lever's own two-admin rule applies.
 //   - Schedules (/console/schedules, ops, finance and admin; schedules.go):
 //     every periodic job of jobs/schedule and the jobs they set off, each with
 //     when it runs (an IST time of day for the daily reconciliation), its
@@ -164,6 +187,18 @@
 // X-CSRF-Token. Errors are the same problem documents as the rest of /v1
 // (booking/api/reply).
 //
+// GET /v1/admin/funnel/live is the live funnel for machines, summed over every
+// app process (Redis), over the last complete seconds (60 by default): per
+// stage its count, its p95 in milliseconds (p95_ms, the upper bound of the
+// histogram bucket the 95th percentile falls in; null without samples) and
+// the samples behind it. Timed stages: queue_entered (joining the waiting
+// room), hold_attempt (a hold decision), pay_initiated (a payment's start at
+// the gateway) and confirmed (a confirmation's work, from its transaction's
+// start to after its commit). Then each shard's counts with its queue
+// (waiting, admitted) and the lever suggestions. A passenger's session token
+// is no console token: 401.
+//
+//	GET  /v1/admin/funnel/live[?seconds=60]    ops, admin   200 the live funnel (funnel_api.go); 400 BAD_SECONDS (1-600)
 //	GET  /v1/admin/levers                      ops, admin   200 levers in force, recent changes, definitions
 //	POST /v1/admin/levers/preview              ops, admin   200 the effect and the word to type; 400 invalid
 //	POST /v1/admin/levers/changes              ops, admin   201 applied, 202 waiting for a second admin; 400 invalid

@@ -20,7 +20,11 @@ func (c *Console) funnelPage(w http.ResponseWriter, r *http.Request) {
 		c.log.Warn("funnel snapshot", "err", err)
 		snap.Errors = append(snap.Errors, "Figures could not be read: "+userError(err))
 	}
-	c.render(w, r, "Live funnel", templ.Join(views.ConsoleFunnel(snap), c.moneyPanel(r)))
+	sugg, err := c.suggestions(r.Context())
+	if err != nil {
+		c.log.Warn("lever suggestions", "err", err)
+	}
+	c.render(w, r, "Live funnel", templ.Join(views.ConsoleSuggestions(sugg), views.ConsoleFunnel(snap), c.moneyPanel(r)))
 }
 
 // moneyPanel is the funnel's money panel: unresolved reconciliation

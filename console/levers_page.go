@@ -21,8 +21,12 @@ var leverScopes = map[string]string{
 }
 
 // leversPage shows the levers in force and the changes.
+// A suggestion's link (suggest.go) pre-fills the form from the query; the
+// person still previews and confirms.
 func (c *Console) leversPage(w http.ResponseWriter, r *http.Request) {
-	c.renderLevers(w, r, views.LeversPage{}, http.StatusOK)
+	q := r.URL.Query()
+	f := views.LeverForm{Name: q.Get("name"), Scope: q.Get("scope"), Value: q.Get("value"), Reason: q.Get("reason"), RevertAfter: q.Get("revert_after")}
+	c.renderLevers(w, r, views.LeversPage{Form: f}, http.StatusOK)
 }
 
 func (c *Console) renderLevers(w http.ResponseWriter, r *http.Request, p views.LeversPage, status int) {
@@ -47,6 +51,9 @@ func (c *Console) renderLevers(w http.ResponseWriter, r *http.Request, p views.L
 		p.Changes = append(p.Changes, changeView(ch))
 	}
 	p.CanApprove, p.Me = u.Role == Admin, u.Login
+	if p.Suggestions, err = c.suggestions(r.Context()); err != nil {
+		c.log.Warn("lever suggestions", "err", err) // advice only: the page stands without it
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	c.render(w, r, "Levers", views.ConsoleLevers(p, u.CSRF))

@@ -21,6 +21,8 @@ var nav = []struct {
 	{views.NavItem{Href: "/console/shards", Label: "Shards", Key: "shards"}, []string{Ops, Admin}},
 	{views.NavItem{Href: "/console/lab", Label: "Lab", Key: "lab"}, []string{Ops, Admin}},
 	{views.NavItem{Href: "/console/windows", Label: "Window fairness", Key: "windows"}, []string{Ops, Admin}},
+	{views.NavItem{Href: "/console/reviews", Label: "Window reviews", Key: "reviews"}, []string{Ops, Admin}},
+	{views.NavItem{Href: "/console/banners", Label: "Status banners", Key: "banners"}, []string{Ops, Admin}},
 	{views.NavItem{Href: "/console/payments", Label: "Stuck payments", Key: "payments"}, []string{Ops, Finance, Admin}},
 	{views.NavItem{Href: "/console/alarms", Label: "Alarms", Key: "alarms"}, []string{Ops, Finance, Admin}},
 	{views.NavItem{Href: "/console/schedules", Label: "Schedules", Key: "schedules"}, []string{Ops, Finance, Admin}},

@@ -17,7 +17,10 @@ import (
 // tracePage answers "why did this person not get a ticket": every hold,
 // payment (with its events), refund, notification and booking of the
 // account, in time order, and the outcome, with each refusal the waiting
-// room gave (kind queue: rate limit, early poll, sold out, lapsed offer).
+// room gave (kind queue: rate limit, early poll, sold out, lapsed offer),
+// each admission from a queue (kind admission, from admission_log) and each
+// refused hold attempt (kind refused: sold out, daily cap, live hold,
+// throttled, high demand; the booking service's bounded per-account log).
 func (c *Console) tracePage(w http.ResponseWriter, r *http.Request) {
 	login := strings.TrimSpace(r.URL.Query().Get("login"))
 	p := views.TracePage{Login: login}
@@ -72,6 +75,9 @@ func (c *Console) trace(ctx context.Context, p *views.TracePage) error {
 			FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE p.user_id = $1`},
 		{"booking", `SELECT b.booked_at, b.pnr, 'booking ' || b.status, 'hold ' || b.hold_id::text FROM bookings b WHERE b.user_id = $1`},
 		{"notification", `SELECT n.created_at, n.channel, n.kind, n.subject FROM notifications n WHERE n.user_id = $1`},
+		{"admission", `SELECT l.issued_at, 'shard ' || l.shard_id::text, 'admitted from the queue at place ' || (l.seq + 1)::text,
+			coalesce('offer valid until ' || to_char(l.expires_at AT TIME ZONE 'Asia/Kolkata', 'HH24:MI:SS'), '')
+			FROM admission_log l WHERE l.user_id = $1 AND l.shard_id IS NOT NULL`},
 	}
 	for _, q := range queries {
 		if err := addRows(q.sql, q.kind); err != nil {
@@ -89,6 +95,17 @@ func (c *Console) trace(ctx context.Context, p *views.TracePage) error {
 				Ref: fmt.Sprintf("shard %d", r.ShardID), What: "refused in the queue: " + r.Reason, Detail: r.Detail}})
 		}
 	}
+	if c.cfg.Booking != nil {
+		// Best effort, as the queue's: a diagnosis kept in Redis.
+		rs, err := c.cfg.Booking.HoldRefusals(ctx, p.UserID)
+		if err != nil {
+			c.log.Warn("trace: hold refusals", "user", p.UserID, "err", err)
+		}
+		for _, r := range rs {
+			evs = append(evs, traceEvent{at: r.At, TraceEvent: views.TraceEvent{At: ist(r.At), Kind: "refused",
+				Ref: fmt.Sprintf("shard %d", r.ShardID), What: "hold refused: " + r.Reason, Detail: r.Detail}})
+		}
+	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
 	for _, e := range evs {
 		p.Events = append(p.Events, e.TraceEvent)
@@ -99,9 +116,13 @@ func (c *Console) trace(ctx context.Context, p *views.TracePage) error {
 
 // outcome sums up the attempts in one sentence.
 func outcome(evs []traceEvent) string {
-	var holds, confirmed, refunds, failed int
+	var holds, confirmed, refunds, failed, refused int
+	var lastRefusal string
 	for _, e := range evs {
 		switch {
+		case e.Kind == "refused":
+			refused++
+			lastRefusal = strings.TrimPrefix(e.What, "hold refused: ")
 		case e.Kind == "booking" && strings.Contains(e.What, "CONFIRMED"):
 			confirmed++
 		case e.Kind == "hold" && strings.Contains(e.What, "hold granted"):
@@ -115,6 +136,8 @@ func outcome(evs []traceEvent) string {
 	switch {
 	case confirmed > 0:
 		return fmt.Sprintf("Got a ticket (%d booking(s)).", confirmed)
+	case holds == 0 && refused > 0:
+		return fmt.Sprintf("Never held a seat: %d hold attempt(s) refused, the last one %s.", refused, lastRefusal)
 	case holds == 0:
 		return "Never held a seat: no hold was granted (sold out, refused at the door, or never reached the hold step)."
 	case failed > 0 && refunds > 0:

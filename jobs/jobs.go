@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"tatkal/booking/winreview"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -114,6 +115,7 @@ func NewClient(pool *pgxpool.Pool, svc *Services, cfg Config) (*river.Client[pgx
 		river.AddWorker(workers, &fairnessWorker{svc: svc})
 		river.AddWorker(workers, &fraud.DrainWorker{Pool: pool})
 		river.AddWorker(workers, &watchWorker{svc: svc})
+		river.AddWorker(workers, &winreview.Worker{Pool: pool})
 		rc.Workers = workers
 		rc.Queues = map[string]river.QueueConfig{
 			river.QueueDefault:   {MaxWorkers: cfg.Workers},

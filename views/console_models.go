@@ -176,6 +176,8 @@ type LeversPage struct {
 	Error      string
 	CanApprove bool
 	Me         string
+	// Suggestions pre-fill the form from route health and queue depth.
+	Suggestions []LeverSuggestion
 }
 
 // LeverDef describes a lever for the form.

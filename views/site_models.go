@@ -12,6 +12,15 @@ type SiteFrame struct {
 	Active   string // the navigation entry of this page
 	Notice   string
 	Error    string
+	// Banners are the operators' status banners shown now (booking/banner).
+	Banners []SiteBanner
+}
+
+// SiteBanner is one status banner as the passenger sees it.
+type SiteBanner struct {
+	ID       int64
+	Severity string // info, warning, critical
+	Text     string
 }
 
 // SignInPage is the sign-in form.

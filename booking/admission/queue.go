@@ -98,6 +98,9 @@ func (s *Service) device(c Caller) (string, error) {
 // Enter puts the caller in the queue of intent, once: entering again
 // returns the same ticket and place.
 func (s *Service) Enter(ctx context.Context, c Caller, in Intent) (View, error) {
+	// The queue stage's latency: how long joining took, whatever the answer.
+	start := time.Now()
+	defer func() { s.cfg.Funnel.Observe(funnel.QueueEntered, time.Since(start)) }()
 	now := s.now()
 	if in.Quota == "" {
 		in.Quota = "TQ"

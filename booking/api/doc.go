@@ -20,4 +20,17 @@
 //     (booking.Service.CancelBooking).
 //   - Hold and queue answers that refuse a suspected bot are byte-identical to
 //     the capacity answer (HIGH_DEMAND).
+//
+// # Status notices
+//
+// While operators show a status banner to the API (booking/banner, scope api
+// or both), every /v1 answer but /v1/admin and /v1/internal carries one
+// header per banner, most severe first (notice.go), for example:
+//
+//	Tatkal-Notice: id=3; severity=warning; until=2026-12-07T11:30:00Z; text=UPI%20payments%20are%20slow
+//
+// severity is info, warning or critical; until is when it ends (UTC); text is
+// percent-encoded UTF-8 (decode as a URL path segment). A header, not a body
+// field, so no answer's shape changes and a client that ignores it loses
+// nothing. The banners are read from a copy refreshed every two seconds.
 package api

@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"strings"
 	"sync/atomic"
+	"tatkal/booking/banner"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -431,20 +432,21 @@ func (a *App) build() error {
 			a.Console.SetLab(a.lab)
 		}
 	}()
+	banners := banner.New(a.Pool, log) // status banners: console, pages, /v1 answers
 	a.Console = console.New(console.Config{Pool: a.Pool, Redis: a.Redis, Store: a.Store, Booking: a.Booking, Payments: a.Payments,
 		Funnel: a.Funnel, River: client, HoldWindow: rules.HoldWindow, QueueDepth: a.Admission.Depth, QueueRefusals: a.Admission.Refusals,
 		SecureCookies: cfg.SecureCookies(), Log: log, Context: a.bg, Recon: a.Recon, ReconGateways: gatewayIDs(cfg.Gateways()),
-		Schedule: a.Schedule, Alarms: cfg.Alarms})
+		Schedule: a.Schedule, Alarms: cfg.Alarms, Banners: banners})
 	svcs.Levers, svcs.Alarms = a.Console.Levers(), a.Console.Alarms()
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer)
+	r.Use(middleware.Recoverer, api.Notices(banners))
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }) //nolint:errcheck
 	r.Get("/readyz", a.readyz)
 	v1 := api.New(api.Config{Service: a.Booking, Payments: a.Payments, Pool: a.Pool, Signer: a.Signer, MaxHoldsInFlight: cfg.MaxHoldsInFlight,
 		Admission: a.Admission, Log: log})
 	// The pages share the API's login guard and revocation list.
 	web.New(web.Config{Booking: a.Booking, Payments: a.Payments, Admission: a.Admission, Pool: a.Pool, Signer: a.Signer, Guard: v1.Guard(),
-		Revocations: v1.Revocations(), SecureCookies: cfg.SecureCookies(), Log: log}).Routes(r)
+		Revocations: v1.Revocations(), SecureCookies: cfg.SecureCookies(), Log: log, Banners: banners}).Routes(r)
 	v1.Routes(r)
 	a.Console.Routes(r)
 	a.Handler = httpx.App(r, httpx.AppOptions{HTTPS: cfg.SecureCookies(), APIReject: api.RejectInput, TrustedProxies: cfg.TrustedProxies,

@@ -6,6 +6,9 @@ package i18n
 // orders them its own way).
 var catalogue = map[string][2]string{
 	"skip":                   {"Skip to content", "मुख्य सामग्री पर जाएँ"},
+	"banner.info":            {"Service notice", "सेवा सूचना"},
+	"banner.warning":         {"Service warning", "सेवा चेतावनी"},
+	"banner.critical":        {"Service disruption", "सेवा बाधित"},
 	"signin":                 {"Sign in", "साइन इन करें"},
 	"signout":                {"Sign out", "साइन आउट"},
 	"login":                  {"User ID", "यूज़र आईडी"},

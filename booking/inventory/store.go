@@ -107,6 +107,12 @@ func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 // them.
 func (s *Store) MetaKey(shardID int64) string { return s.key(shardID, "meta") }
 
+// UserKey is a key of one account's, outside every shard's hash tag (the
+// hold path's per-account diagnostics: booking/refusals.go).
+func (s *Store) UserKey(userID int64, name string) string {
+	return s.prefix + ":u" + strconv.FormatInt(userID, 10) + ":" + name
+}
+
 func (s *Store) key(shardID int64, name string) string {
 	return s.prefix + ":{s" + strconv.FormatInt(shardID, 10) + "}:" + name
 }

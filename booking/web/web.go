@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"tatkal/booking/banner"
 	"time"
 
 	"github.com/a-h/templ"
@@ -39,6 +40,9 @@ type Config struct {
 	MaxInFlight int
 	Log         *slog.Logger
 	Now         func() time.Time
+	// Banners are the operators' status banners shown above every page
+	// (nil: none).
+	Banners *banner.Store
 }
 
 // Pages are the passenger pages.
@@ -111,6 +115,9 @@ func (p *Pages) Routes(r chi.Router) {
 func (p *Pages) render(w http.ResponseWriter, r *http.Request, status int, title string, f views.SiteFrame, c templ.Component) {
 	s := sessionOf(r)
 	f.Login, f.Verified, f.CSRF = s.login, s.Verified, p.csrfToken(r)
+	for _, b := range p.cfg.Banners.Live(r.Context(), banner.Site) {
+		f.Banners = append(f.Banners, views.SiteBanner{ID: b.ID, Severity: b.Severity, Text: b.Text})
+	}
 	if f.Path == "" {
 		f.Path = r.URL.RequestURI()
 	}

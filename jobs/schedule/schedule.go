@@ -19,6 +19,7 @@ package schedule
 import (
 	"fmt"
 	"strings"
+	"tatkal/booking/winreview"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -226,6 +227,8 @@ func List(c Config) []Entry {
 			What: "writes the fraud signals the booking path queued"},
 		{Kind: alarms.WatchArgs{}.Kind(), Name: "Invariant watch", When: Every(c.Watch), Args: fixed(alarms.WatchArgs{}),
 			What: "checks every open shard's seats (Redis against PostgreSQL) and the money, freezes a shard whose seats may sell twice, and raises or clears the alarms"},
+		{Kind: winreview.Args{}.Kind(), Name: "Post-window review", When: Every(time.Minute), Args: fixed(winreview.Args{}),
+			What: "writes each closed window's review (funnel, fairness, money, incidents, levers) once it has settled"},
 		{Kind: admission.FairnessArgs{}.Kind(), Name: "Fairness figures", When: Triggered("ten minutes after each window's draw is sealed"),
 			What: "computes a window's success by client type, account age and arrival second"},
 

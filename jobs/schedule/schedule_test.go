@@ -165,7 +165,7 @@ func TestListIsOneSchedule(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{"hold_sweep", "chart_schedule", "chart_prepare", "notify_relay", "fraud_signal_drain", "window_fairness",
-		"recon_daily", "recon_fetch", "recon_statement", "recon_escalate", "fraud_schedule", "fraud_cluster_window", "fraud_enforce", "invariant_watch"} {
+		"recon_daily", "recon_fetch", "recon_statement", "recon_escalate", "fraud_schedule", "fraud_cluster_window", "fraud_enforce", "invariant_watch", "window_review"} {
 		if !seen[kind] {
 			t.Errorf("%s is not on the schedule", kind)
 		}

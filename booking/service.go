@@ -419,6 +419,10 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	case cr.err != nil:
 		s.log.Error("hold not durable", "hold", holdID, "err", cr.err)
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
+	case cr.verdict == rejectedChanged:
+		// The account's holds kept changing under every try (Submit's).
+		s.log.Warn("hold not saved: the account's holds changed under each try", "hold", holdID)
+		return HoldResult{}, shardID, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
 	case cr.verdict == rejectedKeyReused:
 		return HoldResult{}, shardID, errHoldKeyReused()
 	case cr.verdict == rejectedDuplicate:

@@ -59,6 +59,10 @@ const (
 	rejectedPassenger                // a passenger is on too many accounts' holds today
 	rejectedBanned                   // fraud review banned the account
 	rejectedCharted                  // the shard's chart is prepared: it sells nothing more
+	// rejectedChanged: skipped by a rule whose grounds were gone by the
+	// diagnosis (the account's live hold on another shard confirmed,
+	// expired or was cancelled in between). Submit tries such a row again.
+	rejectedChanged
 )
 
 type commitResult struct {
@@ -168,8 +172,25 @@ func (c *Committer) failQueued(err error) {
 	}
 }
 
-// Submit queues row and waits until it is durable or rejected.
+// changedRetries bounds Submit's new tries of a row skipped on grounds gone
+// by its diagnosis: each needs the account's state to change again between
+// one INSERT and its diagnosis, a few milliseconds.
+const changedRetries = 3
+
+// Submit queues row and waits until it is durable or rejected. A row
+// skipped on grounds that were gone by its diagnosis is submitted again:
+// answering it with a limit the account has not reached would tell an
+// honest passenger their day is used up.
 func (c *Committer) Submit(ctx context.Context, row holdRow) commitResult {
+	r := c.submit(ctx, row)
+	for i := 0; i < changedRetries && r.err == nil && r.verdict == rejectedChanged; i++ {
+		c.log.Info("hold skipped on grounds gone by its diagnosis; submitting again", "hold", row.ID, "try", i+2)
+		r = c.submit(ctx, row)
+	}
+	return r
+}
+
+func (c *Committer) submit(ctx context.Context, row holdRow) commitResult {
 	p := &pendingHold{row: row, done: make(chan commitResult, 1)}
 	select {
 	case c.in <- p:
@@ -348,6 +369,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		}
 		return results
 	}
+	c.pause.At(ctx, "commit.before-diagnose")
 	for i, p := range batch {
 		switch {
 		case inserted[p.row.ID]:
@@ -448,24 +470,36 @@ func (c *Committer) diagnose(ctx context.Context, r holdRow) commitResult {
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return commitResult{err: fmt.Errorf("diagnose hold %s: %w", r.ID, err)}
 	}
-	// The account's day, then its month; what is left is the person's day
-	// across accounts, answered as the day's cap (the same refusal).
-	var day, month int
+	// The account's day, its month, then the person's day across the
+	// verified accounts of its phone. Each is counted, never assumed: a
+	// row skipped for a live hold that confirmed since shows none of them,
+	// and is tried again rather than refused with a limit not reached.
+	var day, month, person int
 	var verified bool
-	if err := c.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE opening_day = $2), count(*),
-		(SELECT id_verification_status = 'VERIFIED' FROM users WHERE id = $1) FROM holds
-		WHERE user_id = $1 AND state IN ('HELD', 'CONFIRMED') AND opening_day >= date_trunc('month', $2::date)::date
-		  AND opening_day < (date_trunc('month', $2::date) + interval '1 month')::date`, r.UserID, r.OpeningDay).Scan(&day, &month, &verified); err != nil {
+	if err := c.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE h.opening_day = $2), count(*),
+		coalesce((SELECT id_verification_status = 'VERIFIED' FROM users WHERE id = $1), false),
+		coalesce((SELECT count(*) FROM users u JOIN users v ON v.phone_hash = u.phone_hash
+		          JOIN holds x ON x.user_id = v.id
+		          WHERE u.id = $1 AND u.id_verification_status = 'VERIFIED' AND v.id_verification_status = 'VERIFIED'
+		            AND x.opening_day = $2 AND x.state IN ('HELD', 'CONFIRMED')), 0)
+		FROM holds h
+		WHERE h.user_id = $1 AND h.state IN ('HELD', 'CONFIRMED') AND h.opening_day >= date_trunc('month', $2::date)::date
+		  AND h.opening_day < (date_trunc('month', $2::date) + interval '1 month')::date`, r.UserID, r.OpeningDay).Scan(&day, &month, &verified, &person); err != nil {
 		return commitResult{err: fmt.Errorf("diagnose hold %s: %w", r.ID, err)}
 	}
 	monthly := c.rulesNow().MonthlyCap
 	if verified {
 		monthly = c.rulesNow().MonthlyCapVerified
 	}
-	if day < c.rulesNow().DailyCap && month >= monthly {
+	switch {
+	case day >= c.rulesNow().DailyCap:
+		return commitResult{verdict: rejectedDailyCap}
+	case month >= monthly:
 		return commitResult{verdict: rejectedMonthlyCap}
+	case c.rulesNow().PersonDailyCap > 0 && person >= c.rulesNow().PersonDailyCap:
+		return commitResult{verdict: rejectedDailyCap} // the person's day, answered as the account's
 	}
-	return commitResult{verdict: rejectedDailyCap}
+	return commitResult{verdict: rejectedChanged}
 }
 
 // passengerLimit finds the rows of a batch that would put one passenger on

@@ -30,6 +30,19 @@ type Caller struct {
 	Verified  bool
 	Agent     bool
 	CreatedAt time.Time
+	// Device is the device of the request's binding (X-Device-Token),
+	// verified by the edge that read it (BoundDevice); "" when the request
+	// carries no binding of this account. Every hold needs one.
+	Device string
+}
+
+// ErrDeviceNotBound refuses a hold from an account that has not bound the
+// device it books from: a binding ties the hold to a device the account
+// registered (and the device to at most a few accounts), on every shard,
+// whether or not it goes through the waiting room.
+func ErrDeviceNotBound() error {
+	return Errorf(EFORBIDDEN, "DEVICE_NOT_BOUND", "Bind this device to your account before booking: the app sends POST /v1/devices/bind "+
+		"with its device_token and then the device_binding it gets back as X-Device-Token; on the website, sign in again.")
 }
 
 // Service holds, confirms, cancels and expires seats.
@@ -297,6 +310,9 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	if err := s.checkWindow(shard, c, now, rules); err != nil {
 		return HoldResult{}, shardID, err
 	}
+	if c.Device == "" {
+		return HoldResult{}, shardID, ErrDeviceNotBound()
+	}
 	var use AdmissionUse
 	mode := shard.Mode
 	if s.levers != nil {
@@ -428,6 +444,10 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	switch {
 	case cr.err != nil:
 		s.log.Error("hold not durable", "hold", holdID, "err", cr.err)
+		return HoldResult{}, shardID, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
+	case cr.verdict == rejectedChanged:
+		// The account's holds kept changing under every try (Submit's).
+		s.log.Warn("hold not saved: the account's holds changed under each try", "hold", holdID)
 		return HoldResult{}, shardID, Errorf(EUNAVAIL, "NOT_SAVED", "Your hold could not be saved. Nothing was held; please retry.")
 	case cr.verdict == rejectedKeyReused:
 		return HoldResult{}, shardID, errHoldKeyReused()

@@ -420,7 +420,7 @@ func (a *App) build() error {
 	svcs.Booking, svcs.Payments, svcs.Notify, svcs.Admission = a.Booking, a.Payments, a.Notify, a.Admission
 	a.Recon = newRecon(cfg, a.Pool, client, log, opts.Pause)
 	a.ReconSources = reconSources(cfg)
-	a.Fraud = &fraud.Service{Pool: a.Pool, Clusterer: fraud.Clusterer{Config: fraud.DefaultConfig(), Tune: a.Levers.FraudConfig}}
+	a.Fraud = &fraud.Service{Pool: a.Pool, Clusterer: fraud.Clusterer{Config: fraud.DefaultConfig(), Tune: a.Levers.FraudConfig}, EarlyPasses: cfg.FraudEarlyPasses}
 	a.FraudEnforcer = &review.Enforcer{Review: review.New(a.Pool), Booking: a.Booking, Log: log}
 	svcs.Recon, svcs.ReconSources, svcs.Fraud, svcs.FraudEnforcer = a.Recon, a.ReconSources, a.Fraud, a.FraudEnforcer
 	if a.Signer, err = auth.NewSigner(cfg.SessionKey); err != nil {

@@ -86,6 +86,10 @@ type Config struct {
 	// Alarms its thresholds (TATKAL_ALARM_*, see console/alarms).
 	WatchInterval time.Duration
 	Alarms        alarms.Thresholds
+	// FraudEarlyPasses: how long after each window opens it is clustered
+	// while still open (TATKAL_FRAUD_EARLY_PASSES, durations such as
+	// "10m,30m"; "none": only once closed; nil: fraud.DefaultEarlyPasses).
+	FraudEarlyPasses []time.Duration
 
 	// RedisClusterAddrs (REDIS_CLUSTER_ADDRS, host:port,...) selects a
 	// Redis Cluster; so does a REDIS_URL listing several nodes.
@@ -236,6 +240,13 @@ func FromEnv() (Config, error) {
 	}
 	if cfg.Alarms, err = alarms.ThresholdsFromEnv(os.Getenv); err != nil {
 		return cfg, err
+	}
+	if v := os.Getenv("TATKAL_FRAUD_EARLY_PASSES"); v != "" {
+		passes, err := parseEarlyPasses(v)
+		if err != nil {
+			return cfg, fmt.Errorf("TATKAL_FRAUD_EARLY_PASSES %q: %w", v, err)
+		}
+		cfg.FraudEarlyPasses = passes
 	}
 	if v := os.Getenv("TATKAL_MEMORY_LIMIT"); v != "" {
 		n, err := ParseBytes(v)
@@ -407,4 +418,21 @@ func (c Config) Environ() []string {
 		env = append(env, "TATKAL_HOLD_WINDOW="+c.HoldWindow.String())
 	}
 	return env
+}
+
+// parseEarlyPasses reads TATKAL_FRAUD_EARLY_PASSES: "none", or durations
+// after a window's opening, comma-separated, each 1m-4h.
+func parseEarlyPasses(v string) ([]time.Duration, error) {
+	if v == "none" {
+		return []time.Duration{}, nil
+	}
+	var out []time.Duration
+	for _, f := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d < time.Minute || d > 4*time.Hour {
+			return nil, errors.New(`want "none" or durations between 1m and 4h after the opening, comma-separated, e.g. "10m,30m"`)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }

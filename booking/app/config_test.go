@@ -157,3 +157,26 @@ func TestWatchSettings(t *testing.T) {
 		})
 	}
 }
+
+// The fraud clustering's early passes: durations after the opening, or
+// "none"; anything else is refused at start, naming the variable.
+func TestFraudEarlyPasses(t *testing.T) {
+	cfg, err := FromEnv()
+	if err != nil || cfg.FraudEarlyPasses != nil {
+		t.Fatalf("unset: %v %v (want nil, the default passes)", err, cfg.FraudEarlyPasses)
+	}
+	t.Setenv("TATKAL_FRAUD_EARLY_PASSES", "15m, 45m")
+	if cfg, err = FromEnv(); err != nil || len(cfg.FraudEarlyPasses) != 2 || cfg.FraudEarlyPasses[1] != 45*time.Minute {
+		t.Fatalf("15m,45m: %v %v", err, cfg.FraudEarlyPasses)
+	}
+	t.Setenv("TATKAL_FRAUD_EARLY_PASSES", "none")
+	if cfg, err = FromEnv(); err != nil || cfg.FraudEarlyPasses == nil || len(cfg.FraudEarlyPasses) != 0 {
+		t.Fatalf("none: %v %v (want an empty list)", err, cfg.FraudEarlyPasses)
+	}
+	for _, bad := range []string{"10", "30s", "5h", "10m,", "soon"} {
+		t.Setenv("TATKAL_FRAUD_EARLY_PASSES", bad)
+		if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "TATKAL_FRAUD_EARLY_PASSES") {
+			t.Errorf("TATKAL_FRAUD_EARLY_PASSES=%s: %v", bad, err)
+		}
+	}
+}

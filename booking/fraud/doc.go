@@ -25,7 +25,15 @@
 //
 // # Clustering
 //
-// After each window, accounts are linked by weighted edges (DefaultConfig): a
+// A window is clustered while it is still open, 10 and 30 minutes after its
+// opening (Service.EarlyPasses, TATKAL_FRAUD_EARLY_PASSES), and again once
+// every shard of it has closed: each time only if signals came since its
+// last run (DueWindows, run by the fraud_schedule job every minute). The
+// early passes let a decision be enforced long before the chart, after
+// which a cancellation frees nothing; a rerun keeps the clusters an analyst
+// decided or claimed.
+//
+// Accounts are linked by weighted edges (DefaultConfig): a
 // shared device, instrument, passenger ID (or name and age), a refused attempt
 // at another account's passenger, consecutive logins; and weak kinds (a shared
 // /24 early in the window, holds within 5 ms, the same solve time). The weak

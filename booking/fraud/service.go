@@ -16,6 +16,22 @@ import (
 type Service struct {
 	Pool      *pgxpool.Pool
 	Clusterer Clusterer
+	// EarlyPasses: how long after a window opens it is clustered while
+	// still open, so a decision is enforced long before the chart (after
+	// the chart a cancellation frees nothing). nil is DefaultEarlyPasses;
+	// an empty slice clusters only once every shard of the window closed.
+	EarlyPasses []time.Duration
+}
+
+// DefaultEarlyPasses: 10 minutes after the opening (the rush's holds are
+// taken, most paid) and 30 (the agents' bar lifts; late payments are in).
+var DefaultEarlyPasses = []time.Duration{10 * time.Minute, 30 * time.Minute}
+
+func (s *Service) earlyPasses() []time.Duration {
+	if s.EarlyPasses == nil {
+		return DefaultEarlyPasses
+	}
+	return s.EarlyPasses
 }
 
 // ClusterWindow runs one window's clustering in one transaction, so
@@ -57,17 +73,25 @@ func (s *Service) ClusterWindow(ctx context.Context, window time.Time) (Result, 
 	return res, nil
 }
 
-// DueWindows returns the windows whose shards have all closed, that have
-// signals, and that have no run since their last signal was recorded:
-// what the scheduler enqueues. At most limit, oldest first.
+// DueWindows returns the windows with signals and no run since their last
+// signal was recorded that are due: every shard of the window has closed,
+// or an early pass (EarlyPasses after the opening) has come with no run
+// since it. What the scheduler enqueues; at most limit, oldest first.
 func (s *Service) DueWindows(ctx context.Context, now time.Time, limit int) ([]time.Time, error) {
+	passes := make([]float64, len(s.earlyPasses()))
+	for i, d := range s.earlyPasses() {
+		passes[i] = d.Seconds()
+	}
 	rows, err := s.Pool.Query(ctx, `
 		SELECT f.window_opens_at
 		FROM (SELECT window_opens_at, max(recorded_at) AS last FROM fraud_signals GROUP BY window_opens_at) f
 		LEFT JOIN fraud_runs r USING (window_opens_at)
 		WHERE (r.ran_at IS NULL OR r.ran_at < f.last)
-		  AND NOT EXISTS (SELECT 1 FROM inventory_shards s WHERE s.window_opens_at = f.window_opens_at AND s.window_closes_at > $1)
-		ORDER BY f.window_opens_at LIMIT $2`, now, limit)
+		  AND (NOT EXISTS (SELECT 1 FROM inventory_shards s WHERE s.window_opens_at = f.window_opens_at AND s.window_closes_at > $1)
+		       OR EXISTS (SELECT 1 FROM unnest($3::float8[]) AS p(secs)
+		                  WHERE f.window_opens_at + make_interval(secs => p.secs) <= $1
+		                    AND (r.ran_at IS NULL OR r.ran_at < f.window_opens_at + make_interval(secs => p.secs))))
+		ORDER BY f.window_opens_at LIMIT $2`, now, limit, passes)
 	if err != nil {
 		return nil, fmt.Errorf("fraud due windows: %w", err)
 	}

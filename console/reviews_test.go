@@ -50,6 +50,14 @@ func TestWindowReviewWrittenByTheJob(t *testing.T) {
 	_, err = s.Pool.Exec(ctx, `UPDATE lever_changes SET proposed_at = now() - interval '1 hour' WHERE id = $1`, ch.ID)
 	teststack.Must(t, err, "lever in the window")
 
+	// The watch raised a queue alarm on this shard in the window (resolved
+	// since), one on another shard and one on this shard after it closed:
+	// only the first is the window's incident.
+	_, err = s.Pool.Exec(ctx, `INSERT INTO alarms (raised_at, kind, scope, detail, resolved_at) VALUES
+		(now() - interval '90 minutes', 'queue_depth', 'shard:' || $1::bigint, '900 waiting', now() - interval '80 minutes'),
+		(now() - interval '90 minutes', 'queue_depth', 'shard:' || ($1::bigint + 1000), 'another shard', NULL),
+		(now() - interval '5 minutes', 'queue_depth', 'shard:' || $1::bigint, 'after the window', NULL)`, shardID)
+	teststack.Must(t, err, "alarms")
 	_, err = s.River.Insert(ctx, winreview.Args{}, nil)
 	teststack.Must(t, err, "insert the job")
 	testenv.Eventually(t, 20*time.Second, "the review written", func() error {
@@ -85,7 +93,8 @@ func TestWindowReviewWrittenByTheJob(t *testing.T) {
 	if want := []string{fmt.Sprintf("%s 1 %d", openState, openPaise), fmt.Sprintf("SUCCESS 1 %d", paidPaise)}; strings.Join(states, ",") != strings.Join(want, ",") {
 		t.Fatalf("payments by state %v, want %v", states, want)
 	}
-	if len(rv.Incidents) != 1 || !strings.Contains(rv.Incidents[0], "1 payment(s) still open") {
+	if len(rv.Incidents) != 2 || !strings.Contains(rv.Incidents[0], "1 payment(s) still open") ||
+		rv.Incidents[1] != fmt.Sprintf("alarm queue_depth (shard:%d): 900 waiting", shardID) {
 		t.Fatalf("incidents %q", rv.Incidents)
 	}
 	if len(rv.LeversPulls) != 1 || rv.LeversPulls[0].ID != ch.ID || rv.LeversPulls[0].ProposedBy != "ops1" || rv.LeversPulls[0].New != "100" {

@@ -3,7 +3,8 @@
 // have mostly ended), one row of window_reviews with the window's funnel
 // against what was expected (the berths on sale), its fairness figures
 // (window_fairness, when computed), its money (payments, refunds and what
-// is still UNKNOWN), its incidents (payments still open, shed calls) and
+// is still UNKNOWN), its incidents (the invariant watch's alarms, payments
+// still open, shed calls) and
 // the levers changed while it was open. Figures are read from PostgreSQL,
 // the system of record, never from Redis's short-lived counts, so a review
 // written late says the same. The periodic job (Args, every minute) writes
@@ -225,7 +226,21 @@ func Compute(ctx context.Context, pool *pgxpool.Pool, shardID int64, now time.Ti
 		r.Incidents = append(r.Incidents, fmt.Sprintf("demand outran the berths (%d entrants, %d holds) yet only %d of %d berths were sold",
 			f.QueueEntrants, f.Holds, f.SeatsConfirmed, f.BerthsOnSale))
 	}
-	rows, err := pool.Query(ctx, `SELECT id, name, scope, old_value, new_value, state, proposed_by, coalesce(approved_by, ''), proposed_at, reason
+	// The alarms the invariant watch raised while the window was open, on
+	// this shard or on what every shard shares (routes, money).
+	rows, err := pool.Query(ctx, `SELECT format('alarm %s%s: %s%s', kind, CASE WHEN scope = '' THEN '' ELSE ' (' || scope || ')' END, detail,
+			CASE WHEN resolved_at IS NULL THEN ' (still open)' ELSE '' END) FROM alarms
+		WHERE raised_at BETWEEN $2 AND $3 AND (scope = 'shard:' || $1::bigint OR scope NOT LIKE 'shard:%')
+		ORDER BY raised_at, id`, shardID, r.OpensAt, r.ClosesAt)
+	if err != nil {
+		return r, wrap("alarms", err)
+	}
+	raised, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return r, wrap("alarms", err)
+	}
+	r.Incidents = append(r.Incidents, raised...)
+	rows, err = pool.Query(ctx, `SELECT id, name, scope, old_value, new_value, state, proposed_by, coalesce(approved_by, ''), proposed_at, reason
 		FROM lever_changes WHERE proposed_at BETWEEN $2 AND $3 AND (scope = 'shard:' || $1::bigint OR scope NOT LIKE 'shard:%')
 		ORDER BY proposed_at, id`, shardID, r.OpensAt, r.ClosesAt)
 	if err != nil {

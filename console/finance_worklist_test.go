@@ -476,6 +476,19 @@ func TestExceptionMoneyActions(t *testing.T) {
 	}
 	admin := newBrowser(t, s.Server.URL)
 	admin.login("admin1")
+	// A late success booked the hold since the day was run: the payment paid
+	// for a ticket that stands, and is not refunded as if none came of it.
+	_, err = s.Pool.Exec(ctx, `INSERT INTO bookings (pnr, hold_id, user_id, shard_id, from_seq, to_seq, status, fare_paise)
+		SELECT '2123456780', h.id, h.user_id, h.shard_id, 0, 1, 'CONFIRMED', 120000 FROM holds h JOIN payments p ON p.hold_id = h.id WHERE p.id = $1`, d.captured)
+	teststack.Must(t, err, "a booking of the captured payment's hold")
+	if code, body, _ := admin.post(capPath+"/refund", url.Values{"approve": {"1"}}); code != http.StatusConflict || !strings.Contains(body, "cancel the booking") {
+		t.Fatalf("refund of a payment whose ticket stands: %d\n%.2000s", code, body)
+	}
+	if st, refunds, _ := moved(d.captured); st != "SUCCESS" || refunds != 0 {
+		t.Fatalf("after the refused refund: %s, %d refunds", st, refunds)
+	}
+	_, err = s.Pool.Exec(ctx, `DELETE FROM bookings WHERE pnr = '2123456780'`)
+	teststack.Must(t, err, "the booking gone again")
 	if code, body, _ := admin.post(capPath+"/refund", url.Values{"approve": {"1"}, "note": {"checked with the customer"}}); code != http.StatusSeeOther {
 		t.Fatalf("second person's approval: %d\n%.3000s", code, body)
 	}

@@ -267,6 +267,22 @@ func (s *Service) ApproveRefund(ctx context.Context, id uuid.UUID, approver, not
 		if !a.Captured() || a.RefundedPaise >= a.AmountPaise || ours != payment.Success {
 			return booking.Errorf(booking.ECONFLICT, "GATEWAY_DISAGREES", "Asked the gateway: %s; our payment is %s. There is no captured money to refund: ask the gateway now instead.", a, ours)
 		}
+		if e.Kind == PaidNotBooked || e.Kind == StatusMismatch {
+			// All of a payment back while its hold's booking stands (a late
+			// success confirmed it since the day was run) would be a ticket
+			// for nothing; another payment of the hold paid for it, this one
+			// is a duplicate and may go back.
+			var ticketed bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payments p
+				JOIN bookings b ON b.hold_id = p.hold_id AND b.status IN ('CONFIRMED', 'WAITLISTED')
+				WHERE p.id = $1 AND NOT EXISTS (SELECT 1 FROM payments q WHERE q.hold_id = p.hold_id AND q.id <> p.id AND q.state = 'SUCCESS'))`,
+				*e.PaymentID).Scan(&ticketed); err != nil {
+				return fmt.Errorf("approve refund %s: booking: %w", id, err)
+			}
+			if ticketed {
+				return booking.Errorf(booking.ECONFLICT, "TICKET_STANDS", "This payment paid for a booking that stands: cancel the booking (its refund follows) instead of refunding the payment.")
+			}
+		}
 		var amount int64 // all of it
 		if e.Kind == AmountMismatch {
 			amount = e.StakePaise // what was taken beyond ours

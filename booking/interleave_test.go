@@ -418,6 +418,13 @@ func (w *world) step(n, i int) func() {
 	if op >= 81 && op < 85 && n-shard.born < chartAge {
 		op = 0 // too young to chart: a hold instead
 	}
+	if w.steer && slices.ContainsFunc([]string{"waitlist-paid", "promoted", "promotion-late"}, func(k string) bool { return slices.Contains(w.unexercised(), k) }) {
+		// Past the planned rounds, a promotion gets help: holds (waitlist
+		// offers once sold out), wallet payments (of offers too) and
+		// cancellations of tickets of the shard on sale, nothing that
+		// charts it or bans its passengers.
+		op = []int{0, 30, 30, 60}[op%4]
+	}
 	switch {
 	case op < 24: // hold (a waitlist offer once the shard is sold out)
 		key := fmt.Sprintf("il-%d-%d-%d", n, i, user)

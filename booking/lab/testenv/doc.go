@@ -37,7 +37,8 @@
 // TATKAL_REHEARSAL_SEEDS (TestSmallRehearsal's seeds), TATKAL_RUSH_USERS
 // (booking/api's TestRushNeverOversells: 600 passengers unless set). booking/lab/teststack
 // sets TATKAL_TEST_WORKER, TATKAL_TEST_SERVE, TATKAL_TEST_PAUSE,
-// TATKAL_TEST_SWEEP_INTERVAL and TATKAL_TEST_NOT_CREATED_AFTER for the
+// TATKAL_TEST_SWEEP_INTERVAL, TATKAL_TEST_NOT_CREATED_AFTER and
+// TATKAL_TEST_INQUIRY_AFTER for the
 // processes a test starts.
 //
 // # The connection budget

@@ -487,16 +487,17 @@ func (c *Committer) diagnose(ctx context.Context, r holdRow) commitResult {
 		  AND h.opening_day < (date_trunc('month', $2::date) + interval '1 month')::date`, r.UserID, r.OpeningDay).Scan(&day, &month, &verified, &person); err != nil {
 		return commitResult{err: fmt.Errorf("diagnose hold %s: %w", r.ID, err)}
 	}
-	monthly := c.rulesNow().MonthlyCap
+	rules := c.rulesNow() // one snapshot for the whole diagnosis
+	monthly := rules.MonthlyCap
 	if verified {
-		monthly = c.rulesNow().MonthlyCapVerified
+		monthly = rules.MonthlyCapVerified
 	}
 	switch {
-	case day >= c.rulesNow().DailyCap:
+	case day >= rules.DailyCap:
 		return commitResult{verdict: rejectedDailyCap}
 	case month >= monthly:
 		return commitResult{verdict: rejectedMonthlyCap}
-	case c.rulesNow().PersonDailyCap > 0 && person >= c.rulesNow().PersonDailyCap:
+	case rules.PersonDailyCap > 0 && person >= rules.PersonDailyCap:
 		return commitResult{verdict: rejectedDailyCap} // the person's day, answered as the account's
 	}
 	return commitResult{verdict: rejectedChanged}

@@ -79,7 +79,7 @@ func (ChartScheduleArgs) InsertOpts() river.InsertOpts {
 // the next two days whose chart time is ahead, at that time (unique per
 // shard: the job stays in River's table, so a worker down at chart time
 // runs it when it comes back). It returns how many shards it looked at.
-func (s *Service) ScheduleCharts(ctx context.Context) (int, error) {
+func (s Charts) ScheduleCharts(ctx context.Context) (int, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id FROM inventory_shards WHERE chart_state = 'OPEN'
 		AND journey_date <= (now() AT TIME ZONE 'Asia/Kolkata')::date + 2`)
 	if err != nil {
@@ -131,7 +131,7 @@ type ChartReport struct {
 // the shard marked CHARTED. All in one transaction under the shard's
 // exclusive lock; a retried job finds it CHARTED and does nothing again,
 // so each waitlisted ticket is refunded once.
-func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error) {
+func (s Charts) Chart(ctx context.Context, shardID int64) (ChartReport, error) {
 	return s.chart(ctx, shardID, false)
 }
 
@@ -142,7 +142,7 @@ func (s *Service) Chart(ctx context.Context, shardID int64) (ChartReport, error)
 // lock tried, not waited for); asked again after, it is refused as
 // charted. A retry that fails leaves the shard FAILED with the reason and
 // nothing half done. A chart not FAILED is refused and nothing is done.
-func (s *Service) RetryChart(ctx context.Context, shardID int64) (ChartReport, error) {
+func (s Charts) RetryChart(ctx context.Context, shardID int64) (ChartReport, error) {
 	rep, err := s.chart(ctx, shardID, true)
 	if err != nil && ErrorCode(err) == EINTERNAL {
 		if _, ferr := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE inventory_shards SET chart_error = $2 WHERE id = $1 AND chart_state = 'FAILED'`,
@@ -153,7 +153,7 @@ func (s *Service) RetryChart(ctx context.Context, shardID int64) (ChartReport, e
 	return rep, err
 }
 
-func (s *Service) chart(ctx context.Context, shardID int64, retry bool) (ChartReport, error) {
+func (s Charts) chart(ctx context.Context, shardID int64, retry bool) (ChartReport, error) {
 	var rep ChartReport
 	var cancelled []CancelDone
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
@@ -261,7 +261,7 @@ func (s *Service) chart(ctx context.Context, shardID int64, retry bool) (ChartRe
 // become a ticket after it. A payment for one that arrives later goes the
 // late-success way, finds the chart prepared and is refunded in full. The
 // shard is rebuilt after the commit, which drops their Redis records.
-func (s *Service) endLiveHoldsTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]uuid.UUID, error) {
+func (s Charts) endLiveHoldsTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]uuid.UUID, error) {
 	rows, err := tx.Query(ctx, `UPDATE holds SET state = 'RELEASED', state_reason = 'the chart is prepared', updated_at = now(),
 		state_version = state_version + 1 WHERE shard_id = $1 AND state = 'HELD' RETURNING id`, shardID)
 	if err != nil {
@@ -278,7 +278,7 @@ func (s *Service) endLiveHoldsTx(ctx context.Context, tx pgx.Tx, shardID int64) 
 // the promotions and cancellations of charting): every confirmed booking
 // with its final berths, and the waitlisted PNRs cancelled. Each
 // confirmed passenger is told the berth is final.
-func (s *Service) chartTx(ctx context.Context, tx pgx.Tx, shardID int64, ref string, at time.Time, cancelled []string) (prs.Chart, error) {
+func (s Charts) chartTx(ctx context.Context, tx pgx.Tx, shardID int64, ref string, at time.Time, cancelled []string) (prs.Chart, error) {
 	shard, err := s.catalog.ByIDTx(ctx, tx, shardID)
 	if err != nil {
 		return prs.Chart{}, err
@@ -329,7 +329,7 @@ func (s *Service) chartTx(ctx context.Context, tx pgx.Tx, shardID int64, ref str
 // since it was prepared (chartStanding), the same bytes however often it
 // is sent. A shard charted and acknowledged already, or not charted, is
 // left alone. A retryable failure is returned for the job to retry.
-func (s *Service) SendChart(ctx context.Context, shardID int64) error {
+func (s Charts) SendChart(ctx context.Context, shardID int64) error {
 	if s.core == nil {
 		return errors.New("no reservation core configured")
 	}
@@ -385,7 +385,7 @@ func (s *Service) SendChart(ctx context.Context, shardID int64) error {
 // at the core. The core stored no chart listing such a booking, so the
 // chart sent instead conflicts with no earlier send. The shard keeps the
 // chart as sent, so a resend after a lost answer sends the same bytes.
-func (s *Service) chartStanding(ctx context.Context, shardID int64, chart prs.Chart) (prs.Chart, error) {
+func (s Charts) chartStanding(ctx context.Context, shardID int64, chart prs.Chart) (prs.Chart, error) {
 	pnrs := make([]string, len(chart.Confirmed))
 	for i, e := range chart.Confirmed {
 		pnrs[i] = e.PNR
@@ -419,7 +419,7 @@ func (s *Service) chartStanding(ctx context.Context, shardID int64, chart prs.Ch
 // job that gives up leaves the shard FAILED (the chart) or its core state
 // FAILED (the delivery) with the reason, raises an alarm (error log), and
 // ends cancelled in River, so the console shows it and nothing loops.
-func (s *Service) ChartJob(ctx context.Context, shardID int64, send bool, attempt, maxAttempts int) error {
+func (s Charts) ChartJob(ctx context.Context, shardID int64, send bool, attempt, maxAttempts int) error {
 	var err error
 	if send {
 		err = s.SendChart(ctx, shardID)
@@ -461,7 +461,7 @@ func coreRefused(err error) bool {
 
 // chartFailed records a chart that will not happen by itself and raises
 // the alarm.
-func (s *Service) chartFailed(ctx context.Context, shardID int64, send bool, reason string) error {
+func (s Charts) chartFailed(ctx context.Context, shardID int64, send bool, reason string) error {
 	q := `UPDATE inventory_shards SET chart_state = 'FAILED', chart_error = $2,
 		window_closes_at = least(window_closes_at, now()) WHERE id = $1 AND chart_state IN ('OPEN', 'CHARTING')`
 	if send {
@@ -499,7 +499,7 @@ const ChartSendTimeout = ChartSendLease / 2
 // chart refused for listing them is delivered), and marks it SENT. A
 // failure records FAILED again with the reason. The answer is the core's
 // chart id. A chart in neither state is refused and nothing is sent.
-func (s *Service) RetryChartSend(ctx context.Context, shardID int64) (string, error) {
+func (s Charts) RetryChartSend(ctx context.Context, shardID int64) (string, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE inventory_shards SET chart_core_state = 'PENDING', chart_sending_since = now()
 		WHERE id = $1 AND chart_state = 'CHARTED' AND (chart_core_state = 'FAILED'
 		   OR (chart_core_state = 'PENDING' AND chart_sending_since < now() - make_interval(secs => $2)))`, shardID, ChartSendLease.Seconds())

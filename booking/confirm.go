@@ -36,7 +36,7 @@ type ConfirmResult struct {
 // Confirm turns a live hold into a booking with a PNR (see ConfirmTx), then
 // marks the seats sold in Redis. Confirming a confirmed hold returns its
 // booking.
-func (s *Service) Confirm(ctx context.Context, id uuid.UUID) (HoldView, error) {
+func (s Settlement) Confirm(ctx context.Context, id uuid.UUID) (HoldView, error) {
 	var res ConfirmResult
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -58,7 +58,7 @@ func (s *Service) Confirm(ctx context.Context, id uuid.UUID) (HoldView, error) {
 // notifications and the reservation-core sync enqueued, all in tx. The
 // payments work calls it in the same transaction that records the money.
 // Call AfterConfirm once tx commits.
-func (s *Service) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (ConfirmResult, error) {
+func (s Settlement) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (ConfirmResult, error) {
 	return s.confirmOne(ctx, tx, id, false)
 }
 
@@ -67,11 +67,11 @@ func (s *Service) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (Confi
 // where one at a time costs that much each. It confirms all of them or
 // fails: a hold missing, not HELD, or named twice is an error, and tx must
 // then be rolled back (some holds may already be changed in it).
-func (s *Service) ConfirmManyTx(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) ([]ConfirmResult, error) {
+func (s Settlement) ConfirmManyTx(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) ([]ConfirmResult, error) {
 	return s.confirmMany(ctx, tx, ids, false)
 }
 
-func (s *Service) confirmOne(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed bool) (ConfirmResult, error) {
+func (s Settlement) confirmOne(ctx context.Context, tx pgx.Tx, id uuid.UUID, lapsed bool) (ConfirmResult, error) {
 	res, err := s.confirmMany(ctx, tx, []uuid.UUID{id}, lapsed)
 	if err != nil {
 		return ConfirmResult{HoldID: id}, err
@@ -103,7 +103,7 @@ type confirming struct {
 // statement), one batch with the e-tickets (one statement) and the fraud
 // signals, and the River jobs in one insert. A confirmation is the busiest
 // write of a rush; each statement it shares is PostgreSQL work saved.
-func (s *Service) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, lapsed bool) ([]ConfirmResult, error) {
+func (s Settlement) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, lapsed bool) ([]ConfirmResult, error) {
 	results := make([]ConfirmResult, len(ids))
 	started := time.Now()
 	at := make(map[uuid.UUID]int, len(ids))
@@ -269,7 +269,7 @@ func syncJobs(bookings []CoreSyncArgs, seats []SeatSyncArgs, now time.Time) []ri
 }
 
 // readBookings fills in the bookings of holds confirmed before.
-func (s *Service) readBookings(ctx context.Context, tx pgx.Tx, holds []uuid.UUID, at map[uuid.UUID]int, results []ConfirmResult) error {
+func (s Settlement) readBookings(ctx context.Context, tx pgx.Tx, holds []uuid.UUID, at map[uuid.UUID]int, results []ConfirmResult) error {
 	rows, err := tx.Query(ctx, `SELECT hold_id, id, pnr FROM bookings WHERE hold_id = ANY($1)`, holds)
 	if err != nil {
 		return fmt.Errorf("bookings of confirmed holds: %w", err)
@@ -299,7 +299,7 @@ func (s *Service) readBookings(ctx context.Context, tx pgx.Tx, holds []uuid.UUID
 // with passengers. A PNR already taken inserts nothing for its hold (no
 // booking, no passengers), and the next attempt gives that hold another;
 // the holds' change is sent once.
-func (s *Service) insertBookings(ctx context.Context, tx pgx.Tx, todo []*confirming, ids []uuid.UUID, results []ConfirmResult) error {
+func (s Settlement) insertBookings(ctx context.Context, tx pgx.Tx, todo []*confirming, ids []uuid.UUID, results []ConfirmResult) error {
 	holds := make([]uuid.UUID, len(todo))
 	for i, c := range todo {
 		holds[i] = ids[c.at]
@@ -431,7 +431,7 @@ func (r *bookingRows) queue(b *pgx.Batch) {
 // AfterConfirm marks the seats sold in Redis once ConfirmTx has committed,
 // on a context of its own (see afterCommit). If Redis is unreachable, the
 // seat-sync job committed with the confirmation repeats it.
-func (s *Service) AfterConfirm(ctx context.Context, res ConfirmResult) {
+func (s Settlement) AfterConfirm(ctx context.Context, res ConfirmResult) {
 	if res.Already {
 		return
 	}

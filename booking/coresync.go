@@ -24,7 +24,7 @@ type CoreClient interface {
 // reconciliation: the core's export lacks it or disagrees with it. A
 // booking we believe synced is marked pending first, since the sync skips
 // synced ones; a cancelled one is withdrawn again.
-func (s *Service) ResyncToCore(ctx context.Context, bookingID int64) error {
+func (s CoreSync) ResyncToCore(ctx context.Context, bookingID int64) error {
 	if _, err := s.pool.Exec(ctx, `UPDATE bookings SET prs_state = 'PENDING' WHERE id = $1 AND prs_state = 'SYNCED' AND status <> 'CANCELLED'`,
 		bookingID); err != nil {
 		return fmt.Errorf("resync booking %d: %w", bookingID, err)
@@ -39,7 +39,7 @@ func (s *Service) ResyncToCore(ctx context.Context, bookingID int64) error {
 // rejection is compensated: the booking is cancelled, its seats freed, the
 // money refunded in full and the passenger told; unless the berth is held
 // at the core by a booking we cancelled, which is repaired instead.
-func (s *Service) SyncToCore(ctx context.Context, bookingID int64) error {
+func (s CoreSync) SyncToCore(ctx context.Context, bookingID int64) error {
 	if s.core == nil {
 		return errors.New("no reservation core configured")
 	}
@@ -85,7 +85,7 @@ func (s *Service) SyncToCore(ctx context.Context, bookingID int64) error {
 // since it was read (a waitlisted one promoted) is not marked either: what
 // the core got may be older than another sync's answer, so the booking is
 // sent again as it is now.
-func (s *Service) markSynced(ctx context.Context, bookingID int64, sent prs.Booking, ack prs.Ack) error {
+func (s CoreSync) markSynced(ctx context.Context, bookingID int64, sent prs.Booking, ack prs.Ack) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE bookings SET prs_state = 'SYNCED', prs_ref = $2, prs_synced_at = now()
 		WHERE id = $1 AND prs_state = 'PENDING' AND status = $3`, bookingID, ack.CoreRef, sent.Status)
 	if err != nil {
@@ -114,7 +114,7 @@ func (s *Service) markSynced(ctx context.Context, bookingID int64, sent prs.Book
 // may have stored it, so PENDING is no proof of absence; only a rejection
 // is. The core answers by PNR: not found means it never had it (a sync
 // still in flight then finds the booking cancelled in markSynced).
-func (s *Service) withdrawFromCore(ctx context.Context, pnr, state string) error {
+func (s CoreSync) withdrawFromCore(ctx context.Context, pnr, state string) error {
 	if state == "REJECTED" {
 		return nil // the core refused it: it never held it
 	}
@@ -129,7 +129,7 @@ func (s *Service) withdrawFromCore(ctx context.Context, pnr, state string) error
 // if the core still holds one of them (its cancellation not through yet),
 // that is what made it refuse this booking. It reports whether the core
 // had any of them.
-func (s *Service) withdrawStale(ctx context.Context, bookingID int64) (bool, error) {
+func (s CoreSync) withdrawStale(ctx context.Context, bookingID int64) (bool, error) {
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT o.pnr FROM booking_passengers p
 		JOIN booking_passengers op ON op.shard_id = p.shard_id AND op.berth_idx = p.berth_idx
 			AND op.booking_id <> p.booking_id AND int4range(op.from_seq, op.to_seq) && int4range(p.from_seq, p.to_seq)
@@ -157,7 +157,7 @@ func (s *Service) withdrawStale(ctx context.Context, bookingID int64) (bool, err
 	return repaired, nil
 }
 
-func (s *Service) coreBooking(ctx context.Context, bookingID int64) (prs.Booking, string, error) {
+func (s CoreSync) coreBooking(ctx context.Context, bookingID int64) (prs.Booking, string, error) {
 	var b prs.Booking
 	var shardID int64
 	var state string
@@ -194,7 +194,7 @@ func (s *Service) coreBooking(ctx context.Context, bookingID int64) (prs.Booking
 // booking's and the hold's, it closed a cycle with a promotion or a chart
 // (the shard's exclusive lock, then the waitlisted bookings) that only the
 // deadlock detector broke, a second later.
-func (s *Service) compensateRejected(ctx context.Context, bookingID int64, reason string) error {
+func (s CoreSync) compensateRejected(ctx context.Context, bookingID int64, reason string) error {
 	var h HoldInfo
 	var release bool
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {

@@ -30,7 +30,7 @@
 //
 // # Durable before answered
 //
-// A HELD answer is given only once the hold row is committed. Service.Hold
+// A HELD answer is given only once the hold row is committed. Holds.Hold
 // checks the request (key, journey, window, admission token by signature,
 // passengers), paces it (Throttle), runs the HOLD script and hands the row to
 // the group committer (committer.go): many holds share one transaction, which
@@ -140,5 +140,5 @@
 // reread by one caller at a time while the others are answered with it, and a
 // missing one is read once for all concurrent callers (Flight), so a slow pool
 // never makes every poll queue for a connection. Reads inside a transaction
-// use that transaction (Service.shardOn).
+// use that transaction (Lifecycle.shardOn).
 package booking

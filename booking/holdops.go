@@ -141,7 +141,7 @@ func ExtendHoldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, until time.Time,
 // ReleaseTx ends a HELD hold as state (RELEASED, EXPIRED, CANCELLED) with
 // reason, in tx, with a seat-sync job behind the Redis release. It answers
 // whether the hold was live. Call AfterRelease once tx commits.
-func (s *Service) ReleaseTx(ctx context.Context, tx pgx.Tx, h HoldInfo, state, reason string) (bool, error) {
+func (s Holds) ReleaseTx(ctx context.Context, tx pgx.Tx, h HoldInfo, state, reason string) (bool, error) {
 	if err := inventory.LockShardShared(ctx, tx, h.ShardID); err != nil {
 		return false, err
 	}
@@ -182,7 +182,7 @@ func CancelledByReview(reason string) bool { return strings.HasPrefix(reason, re
 // hold ended from, "" when it was left as it was (CONFIRMED: a ticket to
 // cancel as such; or already CANCELLED). The shard's lock first, then the
 // hold's, as everywhere.
-func (s *Service) EndHoldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) (HoldInfo, string, error) {
+func (s Holds) EndHoldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) (HoldInfo, string, error) {
 	h, err := LockHoldTx(ctx, tx, id)
 	if err != nil {
 		return h, "", err
@@ -210,7 +210,7 @@ const seatSyncDelay = 10 * time.Second
 
 // seatSyncLaterTx enqueues, in tx, the job that makes Redis agree with
 // PostgreSQL about one hold should the after-commit update not land.
-func (s *Service) seatSyncLaterTx(ctx context.Context, tx pgx.Tx, holdID uuid.UUID, shardID int64) error {
+func (s Holds) seatSyncLaterTx(ctx context.Context, tx pgx.Tx, holdID uuid.UUID, shardID int64) error {
 	_, err := s.jobs.InsertTx(ctx, tx, SeatSyncArgs{HoldID: holdID, ShardID: shardID},
 		&river.InsertOpts{ScheduledAt: s.now().Add(seatSyncDelay)})
 	if err != nil {
@@ -229,7 +229,7 @@ func afterCommit(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // AfterRelease gives a released hold's seats back in Redis. If that fails,
 // the seat-sync job of ReleaseTx repeats it.
-func (s *Service) AfterRelease(ctx context.Context, h HoldInfo) {
+func (s Holds) AfterRelease(ctx context.Context, h HoldInfo) {
 	s.funnel.Add(h.ShardID, funnel.Released, 1)
 	ctx, cancel := afterCommit(ctx)
 	defer cancel()
@@ -269,7 +269,7 @@ const (
 // (Committer.write): a hold they made before is seen, one they make now
 // waits for this decision, so a read without it and a retake after could
 // not both let a new hold through and confirm this one.
-func (s *Service) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(tx pgx.Tx, res ConfirmResult) error) (ConfirmResult, string, error) {
+func (s Settlement) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(tx pgx.Tx, res ConfirmResult) error) (ConfirmResult, string, error) {
 	var h HoldInfo
 	err := s.pool.QueryRow(ctx, `SELECT user_id, shard_id, kind, state, from_seq, to_seq, passengers FROM holds WHERE id = $1`, id).
 		Scan(&h.UserID, &h.ShardID, &h.Kind, &h.State, &h.From, &h.To, &h.Passengers)

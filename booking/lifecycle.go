@@ -29,7 +29,7 @@ const holdViewSQL = `
 
 // Status returns the hold as its owner may see it; another user's hold is
 // not found, exactly as a hold that does not exist.
-func (s *Service) Status(ctx context.Context, userID int64, id uuid.UUID) (HoldView, error) {
+func (s Lifecycle) Status(ctx context.Context, userID int64, id uuid.UUID) (HoldView, error) {
 	v, err := s.view(ctx, s.pool, id)
 	if err != nil {
 		return HoldView{}, err
@@ -43,14 +43,14 @@ func (s *Service) Status(ctx context.Context, userID int64, id uuid.UUID) (HoldV
 // shardOn is the catalog's shard, read on q's connection when q is a
 // transaction (cancel, charting): asking the pool from inside one
 // deadlocks once every connection is held by such a transaction.
-func (s *Service) shardOn(ctx context.Context, q db.Querier, id int64) (*Shard, error) {
+func (s Lifecycle) shardOn(ctx context.Context, q db.Querier, id int64) (*Shard, error) {
 	if _, inTx := q.(pgx.Tx); inTx {
 		return s.catalog.ByIDTx(ctx, q, id)
 	}
 	return s.catalog.ByID(ctx, id)
 }
 
-func (s *Service) view(ctx context.Context, q db.Querier, id uuid.UUID) (HoldView, error) {
+func (s Lifecycle) view(ctx context.Context, q db.Querier, id uuid.UUID) (HoldView, error) {
 	var v HoldView
 	var pax, breakup []byte
 	var berths []int32
@@ -102,7 +102,7 @@ func NewPNR(region int, location string) (string, error) {
 // explicit request (CancelBooking), so nobody loses a paid ticket by
 // cancelling an unpaid hold. Cancelling a cancelled hold is refused as
 // HOLD_CANCELLED and changes nothing.
-func (s *Service) Cancel(ctx context.Context, userID int64, id uuid.UUID) (HoldView, error) {
+func (s Lifecycle) Cancel(ctx context.Context, userID int64, id uuid.UUID) (HoldView, error) {
 	v, err := s.Status(ctx, userID, id)
 	if err != nil {
 		return HoldView{}, err
@@ -177,7 +177,7 @@ type CancelQuote struct {
 
 // CancelPreview answers what cancelling the hold or its booking would do,
 // changing nothing.
-func (s *Service) CancelPreview(ctx context.Context, userID int64, id uuid.UUID) (CancelQuote, error) {
+func (s Lifecycle) CancelPreview(ctx context.Context, userID int64, id uuid.UUID) (CancelQuote, error) {
 	v, err := s.Status(ctx, userID, id)
 	if err != nil {
 		return CancelQuote{}, err
@@ -188,7 +188,7 @@ func (s *Service) CancelPreview(ctx context.Context, userID int64, id uuid.UUID)
 // quote applies the cancellation rules (DOMAIN.md) to a hold as it stands:
 // a confirmed Tatkal ticket refunds nothing; a waitlisted one the fare less
 // clerkage per passenger, until 30 minutes before departure.
-func (s *Service) quote(ctx context.Context, on db.Querier, v HoldView) (CancelQuote, error) {
+func (s Lifecycle) quote(ctx context.Context, on db.Querier, v HoldView) (CancelQuote, error) {
 	q := CancelQuote{HoldID: v.ID, PNR: v.PNR}
 	switch {
 	case v.PNR == "" && v.State == HoldHeld:
@@ -253,7 +253,7 @@ const MsgConfirming = "Your ticket is still being recorded by the reservation sy
 // another amount nothing is cancelled (REFUND_CHANGED). Cancelling a
 // cancelled booking again changes nothing. A hold not yet paid for is not
 // a booking (NOT_BOOKED): cancel it with Cancel.
-func (s *Service) CancelBooking(ctx context.Context, userID int64, id uuid.UUID, expectRefund *int64) (HoldView, error) {
+func (s Lifecycle) CancelBooking(ctx context.Context, userID int64, id uuid.UUID, expectRefund *int64) (HoldView, error) {
 	v, err := s.Status(ctx, userID, id)
 	if err != nil {
 		return HoldView{}, err
@@ -296,7 +296,7 @@ type CancelDone struct {
 // operator's side (fraud enforcement): the same rules, refund and seat
 // release as a passenger's CancelBooking, with reason recorded. Call
 // AfterCancelBooking once tx commits.
-func (s *Service) CancelBookingTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) (CancelDone, error) {
+func (s Lifecycle) CancelBookingTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) (CancelDone, error) {
 	v, err := s.view(ctx, tx, id)
 	if err != nil {
 		return CancelDone{}, err
@@ -304,7 +304,7 @@ func (s *Service) CancelBookingTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 	return s.cancelBookingTx(ctx, tx, v, reason, nil)
 }
 
-func (s *Service) cancelBookingTx(ctx context.Context, tx pgx.Tx, v HoldView, reason string, expectRefund *int64) (CancelDone, error) {
+func (s Lifecycle) cancelBookingTx(ctx context.Context, tx pgx.Tx, v HoldView, reason string, expectRefund *int64) (CancelDone, error) {
 	id := v.ID
 	done := CancelDone{HoldID: id, ShardID: v.ShardID}
 	if err := inventory.LockShardShared(ctx, tx, v.ShardID); err != nil {
@@ -389,7 +389,7 @@ func (s *Service) cancelBookingTx(ctx context.Context, tx pgx.Tx, v HoldView, re
 // AfterCancelBooking gives a cancelled booking's berths back in Redis once
 // its transaction has committed; the seat-sync job committed with it
 // repeats this should Redis be unreachable.
-func (s *Service) AfterCancelBooking(ctx context.Context, done CancelDone) {
+func (s Lifecycle) AfterCancelBooking(ctx context.Context, done CancelDone) {
 	if !done.Released {
 		return
 	}
@@ -405,7 +405,7 @@ func (s *Service) AfterCancelBooking(ctx context.Context, done CancelDone) {
 // ExpireHold releases a hold still HELD once its time is up. It returns a
 // positive duration when the hold was extended and the job should come back
 // later. Running it twice is harmless.
-func (s *Service) ExpireHold(ctx context.Context, id uuid.UUID) (time.Duration, error) {
+func (s Lifecycle) ExpireHold(ctx context.Context, id uuid.UUID) (time.Duration, error) {
 	var shardID, userID int64
 	var state string
 	var expires time.Time
@@ -454,7 +454,7 @@ func (s *Service) ExpireHold(ctx context.Context, id uuid.UUID) (time.Duration, 
 // states free their seats, confirmed ones are marked sold, cancelled
 // bookings free theirs, unless their berths are kept for the waitlist's
 // promotion, which frees them itself. Idempotent.
-func (s *Service) SyncSeat(ctx context.Context, id uuid.UUID) error {
+func (s Lifecycle) SyncSeat(ctx context.Context, id uuid.UUID) error {
 	var shardID, userID int64
 	var state, bstatus string
 	var kept bool

@@ -69,7 +69,7 @@ type Owed struct {
 
 // AfterSettle gives Redis a settled hold's change (its seats back, or its
 // booking), once the transaction that settled it has committed.
-func (s *Service) AfterSettle(ctx context.Context, o Owed) {
+func (s Settlement) AfterSettle(ctx context.Context, o Owed) {
 	switch {
 	case o.Confirmed != nil:
 		s.AfterConfirm(ctx, *o.Confirmed)
@@ -83,7 +83,7 @@ func (s *Service) AfterSettle(ctx context.Context, o Owed) {
 // their money, and answers what the payment owes. b holds the payment's own
 // statements, sent first in the same round trip. The shard's lock, then the
 // hold's, as on every path.
-func (s *Service) SettlePaymentTx(ctx context.Context, tx pgx.Tx, b *pgx.Batch, c Confirmer, p PaymentSettlement) (Owed, error) {
+func (s Settlement) SettlePaymentTx(ctx context.Context, tx pgx.Tx, b *pgx.Batch, c Confirmer, p PaymentSettlement) (Owed, error) {
 	var o Owed
 	var others int
 	holdID, paymentID, outcome := p.HoldID, p.PaymentID, p.Outcome

@@ -28,7 +28,7 @@ const masterClass = "SL"
 
 // SavePassenger validates and adds a passenger to the account's master
 // list, so the passenger step at 10:00 is a selection, not typing.
-func (s *Service) SavePassenger(ctx context.Context, userID int64, p Passenger) (SavedPassenger, error) {
+func (s Passengers) SavePassenger(ctx context.Context, userID int64, p Passenger) (SavedPassenger, error) {
 	ps := []Passenger{p}
 	_, _, err := ValidatePassengers(masterClass, ps, s.rules)
 	if err != nil && ErrorReason(err) != "NO_ID" { // an ID is needed per booking, not per passenger
@@ -57,7 +57,7 @@ func (s *Service) SavePassenger(ctx context.Context, userID int64, p Passenger) 
 }
 
 // SavedPassengers is the account's master list, oldest first.
-func (s *Service) SavedPassengers(ctx context.Context, userID int64) ([]SavedPassenger, error) {
+func (s Passengers) SavedPassengers(ctx context.Context, userID int64) ([]SavedPassenger, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, name, age, gender, berth_pref, id_type, id_ref, validated FROM passenger_master
 		WHERE user_id = $1 AND removed_at IS NULL ORDER BY id`, userID)
 	if err != nil {
@@ -74,7 +74,7 @@ func (s *Service) SavedPassengers(ctx context.Context, userID int64) ([]SavedPas
 }
 
 // RemovePassenger takes a passenger off the account's master list.
-func (s *Service) RemovePassenger(ctx context.Context, userID, id int64) error {
+func (s Passengers) RemovePassenger(ctx context.Context, userID, id int64) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE passenger_master SET removed_at = now() WHERE id = $1 AND user_id = $2 AND removed_at IS NULL`, id, userID)
 	if err != nil {
 		return fmt.Errorf("remove passenger %d of %d: %w", id, userID, err)
@@ -88,7 +88,7 @@ func (s *Service) RemovePassenger(ctx context.Context, userID, id int64) error {
 // PassengersForHold picks saved passengers by id, in the order given, for
 // a hold in class: at most the rules' passengers, each once, each the
 // account's own. A berth preference the class does not have is dropped.
-func (s *Service) PassengersForHold(ctx context.Context, userID int64, class string, ids []int64) ([]Passenger, error) {
+func (s Passengers) PassengersForHold(ctx context.Context, userID int64, class string, ids []int64) ([]Passenger, error) {
 	if len(ids) == 0 {
 		return nil, Errorf(EINVALID, "NO_PASSENGERS", "Choose at least one passenger.")
 	}
@@ -121,7 +121,7 @@ func (s *Service) PassengersForHold(ctx context.Context, userID int64, class str
 }
 
 // History is the account's holds and bookings, newest first, at most limit.
-func (s *Service) History(ctx context.Context, userID int64, limit int) ([]HoldView, error) {
+func (s Passengers) History(ctx context.Context, userID int64, limit int) ([]HoldView, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id FROM holds WHERE user_id = $1 ORDER BY created_at DESC LIMIT $2`, userID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("history of %d: %w", userID, err)

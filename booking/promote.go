@@ -54,7 +54,7 @@ type waitingBooking struct {
 // kept_for_promotion, which makes PostgreSQL itself say the berths are
 // still taken (inventory.RecordState), so neither the sweeper nor a
 // rebuild frees them while the promotion job waits, however long.
-func (s *Service) promotionQueuedTx(ctx context.Context, tx pgx.Tx, shardID, cancelled int64) (bool, error) {
+func (s Waitlist) promotionQueuedTx(ctx context.Context, tx pgx.Tx, shardID, cancelled int64) (bool, error) {
 	var waiting bool
 	err := tx.QueryRow(ctx, `SELECT sh.chart_state = 'OPEN' AND EXISTS (SELECT 1 FROM bookings b WHERE b.shard_id = sh.id
 		AND b.status = 'WAITLISTED') FROM inventory_shards sh WHERE sh.id = $1`, shardID).Scan(&waiting)
@@ -78,7 +78,7 @@ func (s *Service) promotionQueuedTx(ctx context.Context, tx pgx.Tx, shardID, can
 // fenced by the epoch the promotion started from; if Redis moved meanwhile
 // or disagrees, the shard is rebuilt from PostgreSQL instead. A charted
 // shard is left alone. Running it again promotes nothing twice.
-func (s *Service) Promote(ctx context.Context, shardID int64) ([]Promoted, error) {
+func (s Waitlist) Promote(ctx context.Context, shardID int64) ([]Promoted, error) {
 	var done []Promoted
 	var epoch int64
 	var cancelled []string
@@ -121,7 +121,7 @@ func (s *Service) Promote(ctx context.Context, shardID int64) ([]Promoted, error
 	return done, nil
 }
 
-func (s *Service) promoteTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]Promoted, int64, error) {
+func (s Waitlist) promoteTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]Promoted, int64, error) {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", inventory.ShardLockClass, int32(shardID)); err != nil {
 		return nil, 0, err
 	}
@@ -170,7 +170,7 @@ func (s *Service) promoteTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]Pr
 
 // waitlistTx lists the shard's waitlisted bookings in waitlist order,
 // locked.
-func (s *Service) waitlistTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]waitingBooking, error) {
+func (s Waitlist) waitlistTx(ctx context.Context, tx pgx.Tx, shardID int64) ([]waitingBooking, error) {
 	rows, err := tx.Query(ctx, `SELECT b.id, b.user_id, b.hold_id, b.pnr, b.from_seq, b.to_seq, coalesce(b.waitlist_no, 0), h.passengers
 		FROM bookings b JOIN holds h ON h.id = b.hold_id
 		WHERE b.shard_id = $1 AND b.status = 'WAITLISTED' ORDER BY b.waitlist_no, b.id FOR UPDATE OF b, h`, shardID)
@@ -252,7 +252,7 @@ func (o occupancy) take(from, to, n int) []int {
 
 // confirmOntoTx confirms waitlisted booking w onto berths, tells the core
 // and the passenger.
-func (s *Service) confirmOntoTx(ctx context.Context, tx pgx.Tx, shard *Shard, w waitingBooking, berths []int) error {
+func (s Waitlist) confirmOntoTx(ctx context.Context, tx pgx.Tx, shard *Shard, w waitingBooking, berths []int) error {
 	b32 := make([]int32, len(berths))
 	var seats []string
 	batch := &pgx.Batch{}

@@ -62,7 +62,7 @@ func (s *Service) startRefusalLog() {
 }
 
 // noteRefusal offers a refusal to the log; a full log drops it.
-func (s *Service) noteRefusal(userID, shardID int64, reason, detail string) {
+func (s Holds) noteRefusal(userID, shardID int64, reason, detail string) {
 	l := s.refusals
 	if l == nil || userID == 0 {
 		return
@@ -122,7 +122,7 @@ func encodeRefusal(r HoldRefusal) string {
 }
 
 // HoldRefusals lists the latest hold refusals of userID, newest first.
-func (s *Service) HoldRefusals(ctx context.Context, userID int64) ([]HoldRefusal, error) {
+func (s Holds) HoldRefusals(ctx context.Context, userID int64) ([]HoldRefusal, error) {
 	if s.refusals == nil {
 		return nil, nil
 	}

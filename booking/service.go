@@ -34,6 +34,18 @@ type Caller struct {
 
 // Service holds, confirms, cancels and expires seats.
 type Service struct {
+	// The verbs, each a type of its own over this one state, so that a
+	// reader finds holding in Holds, paying for a hold in Settlement and so
+	// on; their methods are promoted, so a caller may name the verb
+	// (svc.Charts.Chart) or not (svc.Chart).
+	Holds      // taking and ending holds (service.go's hold path, holdops.go, refusals.go)
+	Settlement // a paid hold becomes a booking (confirm.go, paid.go)
+	Lifecycle  // status, cancellation, expiry of holds and bookings (lifecycle.go)
+	Waitlist   // promotion of waitlisted bookings (promote.go)
+	Charts     // charting a shard and sending the chart (chart.go)
+	CoreSync   // keeping the reservation core in step (coresync.go, syncgroup.go)
+	Passengers // saved passengers and history (passengers.go)
+
 	pool      *pgxpool.Pool
 	store     *inventory.Store
 	catalog   *Catalog
@@ -188,6 +200,8 @@ func NewService(cfg ServiceConfig) *Service {
 		throttle:   cfg.Throttle,
 		newPNR:     NewPNR,
 	}
+	s.Holds, s.Settlement, s.Lifecycle, s.Waitlist = Holds{s}, Settlement{s}, Lifecycle{s}, Waitlist{s}
+	s.Charts, s.CoreSync, s.Passengers = Charts{s}, CoreSync{s}, Passengers{s}
 	committer.live = s.Rules // the caps in PostgreSQL follow the rule lever as Redis's do
 	s.startRefusalLog()
 	return s
@@ -227,7 +241,7 @@ func validIdemKey(k string) bool {
 
 // Hold decides one attempt to take seats. HELD and WAITLIST_OFFERED are
 // answered only once the hold is durable in PostgreSQL.
-func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult, error) {
+func (s Holds) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult, error) {
 	start := time.Now()
 	s.pause.At(ctx, "hold.begin")
 	res, shardID, err := s.hold(ctx, c, req)
@@ -269,7 +283,7 @@ func (s *Service) Hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 // Funnel returns the funnel recorder (nil when counting is off).
 func (s *Service) Funnel() *funnel.Recorder { return s.funnel }
 
-func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult, int64, error) {
+func (s Holds) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult, int64, error) {
 	var shardID int64
 	if !validIdemKey(req.IdempotencyKey) {
 		return HoldResult{}, 0, Errorf(EINVALID, "BAD_IDEMPOTENCY_KEY", "The Idempotency-Key header must be 8-128 characters of letters, digits and :._-")
@@ -486,7 +500,7 @@ func errHoldKeyReused() error {
 }
 
 // checkWindow applies the window and account rules of DOMAIN.md.
-func (s *Service) checkWindow(shard *Shard, c Caller, now time.Time, rules Rules) error {
+func (s Holds) checkWindow(shard *Shard, c Caller, now time.Time, rules Rules) error {
 	closes := shard.ClosesAt
 	if s.levers != nil {
 		if t, ok := s.levers.WindowClosesAt(shard.ID); ok {
@@ -533,7 +547,7 @@ var errAttemptLost = errors.New("the earlier attempt was lost before its commit"
 // whose seat record is gone (its process died before the commit, and the
 // sweeper freed the orphan) will never commit: its key is forgotten and
 // the answer is errAttemptLost.
-func (s *Service) replay(ctx context.Context, userID int64, shard *Shard, res inventory.HoldResult, idemKey, tokenKey string) (HoldResult, error) {
+func (s Holds) replay(ctx context.Context, userID int64, shard *Shard, res inventory.HoldResult, idemKey, tokenKey string) (HoldResult, error) {
 	if res.Outcome == inventory.SoldOut {
 		return HoldResult{Status: string(inventory.SoldOut), Replayed: true}, nil
 	}
@@ -570,7 +584,7 @@ func (s *Service) replay(ctx context.Context, userID int64, shard *Shard, res in
 // hold is live, else what became of it (the booking's status with its PNR,
 // or EXPIRED, RELEASED, CANCELLED), so a retry never reads a lapsed or
 // paid hold as seats still waiting for payment.
-func (s *Service) answerFromRecord(ctx context.Context, userID int64, id uuid.UUID) (HoldResult, error) {
+func (s Holds) answerFromRecord(ctx context.Context, userID int64, id uuid.UUID) (HoldResult, error) {
 	v, err := s.Status(ctx, userID, id)
 	if err != nil {
 		return HoldResult{}, err
@@ -617,7 +631,7 @@ func (s *Service) TriggerRebuild(shardID int64) {
 // comes (Committer.committed answers only for a transaction that has ended,
 // and ends one left open). If this process ends first, the sweeper frees
 // the seats at expiry, as before.
-func (s *Service) settleUnknown(holdID uuid.UUID, tx db.ServerTx, expires time.Time, undo func(context.Context)) {
+func (s Holds) settleUnknown(holdID uuid.UUID, tx db.ServerTx, expires time.Time, undo func(context.Context)) {
 	if s.background.Err() != nil {
 		return // closed
 	}

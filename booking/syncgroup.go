@@ -16,8 +16,8 @@ import (
 // each of its bookings, two at once. Two, so that a group's last PNR does
 // not wait for all the others, yet the core sees at most twice the calls
 // at once it saw with a job per booking (one a worker).
-func (s *Service) SyncGroupToCore(ctx context.Context, bookings []CoreSyncArgs) error {
-	return eachOrAlone(ctx, s, "core sync", bookings, 2,
+func (s CoreSync) SyncGroupToCore(ctx context.Context, bookings []CoreSyncArgs) error {
+	return eachOrAlone(ctx, s.Service, "core sync", bookings, 2,
 		func(ctx context.Context, b CoreSyncArgs) (time.Duration, error) {
 			return 0, s.SyncToCore(ctx, b.BookingID)
 		})
@@ -25,8 +25,8 @@ func (s *Service) SyncGroupToCore(ctx context.Context, bookings []CoreSyncArgs) 
 
 // SyncSeats is the work of a SeatSyncGroupArgs job: SyncSeat for each of
 // its holds, one after another (a Redis call each).
-func (s *Service) SyncSeats(ctx context.Context, holds []SeatSyncArgs) error {
-	return eachOrAlone(ctx, s, "seat sync", holds, 1,
+func (s Lifecycle) SyncSeats(ctx context.Context, holds []SeatSyncArgs) error {
+	return eachOrAlone(ctx, s.Service, "seat sync", holds, 1,
 		func(ctx context.Context, h SeatSyncArgs) (time.Duration, error) { return 0, s.SyncSeat(ctx, h.HoldID) })
 }
 
@@ -34,8 +34,8 @@ func (s *Service) SyncSeats(ctx context.Context, holds []SeatSyncArgs) error {
 // each of its holds, four at once, so a group of a hundred is done in a
 // fraction of a second. A hold not due yet gets a job of its own at its new
 // expiry.
-func (s *Service) ExpireHolds(ctx context.Context, holds []ExpireHoldArgs) error {
-	return eachOrAlone(ctx, s, "hold expiry", holds, 4,
+func (s Lifecycle) ExpireHolds(ctx context.Context, holds []ExpireHoldArgs) error {
+	return eachOrAlone(ctx, s.Service, "hold expiry", holds, 4,
 		func(ctx context.Context, h ExpireHoldArgs) (time.Duration, error) { return s.ExpireHold(ctx, h.HoldID) })
 }
 

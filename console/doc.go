@@ -107,7 +107,7 @@
 //     person not get a ticket", with the waiting room's refusals, the
 //     admissions from admission_log and the refused hold attempts: sold out,
 //     daily cap, live hold, throttled, high demand, no admission; these last
-//     from booking.Service.HoldRefusals, a capped per-account Redis list
+//     from booking.Holds.HoldRefusals, a capped per-account Redis list
 //     written off the hold path in batches, dropped rather than waited for);
 //     the audit
 //     log (100 a page, filters by action and actor); River's UI at

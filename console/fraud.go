@@ -375,7 +375,7 @@ func (c *Console) renderCluster(w http.ResponseWriter, r *http.Request, notice, 
 		if enforced != nil {
 			d.EnforcedAt = ist(*enforced)
 			// What it cancelled, as the members were told: tickets, and holds
-			// ended before they became tickets (booking.Service.EndHoldTx).
+			// ended before they became tickets (booking.Holds.EndHoldTx).
 			if err := c.pool.QueryRow(ctx, `SELECT
 				(SELECT count(*) FROM fraud_enforcements f JOIN bookings b ON b.hold_id = f.hold_id
 				 WHERE f.decision_id = $1 AND f.action = 'CANCEL' AND b.cancel_reason LIKE $2 || '%'),

@@ -123,7 +123,7 @@ func (c *Console) shardRebuild(w http.ResponseWriter, r *http.Request) {
 
 // chartRetry sends a chart whose delivery to the reservation core FAILED,
 // or whose last send from here never finished, once more
-// (booking.Service.RetryChartSend), for an operator, and shows what the
+// (booking.Charts.RetryChartSend), for an operator, and shows what the
 // core answered. Audited, success or not.
 func (c *Console) chartRetry(w http.ResponseWriter, r *http.Request) {
 	c.chartAction(w, r, "chart.retry_send", "The retry failed: ", func(ctx context.Context, id int64) (string, map[string]any, error) {
@@ -133,7 +133,7 @@ func (c *Console) chartRetry(w http.ResponseWriter, r *http.Request) {
 }
 
 // chartPrepare prepares once more a chart whose preparation FAILED
-// (booking.Service.RetryChart), for an operator, and shows what it did.
+// (booking.Charts.RetryChart), for an operator, and shows what it did.
 // Audited, success or not.
 func (c *Console) chartPrepare(w http.ResponseWriter, r *http.Request) {
 	c.chartAction(w, r, "chart.retry_prepare", "The preparation failed again and nothing of it was kept: ",

@@ -145,7 +145,7 @@ type expireHoldWorker struct {
 }
 
 func (w *expireHoldWorker) Work(ctx context.Context, job *river.Job[booking.ExpireHoldArgs]) error {
-	return snoozeAfter(w.svc.Booking.ExpireHold(ctx, job.Args.HoldID))
+	return snoozeAfter(w.svc.Booking.Lifecycle.ExpireHold(ctx, job.Args.HoldID))
 }
 
 type expireHoldGroupWorker struct {
@@ -154,7 +154,7 @@ type expireHoldGroupWorker struct {
 }
 
 func (w *expireHoldGroupWorker) Work(ctx context.Context, job *river.Job[booking.ExpireHoldGroupArgs]) error {
-	return w.svc.Booking.ExpireHolds(ctx, job.Args.Holds)
+	return w.svc.Booking.Lifecycle.ExpireHolds(ctx, job.Args.Holds)
 }
 
 type seatSyncWorker struct {
@@ -163,7 +163,7 @@ type seatSyncWorker struct {
 }
 
 func (w *seatSyncWorker) Work(ctx context.Context, job *river.Job[booking.SeatSyncArgs]) error {
-	return w.svc.Booking.SyncSeat(ctx, job.Args.HoldID)
+	return w.svc.Booking.Lifecycle.SyncSeat(ctx, job.Args.HoldID)
 }
 
 type seatSyncGroupWorker struct {
@@ -172,7 +172,7 @@ type seatSyncGroupWorker struct {
 }
 
 func (w *seatSyncGroupWorker) Work(ctx context.Context, job *river.Job[booking.SeatSyncGroupArgs]) error {
-	return w.svc.Booking.SyncSeats(ctx, job.Args.Holds)
+	return w.svc.Booking.Lifecycle.SyncSeats(ctx, job.Args.Holds)
 }
 
 type sweepWorker struct {
@@ -197,7 +197,7 @@ type coreSyncWorker struct {
 }
 
 func (w *coreSyncWorker) Work(ctx context.Context, job *river.Job[booking.CoreSyncArgs]) error {
-	return w.svc.Booking.SyncToCore(ctx, job.Args.BookingID)
+	return w.svc.Booking.CoreSync.SyncToCore(ctx, job.Args.BookingID)
 }
 
 // NextRetry keeps trying the reservation core for hours, never faster than
@@ -216,7 +216,7 @@ type coreSyncGroupWorker struct {
 }
 
 func (w *coreSyncGroupWorker) Work(ctx context.Context, job *river.Job[booking.CoreSyncGroupArgs]) error {
-	return w.svc.Booking.SyncGroupToCore(ctx, job.Args.Bookings)
+	return w.svc.Booking.CoreSync.SyncGroupToCore(ctx, job.Args.Bookings)
 }
 
 // NextRetry: a group is retried only when its failed bookings' own jobs
@@ -316,7 +316,7 @@ type promoteWorker struct {
 }
 
 func (w *promoteWorker) Work(ctx context.Context, job *river.Job[booking.PromoteArgs]) error {
-	_, err := w.svc.Booking.Promote(ctx, job.Args.ShardID)
+	_, err := w.svc.Booking.Waitlist.Promote(ctx, job.Args.ShardID)
 	return err
 }
 
@@ -326,7 +326,7 @@ type chartWorker struct {
 }
 
 func (w *chartWorker) Work(ctx context.Context, job *river.Job[booking.ChartArgs]) error {
-	return w.svc.Booking.ChartJob(ctx, job.Args.ShardID, false, job.Attempt, job.MaxAttempts)
+	return w.svc.Booking.Charts.ChartJob(ctx, job.Args.ShardID, false, job.Attempt, job.MaxAttempts)
 }
 
 type chartSendWorker struct {
@@ -335,7 +335,7 @@ type chartSendWorker struct {
 }
 
 func (w *chartSendWorker) Work(ctx context.Context, job *river.Job[booking.ChartSendArgs]) error {
-	return w.svc.Booking.ChartJob(ctx, job.Args.ShardID, true, job.Attempt, job.MaxAttempts)
+	return w.svc.Booking.Charts.ChartJob(ctx, job.Args.ShardID, true, job.Attempt, job.MaxAttempts)
 }
 
 type chartScheduleWorker struct {
@@ -344,7 +344,7 @@ type chartScheduleWorker struct {
 }
 
 func (w *chartScheduleWorker) Work(ctx context.Context, job *river.Job[booking.ChartScheduleArgs]) error {
-	_, err := w.svc.Booking.ScheduleCharts(ctx)
+	_, err := w.svc.Booking.Charts.ScheduleCharts(ctx)
 	return err
 }
 

@@ -17,7 +17,7 @@
 //     unpaid hold (409 ALREADY_CONFIRMED if the payment made it a ticket
 //     first) or, asked explicitly with {"cancel":"booking"}, the ticket under
 //     the Tatkal refund rules, which GET on the same path previews
-//     (booking.Service.CancelBooking).
+//     (booking.Lifecycle.CancelBooking).
 //   - Hold and queue answers that refuse a suspected bot are byte-identical to
 //     the capacity answer (HIGH_DEMAND).
 //

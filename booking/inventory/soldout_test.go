@@ -74,7 +74,7 @@ func testSoldOutCacheAnswersOnlyWhileSoldOut(t *testing.T, redisURL string) {
 	if c.SoldOut(ctx, req(shard, 9, 0, 3, "-")) {
 		t.Fatal("answered SOLD_OUT before any script said so")
 	}
-	c.Prime(ctx, shard) // as Service.Hold does after the script's SOLD_OUT
+	c.Prime(ctx, shard) // as Holds.Hold does after the script's SOLD_OUT
 
 	fresh := func(user int64) inventory.HoldRequest {
 		r := req(shard, user, 0, 3, "-")

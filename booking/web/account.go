@@ -36,7 +36,7 @@ func (p *Pages) history(w http.ResponseWriter, r *http.Request) {
 }
 
 // cancelPage shows what cancelling would do and the refund the rules give
-// (booking.Service.CancelPreview), changing nothing.
+// (booking.Lifecycle.CancelPreview), changing nothing.
 func (p *Pages) cancelPage(w http.ResponseWriter, r *http.Request) {
 	id, err := holdIDOf(r)
 	if err != nil {

@@ -162,7 +162,7 @@ func stopIndex(sh *booking.Shard, code string) int {
 	return -1
 }
 
-// hold takes seats for the ticked passengers (booking.Service.Hold, as
+// hold takes seats for the ticked passengers (booking.Holds.Hold, as
 // POST /v1/bookings/hold does), then shows the hold with its countdown.
 func (p *Pages) hold(w http.ResponseWriter, r *http.Request) {
 	selected, ids := tickedPassengers(r)

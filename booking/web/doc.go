@@ -10,7 +10,7 @@
 // catalogue (booking.NotifyT). Sign-in goes through auth.PassengerLogin and
 // the API's login guard, and the same revocation list: signing out on the site
 // kills the token for the API too. Holds, payments and cancellations call
-// booking.Service.Hold, payment.Service.Initiate and CancelPreview, and the
+// booking.Holds.Hold, payment.Service.Initiate and CancelPreview, and the
 // state in words comes from booking/bookingstate, as the API's status does.
 //
 //   - Session: the signed session token in an HttpOnly, SameSite=Lax cookie

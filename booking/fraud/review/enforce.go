@@ -209,7 +209,7 @@ func (e *Enforcer) cancelBookings(ctx context.Context, decisionID, clusterID int
 func cancelReason(decisionID int64) string { return booking.ReviewCancelReason(decisionID) }
 
 // endHolds ends the members' holds that have not become tickets and still
-// could (booking.Service.EndHoldTx): a live one, whose payment may be
+// could (booking.Holds.EndHoldTx): a live one, whose payment may be
 // pending at the bank, and a lapsed one with a payment not refunded, which
 // a late success would otherwise retake. A hold's payment that succeeds
 // afterwards is refunded in full. Within window's shards, as the bookings

@@ -54,8 +54,8 @@ func reasonOf(err error) string {
 	return string(booking.ErrorCode(err))
 }
 
-// serviceCycle calls Service.Hold directly. Each client is one user; after
-// every durable answer it cancels through Service.Cancel, so the seats come
+// serviceCycle calls Holds.Hold directly. Each client is one user; after
+// every durable answer it cancels through Lifecycle.Cancel, so the seats come
 // back and the hot shard keeps free berths: it shows what recycling a
 // hold costs beside taking it.
 func serviceCycle(ctx context.Context, env *runEnv) (Phase, error) {
@@ -158,7 +158,7 @@ func holdLoop(ctx context.Context, env *runEnv, users []int64, d time.Duration, 
 	})
 }
 
-// serviceHolds is the hold path without HTTP: Service.Hold on the hot
+// serviceHolds is the hold path without HTTP: Holds.Hold on the hot
 // shard, whose waitlist never fills, so every answer is a durable hold:
 // HELD while a berth is free for the journey, WAITLIST_OFFERED after, each
 // the same script and the same group-committed write.
@@ -166,7 +166,7 @@ func serviceHolds(ctx context.Context, env *runEnv) (Phase, error) {
 	return holdOnly(ctx, env, "service: Service.Hold, fresh users", env.fresh[0], false, env.serviceHold(ctx, "s")), nil
 }
 
-// serviceHold is one Service.Hold on the hot shard with the phase's key
+// serviceHold is one Holds.Hold on the hot shard with the phase's key
 // prefix, as holdOnly's call.
 func (env *runEnv) serviceHold(ctx context.Context, prefix string) func(g, n int, user int64, from, to int) (bool, string) {
 	svc, sh := env.opts.Service, env.shard

@@ -47,7 +47,7 @@ func (e *endOnce) apply(p *Phase) {
 
 // walletConfirmations is hold → pay with the wallet → PNR: each client
 // takes a fresh wallet-funded user, holds one seat on a random journey
-// (Service.Hold) and pays with payment.Service.Initiate (WALLET), which
+// (Holds.Hold) and pays with payment.Service.Initiate (WALLET), which
 // debits the wallet and confirms the hold with a PNR in one transaction.
 // A sequence counts when Initiate answers SUCCESS; latency is of the whole
 // sequence, and of the hold and pay steps apart.
@@ -149,7 +149,7 @@ func benchRoutes(gws []payment.GatewayConfig) []pspapi.RouteConfig {
 }
 
 // prepareCallbacks makes the callback phase's payments through the real
-// path: a fresh user holds one seat on the callback shard (Service.Hold),
+// path: a fresh user holds one seat on the callback shard (Holds.Hold),
 // then a payment.Service (built as the server builds its own, by
 // opts.NewPayments, but wired to a gateway simulator of the bench's own on
 // loopback, in a scratch schema) initiates a UPI payment for it, which

@@ -345,7 +345,7 @@ func (s *Stack) Recorded(t testing.TB, hold uuid.UUID) {
 }
 
 // CancelAsOperator cancels the booking of hold as the operator's side does
-// (fraud enforcement: booking.Service.CancelBookingTx), which does not
+// (fraud enforcement: booking.Lifecycle.CancelBookingTx), which does not
 // wait for the core to record it.
 func (s *Stack) CancelAsOperator(t testing.TB, hold uuid.UUID, reason string) booking.CancelDone {
 	t.Helper()

@@ -362,7 +362,10 @@ func (c *Console) financeExport(w http.ResponseWriter, r *http.Request) {
 	u, _ := userFrom(ctx)
 	v, f, sort, err := worklistFilter(r.URL.Query(), u)
 	if err == nil {
-		_, _, err = c.cfg.Recon.CountExceptions(ctx, f) // a bad filter is refused before the download starts
+		// A bad filter or sort is refused before the download starts.
+		probe := f
+		probe.Limit, probe.Offset = 1, 0
+		_, err = c.cfg.Recon.WorkRows(ctx, probe, sort)
 	}
 	if err != nil {
 		if booking.ErrorCode(err) == booking.EINTERNAL {

@@ -315,3 +315,28 @@ func TestUsersPageEditsTeams(t *testing.T) {
 		t.Fatalf("anil, finance, keeps teams %v", teams)
 	}
 }
+
+// tatkal dev seeds one team member per owning team (team-<team>), who
+// signs in to that team's exceptions.
+func TestDemoUsersHaveOnePerTeam(t *testing.T) {
+	t.Parallel()
+	for _, team := range recon.Teams() {
+		i := slices.IndexFunc(console.DemoUsers, func(u console.DemoUser) bool { return u.Login == "team-"+team })
+		if i < 0 || console.DemoUsers[i].Role != console.Team || !slices.Equal(console.DemoUsers[i].Teams, []string{team}) {
+			t.Fatalf("no demo team member of %s: %+v", team, console.DemoUsers)
+		}
+	}
+	s := setup(t, teststack.Options{Routes: teststack.QuietRoutes()})
+	demo := slices.Clone(console.DemoUsers)
+	for i := range demo {
+		demo[i].Password = password // the browser helper's
+	}
+	if _, err := console.SeedUsers(context.Background(), s.Pool, demo, auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, s.Server.URL)
+	b.login("team-reservations")
+	if code, body, _ := b.get("/console/finance/exceptions?state=UNRESOLVED"); code != 200 || !strings.Contains(body, "owned by <b>reservations</b>") {
+		t.Fatalf("team-reservations' list: %d\n%.2000s", code, body)
+	}
+}

@@ -172,9 +172,9 @@ func (c *Console) financeBulk(w http.ResponseWriter, r *http.Request) {
 		}
 		status = http.StatusBadRequest
 	}
-	refs, err := c.workRefs(ctx, u, outcomes)
-	if err != nil {
-		c.serverError(w, r, err)
+	refs, rerr := c.workRefs(ctx, u, outcomes)
+	if rerr != nil {
+		c.serverError(w, r, rerr)
 		return
 	}
 	for _, o := range outcomes {

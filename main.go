@@ -49,7 +49,7 @@ Commands:
   prs       the reservation core simulator
   msg       the messaging gateway simulator (SMS and e-mail, delivery receipts)
   migrate   apply database migrations (idempotent)
-  users     console users: add (the first admin), disable, enable, reset-password, list
+  users     console users: add (the first admin, team members), disable, enable, reset-password, list
   seed      demo | shard | users | abuse: create data for demos, tests, rehearsals
   check     verify seat invariants, Redis against PostgreSQL
   verify-window  recompute a waiting-room window's fair order from its revealed seed

@@ -35,6 +35,9 @@ type User struct {
 	Login string
 	Name  string
 	Role  string
+	// Teams are a team member's owning teams of reconciliation
+	// exceptions (role team): the only exceptions they see and work.
+	Teams []string
 	CSRF  string
 	Flash string // the session's pending notice, shown once by render
 
@@ -77,8 +80,8 @@ func (c *Console) Authenticate(ctx context.Context, login, password string) (Use
 	var u User
 	var hash string
 	var disabled bool
-	err := c.pool.QueryRow(ctx, `SELECT id, login, name, role, password_hash, disabled FROM console_users WHERE login = $1`,
-		strings.ToLower(strings.TrimSpace(login))).Scan(&u.ID, &u.Login, &u.Name, &u.Role, &hash, &disabled)
+	err := c.pool.QueryRow(ctx, `SELECT id, login, name, role, teams, password_hash, disabled FROM console_users WHERE login = $1`,
+		strings.ToLower(strings.TrimSpace(login))).Scan(&u.ID, &u.Login, &u.Name, &u.Role, &u.Teams, &hash, &disabled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		auth.CheckPassword(dummyHash(), password) //nolint:errcheck // same time as a real check
 		return User{}, errBadLogin
@@ -114,9 +117,9 @@ func (c *Console) StartSession(ctx context.Context, u User) (string, time.Time, 
 func (c *Console) lookupSession(ctx context.Context, tok string) (User, bool, error) {
 	u := User{session: hashToken(tok)}
 	var expires time.Time
-	err := c.pool.QueryRow(ctx, `SELECT u.id, u.login, u.name, u.role, s.csrf_token, s.expires_at, coalesce(s.flash, '')
+	err := c.pool.QueryRow(ctx, `SELECT u.id, u.login, u.name, u.role, u.teams, s.csrf_token, s.expires_at, coalesce(s.flash, '')
 		FROM console_sessions s JOIN console_users u ON u.id = s.user_id WHERE s.token_hash = $1 AND NOT u.disabled`,
-		u.session).Scan(&u.ID, &u.Login, &u.Name, &u.Role, &u.CSRF, &expires, &u.Flash)
+		u.session).Scan(&u.ID, &u.Login, &u.Name, &u.Role, &u.Teams, &u.CSRF, &expires, &u.Flash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, false, nil
 	}
@@ -259,4 +262,30 @@ func (c *Console) apiRoles(allowed ...string) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// Team members work the reconciliation exceptions of their own teams
+// only; finance and admin work every team's. These are the one place
+// that says so: the exception list, its exports, an exception's page and
+// every action on one (single or bulk) ask them, and recon checks the
+// scope again under the exception's lock (recon.ForTeams).
+
+// workTeams is the teams whose exceptions u works: nil for every team
+// (finance, admin), else a team member's own teams.
+func (u User) workTeams() []string {
+	if u.Role == Team {
+		return u.Teams
+	}
+	return nil
+}
+
+// mayWork says whether u may see and act on an exception owned by team owner.
+func (u User) mayWork(owner string) bool {
+	return u.workTeams() == nil || slices.Contains(u.Teams, owner)
+}
+
+// notYourTeam is the refusal of an exception outside a team member's teams.
+func notYourTeam(u User, owner string) error {
+	return booking.Errorf(booking.EFORBIDDEN, "NOT_YOUR_TEAM",
+		"This exception belongs to %s; you work the exceptions of %s only. Finance can hand it to your team.", owner, strings.Join(u.Teams, ", "))
 }

@@ -32,10 +32,14 @@ const (
 	Finance = "finance"
 	Fraud   = "fraud"
 	Admin   = "admin"
+	// Team is a member of one or more owning teams of reconciliation
+	// exceptions (recon.Teams: reservations, disputes, treasury, ...):
+	// they work their teams' exceptions and see nothing else.
+	Team = "team"
 )
 
 // Roles lists every role.
-var Roles = []string{Ops, Finance, Fraud, Admin}
+var Roles = []string{Ops, Finance, Fraud, Admin, Team}
 
 // Config wires the console.
 type Config struct {

@@ -3,11 +3,19 @@
 // pages, the audit log, River's UI and /metrics. Every figure comes from
 // PostgreSQL or Redis, so any number of app processes show the same console.
 //
-// Roles are ops, finance, fraud and admin; sessions live in PostgreSQL and
-// every form carries a CSRF token. Each route carries its roles in the one
-// route list of console.go. tatkal dev (and only dev) seeds ops1, finance1
-// (the finance lead), finance2, fraud1, admin1 and admin2, password
-// console-demo. Elsewhere the first admin comes from tatkal users add
+// Roles are ops, finance, fraud, admin and team; sessions live in
+// PostgreSQL and every form carries a CSRF token. Each route carries its
+// roles in the one route list of console.go. A team member (role team,
+// console_users.teams: one or more of recon.Teams) works the
+// reconciliation exceptions their teams own and opens nothing else: the
+// list, its exports and an exception's page show their teams' only, and
+// an action on another team's exception, single or bulk, is refused 403
+// NOT_YOUR_TEAM and audited (auth.go's mayWork; recon.ForTeams checks it
+// again under the exception's lock). They take an exception themselves
+// only; finance assigns to finance, admins and the owning team's members.
+// tatkal dev (and only dev) seeds ops1, finance1 (the finance lead),
+// finance2, fraud1, admin1, admin2 and team-<team> for every owning team,
+// password console-demo. Elsewhere the first admin comes from tatkal users add
 // (users_cli.go), on the migrated, empty database.
 //
 // # Console users
@@ -156,10 +164,13 @@
 //     team, assignee, state, gateway, day and amount, 50 a page; an
 //     exception's legs side by side with their raw lines and its history, and
 //     the actions assign, note, resolve with a code, propose and approve a
-//     write-off (two people), approve an automatic money move above the limit;
+//     write-off (two people), approve an automatic money move above the limit
+//     (the list and an exception's page are a team member's too, for their
+//     teams; the list exports as CSV and .xlsx and has a select-all box);
 //     uploads with their lineage, accepted by a second person before they
 //     start automatic resolutions (finance_accept.go); the day's books to the
-//     paisa; a run's workbook (.xlsx) and CSV. The finance home is the runs
+//     paisa; a run's workbook (.xlsx) and CSV; the month end, all gateways
+//     or one (recon.MonthOf). The finance home is the runs
 //     page headed by the exceptions past their SLA and the unread console
 //     messages, which the user marks read (recon.MarkMessagesRead). GET
 //     /v1/internal/reconciliation/{psp}/{date} answers the newest run and a

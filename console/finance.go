@@ -29,19 +29,24 @@ import (
 	"tatkal/views"
 )
 
-// financeRoutes mounts the finance pages (finance and admin) under /console.
+// financeRoutes mounts the finance pages (finance and admin) under /console;
+// the exception list, its exports and an exception's page and actions are
+// a team member's too, on their own teams' exceptions only (auth.go's
+// mayWork, asked by each handler; recon checks it again under the lock).
 func (c *Console) financeRoutes(r chi.Router) {
 	fin := r.With(c.roles(Finance, Admin))
+	work := r.With(c.roles(Finance, Admin, Team))
+	work.Get("/finance/exceptions", c.financeExceptions)
+	work.Get("/finance/exceptions.csv", c.financeExport)
+	work.Get("/finance/exceptions.xlsx", c.financeExport)
+	work.Post("/finance/exceptions/bulk", c.financeBulk)
+	work.Get("/finance/exceptions/{id}", c.financeException)
+	work.Post("/finance/exceptions/{id}/{action}", c.financeAction)
 	fin.Get("/finance", c.financeRuns)
 	fin.Post("/finance/runs", c.financeRun)
 	fin.Get("/finance/runs/{id}", c.financeRunPage)
 	fin.Get("/finance/runs/{id}/workbook.xlsx", c.financeDownload)
 	fin.Get("/finance/runs/{id}/exceptions.csv", c.financeDownload)
-	fin.Get("/finance/exceptions", c.financeExceptions)
-	fin.Get("/finance/exceptions.csv", c.financeExport)
-	fin.Post("/finance/exceptions/bulk", c.financeBulk)
-	fin.Get("/finance/exceptions/{id}", c.financeException)
-	fin.Post("/finance/exceptions/{id}/{action}", c.financeAction)
 	fin.Get("/finance/files", c.financeFiles)
 	fin.Post("/finance/files", c.financeUpload)
 	fin.Post("/finance/files/{id}/accept", c.financeAccept)
@@ -564,6 +569,10 @@ func (c *Console) financeException(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if u, _ := userFrom(r.Context()); !u.mayWork(e.Owner) {
+		c.notYours(w, r, "recon.view", e, u)
+		return
+	}
 	c.renderException(w, r, e, "", http.StatusOK)
 }
 
@@ -597,21 +606,11 @@ func (c *Console) renderException(w http.ResponseWriter, r *http.Request, e reco
 	for _, h := range hist {
 		p.History = append(p.History, views.ExceptionHistoryRow{At: ist(h.At), Actor: h.Actor, Action: h.Action, From: h.FromState, To: h.ToState, Note: h.Note})
 	}
-	rows, err := c.pool.Query(ctx, `SELECT login FROM console_users WHERE role IN ('finance', 'admin') AND NOT disabled ORDER BY login`)
-	if err != nil {
+	if p.People, err = c.assignable(ctx, u, e.Owner); err != nil {
 		c.serverError(w, r, err)
 		return
 	}
-	for rows.Next() {
-		var l string
-		if err := rows.Scan(&l); err != nil {
-			rows.Close()
-			c.serverError(w, r, err)
-			return
-		}
-		p.People = append(p.People, l)
-	}
-	rows.Close()
+	p.MyTeams = u.workTeams()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	c.render(w, r, e.Kind+" "+e.Ref, views.ConsoleFinanceException(p))
@@ -673,6 +672,10 @@ func (c *Console) financeAction(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	u, _ := userFrom(ctx)
 	action := chi.URLParam(r, "action")
+	if !u.mayWork(e.Owner) {
+		c.notYours(w, r, "recon."+action, e, u)
+		return
+	}
 	note := strings.TrimSpace(r.PostFormValue("note"))
 	done, err := c.exceptionAction(ctx, u, e.ID, action, r.PostForm)
 	if errors.Is(err, errNoSuchAction) {
@@ -680,6 +683,14 @@ func (c *Console) financeAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c.refuse(w, r, "recon."+action, "recon_exception:"+e.ID.String(), map[string]any{"note": note}, err) {
+		return
+	}
+	if booking.ErrorReason(err) == "NOT_YOUR_TEAM" {
+		// Handed to another team between the page and the click: the
+		// refusal is audited (refuse), the exception is no longer shown.
+		w.WriteHeader(http.StatusForbidden)
+		c.render(w, r, "Not your team's", views.ConsoleMessage(views.ConsoleMessagePage{Title: "Not your team's exception", TestID: "not-your-team",
+			Message: booking.ErrorMessage(err)}))
 		return
 	}
 	if err != nil {

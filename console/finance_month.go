@@ -3,6 +3,8 @@ package console
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -60,13 +62,30 @@ func (c *Console) renderMonth(w http.ResponseWriter, r *http.Request, month time
 	status := http.StatusOK
 	p := views.FinanceMonthPage{Month: month.Format("2006-01"), Label: month.Format("January 2006"), CSRF: u.CSRF,
 		Prev: month.AddDate(0, -1, 0).Format("2006-01"), Workbook: "/console/finance/month/" + month.Format("2006-01") + "/workbook.xlsx"}
+	gws, err := c.gateways(r)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	// Where the money of a month's exceptions was: the gateways, the
+	// wallet, the bank and the core's own lines.
+	p.Gateways = append(gws, recon.Wallet, recon.Bank, recon.Core)
+	if g := r.URL.Query().Get("gateway"); g != "" && r.Method == http.MethodGet {
+		if !slices.Contains(p.Gateways, g) {
+			if refused == nil {
+				refused = booking.Errorf(booking.EINVALID, "UNKNOWN_GATEWAY", "Choose a gateway among %s, not %q.", strings.Join(p.Gateways, ", "), g)
+			}
+		} else {
+			p.Gateway = g
+		}
+	}
 	if next := month.AddDate(0, 1, 0); !next.After(recon.MonthStart(today())) {
 		p.Next = next.Format("2006-01")
 	}
 	for _, b := range recon.MonthBuckets {
 		p.Buckets = append(p.Buckets, b.Name)
 	}
-	rep, err := c.cfg.Recon.MonthReport(ctx, month)
+	rep, err := c.cfg.Recon.MonthOf(ctx, month, p.Gateway)
 	if err == nil {
 		err = refused
 	}
@@ -85,10 +104,12 @@ func (c *Console) renderMonth(w http.ResponseWriter, r *http.Request, month time
 	}
 	p.From, p.To, p.AsOf, p.Over = ist(rep.From), ist(rep.To), ist(rep.AsOf), rep.Over
 	for _, k := range rep.ByKind {
-		p.ByKind = append(p.ByKind, periodView(k, "/console/finance/exceptions?"+views.ExceptionFilter{Kind: k.Key, State: "UNRESOLVED"}.Query(0)))
+		p.ByKind = append(p.ByKind, periodView(k, "/console/finance/exceptions?"+
+			views.ExceptionFilter{Kind: k.Key, State: "UNRESOLVED", Gateway: p.Gateway}.Query(0)))
 	}
 	for _, o := range rep.ByOwner {
-		p.ByOwner = append(p.ByOwner, periodView(o, "/console/finance/exceptions?"+views.ExceptionFilter{Owner: o.Key, State: "UNRESOLVED"}.Query(0)))
+		p.ByOwner = append(p.ByOwner, periodView(o, "/console/finance/exceptions?"+
+			views.ExceptionFilter{Owner: o.Key, State: "UNRESOLVED", Gateway: p.Gateway}.Query(0)))
 	}
 	p.Total, p.TiesOut = periodView(rep.Total, ""), rep.Total.TiesOut()
 	for _, a := range rep.Ageing {
@@ -99,7 +120,7 @@ func (c *Console) renderMonth(w http.ResponseWriter, r *http.Request, month time
 	if rep.SignedAt != nil {
 		p.SignedAt = ist(*rep.SignedAt)
 	}
-	if rep.Over && rep.SignedBy == "" {
+	if rep.Over && rep.SignedBy == "" && p.Gateway == "" {
 		if err := c.pool.QueryRow(ctx, `SELECT finance_lead FROM console_users WHERE id = $1`, u.ID).Scan(&p.CanSign); err != nil {
 			c.serverError(w, r, err)
 			return

@@ -6,7 +6,10 @@ package console
 // One function (exceptionAction) carries out an action on one exception,
 // for the exception's page and for every row of a bulk action alike, so
 // the rules (four eyes, the approval limit, nobody approving their own)
-// are the same however many rows are selected.
+// are the same however many rows are selected. A team member (role team)
+// sees and works their own teams' exceptions only: the list, its exports
+// and every action are scoped by User.workTeams, and an action on another
+// team's exception is refused (403 NOT_YOUR_TEAM), single or in bulk.
 
 import (
 	"context"
@@ -34,6 +37,19 @@ var errNoSuchAction = errors.New("no such exception action")
 // what it did. The form carries the action's fields: assignee, team, code,
 // note, and approve=1 or withdraw=1 for a write-off or a refund.
 func (c *Console) exceptionAction(ctx context.Context, u User, id uuid.UUID, action string, form url.Values) (string, error) {
+	if _, ok := exceptionActions[action]; !ok {
+		return "", errNoSuchAction
+	}
+	e, err := c.cfg.Recon.Exception(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if !u.mayWork(e.Owner) {
+		return "", notYourTeam(u, e.Owner)
+	}
+	// recon asks again under the exception's lock: handed to another team
+	// meanwhile, it is refused, not changed.
+	ctx = recon.ForTeams(ctx, u.workTeams())
 	note := strings.TrimSpace(form.Get("note"))
 	switch action {
 	case "assign":
@@ -41,13 +57,16 @@ func (c *Console) exceptionAction(ctx context.Context, u User, id uuid.UUID, act
 		if who == "" {
 			who = u.Login
 		}
+		if u.Role == Team && who != u.Login {
+			return "", booking.Errorf(booking.EFORBIDDEN, "ASSIGN_SELF", "A team member takes an exception themselves; finance assigns it to others.")
+		}
 		var ok bool
-		if err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM console_users WHERE login = $1 AND role IN ('finance', 'admin') AND NOT disabled)`,
-			who).Scan(&ok); err != nil {
+		if err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM console_users WHERE login = $1 AND NOT disabled
+			AND (role IN ('finance', 'admin') OR (role = 'team' AND $2 = ANY(teams))))`, who, e.Owner).Scan(&ok); err != nil {
 			return "", fmt.Errorf("assign: %w", err)
 		}
 		if !ok {
-			return "", booking.Errorf(booking.EINVALID, "NO_SUCH_PERSON", "%q is not a finance person of the console.", who)
+			return "", booking.Errorf(booking.EINVALID, "NO_SUCH_PERSON", "%q is not a finance person of the console nor of the team %s.", who, e.Owner)
 		}
 		return "Assigned to " + who + ".", c.cfg.Recon.Assign(ctx, id, u.Login, who)
 	case "team":
@@ -85,6 +104,10 @@ func (c *Console) exceptionAction(ctx context.Context, u User, id uuid.UUID, act
 	}
 	return "", errNoSuchAction
 }
+
+// exceptionActions are the actions exceptionAction knows.
+var exceptionActions = map[string]bool{"assign": true, "team": true, "note": true, "resolve": true, "writeoff": true, "approve": true,
+	"ask": true, "refund": true}
 
 // bulkActions are the bulk form's actions, as exceptionAction's action and
 // the form fields it adds.
@@ -149,10 +172,15 @@ func (c *Console) financeBulk(w http.ResponseWriter, r *http.Request) {
 		}
 		status = http.StatusBadRequest
 	}
+	refs, rerr := c.workRefs(ctx, u, outcomes)
+	if rerr != nil {
+		c.serverError(w, r, rerr)
+		return
+	}
 	for _, o := range outcomes {
 		row := views.BulkOutcome{ID: o.ID.String(), OK: o.Err == nil, Result: "done"}
-		if e, xerr := c.cfg.Recon.Exception(ctx, o.ID); xerr == nil {
-			row.Kind, row.Ref = e.Kind, e.Ref
+		if x, ok := refs[o.ID]; ok {
+			row.Kind, row.Ref, row.GatewayRef, row.PNR = x.Kind, x.Ref, x.GatewayRef, x.BookingPNR
 		}
 		subject := "recon_exception:" + o.ID.String()
 		if o.Err != nil {
@@ -179,6 +207,28 @@ func (c *Console) financeBulk(w http.ResponseWriter, r *http.Request) {
 	c.renderExceptions(w, r, back, res, msg, status)
 }
 
+// workRefs are the outcomes' exceptions as the list shows them (the
+// gateway's transaction id and the PNR), those u may see only: a team
+// member's refused row of another team names no more than its id.
+func (c *Console) workRefs(ctx context.Context, u User, outcomes []recon.Outcome) (map[uuid.UUID]recon.WorkRow, error) {
+	out := map[uuid.UUID]recon.WorkRow{}
+	if len(outcomes) == 0 {
+		return out, nil
+	}
+	ids := make([]uuid.UUID, len(outcomes))
+	for i, o := range outcomes {
+		ids[i] = o.ID
+	}
+	rows, err := c.cfg.Recon.WorkRows(ctx, recon.Filter{IDs: ids, Teams: u.workTeams(), Limit: len(ids)}, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range rows {
+		out[x.ID] = x
+	}
+	return out, nil
+}
+
 // financeExceptions lists exceptions with filters, sorted, 50 a page.
 func (c *Console) financeExceptions(w http.ResponseWriter, r *http.Request) {
 	if c.noRecon(w, r) {
@@ -187,12 +237,17 @@ func (c *Console) financeExceptions(w http.ResponseWriter, r *http.Request) {
 	c.renderExceptions(w, r, r.URL.Query(), views.Worklist{}, "", http.StatusOK)
 }
 
-// worklistFilter reads the list's filter, sort and "mine" as u sees it.
+// worklistFilter reads the list's filter, sort and "mine" as u sees it:
+// a team member's list is their teams' exceptions whatever it asks.
 func worklistFilter(q url.Values, u User) (views.ExceptionFilter, recon.Filter, string, error) {
 	v, f, err := exceptionFilter(q)
 	v.Sort = q.Get("sort")
 	if m := q.Get("mine"); m != "" && m != "0" {
 		v.Mine, v.Assignee, f.Assignee = "1", "", u.Login
+	}
+	f.Teams = u.workTeams()
+	if err == nil && v.Owner != "" && !u.mayWork(v.Owner) {
+		err = notYourTeam(u, v.Owner)
 	}
 	return v, f, v.Sort, err
 }
@@ -203,9 +258,13 @@ func (c *Console) renderExceptions(w http.ResponseWriter, r *http.Request, q url
 	v, f, sort, err := worklistFilter(q, u)
 	p := views.FinanceExceptionsPage{Filter: v, States: []string{"UNRESOLVED", recon.StateOpen, recon.StateInvestigating, recon.StateResolved,
 		recon.StateWrittenOff}, Worklist: wl, Error: errMsg}
-	p.Me, p.CSRF, p.Teams, p.Owners = u.Login, u.CSRF, recon.Teams(), recon.Teams()
+	p.Me, p.CSRF, p.Teams, p.Owners, p.MyTeams = u.Login, u.CSRF, recon.Teams(), recon.Teams(), u.workTeams()
+	if p.MyTeams != nil {
+		p.Owners = p.MyTeams
+	}
 	p.MyQueue = "/console/finance/exceptions?" + views.ExceptionFilter{Mine: "1", State: "UNRESOLVED"}.Query(0)
 	p.Export = "/console/finance/exceptions.csv?" + v.Query(0)
+	p.ExportXLSX = "/console/finance/exceptions.xlsx?" + v.Query(0)
 	seen := map[string]bool{}
 	for _, k := range recon.Kinds() {
 		p.Kinds = append(p.Kinds, k.Kind)
@@ -258,7 +317,7 @@ func (c *Console) renderExceptions(w http.ResponseWriter, r *http.Request, q url
 		c.serverError(w, r, err)
 		return
 	}
-	if p.People, err = c.financePeople(ctx); err != nil {
+	if p.People, err = c.assignable(ctx, u, ""); err != nil {
 		c.serverError(w, r, err)
 		return
 	}
@@ -267,18 +326,25 @@ func (c *Console) renderExceptions(w http.ResponseWriter, r *http.Request, q url
 	c.render(w, r, "Exceptions", views.ConsoleFinanceExceptions(p))
 }
 
-// financePeople are the people an exception can be assigned to.
-func (c *Console) financePeople(ctx context.Context) ([]string, error) {
-	rows, err := c.pool.Query(ctx, `SELECT login FROM console_users WHERE role IN ('finance', 'admin') AND NOT disabled ORDER BY login`)
+// assignable are the people u may assign an exception of team owner to
+// (any team: ""): a team member takes it themselves; finance assigns it
+// to finance, admins, and the team members of its owning team (of any
+// team in the bulk form: each row is checked against its own team).
+func (c *Console) assignable(ctx context.Context, u User, owner string) ([]string, error) {
+	if u.Role == Team {
+		return []string{u.Login}, nil
+	}
+	rows, err := c.pool.Query(ctx, `SELECT login FROM console_users WHERE NOT disabled
+		AND (role IN ('finance', 'admin') OR (role = 'team' AND ($1 = '' OR $1 = ANY(teams)))) ORDER BY role = 'team', login`, owner)
 	if err != nil {
-		return nil, fmt.Errorf("finance people: %w", err)
+		return nil, fmt.Errorf("assignable people: %w", err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var l string
 		if err := rows.Scan(&l); err != nil {
-			return nil, fmt.Errorf("finance people: %w", err)
+			return nil, fmt.Errorf("assignable people: %w", err)
 		}
 		out = append(out, l)
 	}
@@ -286,8 +352,8 @@ func (c *Console) financePeople(ctx context.Context) ([]string, error) {
 }
 
 // financeExport downloads the filtered list, sorted as shown, as CSV that
-// is safe to open in a spreadsheet. Audited: it carries customers'
-// payment references.
+// is safe to open in a spreadsheet, or as a workbook (.xlsx). Audited: it
+// carries customers' payment references. A team member's is their teams'.
 func (c *Console) financeExport(w http.ResponseWriter, r *http.Request) {
 	if c.noRecon(w, r) {
 		return
@@ -296,7 +362,10 @@ func (c *Console) financeExport(w http.ResponseWriter, r *http.Request) {
 	u, _ := userFrom(ctx)
 	v, f, sort, err := worklistFilter(r.URL.Query(), u)
 	if err == nil {
-		_, _, err = c.cfg.Recon.CountExceptions(ctx, f) // a bad filter is refused before the download starts
+		// A bad filter or sort is refused before the download starts.
+		probe := f
+		probe.Limit, probe.Offset = 1, 0
+		_, err = c.cfg.Recon.WorkRows(ctx, probe, sort)
 	}
 	if err != nil {
 		if booking.ErrorCode(err) == booking.EINTERNAL {
@@ -306,16 +375,28 @@ func (c *Console) financeExport(w http.ResponseWriter, r *http.Request) {
 		c.renderExceptions(w, r, r.URL.Query(), views.Worklist{}, booking.ErrorMessage(err), http.StatusBadRequest)
 		return
 	}
-	if err := levers.Audit(ctx, c.pool, u.Login, "recon.export", "recon_exceptions", map[string]any{"format": "csv", "filter": v.Query(0)}); err != nil {
+	format := "csv"
+	if strings.HasSuffix(r.URL.Path, ".xlsx") {
+		format = "xlsx"
+	}
+	if err := levers.Audit(ctx, c.pool, u.Login, "recon.export", "recon_exceptions", map[string]any{"format": format, "filter": v.Query(0),
+		"teams": f.Teams}); err != nil {
 		c.serverError(w, r, err)
 		return
 	}
-	name := "exceptions-" + time.Now().In(booking.IST).Format("20060102-1504") + ".csv"
-	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	name := "exceptions-" + time.Now().In(booking.IST).Format("20060102-1504") + "." + format
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, name))
-	if err := c.cfg.Recon.WriteWorklistCSV(ctx, f, sort, w); err != nil {
+	var err2 error
+	if format == "xlsx" {
+		w.Header().Set("Content-Type", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+		err2 = c.cfg.Recon.WriteWorklistXLSX(ctx, f, sort, w)
+	} else {
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		err2 = c.cfg.Recon.WriteWorklistCSV(ctx, f, sort, w)
+	}
+	if err2 != nil {
 		// Headers are gone; the log says why the file is short.
-		c.log.Error("exceptions export", "by", u.Login, "err", err)
+		c.log.Error("exceptions export", "by", u.Login, "format", format, "err", err2)
 	}
 }
 
@@ -346,4 +427,20 @@ func (c *Console) exceptionMoney(ctx context.Context, e recon.Exception) (views.
 		}
 	}
 	return m, nil
+}
+
+// notYours answers a team member's request about another team's
+// exception: 403, audited as refused, and nothing of the exception shown
+// but its owning team.
+func (c *Console) notYours(w http.ResponseWriter, r *http.Request, action string, e recon.Exception, u User) {
+	err := notYourTeam(u, e.Owner)
+	if aerr := levers.Audit(r.Context(), c.pool, u.Login, action, "recon_exception:"+e.ID.String(),
+		map[string]any{"refused": booking.ErrorMessage(err), "owner_team": e.Owner}); aerr != nil {
+		c.serverError(w, r, aerr)
+		return
+	}
+	c.log.Warn("exception of another team refused", "by", u.Login, "action", action, "exception", e.ID, "owner", e.Owner)
+	w.WriteHeader(http.StatusForbidden)
+	c.render(w, r, "Not your team's", views.ConsoleMessage(views.ConsoleMessagePage{Title: "Not your team's exception", TestID: "not-your-team",
+		Message: booking.ErrorMessage(err)}))
 }

@@ -11,9 +11,13 @@ import (
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 
+	"tatkal/booking"
+	"tatkal/booking/auth"
 	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
+	"tatkal/console"
 	"tatkal/recon"
 )
 
@@ -170,5 +174,83 @@ func TestBrowserClerkClearsADay(t *testing.T) {
 	}
 	if recs[1][2] != "swp_orphan_1" || recs[1][9] != recon.StateResolved || recs[3][2] != "'"+formulaRef || recs[3][9] != recon.StateWrittenOff {
 		t.Fatalf("downloaded CSV rows: %v", recs[1:])
+	}
+}
+
+// TestBrowserTeamMemberSelectsAll signs a treasury person in through the
+// login page in headless Chromium: they land on their team's exceptions,
+// the menu offers nothing of finance's, and the select-all box ticks every
+// row shown (one row cleared leaves it half-ticked), so one bulk action
+// takes all their rows. Screenshots go to $TATKAL_SCREENSHOTS when set.
+func TestBrowserTeamMemberSelectsAll(t *testing.T) {
+	testenv.Chromium(t)
+	t.Parallel()
+	s := setup(t, teststack.Options{Routes: teststack.QuietRoutes()})
+	ctx := context.Background()
+	if _, err := console.SeedUsers(ctx, s.Pool, teamUsers, auth.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}); err != nil {
+		t.Fatal(err)
+	}
+	seedWorklistDay(t, s)
+	day, _ := time.ParseInLocation(time.DateOnly, financeDay, booking.IST)
+	if _, err := s.App.Recon.Run(ctx, recon.RunRequest{Gateway: "swiftpay", Date: day, By: "finance1"}); err != nil {
+		t.Fatal(err)
+	}
+	ex := exceptionsOf(t, s)
+	// Finance hands two orphan lines to treasury: three rows are theirs.
+	for _, k := range []string{"swp_orphan_1", "swp_orphan_2"} {
+		teststack.Must(t, s.App.Recon.HandTo(ctx, uuid.MustParse(ex[k]), "finance1", "treasury", "a bank line?"), "hand to treasury")
+	}
+	mine := []string{ex["swp_orphan_1"], ex["swp_orphan_2"], ex[recon.PayoutMismatch]}
+
+	b := testenv.NewBrowser(t, testenv.BrowserOptions{Width: 1500, Height: 900, Timeout: 90 * time.Second})
+	base := s.Server.URL
+	do, count, submit, shot := b.Do, b.Count, b.Submit, b.Shot
+	signIn(t, b, base, "treasury1")
+	do("landing", chromedp.WaitVisible(chromedp.CSS(`[data-testid=my-teams]`)))
+	if n := count(`[data-testid=exceptions] tbody tr`); n != len(mine) {
+		t.Fatalf("treasury's rows: %d, want %d", n, len(mine))
+	}
+	if n := count(`[data-testid=finance-tabs]`); n != 0 {
+		t.Fatal("a team member is offered finance's tabs")
+	}
+	nav := b.Text(`header.cbar`)
+	if strings.Contains(nav, "Finance") || strings.Contains(nav, "Audit") || !strings.Contains(nav, "Team exceptions") {
+		t.Fatalf("the team member's menu: %q", nav)
+	}
+	shot("team-member-list")
+
+	eval := func(js string) any {
+		t.Helper()
+		v, err := chromedp.Run(b.Ctx, chromedp.Evaluate[any](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return v
+	}
+	checked := func() int {
+		t.Helper()
+		return int(eval(`document.querySelectorAll('input[name=id][form=bulk]:checked').length`).(float64))
+	}
+	do("select all", chromedp.Click(chromedp.CSS(`[data-testid=select-all]`)))
+	if n := checked(); n != len(mine) {
+		t.Fatalf("select-all ticked %d rows, want %d", n, len(mine))
+	}
+	do("clear one", chromedp.Click(chromedp.CSS(`[data-testid="exception-`+mine[0]+`"] [data-testid=select]`)))
+	half := eval(`document.querySelector('[data-testid=select-all]').indeterminate`) == true
+	if !half || checked() != len(mine)-1 {
+		t.Fatalf("one row cleared: select-all indeterminate %t, %d ticked", half, checked())
+	}
+	do("select all again", chromedp.Click(chromedp.CSS(`[data-testid=select-all]`)))
+	shot("team-member-all-selected")
+	do("take them", chromedp.SetValue(chromedp.CSS(`[data-testid=bulk-action]`), "assign"))
+	submit("apply", `[data-testid=bulk-submit]`)
+	if h2 := b.Text(`[data-testid=bulk-outcomes] h2`); h2 != "3 done, 0 refused" {
+		t.Fatalf("bulk take: %q", h2)
+	}
+	shot("team-member-took-all")
+	for _, id := range mine {
+		if st, who, _ := exceptionState(t, s, id); st != recon.StateInvestigating || who != "treasury1" {
+			t.Fatalf("%s: %s %s", id, st, who)
+		}
 	}
 }

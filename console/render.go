@@ -30,6 +30,7 @@ var nav = []struct {
 	{views.NavItem{Href: "/console/trace", Label: "User trace", Key: "trace"}, []string{Ops, Fraud, Admin}},
 	{views.NavItem{Href: "/console/audit", Label: "Audit", Key: "audit"}, []string{Ops, Finance, Fraud, Admin}},
 	{views.NavItem{Href: "/console/finance", Label: "Finance", Key: "finance"}, []string{Finance, Admin}},
+	{views.NavItem{Href: "/console/finance/exceptions?state=UNRESOLVED", Label: "Team exceptions", Key: "finance"}, []string{Team}},
 	{views.NavItem{Href: "/console/fraud", Label: "Fraud", Key: "fraud"}, []string{Fraud, Admin}},
 	{views.NavItem{Href: "/console/users", Label: "Users", Key: "users"}, []string{Admin}},
 	{views.NavItem{Href: "/console/tokens", Label: "API tokens", Key: "tokens"}, []string{Admin}},

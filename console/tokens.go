@@ -40,8 +40,8 @@ func (c *Console) tokenUser(ctx context.Context, tok string) (User, error) {
 	err := c.pool.QueryRow(ctx, `UPDATE console_api_tokens t SET last_used_at = now()
 		FROM console_users u
 		WHERE t.token_hash = $1 AND u.id = t.user_id AND t.revoked_at IS NULL AND t.expires_at > now() AND NOT u.disabled
-		RETURNING t.id, t.created_by, u.id, u.login, u.name, u.role`, hashToken(tok)).
-		Scan(&u.TokenID, &u.IssuerID, &u.ID, &u.Login, &u.Name, &u.Role)
+		RETURNING t.id, t.created_by, u.id, u.login, u.name, u.role, u.teams`, hashToken(tok)).
+		Scan(&u.TokenID, &u.IssuerID, &u.ID, &u.Login, &u.Name, &u.Role, &u.Teams)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, nil
 	}

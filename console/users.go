@@ -16,6 +16,7 @@ import (
 	"tatkal/booking/audit"
 	"tatkal/booking/auth"
 	"tatkal/booking/db"
+	"tatkal/recon"
 )
 
 // Console users: who may sign in to the console, and with which role.
@@ -64,6 +65,7 @@ type ConsoleUser struct {
 	Login, Name string
 	Role        string
 	FinanceLead bool
+	Teams       []string // a team member's owning teams (role team)
 	Disabled    bool
 	CreatedAt   time.Time
 	Sessions    int // live console sessions
@@ -74,6 +76,7 @@ type ConsoleUser struct {
 type NewUser struct {
 	Login, Name, Role string
 	FinanceLead       bool
+	Teams             []string // role team: the owning teams they work (recon.Teams)
 	Password          string
 	Reason            string
 }
@@ -120,6 +123,37 @@ func CheckRole(role string) error {
 		return booking.Errorf(booking.EINVALID, "BAD_ROLE", "Unknown role %q: choose one of %s.", audit.CleanText(role, 40), strings.Join(Roles, ", "))
 	}
 	return nil
+}
+
+// CleanTeams checks a team member's teams against the known owning teams
+// (recon.Teams) and returns them sorted, each once: role team takes at
+// least one, every other role none (finance and admin see every team).
+func CleanTeams(role string, teams []string) ([]string, error) {
+	var out []string
+	for _, t := range teams {
+		t = strings.TrimSpace(t)
+		if t == "" || slices.Contains(out, t) {
+			continue
+		}
+		if !slices.Contains(recon.Teams(), t) {
+			return nil, booking.Errorf(booking.EINVALID, "UNKNOWN_TEAM", "Unknown team %q: choose among %s.",
+				audit.CleanText(t, 40), strings.Join(recon.Teams(), ", "))
+		}
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	switch {
+	case role == Team && len(out) == 0:
+		return nil, booking.Errorf(booking.EINVALID, "NO_TEAM", "A team member works at least one team's exceptions: choose among %s.",
+			strings.Join(recon.Teams(), ", "))
+	case role != Team && len(out) > 0:
+		return nil, booking.Errorf(booking.EINVALID, "TEAMS_NOT_TEAM_ROLE",
+			"Only the team role has teams: %s sees every team's exceptions or none.", role)
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
 }
 
 func checkLead(role string, lead bool) error {
@@ -189,7 +223,7 @@ func (s *Users) Get(ctx context.Context, login string) (ConsoleUser, error) {
 func (s *Users) List(ctx context.Context) ([]ConsoleUser, error) { return s.list(ctx, "") }
 
 func (s *Users) list(ctx context.Context, login string) ([]ConsoleUser, error) {
-	rows, err := s.pool.Query(ctx, `SELECT u.id, u.login, u.name, u.role, u.finance_lead, u.disabled, u.created_at,
+	rows, err := s.pool.Query(ctx, `SELECT u.id, u.login, u.name, u.role, u.finance_lead, u.teams, u.disabled, u.created_at,
 		(SELECT count(*) FROM console_sessions c WHERE c.user_id = u.id AND c.expires_at > now())::int
 		FROM console_users u WHERE $1 = '' OR u.login = $1 ORDER BY u.login`, login)
 	if err != nil {
@@ -232,8 +266,8 @@ func lockAdmins(ctx context.Context, tx pgx.Tx) ([]int64, error) {
 // lockUser locks the user with login (after lockAdmins).
 func lockUser(ctx context.Context, tx pgx.Tx, login string) (ConsoleUser, error) {
 	var u ConsoleUser
-	err := tx.QueryRow(ctx, `SELECT id, login, name, role, finance_lead, disabled, created_at FROM console_users WHERE login = $1 FOR UPDATE`,
-		login).Scan(&u.ID, &u.Login, &u.Name, &u.Role, &u.FinanceLead, &u.Disabled, &u.CreatedAt)
+	err := tx.QueryRow(ctx, `SELECT id, login, name, role, finance_lead, teams, disabled, created_at FROM console_users WHERE login = $1 FOR UPDATE`,
+		login).Scan(&u.ID, &u.Login, &u.Name, &u.Role, &u.FinanceLead, &u.Teams, &u.Disabled, &u.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return u, noSuchUser(login)
 	}
@@ -293,6 +327,10 @@ func (s *Users) Add(ctx context.Context, by Operator, nu NewUser) (ConsoleUser, 
 	if err := checkLead(nu.Role, nu.FinanceLead); err != nil {
 		return ConsoleUser{}, err
 	}
+	teams, err := CleanTeams(nu.Role, nu.Teams)
+	if err != nil {
+		return ConsoleUser{}, err
+	}
 	if nu.Role == Admin && by.onConsole() {
 		return ConsoleUser{}, errNeedsGrant
 	}
@@ -308,7 +346,7 @@ func (s *Users) Add(ctx context.Context, by Operator, nu NewUser) (ConsoleUser, 
 	if err != nil {
 		return ConsoleUser{}, err
 	}
-	u := ConsoleUser{Login: login, Name: name, Role: nu.Role, FinanceLead: nu.FinanceLead}
+	u := ConsoleUser{Login: login, Name: name, Role: nu.Role, FinanceLead: nu.FinanceLead, Teams: teams}
 	err = s.change(ctx, by, func(tx pgx.Tx, admins []int64) error {
 		var pending bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM console_admin_grants WHERE login = $1 AND state = 'PENDING')`, login).Scan(&pending); err != nil {
@@ -317,8 +355,8 @@ func (s *Users) Add(ctx context.Context, by Operator, nu NewUser) (ConsoleUser, 
 		if pending {
 			return loginTaken(login)
 		}
-		err := tx.QueryRow(ctx, `INSERT INTO console_users (login, name, role, password_hash, finance_lead) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (login) DO NOTHING RETURNING id, created_at`, login, name, nu.Role, hash, nu.FinanceLead).Scan(&u.ID, &u.CreatedAt)
+		err := tx.QueryRow(ctx, `INSERT INTO console_users (login, name, role, password_hash, finance_lead, teams) VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (login) DO NOTHING RETURNING id, created_at`, login, name, nu.Role, hash, nu.FinanceLead, teams).Scan(&u.ID, &u.CreatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return loginTaken(login)
 		}
@@ -326,14 +364,14 @@ func (s *Users) Add(ctx context.Context, by Operator, nu NewUser) (ConsoleUser, 
 			return fmt.Errorf("add console user %s: %w", login, err)
 		}
 		return audit.Write(ctx, tx, by.Login, "console_user.add", subject(login), map[string]any{
-			"role": nu.Role, "finance_lead": nu.FinanceLead, "name": name, "reason": reason, "via": by.via()})
+			"role": nu.Role, "finance_lead": nu.FinanceLead, "teams": teams, "name": name, "reason": reason, "via": by.via()})
 	})
 	return u, err
 }
 
-// SetRole changes a user's role and finance lead flag. Making someone an
-// admin on the console is a grant (ProposeAdmin).
-func (s *Users) SetRole(ctx context.Context, by Operator, login, role string, lead bool, reason string) error {
+// SetRole changes a user's role, finance lead flag and teams (role team
+// only). Making someone an admin on the console is a grant (ProposeAdmin).
+func (s *Users) SetRole(ctx context.Context, by Operator, login, role string, lead bool, teams []string, reason string) error {
 	login, err := CleanLogin(login)
 	if err != nil {
 		return err
@@ -344,13 +382,16 @@ func (s *Users) SetRole(ctx context.Context, by Operator, login, role string, le
 	if err := checkLead(role, lead); err != nil {
 		return err
 	}
+	if teams, err = CleanTeams(role, teams); err != nil {
+		return err
+	}
 	if reason, err = cleanReason(reason, false); err != nil {
 		return err
 	}
 	return s.changeUser(ctx, by, login, func(tx pgx.Tx, admins []int64, u ConsoleUser) error {
 		switch {
-		case u.Role == role && u.FinanceLead == lead:
-			return booking.Errorf(booking.ECONFLICT, "NO_CHANGE", "%s is %s already.", login, roleText(role, lead))
+		case u.Role == role && u.FinanceLead == lead && slices.Equal(u.Teams, teams):
+			return booking.Errorf(booking.ECONFLICT, "NO_CHANGE", "%s is %s already.", login, teamsText(roleText(role, lead), teams))
 		case by.onConsole() && u.ID == by.UserID:
 			return booking.Errorf(booking.EFORBIDDEN, "SELF", "Another admin changes your role, not you.")
 		case role == Admin && by.onConsole() && u.Role != Admin:
@@ -358,11 +399,14 @@ func (s *Users) SetRole(ctx context.Context, by Operator, login, role string, le
 		case u.Role == Admin && role != Admin && !u.Disabled && len(admins) <= 1:
 			return lastAdmin(login)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE console_users SET role = $2, finance_lead = $3 WHERE id = $1`, u.ID, role, lead); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE console_users SET role = $2, finance_lead = $3, teams = $4 WHERE id = $1`, u.ID, role, lead, teams); err != nil {
 			return fmt.Errorf("set role of %s: %w", login, err)
 		}
+		// Sessions read the role and teams on every request: the change
+		// holds from the user's next click.
 		return audit.Write(ctx, tx, by.Login, "console_user.role", subject(login), map[string]any{
-			"from": roleText(u.Role, u.FinanceLead), "to": roleText(role, lead), "reason": reason, "via": by.via()})
+			"from": roleText(u.Role, u.FinanceLead), "to": roleText(role, lead), "teams_from": u.Teams, "teams_to": teams,
+			"reason": reason, "via": by.via()})
 	})
 }
 
@@ -371,6 +415,14 @@ func roleText(role string, lead bool) string {
 		return role + " (finance lead)"
 	}
 	return role
+}
+
+// teamsText adds a team member's teams to their role as people read it.
+func teamsText(role string, teams []string) string {
+	if len(teams) == 0 {
+		return role
+	}
+	return role + " (" + strings.Join(teams, ", ") + ")"
 }
 
 func lastAdmin(login string) error {
@@ -481,6 +533,9 @@ func (s *Users) ProposeNewAdmin(ctx context.Context, by Operator, nu NewUser) (i
 	}
 	if nu.FinanceLead {
 		return 0, checkLead(Admin, true)
+	}
+	if _, err := CleanTeams(Admin, nu.Teams); err != nil {
+		return 0, err
 	}
 	name, err := cleanName(nu.Name, login)
 	if err != nil {
@@ -629,7 +684,7 @@ func (s *Users) Approve(ctx context.Context, by Operator, id int64) (Grant, erro
 			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE console_users SET role = 'admin', finance_lead = false, disabled = false WHERE id = $1`, u.ID); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE console_users SET role = 'admin', finance_lead = false, teams = '{}', disabled = false WHERE id = $1`, u.ID); err != nil {
 				return fmt.Errorf("make %s admin: %w", g.Login, err)
 			}
 			detail["from"], detail["disabled"] = roleText(u.Role, u.FinanceLead), u.Disabled

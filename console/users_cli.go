@@ -16,6 +16,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/auth"
+	"tatkal/recon"
 )
 
 // ErrUsage marks a mistake in tatkal users' arguments.
@@ -26,7 +27,7 @@ deployment, and the way back in when no admin can sign in.
 
 Usage: tatkal users <subcommand> [flags]
 
-  tatkal users add --login L --role ops|finance|fraud|admin [--name N] [--finance-lead]
+  tatkal users add --login L --role ops|finance|fraud|admin|team [--name N] [--finance-lead] [--team T ...]
   tatkal users disable --login L
   tatkal users enable --login L
   tatkal users reset-password --login L
@@ -38,14 +39,19 @@ the environment. At least %d characters, not containing the login.
 Every change is audited as cli:<operating-system user>. On the console an
 admin manages users at /console/users, where making an admin takes two.
 
+A team member (role team) works the reconciliation exceptions of their
+teams only (--team, repeated or a comma list: %s).
+
 Example (the first admin, on a migrated database):
   tatkal users add --login asha --role admin --name "Asha Rao"
+Example (a treasury and disputes person):
+  tatkal users add --login meera --role team --team treasury,disputes --name "Meera Nair"
 
 Run "tatkal users <subcommand> --help" for its flags.
 `
 
 var usersExamples = map[string]string{
-	"add":            `tatkal users add --login ravi --role finance --finance-lead --name "Ravi Iyer"`,
+	"add":            `tatkal users add --login ravi --role finance --finance-lead --name "Ravi Iyer"` + "\n  " + `tatkal users add --login meera --role team --team treasury --team disputes`,
 	"disable":        "tatkal users disable --login ravi --reason 'left the team'",
 	"enable":         "tatkal users enable --login ravi",
 	"reset-password": "printf '%s\\n' \"$NEW_PASSWORD\" | tatkal users reset-password --login ravi",
@@ -67,7 +73,7 @@ var usersHelp = map[string]string{
 // taken, a weak password, an unknown login) changes nothing.
 func UsersCommand(ctx context.Context, args []string, stdin io.Reader, out io.Writer, open func(context.Context) (*pgxpool.Pool, error)) error {
 	if len(args) == 0 || usersHelp[args[0]] == "" {
-		fmt.Fprintf(out, usersUsage, auth.MinPasswordRunes)
+		fmt.Fprintf(out, usersUsage, auth.MinPasswordRunes, strings.Join(recon.Teams(), ", "))
 		switch {
 		case len(args) == 0:
 			return fmt.Errorf("%w: name a subcommand: add, disable, enable, reset-password or list", ErrUsage)
@@ -86,6 +92,7 @@ func UsersCommand(ctx context.Context, args []string, stdin io.Reader, out io.Wr
 	}
 	var login, role, name, reason *string
 	var lead *bool
+	var teams teamList
 	if sub != "list" {
 		login = fs.String("login", "", "the console login (3-40 characters: a-z 0-9 . _ -)")
 	}
@@ -94,6 +101,7 @@ func UsersCommand(ctx context.Context, args []string, stdin io.Reader, out io.Wr
 		role = fs.String("role", "", "ops, finance, fraud or admin")
 		name = fs.String("name", "", "the person's name as the console shows it (default: the login)")
 		lead = fs.Bool("finance-lead", false, "the finance lead: escalations go to them (finance only)")
+		fs.Var(&teams, "team", "role team: a team whose reconciliation exceptions they work, repeated or a comma list ("+strings.Join(recon.Teams(), ", ")+")")
 	case "disable", "enable":
 		reason = fs.String("reason", "", "why, for the audit log")
 	}
@@ -120,6 +128,9 @@ func UsersCommand(ctx context.Context, args []string, stdin io.Reader, out io.Wr
 		}
 		if err := checkLead(*role, *lead); err != nil {
 			return fmt.Errorf("%w: --finance-lead: %s", ErrUsage, booking.ErrorMessage(err))
+		}
+		if _, err := CleanTeams(*role, teams); err != nil {
+			return fmt.Errorf("%w: --team: %s", ErrUsage, booking.ErrorMessage(err))
 		}
 	}
 
@@ -150,7 +161,7 @@ func UsersCommand(ctx context.Context, args []string, stdin io.Reader, out io.Wr
 			if u.Disabled {
 				state = "disabled"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", u.Login, roleText(u.Role, u.FinanceLead), state, u.Sessions, ist(u.CreatedAt), u.Name)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", u.Login, teamsText(roleText(u.Role, u.FinanceLead), u.Teams), state, u.Sessions, ist(u.CreatedAt), u.Name)
 		}
 		if len(us) == 0 {
 			fmt.Fprintln(tw, "(none: add the first admin with tatkal users add --role admin)")
@@ -192,11 +203,26 @@ func UsersCommand(ctx context.Context, args []string, stdin io.Reader, out io.Wr
 		fmt.Fprintf(out, "the password of %s is set; their console sessions ended (audited as %s).\n", l, by.Login)
 		return nil
 	}
-	u, err := users.Add(ctx, by, NewUser{Login: l, Name: *name, Role: *role, FinanceLead: *lead, Password: pw})
+	u, err := users.Add(ctx, by, NewUser{Login: l, Name: *name, Role: *role, FinanceLead: *lead, Teams: teams, Password: pw})
 	if err := say(err); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "console user %s added: %s (audited as %s). Sign in at /console/login.\n", u.Login, roleText(u.Role, u.FinanceLead), by.Login)
+	fmt.Fprintf(out, "console user %s added: %s (audited as %s). Sign in at /console/login.\n", u.Login,
+		teamsText(roleText(u.Role, u.FinanceLead), u.Teams), by.Login)
+	return nil
+}
+
+// teamList is --team: repeated, or a comma list, or both.
+type teamList []string
+
+func (t *teamList) String() string { return strings.Join(*t, ",") }
+
+func (t *teamList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*t = append(*t, s)
+		}
+	}
 	return nil
 }
 

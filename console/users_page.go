@@ -9,6 +9,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/auth"
+	"tatkal/recon"
 	"tatkal/views"
 )
 
@@ -18,7 +19,7 @@ import (
 const grantsShown = 10 // decided admin grants listed under the waiting ones
 
 func userRow(u ConsoleUser) views.UserRow {
-	return views.UserRow{Login: u.Login, Name: u.Name, Role: u.Role, FinanceLead: u.FinanceLead, Disabled: u.Disabled,
+	return views.UserRow{Login: u.Login, Name: u.Name, Role: u.Role, FinanceLead: u.FinanceLead, Teams: u.Teams, Disabled: u.Disabled,
 		Sessions: u.Sessions, Created: ist(u.CreatedAt)}
 }
 
@@ -55,7 +56,7 @@ func (c *Console) renderUsers(w http.ResponseWriter, r *http.Request, p views.Us
 	for _, g := range grants {
 		p.Grants = append(p.Grants, grantRow(g, me.ID))
 	}
-	p.Me, p.Roles, p.MinPassword = me.Login, Roles, auth.MinPasswordRunes
+	p.Me, p.Roles, p.Teams, p.MinPassword = me.Login, Roles, recon.Teams(), auth.MinPasswordRunes
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	c.render(w, r, "Console users", views.ConsoleUsers(p, me.CSRF))
@@ -78,7 +79,7 @@ func (c *Console) renderUser(w http.ResponseWriter, r *http.Request, login, errT
 		c.serverError(w, r, err)
 		return
 	}
-	p := views.UserPage{User: userRow(u), Roles: Roles, Self: u.ID == me.ID, AdminOther: u.Role == Admin && u.ID != me.ID,
+	p := views.UserPage{User: userRow(u), Roles: Roles, Teams: recon.Teams(), Self: u.ID == me.ID, AdminOther: u.Role == Admin && u.ID != me.ID,
 		Error: errText, MinPassword: auth.MinPasswordRunes}
 	grants, err := c.users.Grants(ctx, 0)
 	if err != nil {
@@ -102,8 +103,9 @@ var errPasswordsDiffer = booking.Errorf(booking.EINVALID, "PASSWORDS_DIFFER", "T
 func (c *Console) userAdd(w http.ResponseWriter, r *http.Request) {
 	me, _ := userFrom(r.Context())
 	f := views.UserForm{Login: r.PostFormValue("login"), Name: r.PostFormValue("name"), Role: r.PostFormValue("role"),
-		Reason: r.PostFormValue("reason"), FinanceLead: r.PostFormValue("finance_lead") != ""}
-	nu := NewUser{Login: f.Login, Name: f.Name, Role: f.Role, FinanceLead: f.FinanceLead, Password: r.PostFormValue("password"), Reason: f.Reason}
+		Reason: r.PostFormValue("reason"), FinanceLead: r.PostFormValue("finance_lead") != "", Teams: r.PostForm["team"]}
+	nu := NewUser{Login: f.Login, Name: f.Name, Role: f.Role, FinanceLead: f.FinanceLead, Teams: f.Teams, Password: r.PostFormValue("password"),
+		Reason: f.Reason}
 	var err error
 	var notice string
 	switch {
@@ -117,7 +119,7 @@ func (c *Console) userAdd(w http.ResponseWriter, r *http.Request) {
 	default:
 		var u ConsoleUser
 		if u, err = c.users.Add(r.Context(), me.Operator(), nu); err == nil {
-			notice = fmt.Sprintf("Console user %s added (%s).", u.Login, roleText(u.Role, u.FinanceLead))
+			notice = fmt.Sprintf("Console user %s added (%s).", u.Login, teamsText(roleText(u.Role, u.FinanceLead), u.Teams))
 		}
 	}
 	if err != nil {
@@ -153,7 +155,7 @@ func (c *Console) userChange(w http.ResponseWriter, r *http.Request, change func
 
 // userRole changes a role; making an admin is proposed for approval.
 func (c *Console) userRole(w http.ResponseWriter, r *http.Request) {
-	role, lead, reason := r.PostFormValue("role"), r.PostFormValue("finance_lead") != "", r.PostFormValue("reason")
+	role, lead, reason, teams := r.PostFormValue("role"), r.PostFormValue("finance_lead") != "", r.PostFormValue("reason"), r.PostForm["team"]
 	c.userChange(w, r, func(by Operator, login string) (string, error) {
 		if role == Admin {
 			u, err := c.users.Get(r.Context(), login)
@@ -168,8 +170,9 @@ func (c *Console) userRole(w http.ResponseWriter, r *http.Request) {
 				return fmt.Sprintf("Admin grant %d for %s waits for a second admin's approval.", id, login), err
 			}
 		}
-		err := c.users.SetRole(r.Context(), by, login, role, lead, reason)
-		return fmt.Sprintf("%s is now %s.", login, roleText(role, lead)), err
+		err := c.users.SetRole(r.Context(), by, login, role, lead, teams, reason)
+		clean, _ := CleanTeams(role, teams)
+		return fmt.Sprintf("%s is now %s.", login, teamsText(roleText(role, lead), clean)), err
 	})
 }
 

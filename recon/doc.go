@@ -113,7 +113,11 @@
 // from either), sorted by a column (SortKeys) and paged; WriteWorklistCSV
 // exports the whole filtered list, sorted the same. HandTo gives an
 // exception to another owning team (Teams: the kinds' owners), unassigned
-// and open for them. AskGatewayNow acts on the money where the path says
+// and open for them. ForTeams scopes a person's changes through ctx to
+// the exceptions their teams own (a console team member's): every change
+// checks the owner under the exception's lock. WriteWorklistXLSX is the
+// filtered list as a workbook, in the run workbook's money formats.
+// AskGatewayNow acts on the money where the path says
 // so: on AUTO it is the automatic resolution run at once in the person's
 // name (the same approval limit and upload acceptance); on INQUIRY it asks
 // the gateway, applies the answer through the status inquiry's own step
@@ -161,7 +165,8 @@
 // finance lead signs a month that is over (SignMonth, audited); the report
 // is then frozen as signed in recon_month_signoffs (append-only), shown and
 // exported as signed, with a note when today's figures differ.
-// WriteMonthXLSX is the month's workbook.
+// WriteMonthXLSX is the month's workbook. MonthOf is a month's figures of
+// one gateway's exceptions (today's: the signature is the whole month's).
 //
 // # Exports
 //

@@ -127,14 +127,18 @@ type Filter struct {
 	Kind         string
 	State        string // a state, or "UNRESOLVED" for OPEN and INVESTIGATING
 	Owner        string // the owning team
-	Assignee     string // the person it is assigned to
-	MinPaise     int64  // at stake at least
-	MaxPaise     int64  // at stake at most (0: no bound)
-	OlderThan    time.Duration
-	YoungerThan  time.Duration // detected less than this long ago (0: no bound)
-	Overdue      bool          // unresolved and past its SLA
-	Limit        int           // default 100, at most 1000
-	Offset       int
+	// Teams, when not nil, narrows the selection to exceptions these
+	// teams own: a team member's list is theirs whatever else it asks.
+	Teams       []string
+	IDs         []uuid.UUID // these exceptions only (nil: any)
+	Assignee    string      // the person it is assigned to
+	MinPaise    int64       // at stake at least
+	MaxPaise    int64       // at stake at most (0: no bound)
+	OlderThan   time.Duration
+	YoungerThan time.Duration // detected less than this long ago (0: no bound)
+	Overdue     bool          // unresolved and past its SLA
+	Limit       int           // default 100, at most 1000
+	Offset      int
 }
 
 // AgeBuckets are the ageing buckets, youngest first, with their bounds.
@@ -190,6 +194,12 @@ func (s *Service) where(f Filter) (string, []any, error) {
 	}
 	if f.Owner != "" {
 		add("owner_team = $%d", f.Owner)
+	}
+	if f.Teams != nil {
+		add("owner_team = ANY($%d)", f.Teams)
+	}
+	if f.IDs != nil {
+		add("id = ANY($%d)", f.IDs)
 	}
 	if f.Assignee != "" {
 		add("assignee = $%d", f.Assignee)
@@ -307,8 +317,33 @@ func checkNote(note string, required bool) error {
 	return nil
 }
 
+type teamsKey struct{}
+
+// ForTeams scopes what a person does to exceptions through ctx to those
+// the teams own (a console team member's): every change to an exception
+// (change) and every note checks the owning team under the exception's
+// lock, so an exception handed to another team meanwhile is refused, not
+// changed. No teams (finance, admin): every exception.
+func ForTeams(ctx context.Context, teams []string) context.Context {
+	if teams == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, teamsKey{}, teams)
+}
+
+// inScope refuses an exception outside the teams of ctx (ForTeams).
+func inScope(ctx context.Context, e Exception) error {
+	teams, ok := ctx.Value(teamsKey{}).([]string)
+	if !ok || slices.Contains(teams, e.Owner) {
+		return nil
+	}
+	return booking.Errorf(booking.EFORBIDDEN, "NOT_YOUR_TEAM",
+		"This exception belongs to %s; you work the exceptions of %s only.", e.Owner, strings.Join(teams, ", "))
+}
+
 // change locks an unresolved exception and runs fn on it in one
-// transaction; a closed exception is a conflict and changes nothing.
+// transaction; a closed exception is a conflict and changes nothing, and
+// one outside the teams of ctx (ForTeams) is refused.
 func (s *Service) change(ctx context.Context, id uuid.UUID, fn func(tx pgx.Tx, e Exception) error) error {
 	return db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		e, err := scanException(tx.QueryRow(ctx, `SELECT `+exceptionCols+` FROM reconciliation_exceptions WHERE id = $1 FOR UPDATE`, id))
@@ -317,6 +352,9 @@ func (s *Service) change(ctx context.Context, id uuid.UUID, fn func(tx pgx.Tx, e
 		}
 		if err != nil {
 			return fmt.Errorf("lock exception %s: %w", id, err)
+		}
+		if err := inScope(ctx, e); err != nil {
+			return err
 		}
 		if e.State != StateOpen && e.State != StateInvestigating {
 			return booking.Errorf(booking.ECONFLICT, "EXCEPTION_CLOSED", "Exception %s is %s already.", id, e.State)
@@ -358,7 +396,13 @@ func (s *Service) AddNote(ctx context.Context, id uuid.UUID, actor, note string)
 	if err := checkNote(note, true); err != nil {
 		return err
 	}
-	if _, err := s.Exception(ctx, id); err != nil {
+	e, err := s.Exception(ctx, id)
+	if err != nil {
+		return err
+	}
+	// A note changes nothing but the history: the owner read before it
+	// is scope enough.
+	if err := inScope(ctx, e); err != nil {
 		return err
 	}
 	return s.note(ctx, id, actor, "NOTE", note)

@@ -301,10 +301,15 @@ func (s *Service) WriteXLSX(ctx context.Context, runID int64, w io.Writer) error
 	if err := s.matchedSheet(ctx, f, run, st); err != nil {
 		return fmt.Errorf("matched sheet: %w", err)
 	}
-	// File.WriteTo would build the whole zip in memory first (hundreds of
-	// MB for a million matches); the zip writer excelize asks for writes
-	// straight to w instead, deflating at best speed: the sheets are most
-	// of the time and the file stays a few times smaller than its XML.
+	return writeWorkbook(f, w)
+}
+
+// writeWorkbook writes a workbook of streamed sheets to w. File.WriteTo
+// would build the whole zip in memory first (hundreds of MB for a million
+// matches); the zip writer excelize asks for writes straight to w
+// instead, deflating at best speed: the sheets are most of the time and
+// the file stays a few times smaller than its XML.
+func writeWorkbook(f *excelize.File, w io.Writer) error {
 	f.SetZipWriter(func(io.Writer) excelize.ZipWriter {
 		zw := zip.NewWriter(w)
 		zw.RegisterCompressor(zip.Deflate, func(out io.Writer) (io.WriteCloser, error) {

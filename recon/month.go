@@ -108,6 +108,9 @@ type MonthReport struct {
 	SignedBy string     `json:"signed_by,omitempty"`
 	SignedAt *time.Time `json:"signed_at,omitempty"`
 	Drift    bool       `json:"-"`
+	// Gateway narrows the figures to one gateway's exceptions (MonthOf);
+	// "" is every gateway, the report a lead signs.
+	Gateway string `json:"gateway,omitempty"`
 }
 
 // MonthStart is the first day of t's month in IST, as a date.
@@ -129,7 +132,7 @@ func ParseMonth(v string) (time.Time, error) {
 // signed it, else today's figures.
 func (s *Service) MonthReport(ctx context.Context, month time.Time) (MonthReport, error) {
 	month = MonthStart(month)
-	live, err := s.monthReport(ctx, s.pool, month)
+	live, err := s.monthReport(ctx, s.pool, month, "")
 	if err != nil {
 		return MonthReport{}, err
 	}
@@ -163,10 +166,30 @@ func (s *Service) signedMonth(ctx context.Context, q db.Querier, month time.Time
 	return r, true, nil
 }
 
-// monthReport works the month's figures out from the exceptions' history.
-func (s *Service) monthReport(ctx context.Context, q db.Querier, month time.Time) (MonthReport, error) {
+// MonthOf is the month's figures of one gateway's exceptions ("": every
+// gateway's, as MonthReport): always today's figures, since a lead signs
+// the whole month, whose signature (SignedBy, SignedAt) it carries.
+func (s *Service) MonthOf(ctx context.Context, month time.Time, gateway string) (MonthReport, error) {
+	if gateway == "" {
+		return s.MonthReport(ctx, month)
+	}
+	month = MonthStart(month)
+	live, err := s.monthReport(ctx, s.pool, month, gateway)
+	if err != nil {
+		return MonthReport{}, err
+	}
+	signed, ok, err := s.signedMonth(ctx, s.pool, month)
+	if err == nil && ok {
+		live.SignedBy, live.SignedAt = signed.SignedBy, signed.SignedAt
+	}
+	return live, err
+}
+
+// monthReport works the month's figures out from the exceptions' history,
+// of one gateway's exceptions or ("") every gateway's.
+func (s *Service) monthReport(ctx context.Context, q db.Querier, month time.Time, gateway string) (MonthReport, error) {
 	from := time.Date(month.Year(), month.Month(), 1, 0, 0, 0, 0, booking.IST)
-	r := MonthReport{Month: month, From: from, To: from.AddDate(0, 1, 0)}
+	r := MonthReport{Month: month, From: from, To: from.AddDate(0, 1, 0), Gateway: gateway}
 	now := s.cfg.Now()
 	r.AsOf, r.Over = r.To, !now.Before(r.To)
 	if !r.Over {
@@ -192,7 +215,7 @@ func (s *Service) monthReport(ctx context.Context, q db.Querier, month time.Time
 		SELECT e.kind, e.owner_team, coalesce(e.written_off_paise, e.stake_paise), e.detected_at, p.at_start, p.at_end,
 			p.found, p.resolved, p.written
 		FROM per p JOIN reconciliation_exceptions e ON e.id = p.exception_id
-		WHERE p.at_start OR p.at_end OR p.found + p.resolved + p.written > 0`, r.From, r.AsOf)
+		WHERE (p.at_start OR p.at_end OR p.found + p.resolved + p.written > 0) AND ($3 = '' OR e.gateway = $3)`, r.From, r.AsOf, gateway)
 	if err != nil {
 		return r, fmt.Errorf("month %s: %w", month.Format("2006-01"), err)
 	}
@@ -293,7 +316,7 @@ func (s *Service) SignMonth(ctx context.Context, month time.Time, actor string) 
 		if !lead {
 			return booking.Errorf(booking.EFORBIDDEN, "NOT_FINANCE_LEAD", "Only a finance lead signs a month's report; %s is not one.", actor)
 		}
-		if r, err = s.monthReport(ctx, tx, month); err != nil {
+		if r, err = s.monthReport(ctx, tx, month, ""); err != nil {
 			return err
 		}
 		if !r.Over {

@@ -194,3 +194,27 @@
   }
   setTimeout(work, 0);
 })();
+
+// The exception list's select-all: one checkbox (hidden without this
+// script) that ticks or clears every row shown, for the bulk form it names.
+(function () {
+  "use strict";
+  document.querySelectorAll("input[data-select-all]").forEach(function (all) {
+    var form = all.getAttribute("data-select-all");
+    var rows = function () { return document.querySelectorAll('input[type=checkbox][name=id][form="' + form + '"]'); };
+    if (rows().length === 0) return;
+    all.hidden = false;
+    all.addEventListener("change", function () {
+      rows().forEach(function (box) { box.checked = all.checked; });
+      all.indeterminate = false;
+    });
+    document.addEventListener("change", function (ev) {
+      var t = ev.target;
+      if (t === all || t.name !== "id" || t.getAttribute("form") !== form) return;
+      var n = 0, list = rows();
+      list.forEach(function (box) { if (box.checked) n++; });
+      all.checked = n === list.length;
+      all.indeterminate = n > 0 && n < list.length;
+    });
+  });
+})();

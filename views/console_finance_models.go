@@ -173,6 +173,7 @@ type FinanceExceptionPage struct {
 	Error      string
 	CSRF       string
 	Money      ExceptionMoney
+	MyTeams    []string // a team member's teams (nil: finance or admin)
 }
 
 // ExceptionLegs are the records side by side.

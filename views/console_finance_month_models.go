@@ -1,5 +1,7 @@
 package views
 
+import "net/url"
+
 // FinancePreviewPage is an upload's totals before it is committed: the
 // clerk confirms or cancels. Identical: the bytes are a version already
 // (Same), and nothing was kept.
@@ -60,6 +62,19 @@ type FinanceMonthPage struct {
 	Workbook           string
 	Error              string
 	CSRF               string
+	// Gateway narrows the figures to one gateway's exceptions ("" all);
+	// Gateways are those to choose from.
+	Gateway  string
+	Gateways []string
+}
+
+// MonthLink is the month page of month with the page's gateway filter.
+func (p FinanceMonthPage) MonthLink(month string) string {
+	v := url.Values{"month": {month}}
+	if p.Gateway != "" {
+		v.Set("gateway", p.Gateway)
+	}
+	return "/console/finance/month?" + v.Encode()
 }
 
 // FlowView is a count and its amount.

@@ -4,13 +4,18 @@ package views
 // columns, the clerk's own queue, bulk actions on selected rows with each
 // row's outcome, and the export of the filtered list.
 type Worklist struct {
-	Me       string
-	CSRF     string
-	People   []string     // who an exception can be assigned to
-	Teams    []string     // the teams it can be handed to
-	Codes    []Resolution // every resolution code (each row's kind decides whether it takes it)
-	Export   string       // the filtered list as CSV
-	MyQueue  string       // the signed-in person's unresolved exceptions
+	Me     string
+	CSRF   string
+	People []string     // who an exception can be assigned to
+	Teams  []string     // the teams it can be handed to
+	Codes  []Resolution // every resolution code (each row's kind decides whether it takes it)
+	Export string       // the filtered list as CSV
+	// ExportXLSX is the filtered list as a workbook.
+	ExportXLSX string
+	// MyTeams are a team member's teams, the only ones the list shows
+	// (nil for finance and admin: every team).
+	MyTeams  []string
+	MyQueue  string // the signed-in person's unresolved exceptions
 	Outcomes []BulkOutcome
 	Done     int // rows a bulk action carried out
 	Refused  int // rows it refused (each unchanged)
@@ -19,7 +24,11 @@ type Worklist struct {
 // BulkOutcome is what a bulk action did to one row.
 type BulkOutcome struct {
 	ID, Kind, Ref, Result string
-	OK                    bool
+	// GatewayRef is the gateway's transaction id, PNR the ticket's: what
+	// the clerk knows the row by ("" for a bank or core line, or a row the
+	// person may not see).
+	GatewayRef, PNR string
+	OK              bool
 }
 
 // SortLink is a column header's link: sorted by it (ascending), or

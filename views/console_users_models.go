@@ -1,5 +1,7 @@
 package views
 
+import "strings"
+
 // UsersPage is the admins' page of console users: who may sign in with
 // which role, the admin grants waiting for a second admin, and the form
 // that adds a user.
@@ -9,6 +11,7 @@ type UsersPage struct {
 	Grants []GrantRow // waiting ones first, then the latest decided
 	Form   UserForm
 	Roles  []string
+	Teams  []string // the owning teams a team member may work
 	Error  string
 	// MinPassword is the shortest password the rules take (characters).
 	MinPassword int
@@ -18,6 +21,7 @@ type UsersPage struct {
 type UserRow struct {
 	Login, Name, Role string
 	FinanceLead       bool
+	Teams             []string // a team member's teams
 	Disabled          bool
 	Sessions          int
 	Created           string
@@ -25,8 +29,11 @@ type UserRow struct {
 
 // RoleText is the role as people read it.
 func (u UserRow) RoleText() string {
-	if u.FinanceLead {
+	switch {
+	case u.FinanceLead:
 		return u.Role + " (finance lead)"
+	case len(u.Teams) > 0:
+		return u.Role + " (" + strings.Join(u.Teams, ", ") + ")"
 	}
 	return u.Role
 }
@@ -46,12 +53,14 @@ type GrantRow struct {
 type UserForm struct {
 	Login, Name, Role, Reason string
 	FinanceLead               bool
+	Teams                     []string
 }
 
 // UserPage is one console user with the forms that change them.
 type UserPage struct {
 	User  UserRow
 	Roles []string
+	Teams []string // the owning teams a team member may work
 	// Self: the signed-in admin's own account (role and disabling are
 	// another admin's to change). AdminOther: another admin, whose
 	// password only they, or the command line, set.

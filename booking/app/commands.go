@@ -278,7 +278,8 @@ tatkal is running.
   core       %[5]s (simulated reservation system; faults: PUT %[5]s/admin/faults)
   messages   %[8]s (simulated SMS and e-mail gateway; faults: PUT %[8]s/admin/faults)
   logins     demo00001 .. demo00005, password %[2]s (wallets hold ₹5,000)
-  console    %[1]s/console  ops1, finance1, fraud1, admin1, admin2 (one per role; two admins approve each other), password console-demo
+  console    %[1]s/console  ops1, finance1, fraud1, admin1, admin2 (one per role; two admins approve each other),
+             team-treasury, team-reservations, team-disputes, ... (one per owning team of exceptions), password console-demo
 
 Book a seat with curl:
   TOKEN=$(curl -s %[1]s/v1/auth/login -H 'Content-Type: application/json' \

@@ -13,6 +13,8 @@
 // NOT_YOUR_TEAM and audited (auth.go's mayWork; recon.ForTeams checks it
 // again under the exception's lock). They take an exception themselves
 // only; finance assigns to finance, admins and the owning team's members.
+// They propose write-offs and refunds; approving what moves or writes off
+// money is a finance person's (403 FINANCE_APPROVES), as recon's rule says.
 // tatkal dev (and only dev) seeds ops1, finance1 (the finance lead),
 // finance2, fraud1, admin1, admin2 and team-<team> for every owning team,
 // password console-demo. Elsewhere the first admin comes from tatkal users add

@@ -156,11 +156,11 @@ func TestTeamMemberWorksOnlyTheirTeamsExceptions(t *testing.T) {
 		t.Fatalf("the refused bulk row changed: %s, was %s", after, before)
 	}
 	// Four eyes as ever: not the proposer, and not someone of another
-	// team; treasury's second person approves.
+	// team; a finance person approves what treasury proposed.
 	rv := newBrowser(t, s.Server.URL)
 	rv.login("resv1")
 	approve := func() url.Values { return url.Values{"approve": {"1"}} } // post adds each browser's own CSRF token
-	if code, body, _ := tr.post("/console/finance/exceptions/"+payout+"/writeoff", approve()); code != http.StatusForbidden || !strings.Contains(body, "needs a second person") {
+	if code, body, _ := tr.post("/console/finance/exceptions/"+payout+"/writeoff", approve()); code != http.StatusForbidden || !strings.Contains(body, "A finance person approves") {
 		t.Fatalf("the proposer approves their own write-off: %d\n%.1500s", code, body)
 	}
 	if code, body, _ := rv.post("/console/finance/exceptions/"+payout+"/writeoff", approve()); code != http.StatusForbidden || !strings.Contains(body, "belongs to treasury") {
@@ -171,8 +171,16 @@ func TestTeamMemberWorksOnlyTheirTeamsExceptions(t *testing.T) {
 	}
 	tr2 := newBrowser(t, s.Server.URL)
 	tr2.login("treasury2")
-	if code, body, _ := tr2.post("/console/finance/exceptions/"+payout+"/writeoff", approve()); code != http.StatusSeeOther {
-		t.Fatalf("treasury's second person approves: %d\n%.2000s", code, body)
+	if code, body, _ := tr2.post("/console/finance/exceptions/"+payout+"/writeoff", approve()); code != http.StatusForbidden || !strings.Contains(body, "A finance person approves") {
+		t.Fatalf("treasury's second person approves money written off: %d\n%.2000s", code, body)
+	}
+	if st, _, _ := exceptionState(t, s, payout); st != recon.StateInvestigating {
+		t.Fatalf("after a team member's approval: %s", st)
+	}
+	fin2 := newBrowser(t, s.Server.URL)
+	fin2.login("finance2")
+	if code, body, _ := fin2.post("/console/finance/exceptions/"+payout+"/writeoff", approve()); code != http.StatusSeeOther {
+		t.Fatalf("a second finance person approves: %d\n%.2000s", code, body)
 	}
 	if st, _, res := exceptionState(t, s, payout); st != recon.StateWrittenOff || res != "WRITTEN_OFF" {
 		t.Fatalf("written off: %s %s", st, res)

@@ -50,6 +50,12 @@ func (c *Console) exceptionAction(ctx context.Context, u User, id uuid.UUID, act
 	// recon asks again under the exception's lock: handed to another team
 	// meanwhile, it is refused, not changed.
 	ctx = recon.ForTeams(ctx, u.workTeams())
+	// A team member takes, works and proposes; the second pair of eyes on
+	// money written off, refunded or moved above the limit is finance's, as
+	// recon's four-eyes rule says.
+	if u.Role == Team && (action == "approve" || form.Get("approve") == "1") {
+		return "", booking.Errorf(booking.EFORBIDDEN, "FINANCE_APPROVES", "A finance person approves what writes off, refunds or moves money; your proposal waits for them.")
+	}
 	note := strings.TrimSpace(form.Get("note"))
 	switch action {
 	case "assign":

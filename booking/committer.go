@@ -259,6 +259,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		// The shards' locks and the limits' reads ride the BEGIN: the
 		// reads need no lock of their own.
 		b := &pgx.Batch{}
+		b.Queue(db.GenericPlans) // its statements rotate over the pool's connections
 		for _, id := range slices.Sorted(maps.Keys(lockSet)) {
 			inventory.QueueLockShardShared(b, id)
 		}

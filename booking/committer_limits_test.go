@@ -3,8 +3,8 @@ package booking
 import (
 	"context"
 	"fmt"
-	"strings"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 

@@ -259,6 +259,7 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		// The shards' locks and the limits' reads ride the BEGIN: the
 		// reads need no lock of their own.
 		b := &pgx.Batch{}
+		b.Queue(db.GenericPlans) // its statements rotate over the pool's connections
 		for _, id := range slices.Sorted(maps.Keys(lockSet)) {
 			inventory.QueueLockShardShared(b, id)
 		}
@@ -283,38 +284,8 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 		for i := range ok {
 			ok[i] = !paxRefused[i] && !overCap[i]
 		}
-		// One statement for the batch. Rows that would break a durable rule
-		// are skipped, not failed, so one bad row never sinks the others:
-		// a stale epoch by the join, the daily cap by the count, and a
-		// duplicate key or a second live hold by ON CONFLICT.
-		rows, err := tx.Query(ctx, `
-			INSERT INTO holds (id, shard_id, user_id, idempotency_key, kind, from_seq, to_seq, seat_count,
-			                   berths, waitlist_no, passengers, fare_paise, fare_breakup, state, epoch,
-			                   opening_day, expires_at, admission_token_id, request_hash)
-			SELECT h.id, h.shard_id, h.user_id, h.key, h.kind, h.from_seq, h.to_seq, h.cnt,
-			       h.berths::int[], h.wl, h.pax::jsonb, h.fare, h.breakup::jsonb, 'HELD', h.epoch,
-			       h.day, h.expires, h.token, h.hash
-			FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[], $7::int[],
-			            $8::int[], $9::text[], $10::int[], $11::text[], $12::bigint[], $13::text[], $14::bigint[],
-			            $15::date[], $16::timestamptz[], $17::text[], $19::text[])
-			     AS h(id, shard_id, user_id, key, kind, from_seq, to_seq, cnt, berths, wl, pax, fare, breakup,
-			          epoch, day, expires, token, hash)
-			JOIN inventory_shards s ON s.id = h.shard_id AND s.epoch = h.epoch AND s.chart_state = 'OPEN'
-			JOIN users u ON u.id = h.user_id AND u.banned_at IS NULL
-			JOIN unnest($20::bool[], $1::uuid[]) AS k(ok, id) ON k.id = h.id AND k.ok
-			WHERE (SELECT count(*) FROM holds x WHERE x.user_id = h.user_id AND x.opening_day = h.day
-			         AND x.state IN ('HELD', 'CONFIRMED')) < $18
-			  AND (SELECT count(*) FROM holds x WHERE x.user_id = h.user_id
-			         AND x.opening_day >= date_trunc('month', h.day)::date
-			         AND x.opening_day < (date_trunc('month', h.day) + interval '1 month')::date
-			         AND x.state IN ('HELD', 'CONFIRMED'))
-			      < CASE WHEN u.id_verification_status = 'VERIFIED' THEN $22::int ELSE $21::int END
-			  AND (u.phone_hash IS NULL OR u.id_verification_status <> 'VERIFIED'
-			       OR (SELECT count(*) FROM users v JOIN holds x ON x.user_id = v.id
-			           WHERE v.phone_hash = u.phone_hash AND v.id_verification_status = 'VERIFIED'
-			             AND x.opening_day = h.day AND x.state IN ('HELD', 'CONFIRMED')) < $23::int)
-			ON CONFLICT DO NOTHING
-			RETURNING id`,
+		// One statement for the batch (insertHoldsSQL).
+		rows, err := tx.Query(ctx, insertHoldsSQL,
 			ids, shards, users, keys, kinds, froms, tos, counts, berths, wls, paxs, fares, breakups, epochs,
 			days, expires, tokens, c.rulesNow().DailyCap, hashes, ok, c.rulesNow().MonthlyCap, c.rulesNow().MonthlyCapVerified, c.rulesNow().PersonDailyCap)
 		if err != nil {
@@ -381,6 +352,47 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 	}
 	return results
 }
+
+// insertHoldsSQL is a batch's INSERT. Rows that would break a durable
+// rule are skipped, not failed, so one bad row never sinks the others: a
+// stale epoch or a charted shard by the shard's check, the daily cap by
+// the count, and a duplicate key or a second live hold by ON CONFLICT.
+//
+// Every check is a subquery of the row itself, on the unnested rows alone
+// (the rows the Go side let through, ok, unnested with them): joined to
+// inventory_shards and to a second unnest of ok, the planner took the open
+// shards as the outer loop and ran the unnest and its daily-cap count once
+// per open shard, and matched ok row by row against every row (issue 38):
+// a catalog of thousands of open shards would have multiplied every
+// batch's work by thousands.
+const insertHoldsSQL = `
+	INSERT INTO holds (id, shard_id, user_id, idempotency_key, kind, from_seq, to_seq, seat_count,
+	                   berths, waitlist_no, passengers, fare_paise, fare_breakup, state, epoch,
+	                   opening_day, expires_at, admission_token_id, request_hash)
+	SELECT h.id, h.shard_id, h.user_id, h.key, h.kind, h.from_seq, h.to_seq, h.cnt,
+	       h.berths::int[], h.wl, h.pax::jsonb, h.fare, h.breakup::jsonb, 'HELD', h.epoch,
+	       h.day, h.expires, h.token, h.hash
+	FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[], $7::int[],
+	            $8::int[], $9::text[], $10::int[], $11::text[], $12::bigint[], $13::text[], $14::bigint[],
+	            $15::date[], $16::timestamptz[], $17::text[], $19::text[], $20::bool[])
+	     AS h(id, shard_id, user_id, key, kind, from_seq, to_seq, cnt, berths, wl, pax, fare, breakup,
+	          epoch, day, expires, token, hash, ok)
+	JOIN users u ON u.id = h.user_id AND u.banned_at IS NULL
+	WHERE h.ok
+	  AND h.epoch = (SELECT s.epoch FROM inventory_shards s WHERE s.id = h.shard_id AND s.chart_state = 'OPEN')
+	  AND (SELECT count(*) FROM holds x WHERE x.user_id = h.user_id AND x.opening_day = h.day
+	         AND x.state IN ('HELD', 'CONFIRMED')) < $18
+	  AND (SELECT count(*) FROM holds x WHERE x.user_id = h.user_id
+	         AND x.opening_day >= date_trunc('month', h.day)::date
+	         AND x.opening_day < (date_trunc('month', h.day) + interval '1 month')::date
+	         AND x.state IN ('HELD', 'CONFIRMED'))
+	      < CASE WHEN u.id_verification_status = 'VERIFIED' THEN $22::int ELSE $21::int END
+	  AND (u.phone_hash IS NULL OR u.id_verification_status <> 'VERIFIED'
+	       OR (SELECT count(*) FROM users v JOIN holds x ON x.user_id = v.id
+	           WHERE v.phone_hash = u.phone_hash AND v.id_verification_status = 'VERIFIED'
+	             AND x.opening_day = h.day AND x.state IN ('HELD', 'CONFIRMED')) < $23::int)
+	ON CONFLICT DO NOTHING
+	RETURNING id`
 
 // expiryJobs are the expiry jobs of a batch's inserted holds: one a second
 // of expiry (a batch's holds are taken within milliseconds of each other,

@@ -2,7 +2,9 @@ package booking
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"tatkal/booking/db"
 	"tatkal/booking/lab/seed"
 	"tatkal/booking/lab/testenv"
 )
@@ -85,4 +88,90 @@ func committerFixture(t *testing.T, rules Rules, berths int) (*testenv.Env, *Ser
 		t.Fatal(err)
 	}
 	return env, svc, shardID
+}
+
+// The batch's INSERT runs its per-row checks once per row, whatever the
+// number of open shards: joined to inventory_shards, the planner had taken
+// the open shards as its outer loop and unnested the batch, with its
+// daily-cap count, once per open shard. Its generic plan (the committer's
+// transactions use generic plans) is read with EXPLAIN ANALYZE: no function
+// scan (the batch's unnest) may loop.
+func TestHoldsInsertUnnestsTheBatchOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, svc, shardID := committerFixture(t, DefaultRules(), 8)
+	epoch, err := svc.Rebuild(ctx, shardID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM inventory_shards WHERE chart_state = 'OPEN'`).Scan(&open); err != nil || open < 2 {
+		t.Fatalf("%d open shards (%v): the fixture needs several", open, err)
+	}
+	users, err := seed.Users(ctx, env.Pool, seed.UsersSpec{Count: 6, Prefix: "plan", PasswordHash: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// EXECUTE takes no parameters of the statement around it: the batch
+	// goes as array literals.
+	n := len(users)
+	ids := make([]uuid.UUID, n)
+	arr := func(typ string, f func(i int) string) string {
+		xs := make([]string, n)
+		for i := range n {
+			xs[i] = f(i)
+		}
+		return "'{" + strings.Join(xs, ",") + "}'::" + typ
+	}
+	each := func(v string) func(int) string { return func(int) string { return v } }
+	day, expires := time.Now().UTC().Format(time.DateOnly), time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
+	for i := range ids {
+		ids[i] = uuid.New()
+	}
+	args := []string{
+		arr("uuid[]", func(i int) string { return ids[i].String() }), arr("bigint[]", each(fmt.Sprint(shardID))),
+		arr("bigint[]", func(i int) string { return fmt.Sprint(users[i]) }), arr("text[]", func(i int) string { return "k" + fmt.Sprint(i) }),
+		arr("text[]", each(KindSeat)), arr("int[]", each("1")), arr("int[]", each("2")), arr("int[]", each("1")), arr("text[]", each(`"{1}"`)),
+		arr("int[]", each("NULL")), arr("text[]", each(`"[]"`)), arr("bigint[]", each("100")), arr("text[]", each(`"{}"`)),
+		arr("bigint[]", each(fmt.Sprint(epoch))), arr("date[]", each(day)), arr("timestamptz[]", each(`"`+expires+`"`)), arr("text[]", each("NULL")),
+		"2", arr("text[]", each("h")), arr("bool[]", each("t")), "12", "24", "4",
+	}
+	tx, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // nothing is kept
+	if _, err := tx.Exec(ctx, db.GenericPlans); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "PREPARE holds_insert AS "+insertHoldsSQL); err != nil {
+		t.Fatal(err)
+	}
+	var plan []map[string]any
+	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE holds_insert(`+strings.Join(args, ", ")+`)`).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(node map[string]any)
+	scans := 0
+	walk = func(node map[string]any) {
+		if node["Node Type"] == "Function Scan" {
+			scans++
+			if loops, _ := node["Actual Loops"].(float64); loops != 1 {
+				t.Errorf("the batch's unnest ran %v times (%d open shards), want once", loops, open)
+			}
+		}
+		if kids, ok := node["Plans"].([]any); ok {
+			for _, k := range kids {
+				walk(k.(map[string]any))
+			}
+		}
+	}
+	walk(plan[0]["Plan"].(map[string]any))
+	if scans == 0 {
+		t.Errorf("no unnest in the plan: %v", plan)
+	}
+	var inserted int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = ANY($1)`, ids).Scan(&inserted); err != nil || inserted != n {
+		t.Errorf("the INSERT took %d of %d rows (%v)", inserted, n, err)
+	}
 }

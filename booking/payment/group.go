@@ -272,7 +272,7 @@ func (g *confirmGroup) write(batch []*groupItem) {
 	errs := make([]error, len(batch))
 	c := &confirmations{booking: g.booking, group: g}
 	var confirmFailed error
-	err := pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, g.pool, db.GenericPlansTx, func(tx pgx.Tx) error {
 		stx := &savepointTx{Tx: tx}
 		taken := g.takeCommon(ctx, stx, batch, c)
 		for i, it := range batch {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"tatkal/booking"
@@ -692,4 +693,25 @@ func TestTamperedCallbacksInAGroupChangeNothing(t *testing.T) {
 		}
 	}
 	w.s.CheckInvariants(t, w.shard)
+}
+
+// A group's statements run on whichever pool connection its writer takes,
+// each connection seeing them now and then: under PostgreSQL's default
+// each execution there was planned afresh. The group's transaction uses
+// the generic plans instead (db.GenericPlans).
+func TestConfirmationGroupsUseGenericPlans(t *testing.T) {
+	t.Parallel()
+	st := teststack.New(t, teststack.Options{})
+	ctx := context.Background()
+	var mode string
+	err := payment.InGroup(ctx, st.Payments, uuid.New(), func(ctx context.Context, tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode)
+	})
+	if err != nil || mode != "force_generic_plan" {
+		t.Fatalf("plan_cache_mode in a confirmation group: %q (%v), want force_generic_plan", mode, err)
+	}
+	// Only there: the pool's other transactions keep the default.
+	if err := st.Pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil || mode != "auto" {
+		t.Fatalf("plan_cache_mode outside a group: %q (%v)", mode, err)
+	}
 }

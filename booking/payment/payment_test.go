@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -310,6 +311,11 @@ func TestWalletPaysAndConfirmsInOneTransaction(t *testing.T) {
 	st, err := w.s.Service.Status(ctx, w.users[0], h.HoldID)
 	if err != nil || st.BookingStat != booking.BookingConfirmed || st.PNR == "" {
 		t.Fatalf("after wallet pay the hold is %+v (%v)", st, err)
+	}
+	// The answer is the payment as committed, not read back: the same as
+	// reading it.
+	if got, err := w.s.Payments.Get(ctx, w.users[0], v.ID); err != nil || !reflect.DeepEqual(got, v) {
+		t.Fatalf("wallet pay answered %+v, the payment reads %+v (%v)", v, got, err)
 	}
 	bal, entries, err := w.s.Payments.Wallet(ctx, w.users[0], 5)
 	if err != nil || bal != 20000*100-h.Fare.TotalPaise || len(entries) != 2 || entries[0].Kind != "DEBIT" {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -110,6 +111,11 @@ type Options struct {
 	// one second, so both halves see the same machine.
 	SignalsOff *atomic.Bool
 	SignalsAB  time.Duration
+	// WideConcurrency is how many clients the wide phase runs: service
+	// durable holds as in the service phase with more clients, the rate
+	// the service phase's is set beside. Zero: four times Concurrency;
+	// negative: no wide phase.
+	WideConcurrency int
 }
 
 // DefaultOptions are what `tatkal bench` uses without flags.
@@ -136,6 +142,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.WideConcurrency == 0 {
+		o.WideConcurrency = 4 * o.Concurrency
 	}
 	perSecond := func(n int) int { return o.Concurrency + int(float64(n)*o.Duration.Seconds()) }
 	if o.WalletUsers <= 0 {
@@ -177,6 +186,7 @@ type runEnv struct {
 	stops                      []string
 	cycle                      []int64    // one user per client for the hold-and-cancel cycle
 	fresh                      [2][]int64 // the service and HTTP hold-only phases: one user per durable hold
+	wide                       []int64    // the wide phase's, one per durable hold
 	rush                       []int64    // the rush: one user per durable hold
 	walletUsers                []int64    // wallet-funded, one per confirmation
 	callbackUsers              []int64    // one per prepared callback payment
@@ -240,7 +250,12 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		return rep, err
 	}
 	rep.ShardID, rep.Shard, rep.RushShardID = env.shard.ID, env.shard.Key(), env.rushShard.ID
-	rep.Users = len(env.cycle) + len(env.fresh[0]) + len(env.fresh[1]) + len(env.rush) + len(env.walletUsers) + len(env.callbackUsers)
+	rep.Users = len(env.cycle) + len(env.fresh[0]) + len(env.fresh[1]) + len(env.wide) + len(env.rush) + len(env.walletUsers) + len(env.callbackUsers)
+	rep.WideConcurrency = max(opts.WideConcurrency, 0)
+	if opts.SignalsAB > 0 {
+		rep.WideConcurrency = 0
+	}
+	rep.StatementsWhy = statementsReady(ctx, opts.Pool)
 	rep.Payments = opts.Payments != nil
 	if rep.Payments {
 		rep.WalletShardID, rep.WalletBerths = env.walletShard.ID, env.walletShard.Total
@@ -272,8 +287,12 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		{name: "raw-pg", out: &rep.RawPG, run: rawPG},
 		{name: "cycle", out: &rep.Cycle, run: serviceCycle},
 		{name: "service", out: &rep.Service, run: serviceHolds},
+		{name: "wide", out: &rep.Wide, run: wideHolds},
 		{name: "http", out: &rep.HTTP, run: httpHolds},
 		{name: "rush", out: &rep.Rush, run: httpRush},
+	}
+	if rep.WideConcurrency == 0 {
+		phases = slices.DeleteFunc(phases, func(p phase) bool { return p.name == "wide" })
 	}
 	if opts.SignalsAB > 0 {
 		// Only what the comparison needs: the ceilings, then the A/B.
@@ -304,10 +323,22 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
+		var stmts stmtSnapshot
+		if rep.StatementsWhy == "" {
+			stmts, _ = readStatements(ctx, opts.Pool)
+		}
 		before := sampleCPU(ctx, opts.Redis, opts.Pool)
 		ph, err := p.run(ctx, env)
 		ph.CPU = sampleCPU(ctx, opts.Redis, opts.Pool).since(before)
 		stopProfile()
+		ph.Statements.Why = rep.StatementsWhy
+		if stmts != nil {
+			if after, serr := readStatements(ctx, opts.Pool); serr == nil {
+				ph.Statements = after.since(stmts)
+			} else {
+				ph.Statements.Why = fmt.Sprintf("pg_stat_statements: %v", serr)
+			}
+		}
 		if err != nil {
 			return rep, fmt.Errorf("bench %s: %w", p.name, err)
 		}
@@ -356,7 +387,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 }
 
 // keyPrefixes name each hold-writing phase's idempotency keys (see idemKey).
-var keyPrefixes = map[string]string{"cycle": "c", "service": "s", "http": "h", "rush": "r", "wallet": "w", "spread": "m"}
+var keyPrefixes = map[string]string{"cycle": "c", "service": "s", "wide": "v", "http": "h", "rush": "r", "wallet": "w", "spread": "m"}
 
 // holdBatches reads how a phase's holds were grouped into transactions.
 func holdBatches(ctx context.Context, env *runEnv, phase string) (Batches, error) {
@@ -465,16 +496,24 @@ func prepare(ctx context.Context, opts Options) (*runEnv, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	second := fresh // the HTTP phase's, which the signals A/B does not run
-	if opts.SignalsAB > 0 {
-		second = 0
+	wide := 0
+	if opts.WideConcurrency > 0 {
+		wide = opts.WideConcurrency + int(8000*opts.Duration.Seconds())
 	}
-	ids, err := seed.Users(ctx, opts.Pool, seed.UsersSpec{Count: opts.Concurrency + fresh + second + rushN,
+	if opts.SignalsAB > 0 {
+		second, wide = 0, 0
+	}
+	if opts.FreshUsers > 0 && wide > 0 {
+		wide = opts.FreshUsers
+	}
+	ids, err := seed.Users(ctx, opts.Pool, seed.UsersSpec{Count: opts.Concurrency + fresh + second + wide + rushN,
 		Prefix: "bench" + env.runID + "_", PasswordHash: hash, CreatedAt: env.created})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	env.cycle, ids = ids[:opts.Concurrency], ids[opts.Concurrency:]
-	env.fresh[0], env.fresh[1], env.rush = ids[:fresh], ids[fresh:fresh+second], ids[fresh+second:]
+	env.fresh[0], env.fresh[1], ids = ids[:fresh], ids[fresh:fresh+second], ids[fresh+second:]
+	env.wide, env.rush = ids[:wide], ids[wide:]
 	if opts.Payments != nil {
 		if env.walletUsers, err = seed.Users(ctx, opts.Pool, seed.UsersSpec{Count: opts.WalletUsers, Prefix: "bench" + env.runID + "w_",
 			PasswordHash: hash, CreatedAt: env.created, WalletRupees: walletRupees}); err != nil {

@@ -130,9 +130,11 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("%s", c.String())
 		}
 	}
+	checkNewFigures(t, rep, out)
 	for _, want := range []string{"raw A", "raw B", "service", "HTTP", "cycle", "rush", "OK (Redis and PostgreSQL agree", "GOMAXPROCS",
 		"wallet  hold → pay WALLET → PNR", "callbacks  signed SUCCESS webhook → PNR", "callbacks  duplicate events", "payments: OK",
-		"confirmation groups (bookings per PostgreSQL transaction"} {
+		"confirmation groups (bookings per PostgreSQL transaction", "goals (issue 38)", "wallet / callback confirmations a second: ",
+		"service durable holds, 8 clients / 32 clients: ", "service  durable holds, 32 clients", "PostgreSQL statements"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -258,5 +260,105 @@ func TestSignalsABInterval(t *testing.T) {
 	}
 	if r := same.Ratio(); math.Abs(r-1.1) > 1e-9 {
 		t.Errorf("ratio of the means %v, want 1.1", r)
+	}
+}
+
+// checkNewFigures checks what the run's report adds up to where it can: the
+// wide phase's holds, the servers' CPU (Redis and PostgreSQL run on this
+// machine in tests, so both are read from /proc) within the machine's, the
+// goals' ratios from the phases' own figures, and the statements, read or
+// skipped with a reason.
+func checkNewFigures(t *testing.T, rep bench.Report, out string) {
+	t.Helper()
+	w := rep.Wide
+	if rep.WideConcurrency != 4*rep.Concurrency || w.Durable == 0 || w.Durable != w.Ops || len(w.Errors) > 0 || w.Holds.Rows != w.Durable {
+		t.Errorf("wide phase (%d clients): %d decisions, %d durable, errors %v, batches %+v", rep.WideConcurrency, w.Ops, w.Durable, w.Errors, w.Holds)
+	}
+	for _, p := range []bench.Phase{rep.Service, rep.Wide, rep.Wallet, rep.Callbacks} {
+		c := p.CPU
+		if c.Redis < 0 || c.PG < 0 || c.Machine < 0 {
+			t.Errorf("%s: CPU redis %v pg %v machine %v, want all read", p.Name, c.Redis, c.PG, c.Machine)
+			continue
+		}
+		// Sampled a moment apart, so a little slack.
+		if sum := c.Process + c.Redis + c.PG; sum > c.Machine+0.25 {
+			t.Errorf("%s: tatkal %.2f + redis %.2f + pg %.2f = %.2f cores, more than the machine's %.2f", p.Name, c.Process, c.Redis, c.PG, sum, c.Machine)
+		}
+		want := c.PG * p.Elapsed.Seconds() * 1000 / float64(p.Units())
+		if got := p.PerUnit(c.PG); math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s: pg per unit %v, want %v", p.Name, got, want)
+		}
+	}
+	g := rep.Goals()
+	if want := rep.Wallet.DurableRate() / rep.Callbacks.DurableRate(); math.Abs(g.WalletOverCallbacks-want) > 1e-9 {
+		t.Errorf("wallet/callbacks %v, want %v", g.WalletOverCallbacks, want)
+	}
+	if want := rep.Service.DurableRate() / rep.Wide.DurableRate(); math.Abs(g.ServiceOverWide-want) > 1e-9 {
+		t.Errorf("service/wide %v, want %v", g.ServiceOverWide, want)
+	}
+	pgUnit := func(p bench.Phase) float64 { return p.PerUnit(p.CPU.PG) }
+	if want := pgUnit(rep.Wallet) / (pgUnit(rep.Service) + pgUnit(rep.Callbacks)); math.Abs(g.PGPerWallet-want) > 1e-9 {
+		t.Errorf("pg per wallet %v, want %v", g.PGPerWallet, want)
+	}
+	if rep.StatementsWhy != "" {
+		if !strings.Contains(out, "PostgreSQL statements: not read ("+rep.StatementsWhy) || g.StatementsPerWallet != -1 {
+			t.Errorf("statements skipped (%s) but the report says otherwise", rep.StatementsWhy)
+		}
+		return
+	}
+	for _, p := range []bench.Phase{rep.Service, rep.Wallet, rep.Callbacks} {
+		checkStatements(t, p.Name, p.Statements)
+	}
+}
+
+// checkStatements: a phase's top-level statements are within its totals.
+func checkStatements(t *testing.T, name string, st bench.Statements) {
+	t.Helper()
+	var calls int64
+	var ms float64
+	for _, s := range st.Top {
+		if s.TopLevel {
+			calls, ms = calls+s.Calls, ms+s.ExecMS+s.PlanMS
+		}
+	}
+	if st.Calls <= 0 || calls > st.Calls || ms > st.MS()+1e-6 || len(st.Top) == 0 {
+		t.Errorf("%s statements: %d calls %.3f ms in all, the top ones %d calls %.3f ms", name, st.Calls, st.MS(), calls, ms)
+	}
+}
+
+// TestReportGoalsAddUp: the goals' ratios and the per-unit figures from a
+// report of known figures, as printed.
+func TestReportGoalsAddUp(t *testing.T) {
+	phase := func(units int64, pg float64, calls int64, ms float64) bench.Phase {
+		return bench.Phase{Ops: units, Durable: units, Elapsed: time.Second, CPU: bench.CPUUse{Process: 0.1, Redis: 0.1, PG: pg, Machine: 1},
+			Statements: bench.Statements{Calls: calls, ExecMS: ms, Top: []bench.Statement{{Query: "SELECT 1", TopLevel: true, Calls: calls, ExecMS: ms}}}}
+	}
+	rep := bench.Report{NumCPU: 2, Concurrency: 64, WideConcurrency: 256, Payments: true,
+		Service: phase(1000, 0.3, 500, 300), Wide: phase(2000, 0.5, 1000, 600), Wallet: phase(100, 0.12, 1000, 150),
+		Callbacks: phase(500, 0.25, 250, 250)}
+	rep.Service.P99 = 15 * time.Millisecond
+	g := rep.Goals()
+	// Per unit: service 0.3 ms, callbacks 0.5 ms, wallet 1.2 ms of PostgreSQL CPU.
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"wallet/callbacks", g.WalletOverCallbacks, 0.2}, {"pg per wallet", g.PGPerWallet, 1.2 / 0.8},
+		{"statement time per wallet", g.StatementsPerWallet, 1.5 / (0.3 + 0.5)}, {"calls per wallet", g.CallsPerWallet, 10 / (0.5 + 0.5)},
+		{"service/wide", g.ServiceOverWide, 0.5}} {
+		if math.Abs(c.got-c.want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	out := rep.String()
+	for _, want := range []string{"wallet / callback confirmations a second: 0.20 (aim >= 0.7, NOT met)",
+		"(service durable hold + callback confirmation): 1.50 (aim <= 1.2, NOT met)", "in statements sent: 10.00",
+		"64 clients / 256 clients: 0.50 (aim >= 0.8, NOT met); p99 at 64 clients 15.00ms (aim <= 20ms, met)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	// The wallet's statements: 10 calls a confirmation, all of its time.
+	if !strings.Contains(out, "100.0%     10.00") {
+		t.Errorf("wallet statements not per confirmation:\n%s", out)
 	}
 }

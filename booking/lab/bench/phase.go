@@ -62,6 +62,28 @@ type Phase struct {
 	// Payment phases: the confirmation groups their bookings went in
 	// (bookings of one transaction share booked_at, its now()).
 	Confirmations Batches
+	// Statements is what the database's statements did in the phase
+	// (pg_stat_statements), read around the same span as CPU.
+	Statements Statements
+}
+
+// Units is what a phase's per-unit figures divide by: confirmations in the
+// payment phases, durable holds in the hold-only ones, operations
+// otherwise.
+func (p Phase) Units() int64 {
+	if p.Durable > 0 {
+		return p.Durable
+	}
+	return p.Ops
+}
+
+// PerUnit is CPU cores used over the phase turned into milliseconds of one
+// core per unit, or -1 when either is unknown.
+func (p Phase) PerUnit(cores float64) float64 {
+	if cores < 0 || p.Units() <= 0 || p.Elapsed <= 0 {
+		return -1
+	}
+	return cores * p.Elapsed.Seconds() * 1000 / float64(p.Units())
 }
 
 // Batches is how rows were grouped into transactions.
@@ -197,11 +219,14 @@ func percentile(xs []time.Duration, q float64) time.Duration {
 
 // CPUUse is CPU time spent during a phase, in cores (CPU seconds per
 // second of wall time): this process (the clients and, when the server runs
-// in this process, the server too), Redis, and the whole machine; the rest
-// of the machine is mostly PostgreSQL. A figure that could not be read is
-// negative.
+// in this process, the server too), Redis, PostgreSQL, and the whole
+// machine. Redis and PostgreSQL are their own processes' CPU time from
+// /proc when they run on this machine (PostgreSQL's counts every database
+// of its server); elsewhere Redis is its INFO cpu and PostgreSQL is not
+// known, and the rest of the machine stands for it. A figure that could
+// not be read is negative.
 type CPUUse struct {
-	Process, Redis, Machine float64
+	Process, Redis, PG, Machine float64
 	// ScriptCalls and ScriptMicros are the Lua script calls Redis ran in
 	// the phase (every client of that Redis counts) and the time it spent
 	// in them, from INFO commandstats.
@@ -219,6 +244,15 @@ func (c CPUUse) MicrosPerScript() float64 {
 	return float64(c.ScriptMicros) / float64(c.ScriptCalls)
 }
 
+// PGOrRest is PostgreSQL's CPU use, or where that is unknown the rest of
+// the machine, which stands for it.
+func (c CPUUse) PGOrRest() float64 {
+	if c.PG >= 0 {
+		return c.PG
+	}
+	return c.Other()
+}
+
 // Other is the machine's CPU use outside this process and Redis.
 func (c CPUUse) Other() float64 {
 	if c.Machine < 0 || c.Redis < 0 {
@@ -229,25 +263,30 @@ func (c CPUUse) Other() float64 {
 
 type cpuSample struct {
 	at                  time.Time
-	process, redis      float64 // CPU seconds
+	process, redis, pg  float64 // CPU seconds, -1 unknown
 	busy                float64 // machine CPU seconds not idle
 	scripts, scriptUsec int64
 	wal                 int64 // WAL position in bytes, -1 unknown
 }
 
 func sampleCPU(ctx context.Context, rdb redis.UniversalClient, pool *pgxpool.Pool) cpuSample {
-	s := cpuSample{at: time.Now(), redis: -1, busy: -1, scripts: -1, wal: -1}
+	s := cpuSample{at: time.Now(), redis: -1, pg: -1, busy: -1, scripts: -1, wal: -1}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.process = tvSeconds(ru.Utime) + tvSeconds(ru.Stime)
 	}
-	if info, err := rdb.Info(ctx, "cpu", "commandstats").Result(); err == nil {
-		s.redis = redisCPU(info)
+	if info, err := rdb.Info(ctx, "server", "cpu", "commandstats").Result(); err == nil {
+		if s.redis = redisProcCPU(redisPID(info)); s.redis < 0 {
+			s.redis = redisCPU(info)
+		}
 		s.scripts, s.scriptUsec = redisScripts(info)
 	}
 	s.busy = machineBusy()
-	if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&s.wal); err != nil {
+	var backend int
+	if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, pg_backend_pid()`).Scan(&s.wal, &backend); err != nil {
 		s.wal = -1
+	} else {
+		s.pg = pgServerCPU(backend)
 	}
 	return s
 }
@@ -255,9 +294,12 @@ func sampleCPU(ctx context.Context, rdb redis.UniversalClient, pool *pgxpool.Poo
 func (s cpuSample) since(before cpuSample) CPUUse {
 	wall := s.at.Sub(before.at).Seconds()
 	if wall <= 0 {
-		return CPUUse{Process: -1, Redis: -1, Machine: -1, WALBytes: -1}
+		return CPUUse{Process: -1, Redis: -1, PG: -1, Machine: -1, WALBytes: -1}
 	}
-	use := CPUUse{Process: (s.process - before.process) / wall, Redis: -1, Machine: -1}
+	use := CPUUse{Process: (s.process - before.process) / wall, Redis: -1, PG: -1, Machine: -1}
+	if s.pg >= 0 && before.pg >= 0 {
+		use.PG = (s.pg - before.pg) / wall
+	}
 	if s.redis >= 0 && before.redis >= 0 {
 		use.Redis = (s.redis - before.redis) / wall
 	}

@@ -37,6 +37,13 @@ type Report struct {
 	// The phases, in the order they ran.
 	RawLua, RawLuaPipelined, RawPG Phase
 	Cycle, Service, HTTP, Rush     Phase
+	// Wide is the service phase with WideConcurrency clients (none when
+	// WideConcurrency is 0).
+	Wide            Phase
+	WideConcurrency int
+	// StatementsWhy says why no phase has its statements (no
+	// pg_stat_statements); "" when they were read.
+	StatementsWhy string
 	// The payment phases, run when the bench had a payment service
 	// (Payments), each on a shard of its own without a waitlist.
 	Payments                       bool
@@ -176,6 +183,10 @@ func (r Report) String() string {
 		{"rush  decisions once sold out (SOLD_OUT)", rate(r.Rush.AfterFillRate(), "/s"), "A " + rate(a, "/s"),
 			ratio(r.Rush.AfterFillRate(), a), "", ""},
 	}
+	if r.WideConcurrency > 0 {
+		rows = append(rows[:6], append([]row{{fmt.Sprintf("service  durable holds, %d clients", r.WideConcurrency), rate(r.Wide.DurableRate(), "/s"),
+			"B " + rate(b2, "/s"), ratio(r.Wide.DurableRate(), b2), ms(r.Wide.P50), ms(r.Wide.P99)}}, rows[6:]...)...)
+	}
 	if !r.Rush.SoldOutReached {
 		rows[len(rows)-1].value, rows[len(rows)-1].ratio = "not sold out in the phase", "-"
 	}
@@ -233,21 +244,30 @@ func (r Report) String() string {
 		}
 	}
 
-	fmt.Fprintf(&b, "\nCPU per phase, in cores of %d (rest = machine - tatkal - Redis: PostgreSQL and anything else running;\n", r.NumCPU)
-	fmt.Fprintln(&b, "script time and WAL count every client of that Redis and that PostgreSQL server):")
-	fmt.Fprintf(&b, "  %-16s %8s %7s %7s %7s %8s   %14s %12s\n", "phase", "elapsed", "tatkal", "redis", "rest", "machine",
-		"redis µs/script", "WAL bytes/op")
+	fmt.Fprintf(&b, "\nCPU per phase, in cores of %d, and in ms of one core per unit (a durable hold, a confirmation, else an\n", r.NumCPU)
+	fmt.Fprintln(&b, "operation): redis and pg are those servers' own processes (/proc; pg counts every database of its server,")
+	fmt.Fprintln(&b, "n/a when it runs elsewhere); rest = machine - tatkal - redis - pg: anything else running on the machine;")
+	fmt.Fprintln(&b, "script time and WAL count every client of that Redis and that PostgreSQL server:")
+	fmt.Fprintf(&b, "  %-16s %8s %7s %7s %7s %7s %8s  %7s %7s %7s  %14s %12s\n", "phase", "elapsed", "tatkal", "redis", "pg", "rest", "machine",
+		"ms/unit", "redis", "pg", "redis µs/script", "WAL bytes/op")
 	for _, p := range r.named(true) {
 		perScript, walPerOp := "n/a", "n/a"
 		if us := p.ph.CPU.MicrosPerScript(); us >= 0 {
 			perScript = fmt.Sprintf("%.1f", us)
 		}
-		if p.ph.CPU.WALBytes >= 0 && p.ph.Ops > 0 {
-			walPerOp = thousands(p.ph.CPU.WALBytes / p.ph.Ops)
+		if p.ph.CPU.WALBytes >= 0 && p.ph.Units() > 0 {
+			walPerOp = thousands(p.ph.CPU.WALBytes / p.ph.Units())
 		}
-		fmt.Fprintf(&b, "  %-16s %8s %7s %7s %7s %8s   %14s %12s\n", p.name, p.ph.Elapsed.Round(time.Millisecond), cores(p.ph.CPU.Process),
-			cores(p.ph.CPU.Redis), cores(p.ph.CPU.Other()), cores(p.ph.CPU.Machine), perScript, walPerOp)
+		rest := -1.0
+		if p.ph.CPU.PG >= 0 {
+			rest = max(p.ph.CPU.Other()-p.ph.CPU.PG, 0)
+		}
+		fmt.Fprintf(&b, "  %-16s %8s %7s %7s %7s %7s %8s  %7s %7s %7s  %14s %12s\n", p.name, p.ph.Elapsed.Round(time.Millisecond), cores(p.ph.CPU.Process),
+			cores(p.ph.CPU.Redis), cores(p.ph.CPU.PG), cores(rest), cores(p.ph.CPU.Machine),
+			perUnit(p.ph.PerUnit(p.ph.CPU.Process)), perUnit(p.ph.PerUnit(p.ph.CPU.Redis)), perUnit(p.ph.PerUnit(p.ph.CPU.PG)), perScript, walPerOp)
 	}
+	r.writeGoals(&b)
+	r.writeStatements(&b)
 
 	fmt.Fprintf(&b, "\ncounts: service %d decisions (%d durable), HTTP %d (%d durable), cycle %d (%d HELD, %.0f%% of client time in the hold, the rest cancelling),\n",
 		r.Service.Ops, r.Service.Durable, r.HTTP.Ops, r.HTTP.Durable, r.Cycle.Ops, r.Cycle.Durable, 100*r.Cycle.HoldShare)
@@ -270,8 +290,8 @@ func (r Report) String() string {
 	for _, p := range []struct {
 		name string
 		ph   Phase
-	}{{"cycle", r.Cycle}, {"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}, {"wallet", r.Wallet}, {"spread", r.Spread}} {
-		if (p.name == "wallet" && !r.Payments) || (p.name == "spread" && r.SpreadShards == 0) {
+	}{{"cycle", r.Cycle}, {"service", r.Service}, {"wide", r.Wide}, {"HTTP", r.HTTP}, {"rush", r.Rush}, {"wallet", r.Wallet}, {"spread", r.Spread}} {
+		if (p.name == "wallet" && !r.Payments) || (p.name == "spread" && r.SpreadShards == 0) || (p.name == "wide" && r.WideConcurrency == 0) {
 			continue
 		}
 		h := p.ph.Holds
@@ -407,7 +427,11 @@ type namedPhase struct {
 // short is set, full names otherwise.
 func (r Report) named(short bool) []namedPhase {
 	out := []namedPhase{{"raw A", r.RawLua}, {"raw A pipelined", r.RawLuaPipelined}, {"raw B", r.RawPG}, {"cycle", r.Cycle},
-		{"service", r.Service}, {"HTTP", r.HTTP}, {"rush", r.Rush}}
+		{"service", r.Service}}
+	if r.WideConcurrency > 0 {
+		out = append(out, namedPhase{fmt.Sprintf("service x%d", r.WideConcurrency), r.Wide})
+	}
+	out = append(out, namedPhase{"HTTP", r.HTTP}, namedPhase{"rush", r.Rush})
 	if r.Payments {
 		out = append(out, namedPhase{"wallet", r.Wallet}, namedPhase{"callbacks", r.Callbacks}, namedPhase{"duplicates", r.Duplicates})
 	}

@@ -320,6 +320,16 @@ func (s *Service) BindDevice(ctx context.Context, userID int64, clientToken, evi
 	return b, nil
 }
 
+// BoundDevice is the device of binding when this server signed it for
+// userID (BindDevice) and it has not expired; "" otherwise.
+func (s *Service) BoundDevice(userID int64, binding string) string {
+	dev, err := token.DeviceOf(s.devices, binding, userID)
+	if err != nil {
+		return ""
+	}
+	return dev
+}
+
 // attested reports whether the caller sent an attestation this server
 // issued, for this account and the device of its binding, still valid.
 func (s *Service) attested(c Caller) bool {

@@ -391,11 +391,13 @@ func (s *Service) Challenge(ctx context.Context, c Caller, attempt string) (Chal
 }
 
 // flagged reports whether a fraud decision made the account's challenges
-// harder. A failed read does not make an honest rush harder: it counts as
-// not flagged, and is logged.
+// harder: EXTRA_CHALLENGE (users.risk_score), or a WATCH not yet lapsed
+// (fraud_watch). A failed read does not make an honest rush harder: it
+// counts as not flagged, and is logged.
 func (s *Service) flagged(ctx context.Context, userID int64) bool {
 	var risky bool
-	err := s.pool.QueryRow(ctx, `SELECT risk_score >= 1 FROM users WHERE id = $1`, userID).Scan(&risky)
+	err := s.pool.QueryRow(ctx, `SELECT risk_score >= 1 OR EXISTS (SELECT 1 FROM fraud_watch w WHERE w.user_id = u.id AND w.until > $2)
+		FROM users u WHERE id = $1`, userID, s.now()).Scan(&risky)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		s.log.Warn("challenge: read risk score", "user", userID, "err", err)
 	}

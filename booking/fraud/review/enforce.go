@@ -307,7 +307,7 @@ func (e *Enforcer) accounts(ctx context.Context, decisionID, clusterID int64, ou
 			// The member is told, and how to appeal (a cancellation tells
 			// them with each ticket).
 			for _, u := range users {
-				if err := booking.NotifyT(ctx, tx, u, "ACCOUNT_SUSPENDED", fmt.Sprintf("decision:%d", decisionID), "msg.banreview"); err != nil {
+				if err := booking.NotifyT(ctx, tx, u, "ACCOUNT_SUSPENDED", fmt.Sprintf("decision:%d:user:%d", decisionID, u), "msg.banreview"); err != nil {
 					return err
 				}
 			}

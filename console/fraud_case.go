@@ -26,7 +26,7 @@ func (c *Console) clusterableWindows(ctx context.Context) ([]views.FraudWindowCh
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (views.FraudWindowChoice, error) {
 		var t time.Time
 		err := r.Scan(&t)
-		return views.FraudWindowChoice{Value: t.UTC().Format(time.RFC3339), Label: ist(t)}, err
+		return views.FraudWindowChoice{Value: t.UTC().Format(time.RFC3339Nano), Label: ist(t)}, err
 	})
 }
 
@@ -41,7 +41,7 @@ func (c *Console) fraudClusterNow(w http.ResponseWriter, r *http.Request) {
 		c.redirectNotice(w, r, "/console/fraud", "Clustering cannot be queued from this process (no job queue).")
 		return
 	}
-	win, err := time.Parse(time.RFC3339, r.PostFormValue("window"))
+	win, err := time.Parse(time.RFC3339Nano, r.PostFormValue("window"))
 	if err != nil {
 		c.redirectNotice(w, r, "/console/fraud", "Choose a window to cluster.")
 		return
@@ -61,7 +61,7 @@ func (c *Console) fraudClusterNow(w http.ResponseWriter, r *http.Request) {
 			return fmt.Errorf("queue clustering of %s: %w", win, err)
 		}
 		queued = !res.UniqueSkippedAsDuplicate
-		return audit.Write(ctx, tx, u.Login, "fraud.cluster_now", "window:"+win.UTC().Format(time.RFC3339),
+		return audit.Write(ctx, tx, u.Login, "fraud.cluster_now", "window:"+win.UTC().Format(time.RFC3339Nano),
 			map[string]any{"job": res.Job.ID, "already_queued": !queued})
 	})
 	switch {

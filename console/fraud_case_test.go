@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/xuri/excelize/v2"
 
 	"tatkal/booking/lab/testenv"
@@ -91,36 +92,8 @@ func TestClusterWindowNowIsTheAnalystsAct(t *testing.T) {
 func TestCaseShowsWhatIsSharedMasked(t *testing.T) {
 	t.Parallel()
 	s := setup(t, teststack.Options{})
-	ctx := context.Background()
 	cluster, _, holds := fraudRing(t, s)
-	// What the live path would have recorded for these holds: one device
-	// and one /24 for three of them, one passenger booked by two, and one
-	// UPI address paying for three.
-	for i, h := range holds {
-		dev, net := fmt.Sprintf("dev-own-%d", i), fmt.Sprintf("198.51.%d.0/24", 100+i)
-		if i < 3 {
-			dev, net = "dev-shared-7f3a", "203.0.113.0/24"
-		}
-		if _, err := s.Pool.Exec(ctx, `INSERT INTO fraud_signals (hold_id, shard_id, user_id, window_opens_at, account_created_at, account_age_days,
-				identity_verified, agent, device_id, ip_net24, held_at, since_open_ms)
-			SELECT h.id, h.shard_id, h.user_id, s.window_opens_at, now(), 30, true, false, $2, $3::cidr, now(), 1000
-			FROM holds h JOIN inventory_shards s ON s.id = h.shard_id WHERE h.id = $1
-			ON CONFLICT (hold_id) DO UPDATE SET device_id = EXCLUDED.device_id, ip_net24 = EXCLUDED.ip_net24`, h, dev, net); err != nil {
-			t.Fatal(err)
-		}
-		name := fmt.Sprintf("someone else %d", i)
-		if i < 2 {
-			name = "ramesh kumar"
-		}
-		if _, err := s.Pool.Exec(ctx, `INSERT INTO fraud_signal_passengers (hold_id, seq, name_norm, age) VALUES ($1, 5, $2, 41)`, h, name); err != nil {
-			t.Fatal(err)
-		}
-		if i < 3 {
-			if _, err := s.Pool.Exec(ctx, `UPDATE payments SET vpa = 'touts.desk99@okicici' WHERE hold_id = $1`, h); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	shareSignals(t, s, holds)
 	b := newBrowser(t, s.Server.URL)
 	b.login("fraud1")
 	_, page, _ := b.get(fmt.Sprintf("/console/fraud/clusters/%d", cluster))
@@ -156,6 +129,40 @@ func TestCaseShowsWhatIsSharedMasked(t *testing.T) {
 	for what, n := range map[string]string{"••@okicici": "3", "203.0.113.0/24": "3", "R. K., 41": "2", "device ••7f3a": "3"} {
 		if found[what] != n {
 			t.Errorf("workbook: %q shared by %q accounts, want %s (%v)", what, found[what], n, found)
+		}
+	}
+}
+
+// shareSignals records what the live path would have for the ring's
+// holds: one device and one /24 for the first three, one passenger
+// ("ramesh kumar", 41) booked by the first two, and one UPI address paying
+// for the first three.
+func shareSignals(t *testing.T, s *teststack.Stack, holds []uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	for i, h := range holds {
+		dev, net := fmt.Sprintf("dev-own-%d", i), fmt.Sprintf("198.51.%d.0/24", 100+i)
+		if i < 3 {
+			dev, net = "dev-shared-7f3a", "203.0.113.0/24"
+		}
+		if _, err := s.Pool.Exec(ctx, `INSERT INTO fraud_signals (hold_id, shard_id, user_id, window_opens_at, account_created_at, account_age_days,
+				identity_verified, agent, device_id, ip_net24, held_at, since_open_ms)
+			SELECT h.id, h.shard_id, h.user_id, s.window_opens_at, now(), 30, true, false, $2, $3::cidr, now(), 1000
+			FROM holds h JOIN inventory_shards s ON s.id = h.shard_id WHERE h.id = $1
+			ON CONFLICT (hold_id) DO UPDATE SET device_id = EXCLUDED.device_id, ip_net24 = EXCLUDED.ip_net24`, h, dev, net); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("someone else %d", i)
+		if i < 2 {
+			name = "ramesh kumar"
+		}
+		if _, err := s.Pool.Exec(ctx, `INSERT INTO fraud_signal_passengers (hold_id, seq, name_norm, age) VALUES ($1, 5, $2, 41)`, h, name); err != nil {
+			t.Fatal(err)
+		}
+		if i < 3 {
+			if _, err := s.Pool.Exec(ctx, `UPDATE payments SET vpa = 'touts.desk99@okicici' WHERE hold_id = $1`, h); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }

@@ -2426,7 +2426,7 @@ func ConsoleFraudAppeal(p FraudAppealPage, csrf string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 236, "<div class=\"fraud-side\"><div><h2>The member's statement</h2><blockquote data-testid=\"fraud-appeal-statement\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 236, "<div class=\"cols\"><div><h2>The member's statement</h2><blockquote data-testid=\"fraud-appeal-statement\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

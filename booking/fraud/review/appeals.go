@@ -185,14 +185,15 @@ func (s *Service) ClaimAppeal(ctx context.Context, analystID, appealID int64) (t
 	return until, nil
 }
 
-// idLike is a run of letters, digits, spaces and dashes with at least four
-// digits in it: an ID document's number (PAN, Aadhaar, passport, voter ID,
-// licence) or a phone number as a member would type it.
-var idLike = regexp.MustCompile(`[A-Za-z0-9](?:[A-Za-z0-9]|[ -][0-9]){5,}`)
+// idLike is what may be an ID document's number (PAN, Aadhaar, passport,
+// voter ID, licence) or a phone number as a member would type it: a word
+// of six or more letters and digits, or digit groups split by spaces or
+// dashes (an Aadhaar's 1234 5678 9012).
+var idLike = regexp.MustCompile(`\b[0-9]{2,}(?:[ -][0-9]{2,}){1,5}\b|\b[A-Za-z0-9]{6,}\b`)
 
 // MaskIDs hides ID numbers in what a member wrote (their appeal) from the
-// analysts who read it: every run of six or more letters and digits with
-// four digits or more keeps only its last two characters.
+// analysts who read it: each such run with four digits or more keeps only
+// its last two characters; words stay as they were.
 func MaskIDs(text string) string {
 	return idLike.ReplaceAllStringFunc(text, func(m string) string {
 		digits := 0

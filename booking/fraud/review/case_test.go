@@ -198,7 +198,7 @@ func TestAppealClaimedMaskedAndAnswered(t *testing.T) {
 			t.Errorf("masked statement shows %q: %s", secret, masked)
 		}
 	}
-	if !strings.Contains(masked, "I travel with my mother") || !strings.Contains(masked, "4F") {
+	if !strings.Contains(masked, "I travel with my mother, phone ••••••••10.") || !strings.Contains(masked, "My PAN is ••••••••4F and Aadhaar ••••••••••12;") {
 		t.Errorf("masked statement lost its words: %s", masked)
 	}
 	if _, err := r.svc.ClaimAppeal(ctx, r.analysts[0], a.ID); booking.ErrorReason(err) != "OWN_DECISION" {

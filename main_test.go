@@ -108,9 +108,10 @@ func TestMainEndToEnd(t *testing.T) {
 	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"redis":"ok"`) {
 		t.Fatalf("readyz: %d %q", code, body)
 	}
+	var device string // the device binding, once bound
 	post := func(path, token, key, body string) (int, map[string]any) {
 		r := testenv.Call(t, testenv.Request{Method: "POST", URL: m.URL() + path, Token: token, Body: body,
-			Header: map[string]string{"Idempotency-Key": key}})
+			Header: map[string]string{"Idempotency-Key": key, "X-Device-Token": device}})
 		return r.Status, r.JSON
 	}
 	code, login := post("/v1/auth/login", "", "", `{"login":"main00001","password":"secret-pw"}`)
@@ -118,6 +119,11 @@ func TestMainEndToEnd(t *testing.T) {
 		t.Fatalf("login: %d %v", code, login)
 	}
 	token := login["token"].(string)
+	code, bound := post("/v1/devices/bind", token, "", `{"device_token":"main-test-device-0001"}`)
+	if code != 200 {
+		t.Fatalf("bind device: %d %v", code, bound)
+	}
+	device = bound["device_binding"].(string)
 	// The sweeper loads every open shard into Redis on start; until then a
 	// hold may be refused with a retryable answer.
 	var hold map[string]any

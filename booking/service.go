@@ -30,6 +30,19 @@ type Caller struct {
 	Verified  bool
 	Agent     bool
 	CreatedAt time.Time
+	// Device is the device of the request's binding (X-Device-Token),
+	// verified by the edge that read it (BoundDevice); "" when the request
+	// carries no binding of this account. Every hold needs one.
+	Device string
+}
+
+// ErrDeviceNotBound refuses a hold from an account that has not bound the
+// device it books from: a binding ties the hold to a device the account
+// registered (and the device to at most a few accounts), on every shard,
+// whether or not it goes through the waiting room.
+func ErrDeviceNotBound() error {
+	return Errorf(EFORBIDDEN, "DEVICE_NOT_BOUND", "Bind this device to your account before booking: the app sends POST /v1/devices/bind "+
+		"with its device_token and then the device_binding it gets back as X-Device-Token; on the website, sign in again.")
 }
 
 // Service holds, confirms, cancels and expires seats.
@@ -310,6 +323,9 @@ func (s Holds) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult,
 	rules := s.Rules() // one view of the rules for the whole attempt
 	if err := s.checkWindow(shard, c, now, rules); err != nil {
 		return HoldResult{}, shardID, err
+	}
+	if c.Device == "" {
+		return HoldResult{}, shardID, ErrDeviceNotBound()
 	}
 	var use AdmissionUse
 	mode := shard.Mode

@@ -174,7 +174,7 @@ func TestInvariantWatchFreezesTheShard(t *testing.T) {
 	}
 	// Over HTTP too, as a passenger is told.
 	r := testenv.Call(t, testenv.Request{Method: "POST", URL: s.Server.URL + "/v1/bookings/hold", Token: s.Token(users[2]),
-		Header: map[string]string{"Idempotency-Key": "watch-00003"},
+		Header: map[string]string{"Idempotency-Key": "watch-00003", "X-Device-Token": s.DeviceBinding(users[2])},
 		Body: map[string]any{"train_no": "12951", "journey_date": date.Format(time.DateOnly), "class": "3A", "from": "MMCT", "to": "NDLS",
 			"passengers": []map[string]any{{"name": "Asha Rao", "age": 34, "gender": "F", "id_type": "PAN", "id_ref": "ABCDE1234F"}}}})
 	if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Raw), booking.ReasonShardFrozen) {

@@ -27,9 +27,15 @@ func (c *Console) fraudRoutes(r chi.Router) {
 		r.Get("/fraud", c.fraudPage)
 		r.Get("/fraud/clusters/{id}", c.fraudCluster)
 		r.Get("/fraud/clusters/{id}/evidence.xlsx", c.fraudExport)
+		r.Post("/fraud/cluster-now", c.fraudClusterNow)
 		r.Post("/fraud/clusters/{id}/claim", c.fraudClaim)
+		r.Post("/fraud/clusters/{id}/release", c.fraudRelease)
+		r.Post("/fraud/clusters/{id}/handover", c.fraudHandOver)
 		r.Post("/fraud/clusters/{id}/decide", c.fraudDecide)
+		r.Post("/fraud/clusters/{id}/close", c.fraudClose)
 		r.Post("/fraud/decisions/{id}/approve", c.fraudApprove)
+		r.Get("/fraud/appeals/{id}", c.fraudAppealPage)
+		r.Post("/fraud/appeals/{id}/claim", c.fraudAppealClaim)
 		r.Post("/fraud/appeals/{id}", c.fraudAppeal)
 	})
 }
@@ -53,6 +59,11 @@ func (c *Console) fraudPage(w http.ResponseWriter, r *http.Request) {
 	u, _ := userFrom(r.Context())
 	ctx := r.Context()
 	p := views.FraudPage{}
+	var err error
+	if p.Windows, err = c.clusterableWindows(ctx); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	q, err := c.review().Queue(ctx, 200)
 	if err != nil {
 		c.serverError(w, r, err)
@@ -96,28 +107,38 @@ func (c *Console) fraudPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, a := range appeals {
-		row := views.FraudAppealRow{ID: fmt.Sprint(a.ID), Login: a.Login, DecisionID: fmt.Sprint(a.DecisionID),
-			Outcome: a.Outcome, Statement: a.Statement, Filed: ist(a.CreatedAt), TwoPerson: a.TwoPerson, TookPart: a.TookPart(u.ID)}
-		if a.ProposedBy != 0 {
-			row.ProposedBy, row.ProposedAt = logins[a.ProposedBy], ist(*a.ProposedAt)
-		}
-		switch {
-		case a.TwoPerson && a.ProposedBy == 0:
-			row.Uphold = "Propose upholding (a second analyst approves)"
-		case a.TwoPerson && a.ProposedBy == u.ID:
-			row.Uphold = "" // a second analyst approves
-		case a.TwoPerson:
-			row.Uphold = "Approve upholding (restore)"
-		default:
-			row.Uphold = "Uphold (restore)"
-		}
-		p.Appeals = append(p.Appeals, row)
+		p.Appeals = append(p.Appeals, appealRow(a, u.ID, logins))
 	}
 	if p.Metrics, err = c.fraudMetrics(ctx); err != nil {
 		c.serverError(w, r, err)
 		return
 	}
 	c.render(w, r, "Fraud", views.ConsoleFraud(p, u.CSRF))
+}
+
+// appealRow is an appeal as an analyst (viewer) reads it: the member's
+// statement with ID numbers masked, the case it is about, who works it.
+func appealRow(a review.Appeal, viewer int64, logins map[int64]string) views.FraudAppealRow {
+	row := views.FraudAppealRow{ID: fmt.Sprint(a.ID), Login: a.Login, DecisionID: fmt.Sprint(a.DecisionID), ClusterID: fmt.Sprint(a.ClusterID),
+		Outcome: a.Outcome, Statement: review.MaskIDs(a.Statement), Filed: ist(a.CreatedAt), TwoPerson: a.TwoPerson, TookPart: a.TookPart(viewer),
+		Mine: a.ClaimedBy == viewer && a.ClaimedBy != 0}
+	if a.ClaimedBy != 0 {
+		row.ClaimedBy, row.ClaimedUntil = logins[a.ClaimedBy], ist(a.ClaimedUntil)
+	}
+	if a.ProposedBy != 0 {
+		row.ProposedBy, row.ProposedAt = logins[a.ProposedBy], ist(*a.ProposedAt)
+	}
+	switch {
+	case a.TwoPerson && a.ProposedBy == 0:
+		row.Uphold = "Propose upholding (a second analyst approves)"
+	case a.TwoPerson && a.ProposedBy == viewer:
+		row.Uphold = "" // a second analyst approves
+	case a.TwoPerson:
+		row.Uphold = "Approve upholding (restore)"
+	default:
+		row.Uphold = "Uphold (restore)"
+	}
+	return row
 }
 
 func (c *Console) consoleLogins(ctx context.Context) (map[int64]string, error) {
@@ -220,6 +241,7 @@ type clusterInfo struct {
 	ids      []int64
 	logins   map[int64]string
 	bookings []views.FraudBookingRow
+	shared   []sharedThing
 }
 
 func (c *Console) loadCluster(ctx context.Context, id int64) (*clusterInfo, error) {
@@ -243,22 +265,28 @@ func (c *Console) loadCluster(ctx context.Context, id int64) (*clusterInfo, erro
 	rows, err := c.pool.Query(ctx, `SELECT u.id, u.login, floor(extract(epoch FROM now() - u.created_at) / 86400)::int, u.id_verification_status,
 		(SELECT count(DISTINCT device_id) FROM fraud_signals f WHERE f.user_id = u.id AND f.window_opens_at = $2 AND f.device_id <> ''),
 		(SELECT count(*) FROM fraud_signals f WHERE f.user_id = u.id AND f.window_opens_at = $2),
-		(SELECT count(*) FROM bookings b JOIN inventory_shards s ON s.id = b.shard_id WHERE b.user_id = u.id AND s.window_opens_at = $2)
+		(SELECT count(*) FROM bookings b JOIN inventory_shards s ON s.id = b.shard_id WHERE b.user_id = u.id AND s.window_opens_at = $2),
+		(SELECT coalesce(string_agg(d.outcome || CASE WHEN d.needs_approval AND d.approved_at IS NULL THEN ' (awaits approval)'
+		                                            WHEN d.enforced_at IS NOT NULL THEN ' (enforced)' ELSE '' END, ', ' ORDER BY d.id), '')
+		 FROM fraud_decision_members dm JOIN fraud_decisions d ON d.id = dm.decision_id WHERE dm.cluster_id = $1 AND dm.user_id = u.id)
 		FROM fraud_cluster_members m JOIN users u ON u.id = m.user_id WHERE m.cluster_id = $1 ORDER BY u.id`, id, ci.window)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %d members: %w", id, err)
 	}
 	var uid int64
-	var login, verified string
+	var login, verified, decided string
 	var age, devs, holds, books int
-	if _, err := pgx.ForEachRow(rows, []any{&uid, &login, &age, &verified, &devs, &holds, &books}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&uid, &login, &age, &verified, &devs, &holds, &books, &decided}, func() error {
 		ci.ids = append(ci.ids, uid)
 		ci.logins[uid] = login
 		ci.members = append(ci.members, views.FraudMemberRow{UserID: fmt.Sprint(uid), Login: login, Age: fmt.Sprint(age), Verified: verified,
-			Devices: fmt.Sprint(devs), Holds: fmt.Sprint(holds), Bookings: fmt.Sprint(books)})
+			Devices: fmt.Sprint(devs), Holds: fmt.Sprint(holds), Bookings: fmt.Sprint(books), Decided: decided})
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("cluster %d members: %w", id, err)
+	}
+	if ci.shared, err = c.sharedThings(ctx, ci.ids, ci.window); err != nil {
+		return nil, fmt.Errorf("cluster %d: %w", id, err)
 	}
 	rows, err = c.pool.Query(ctx, `SELECT b.pnr, u.login, s.train_number || ' ' || s.class || ' ' || s.journey_date::text, b.status, b.fare_paise, b.booked_at
 		FROM bookings b JOIN users u ON u.id = b.user_id JOIN inventory_shards s ON s.id = b.shard_id
@@ -351,52 +379,100 @@ func (c *Console) renderCluster(w http.ResponseWriter, r *http.Request, notice, 
 		c.serverError(w, r, err)
 		return
 	}
-	p := views.FraudClusterPage{Notice: notice, Error: errMsg, ID: fmt.Sprint(id), Window: ist(ci.window), Score: fmt.Sprintf("%.2f", ci.score),
-		Status: ci.status, Why: strings.Join(ci.evidence.Why, "; "), Open: ci.status == "OPEN", ClaimedByMe: ci.holder == u.ID && ci.holder != 0,
-		Graph: ci.graph(), Members: ci.members, Bookings: ci.bookings, Evidence: ci.evidenceRows(),
+	p, err := c.clusterPage(ctx, u.ID, ci, logins)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	p.Notice, p.Error = notice, errMsg
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	c.render(w, r, "Cluster "+p.ID, views.ConsoleFraudCluster(p, u.CSRF))
+}
+
+// clusterPage is the case as viewer reads it: its evidence, what its
+// members share, each decision with its members and label, and history.
+func (c *Console) clusterPage(ctx context.Context, viewer int64, ci *clusterInfo, logins map[int64]string) (views.FraudClusterPage, error) {
+	id := ci.id
+	p := views.FraudClusterPage{ID: fmt.Sprint(id), Window: ist(ci.window), Score: fmt.Sprintf("%.2f", ci.score),
+		Status: ci.status, Why: strings.Join(ci.evidence.Why, "; "), Open: ci.status == "OPEN", ClaimedByMe: ci.holder == viewer && ci.holder != 0,
+		Graph: ci.graph(), Members: ci.members, Bookings: ci.bookings, Evidence: ci.evidenceRows(), Shared: ci.sharedRows(),
 		Outcomes: []string{review.Clear, review.Watch, review.ExtraChallenge, review.CancelBookings, review.Ban},
 		Reasons:  []string{"FALSE_POSITIVE", "FAMILY_OR_OFFICE", "SHARED_DEVICES", "SHARED_INSTRUMENTS", "PASSENGER_RESALE", "AUTOMATION", "AGENT_VIA_PERSONAL", "OTHER"}}
 	if ci.holder != 0 {
 		p.ClaimedBy, p.ClaimedUntil = logins[ci.holder], ist(ci.until)
 	}
-	var d views.FraudDecisionView
-	var did, analyst int64
-	var approver *int64
-	var decided time.Time
-	var approved, enforced *time.Time
-	err = c.pool.QueryRow(ctx, `SELECT id, outcome, reason_code, note, analyst_id, decided_at, needs_approval, approved_by, approved_at, enforced_at
-		FROM fraud_decisions WHERE cluster_id = $1`, id).Scan(&did, &d.Outcome, &d.Reason, &d.Note, &analyst, &decided, &d.NeedsApproval, &approver, &approved, &enforced)
-	switch {
-	case err == nil:
+	rows, err := c.pool.Query(ctx, `SELECT id, login FROM console_users WHERE role IN ('fraud', 'admin') AND NOT disabled AND id <> $1 ORDER BY login`, viewer)
+	if err != nil {
+		return p, fmt.Errorf("analysts: %w", err)
+	}
+	if p.Analysts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (views.FraudAnalyst, error) {
+		var a views.FraudAnalyst
+		var aid int64
+		err := r.Scan(&aid, &a.Login)
+		a.ID = fmt.Sprint(aid)
+		return a, err
+	}); err != nil {
+		return p, fmt.Errorf("analysts: %w", err)
+	}
+	rows, err = c.pool.Query(ctx, `SELECT d.id, d.outcome, d.reason_code, d.label, d.note, d.analyst_id, d.decided_at, d.needs_approval, d.approved_by,
+			d.approved_at, d.enforced_at, coalesce((SELECT array_agg(user_id ORDER BY user_id) FROM fraud_decision_members m WHERE m.decision_id = d.id), '{}')
+		FROM fraud_decisions d WHERE d.cluster_id = $1 ORDER BY d.id`, id)
+	if err != nil {
+		return p, fmt.Errorf("decisions of cluster %d: %w", id, err)
+	}
+	var subjects []string
+	p.Decisions, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (views.FraudDecisionView, error) {
+		var d views.FraudDecisionView
+		var did, analyst int64
+		var approver *int64
+		var decided time.Time
+		var approved, enforced *time.Time
+		var members []int64
+		if err := r.Scan(&did, &d.Outcome, &d.Reason, &d.Label, &d.Note, &analyst, &decided, &d.NeedsApproval, &approver, &approved, &enforced,
+			&members); err != nil {
+			return d, err
+		}
 		d.ID, d.Analyst, d.DecidedAt, d.Approved = fmt.Sprint(did), logins[analyst], ist(decided), approved != nil
 		if approver != nil {
 			d.ApprovedBy = logins[*approver]
 		}
 		if enforced != nil {
 			d.EnforcedAt = ist(*enforced)
-			// What it cancelled, as the members were told: tickets, and holds
-			// ended before they became tickets (booking.Holds.EndHoldTx).
-			if err := c.pool.QueryRow(ctx, `SELECT
-				(SELECT count(*) FROM fraud_enforcements f JOIN bookings b ON b.hold_id = f.hold_id
-				 WHERE f.decision_id = $1 AND f.action = 'CANCEL' AND b.cancel_reason LIKE $2 || '%'),
-				(SELECT count(*) FROM fraud_enforcements f JOIN holds h ON h.id = f.hold_id
-				 WHERE f.decision_id = $1 AND f.action = 'CANCEL' AND h.state = 'CANCELLED' AND h.state_reason = $2)`,
-				did, booking.ReviewCancelReason(did)).Scan(&d.TicketsCancelled, &d.HoldsEnded); err != nil {
-				c.serverError(w, r, err)
-				return
-			}
 		}
-		d.CanApprove = d.NeedsApproval && !d.Approved && analyst != u.ID
-		p.Decision = &d
-	case err != pgx.ErrNoRows:
-		c.serverError(w, r, err)
-		return
-	}
-	rows, err := c.pool.Query(ctx, `SELECT at, actor, action, detail::text FROM audit_log
-		WHERE subject = $1 OR (subject = $2 AND $2 <> '') ORDER BY id LIMIT 200`, fmt.Sprintf("cluster:%d", id), decisionSubject(did))
+		names := make([]string, len(members))
+		for i, m := range members {
+			names[i] = ci.name(m)
+		}
+		d.Members = strings.Join(names, ", ")
+		d.CanApprove = d.NeedsApproval && !d.Approved && analyst != viewer
+		subjects = append(subjects, decisionSubject(did))
+		return d, nil
+	})
 	if err != nil {
-		c.serverError(w, r, err)
-		return
+		return p, fmt.Errorf("decisions of cluster %d: %w", id, err)
+	}
+	for i := range p.Decisions {
+		d := &p.Decisions[i]
+		if d.EnforcedAt == "" {
+			continue
+		}
+		// What it cancelled, as the members were told: tickets, and holds
+		// ended before they became tickets (booking.Holds.EndHoldTx).
+		did, _ := strconv.ParseInt(d.ID, 10, 64)
+		if err := c.pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM fraud_enforcements f JOIN bookings b ON b.hold_id = f.hold_id
+			 WHERE f.decision_id = $1 AND f.action = 'CANCEL' AND b.cancel_reason LIKE $2 || '%'),
+			(SELECT count(*) FROM fraud_enforcements f JOIN holds h ON h.id = f.hold_id
+			 WHERE f.decision_id = $1 AND f.action = 'CANCEL' AND h.state = 'CANCELLED' AND h.state_reason = $2)`,
+			did, booking.ReviewCancelReason(did)).Scan(&d.TicketsCancelled, &d.HoldsEnded); err != nil {
+			return p, fmt.Errorf("decision %d enforced: %w", did, err)
+		}
+	}
+	rows, err = c.pool.Query(ctx, `SELECT at, actor, action, detail::text FROM audit_log
+		WHERE subject = $1 OR subject = ANY($2) ORDER BY id LIMIT 200`, fmt.Sprintf("cluster:%d", id), subjects)
+	if err != nil {
+		return p, fmt.Errorf("history of cluster %d: %w", id, err)
 	}
 	var at time.Time
 	var actor, action, detail string
@@ -404,12 +480,9 @@ func (c *Console) renderCluster(w http.ResponseWriter, r *http.Request, notice, 
 		p.History = append(p.History, views.FraudHistoryRow{At: ist(at), Actor: actor, Action: action, Detail: detail})
 		return nil
 	}); err != nil {
-		c.serverError(w, r, err)
-		return
+		return p, fmt.Errorf("history of cluster %d: %w", id, err)
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	c.render(w, r, "Cluster "+p.ID, views.ConsoleFraudCluster(p, u.CSRF))
+	return p, nil
 }
 
 func decisionSubject(id int64) string {
@@ -451,13 +524,65 @@ func (c *Console) fraudDecide(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	var members []int64
+	for _, v := range r.PostForm["member"] {
+		m, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || m <= 0 {
+			c.renderCluster(w, r, "", fmt.Sprintf("%q is not an account.", v), http.StatusBadRequest)
+			return
+		}
+		members = append(members, m)
+	}
 	d, err := c.review().Decide(r.Context(), u.ID, id, review.Decision{Outcome: r.PostFormValue("outcome"), Reason: r.PostFormValue("reason"),
-		Note: r.PostFormValue("note")})
+		Note: r.PostFormValue("note"), Members: members})
 	notice := "Decided; it is enforced in a later batch."
 	if d.NeedsApproval {
 		notice = "Decided; a second analyst must approve it before it is enforced."
 	}
+	if len(members) > 0 {
+		notice += " The case stays open until you close it."
+	}
 	c.fraudAnswer(w, r, err, notice)
+}
+
+func (c *Console) fraudRelease(w http.ResponseWriter, r *http.Request) {
+	u, _ := userFrom(r.Context())
+	id, ok := pathID(r)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	c.fraudAnswer(w, r, c.review().Release(r.Context(), u.ID, id), "Claim released; another analyst may take the case.")
+}
+
+func (c *Console) fraudHandOver(w http.ResponseWriter, r *http.Request) {
+	u, _ := userFrom(r.Context())
+	id, ok := pathID(r)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	to, err := strconv.ParseInt(r.PostFormValue("to"), 10, 64)
+	if err != nil || to <= 0 {
+		c.renderCluster(w, r, "", "Choose the analyst to hand the case to.", http.StatusBadRequest)
+		return
+	}
+	until, err := c.review().HandOver(r.Context(), u.ID, id, to)
+	c.fraudAnswer(w, r, err, "Case handed over; their claim runs until "+ist(until)+".")
+}
+
+func (c *Console) fraudClose(w http.ResponseWriter, r *http.Request) {
+	u, _ := userFrom(r.Context())
+	id, ok := pathID(r)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	c.fraudAnswer(w, r, c.review().Close(r.Context(), u.ID, id), "Case closed.")
 }
 
 func (c *Console) fraudApprove(w http.ResponseWriter, r *http.Request) {

@@ -167,7 +167,7 @@ func TestBrowserFraudAnalysts(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`[data-testid=fraud-reason]`), "PASSENGER_RESALE"),
 		chromedp.SetValue(chromedp.CSS(`[data-testid=fraud-decide] input[name=note]`), "four accounts, one device and one UPI address, resold passengers"))
 	submit("decide", `[data-testid=fraud-decide-submit]`)
-	if got := text(`[data-testid=fraud-decision]`); !strings.Contains(got, "CANCEL_BOOKINGS") || !strings.Contains(got, "Awaits a second analyst") {
+	if got := text(`[data-testid=fraud-decisions]`); !strings.Contains(got, "CANCEL_BOOKINGS") || !strings.Contains(got, "Awaits a second analyst") {
 		t.Fatalf("decision: %q", got)
 	}
 	if n := count(`[data-testid=fraud-approve]`); n != 0 {
@@ -188,7 +188,7 @@ func TestBrowserFraudAnalysts(t *testing.T) {
 	shot("approvals")
 	do("cluster as fraud2", chromedp.Navigate(base+"/console/fraud/clusters/"+cid), chromedp.WaitVisible(chromedp.CSS(`[data-testid=fraud-approve]`)))
 	submit("approve", `[data-testid=fraud-approve]`)
-	if got := text(`[data-testid=fraud-decision]`); !strings.Contains(got, "Approved by fraud2") {
+	if got := text(`[data-testid=fraud-decisions]`); !strings.Contains(got, "Approved by fraud2") {
 		t.Fatalf("after approval: %q", got)
 	}
 	if n := count(`[data-testid=fraud-not-enforced]`); n != 1 {

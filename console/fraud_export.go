@@ -12,7 +12,8 @@ import (
 )
 
 // fraudExport writes a cluster's evidence as an XLSX workbook (Summary,
-// Members, Bookings, Evidence), for a police complaint. Audited: the
+// Members, Bookings, Evidence, what the members share, masked, and the
+// decisions with their labels), for a police complaint. Audited: the
 // workbook carries personal data.
 func (c *Console) fraudExport(w http.ResponseWriter, r *http.Request) {
 	u, _ := userFrom(r.Context())
@@ -41,6 +42,8 @@ func (c *Console) fraudExport(w http.ResponseWriter, r *http.Request) {
 		{"Members", [][]any{{"user id", "login", "account age (days)", "verification", "devices in window", "holds in window", "bookings in window"}}},
 		{"Bookings", [][]any{{"PNR", "login", "journey", "status", "fare (Rs)", "booked (IST)"}}},
 		{"Evidence", [][]any{{"account", "account", "link", "weight", "detail"}}},
+		{"Shared", [][]any{{"kind", "what (masked)", "accounts sharing it", "which"}}},
+		{"Decisions", [][]any{{"decision", "outcome", "label", "reason", "members", "analyst", "decided (IST)", "approved by", "enforced (IST)"}}},
 	}
 	for _, why := range ci.evidence.Why {
 		sheets[0].rows = append(sheets[0].rows, []any{"flagged because", why})
@@ -53,6 +56,22 @@ func (c *Console) fraudExport(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, e := range ci.evidenceRows() {
 		sheets[3].rows = append(sheets[3].rows, []any{e.A, e.B, e.Kind, e.Weight, e.Detail})
+	}
+	for _, sh := range ci.sharedRows() {
+		sheets[4].rows = append(sheets[4].rows, []any{sh.Kind, sh.What, sh.Accounts, sh.Members})
+	}
+	logins, err := c.consoleLogins(r.Context())
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	cp, err := c.clusterPage(r.Context(), u.ID, ci, logins)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	for _, d := range cp.Decisions {
+		sheets[5].rows = append(sheets[5].rows, []any{d.ID, d.Outcome, d.Label, d.Reason, d.Members, d.Analyst, d.DecidedAt, d.ApprovedBy, d.EnforcedAt})
 	}
 	for i, s := range sheets {
 		if i == 0 {

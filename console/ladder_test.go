@@ -197,7 +197,7 @@ func TestLadderAndRulesReachSecondProcess(t *testing.T) {
 			ps[i] = booking.Passenger{Name: fmt.Sprintf("Asha Rao %c", 'A'+i), Age: 34, Gender: "F", IDType: "PAN", IDRef: "ABCDE1234F"}
 		}
 		return testenv.Call(t, testenv.Request{Method: "POST", URL: base2 + "/v1/bookings/hold", Token: second.Token(user),
-			Header: map[string]string{"Idempotency-Key": key},
+			Header: map[string]string{"Idempotency-Key": key, "X-Device-Token": second.DeviceBinding(user)},
 			Body:   map[string]any{"train_no": "12951", "journey_date": day, "class": "3A", "from": "MMCT", "to": "NDLS", "passengers": ps}})
 	}
 	code, body, _ := ops.post("/console/levers/propose", url.Values{"name": {levers.Rule}, "scope": {"hold_window"}, "value": {"600"},

@@ -320,6 +320,16 @@ func (s *Service) BindDevice(ctx context.Context, userID int64, clientToken, evi
 	return b, nil
 }
 
+// BoundDevice is the device of binding when this server signed it for
+// userID (BindDevice) and it has not expired; "" otherwise.
+func (s *Service) BoundDevice(userID int64, binding string) string {
+	dev, err := token.DeviceOf(s.devices, binding, userID)
+	if err != nil {
+		return ""
+	}
+	return dev
+}
+
 // attested reports whether the caller sent an attestation this server
 // issued, for this account and the device of its binding, still valid.
 func (s *Service) attested(c Caller) bool {
@@ -381,11 +391,13 @@ func (s *Service) Challenge(ctx context.Context, c Caller, attempt string) (Chal
 }
 
 // flagged reports whether a fraud decision made the account's challenges
-// harder. A failed read does not make an honest rush harder: it counts as
-// not flagged, and is logged.
+// harder: EXTRA_CHALLENGE (users.risk_score), or a WATCH not yet lapsed
+// (fraud_watch). A failed read does not make an honest rush harder: it
+// counts as not flagged, and is logged.
 func (s *Service) flagged(ctx context.Context, userID int64) bool {
 	var risky bool
-	err := s.pool.QueryRow(ctx, `SELECT risk_score >= 1 FROM users WHERE id = $1`, userID).Scan(&risky)
+	err := s.pool.QueryRow(ctx, `SELECT risk_score >= 1 OR EXISTS (SELECT 1 FROM fraud_watch w WHERE w.user_id = u.id AND w.until > $2)
+		FROM users u WHERE id = $1`, userID, s.now()).Scan(&risky)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		s.log.Warn("challenge: read risk score", "user", userID, "err", err)
 	}

@@ -24,15 +24,17 @@ import (
 
 // client is a passenger's HTTP client against the test server.
 type client struct {
-	base  string
-	token string
-	http  *http.Client
+	base   string
+	token  string
+	device string // the account's device binding, sent as X-Device-Token unless a call names its own
+	http   *http.Client
 }
 
 var sharedTransport = &http.Transport{MaxIdleConns: 4000, MaxIdleConnsPerHost: 4000, IdleConnTimeout: 30 * time.Second}
 
 func newClient(s *teststack.Stack, userID int64) *client {
-	return &client{base: s.Server.URL, token: s.Token(userID), http: &http.Client{Transport: sharedTransport, Timeout: 60 * time.Second}}
+	return &client{base: s.Server.URL, token: s.Token(userID), device: s.DeviceBinding(userID),
+		http: &http.Client{Transport: sharedTransport, Timeout: 60 * time.Second}}
 }
 
 type reply struct {
@@ -44,6 +46,13 @@ type reply struct {
 
 func (c *client) do(t testing.TB, method, path string, headers map[string]string, body string) reply {
 	t.Helper()
+	if _, named := headers["X-Device-Token"]; !named && c.device != "" {
+		h := map[string]string{"X-Device-Token": c.device}
+		for k, v := range headers {
+			h[k] = v
+		}
+		headers = h
+	}
 	r, err := testenv.Do(testenv.Request{Method: method, URL: c.base + path, Token: c.token, Header: headers, Body: body, Client: c.http})
 	if err != nil {
 		t.Error(err)
@@ -471,6 +480,11 @@ func TestLoginHoldStatusCancel(t *testing.T) {
 		t.Fatalf("login: %d %s", login.status, login.raw)
 	}
 	c := &client{base: s.Server.URL, http: anon.http, token: login.body["token"].(string)}
+	bind := c.do(t, "POST", "/v1/devices/bind", nil, `{"device_token":"flow-phone-0001-abcdef"}`)
+	if bind.status != 200 {
+		t.Fatalf("bind device: %d %s", bind.status, bind.raw)
+	}
+	c.device = bind.body["device_binding"].(string)
 	prep := c.do(t, "POST", "/v1/session/prepare", nil, fmt.Sprintf(`{"device_token":"d1","client_time":%q,"intent":{"train_no":"12951","journey_date":%q,"class":"3A"}}`,
 		time.Now().Add(-1500*time.Millisecond).Format(time.RFC3339Nano), date.Format(time.DateOnly)))
 	if prep.status != 200 || prep.body["window_opens_at"] == nil {

@@ -92,6 +92,9 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := callerFrom(r.Context())
+	if a.adm != nil {
+		c.Device = a.adm.BoundDevice(c.UserID, r.Header.Get("X-Device-Token"))
+	}
 	// Through the waiting room, a hold also carries a solved proof-of-work
 	// bound to this session and attempt; a wrong one looks like high demand.
 	if r.Header.Get("X-Admission-Token") != "" && a.adm != nil {

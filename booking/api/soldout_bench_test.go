@@ -32,14 +32,15 @@ func BenchmarkSoldOutHold(b *testing.B) {
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	tokens := map[int64]string{}
+	tokens, devices := map[int64]string{}, map[int64]string{}
 	for _, u := range users {
-		tokens[u] = s.Token(u)
+		tokens[u], devices[u] = s.Token(u), s.DeviceBinding(u)
 	}
 	var keys atomic.Int64
 	hold := func(u int64) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, s.Server.URL+"/v1/bookings/hold", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+tokens[u])
+		req.Header.Set("X-Device-Token", devices[u])
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", "sold-out-bench-"+strconv.FormatInt(keys.Add(1), 10))
 		resp, err := hc.Do(req)

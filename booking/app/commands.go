@@ -284,7 +284,10 @@ tatkal is running.
 Book a seat with curl:
   TOKEN=$(curl -s %[1]s/v1/auth/login -H 'Content-Type: application/json' \
     -d '{"login":"demo00001","password":"%[2]s"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
-  curl -s %[1]s/v1/bookings/hold -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+  # bind this device (every hold needs one):
+  DEVICE=$(curl -s %[1]s/v1/devices/bind -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"device_token":"my-laptop-0000000001"}' | sed 's/.*"device_binding":"\([^"]*\)".*/\1/')
+  curl -s %[1]s/v1/bookings/hold -H "Authorization: Bearer $TOKEN" -H "X-Device-Token: $DEVICE" -H 'Content-Type: application/json' \
     -H "Idempotency-Key: try-$(date +%%s)" -d '{"train_no":"12951","journey_date":"%[3]s","class":"3A",
     "from":"MMCT","to":"NDLS","passengers":[{"name":"Asha Rao","age":34,"gender":"F","id_type":"PAN","id_ref":"ABCDE1234F"}]}'
   # then pay from the wallet with the hold_id it printed:

@@ -573,7 +573,8 @@ func why(cl *Cluster, cfg Config) []string {
 // ones. Clusters an analyst has decided or holds a claim on stay as they
 // were, and a new cluster with exactly their members is not added again.
 func saveClusters(ctx context.Context, q Querier, window time.Time, clusters []Cluster) error {
-	const replaceable = `c.window_opens_at = $1 AND c.status = 'OPEN' AND (c.claimed_until IS NULL OR c.claimed_until < now())`
+	const replaceable = `c.window_opens_at = $1 AND c.status = 'OPEN' AND (c.claimed_until IS NULL OR c.claimed_until < now())
+		AND NOT EXISTS (SELECT 1 FROM fraud_decisions d WHERE d.cluster_id = c.id)`
 	if _, err := q.Exec(ctx, `DELETE FROM fraud_cluster_members m USING fraud_clusters c
 		WHERE m.cluster_id = c.id AND `+replaceable, window); err != nil {
 		return fmt.Errorf("fraud cluster %s: clear members: %w", window, err)

@@ -202,7 +202,11 @@ func (p *Pages) hold(w http.ResponseWriter, r *http.Request) {
 		again(err)
 		return
 	}
-	res, err := p.cfg.Booking.Hold(r.Context(), s.caller(), booking.HoldRequest{UserID: s.UserID, IdempotencyKey: key, Train: j.train, Date: j.date,
+	c := s.caller()
+	if p.cfg.Admission != nil {
+		c.Device = p.cfg.Admission.BoundDevice(s.UserID, p.deviceBinding(r))
+	}
+	res, err := p.cfg.Booking.Hold(r.Context(), c, booking.HoldRequest{UserID: s.UserID, IdempotencyKey: key, Train: j.train, Date: j.date,
 		Class: j.class, Quota: "TQ", From: j.from, To: j.to, Passengers: pax, SessionToken: s.token, DeviceToken: p.deviceBinding(r),
 		AdmissionToken: r.PostFormValue("admission")})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -37,6 +38,11 @@ type Appeal struct {
 	TwoPerson  bool       `json:"-"`
 	ProposedBy int64      `json:"-"`
 	ProposedAt *time.Time `json:"-"`
+	// The case the decision was made in, and who works the appeal (0:
+	// nobody, or the claim lapsed).
+	ClusterID    int64     `json:"-"`
+	ClaimedBy    int64     `json:"-"`
+	ClaimedUntil time.Time `json:"-"`
 }
 
 // TookPart reports whether analystID decided or approved the decision
@@ -61,7 +67,7 @@ func (s *Service) FileAppeal(ctx context.Context, userID int64, statement string
 	a := Appeal{UserID: userID, Statement: statement, Status: "OPEN"}
 	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `SELECT d.id, d.outcome FROM fraud_enforcements f JOIN fraud_decisions d ON d.id = f.decision_id
-			WHERE f.user_id = $1 AND f.action <> 'RESTORE' AND d.enforced_at IS NOT NULL
+			WHERE f.user_id = $1 AND f.action NOT IN ('RESTORE', 'WATCH') AND d.enforced_at IS NOT NULL
 			  AND NOT EXISTS (SELECT 1 FROM fraud_enforcements r WHERE r.decision_id = f.decision_id AND r.user_id = f.user_id
 			                  AND r.action = 'RESTORE')
 			ORDER BY d.enforced_at DESC, d.id DESC LIMIT 1`, userID).Scan(&a.DecisionID, &a.Outcome)
@@ -101,20 +107,107 @@ func (s *Service) Appeals(ctx context.Context) ([]Appeal, error) {
 
 func (s *Service) appeals(ctx context.Context, where string, args ...any) ([]Appeal, error) {
 	rows, err := s.pool.Query(ctx, `SELECT a.id, a.user_id, u.login, a.decision_id, d.outcome, a.statement, a.status, a.created_at, a.note,
-			d.analyst_id, coalesce(d.approved_by, 0), d.needs_approval, coalesce(a.proposed_by, 0), a.proposed_at
+			d.analyst_id, coalesce(d.approved_by, 0), d.needs_approval, coalesce(a.proposed_by, 0), a.proposed_at, d.cluster_id,
+			CASE WHEN a.claimed_until > now() THEN a.claimed_by ELSE 0 END, coalesce(a.claimed_until, 'epoch')
 		FROM fraud_appeals a JOIN fraud_decisions d ON d.id = a.decision_id JOIN users u ON u.id = a.user_id `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("appeals: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Appeal, error) {
 		var a Appeal
-		return a, r.Scan(&a.ID, &a.UserID, &a.Login, &a.DecisionID, &a.Outcome, &a.Statement, &a.Status, &a.CreatedAt, &a.Note,
-			&a.DecidedBy, &a.ApprovedBy, &a.TwoPerson, &a.ProposedBy, &a.ProposedAt)
+		err := r.Scan(&a.ID, &a.UserID, &a.Login, &a.DecisionID, &a.Outcome, &a.Statement, &a.Status, &a.CreatedAt, &a.Note,
+			&a.DecidedBy, &a.ApprovedBy, &a.TwoPerson, &a.ProposedBy, &a.ProposedAt, &a.ClusterID, &a.ClaimedBy, &a.ClaimedUntil)
+		if a.ClaimedBy == 0 {
+			a.ClaimedUntil = time.Time{}
+		}
+		return a, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("appeals: %w", err)
 	}
 	return out, nil
+}
+
+// Appeal is one appeal, open or answered.
+func (s *Service) Appeal(ctx context.Context, id int64) (Appeal, error) {
+	out, err := s.appeals(ctx, `WHERE a.id = $1`, id)
+	if err != nil {
+		return Appeal{}, err
+	}
+	if len(out) == 0 {
+		return Appeal{}, booking.Errorf(booking.ENOTFOUND, "NO_APPEAL", "No appeal %d.", id)
+	}
+	return out[0], nil
+}
+
+// ClaimAppeal gives the analyst an open appeal for the claim period, so
+// that two analysts do not work one; claiming again extends one's own. An
+// analyst who took part in the decision cannot claim an appeal against it.
+func (s *Service) ClaimAppeal(ctx context.Context, analystID, appealID int64) (time.Time, error) {
+	var until time.Time
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		login, err := s.analyst(ctx, tx, analystID)
+		if err != nil {
+			return err
+		}
+		var a Appeal
+		var holder *int64
+		var holderUntil *time.Time
+		err = tx.QueryRow(ctx, `SELECT a.status, a.claimed_by, a.claimed_until, d.analyst_id, coalesce(d.approved_by, 0)
+			FROM fraud_appeals a JOIN fraud_decisions d ON d.id = a.decision_id WHERE a.id = $1 FOR UPDATE OF a`, appealID).
+			Scan(&a.Status, &holder, &holderUntil, &a.DecidedBy, &a.ApprovedBy)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return booking.Errorf(booking.ENOTFOUND, "NO_APPEAL", "No appeal %d.", appealID)
+		}
+		if err != nil {
+			return fmt.Errorf("appeal %d: %w", appealID, err)
+		}
+		now := s.now()
+		switch {
+		case a.Status != "OPEN":
+			return booking.Errorf(booking.ECONFLICT, "ANSWERED", "Appeal %d has been answered.", appealID)
+		case a.TookPart(analystID):
+			return booking.Errorf(booking.EFORBIDDEN, "OWN_DECISION", "You took part in the decision appealed against; another analyst works appeal %d.", appealID)
+		case holder != nil && *holder != analystID && holderUntil.After(now):
+			return booking.Errorf(booking.ECONFLICT, "CLAIMED", "Appeal %d is claimed by another analyst until %s.",
+				appealID, holderUntil.In(booking.IST).Format("15:04:05 IST"))
+		}
+		until = now.Add(defaultClaim)
+		if _, err := tx.Exec(ctx, `UPDATE fraud_appeals SET claimed_by = $2, claimed_until = $3 WHERE id = $1`, appealID, analystID, until); err != nil {
+			return fmt.Errorf("claim appeal %d: %w", appealID, err)
+		}
+		return audit.Write(ctx, tx, login, "fraud.appeal_claim", fmt.Sprintf("appeal:%d", appealID),
+			map[string]any{"until": until.UTC().Format(time.RFC3339)})
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("claim appeal %d: %w", appealID, err)
+	}
+	return until, nil
+}
+
+// idLike is what may be an ID document's number (PAN, Aadhaar, passport,
+// voter ID, licence) or a phone number as a member would type it: a word
+// of six or more letters and digits, or digit groups split by spaces or
+// dashes (an Aadhaar's 1234 5678 9012).
+var idLike = regexp.MustCompile(`\b[0-9]{2,}(?:[ -][0-9]{2,}){1,5}\b|\b[A-Za-z0-9]{6,}\b`)
+
+// MaskIDs hides ID numbers in what a member wrote (their appeal) from the
+// analysts who read it: each such run with four digits or more keeps only
+// its last two characters; words stay as they were.
+func MaskIDs(text string) string {
+	return idLike.ReplaceAllStringFunc(text, func(m string) string {
+		digits := 0
+		for _, r := range m {
+			if r >= '0' && r <= '9' {
+				digits++
+			}
+		}
+		if digits < 4 {
+			return m
+		}
+		compact := strings.NewReplacer(" ", "", "-", "").Replace(m)
+		return strings.Repeat("•", len(compact)-2) + compact[len(compact)-2:]
+	})
 }
 
 // Verdicts of an answer to an appeal.
@@ -161,10 +254,12 @@ func (s *Service) AnswerAppeal(ctx context.Context, analystID, appealID int64, u
 			return err
 		}
 		var a Appeal
+		var holder *int64
+		var holderUntil *time.Time
 		err = tx.QueryRow(ctx, `SELECT a.user_id, a.decision_id, a.status, coalesce(a.proposed_by, 0), d.outcome, d.analyst_id,
-				coalesce(d.approved_by, 0), d.needs_approval
+				coalesce(d.approved_by, 0), d.needs_approval, a.claimed_by, a.claimed_until
 			FROM fraud_appeals a JOIN fraud_decisions d ON d.id = a.decision_id WHERE a.id = $1 FOR UPDATE OF a`, appealID).
-			Scan(&a.UserID, &a.DecisionID, &a.Status, &a.ProposedBy, &a.Outcome, &a.DecidedBy, &a.ApprovedBy, &a.TwoPerson)
+			Scan(&a.UserID, &a.DecisionID, &a.Status, &a.ProposedBy, &a.Outcome, &a.DecidedBy, &a.ApprovedBy, &a.TwoPerson, &holder, &holderUntil)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return booking.Errorf(booking.ENOTFOUND, "NO_APPEAL", "No appeal %d.", appealID)
 		}
@@ -179,6 +274,9 @@ func (s *Service) AnswerAppeal(ctx context.Context, analystID, appealID int64, u
 		case a.TookPart(analystID):
 			return booking.Errorf(booking.EFORBIDDEN, "OWN_DECISION",
 				"You took part in decision %d; an analyst who did not answers appeals against it.", a.DecisionID)
+		case holder != nil && *holder != analystID && holderUntil.After(s.now()):
+			return booking.Errorf(booking.ECONFLICT, "CLAIMED", "Appeal %d is claimed by another analyst until %s.",
+				appealID, holderUntil.In(booking.IST).Format("15:04:05 IST"))
 		case !uphold:
 			out.Verdict = Rejected
 		case a.TwoPerson && a.ProposedBy == 0:
@@ -205,9 +303,18 @@ func (s *Service) AnswerAppeal(ctx context.Context, analystID, appealID int64, u
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE fraud_appeals SET status = $2, decided_by = $3, decided_at = now(), note = $4 WHERE id = $1`,
+		if _, err := tx.Exec(ctx, `UPDATE fraud_appeals SET status = $2, decided_by = $3, decided_at = now(), note = $4,
+			claimed_by = NULL, claimed_until = NULL WHERE id = $1`,
 			appealID, out.Verdict, analystID, note); err != nil {
 			return fmt.Errorf("answer appeal %d: %w", appealID, err)
+		}
+		// The member is told the outcome, with the analyst's answer.
+		key := "msg.appealrejected"
+		if out.Verdict == Upheld {
+			key = "msg.appealupheld"
+		}
+		if err := booking.NotifyT(ctx, tx, a.UserID, "APPEAL_ANSWERED", fmt.Sprintf("appeal:%d", appealID), key, appealID, note); err != nil {
+			return err
 		}
 		return audit.Write(ctx, tx, login, "fraud.appeal_"+strings.ToLower(out.Verdict), target, detail)
 	})
@@ -263,6 +370,11 @@ func (s *Service) restore(ctx context.Context, tx pgx.Tx, login string, a Appeal
 		return 0, nil
 	case CancelBookings:
 		return s.refundCancelled(ctx, tx, login, a, detail)
+	case Watch:
+		_, err := tx.Exec(ctx, `DELETE FROM fraud_watch WHERE user_id = $1 AND decision_id = $2`, a.UserID, a.DecisionID)
+		if err != nil {
+			return 0, fmt.Errorf("lift watch on user %d: %w", a.UserID, err)
+		}
 	}
 	return 0, nil
 }

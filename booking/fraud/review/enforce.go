@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -113,7 +114,7 @@ func (e *Enforcer) Enforce(ctx context.Context, decisionID int64) error {
 		if err := e.endHolds(ctx, decisionID, clusterID, nil); err != nil {
 			return err
 		}
-	case ExtraChallenge:
+	case ExtraChallenge, Watch:
 		if err := e.accounts(ctx, decisionID, clusterID, outcome); err != nil {
 			return err
 		}
@@ -132,10 +133,10 @@ func (e *Enforcer) Enforce(ctx context.Context, decisionID int64) error {
 func (e *Enforcer) cancelBookings(ctx context.Context, decisionID, clusterID int64, window time.Time) error {
 	pool := e.Review.pool
 	rows, err := pool.Query(ctx, `SELECT b.hold_id, b.user_id FROM bookings b
-		JOIN fraud_cluster_members m ON m.user_id = b.user_id AND m.cluster_id = $1
+		JOIN fraud_decision_members m ON m.user_id = b.user_id AND m.decision_id = $1
 		JOIN inventory_shards s ON s.id = b.shard_id AND s.window_opens_at = $2
-		WHERE NOT EXISTS (SELECT 1 FROM fraud_enforcements f WHERE f.decision_id = $3 AND f.hold_id = b.hold_id AND f.action = 'CANCEL')
-		ORDER BY b.id`, clusterID, window, decisionID)
+		WHERE NOT EXISTS (SELECT 1 FROM fraud_enforcements f WHERE f.decision_id = $1 AND f.hold_id = b.hold_id AND f.action = 'CANCEL')
+		ORDER BY b.id`, decisionID, window)
 	if err != nil {
 		return fmt.Errorf("bookings of cluster %d: %w", clusterID, err)
 	}
@@ -222,12 +223,12 @@ func cancelReason(decisionID int64) string { return booking.ReviewCancelReason(d
 func (e *Enforcer) endHolds(ctx context.Context, decisionID, clusterID int64, window *time.Time) error {
 	pool := e.Review.pool
 	rows, err := pool.Query(ctx, `SELECT h.id FROM holds h
-		JOIN fraud_cluster_members m ON m.user_id = h.user_id AND m.cluster_id = $1
+		JOIN fraud_decision_members m ON m.user_id = h.user_id AND m.decision_id = $1
 		JOIN inventory_shards s ON s.id = h.shard_id AND s.chart_state = 'OPEN' AND ($2::timestamptz IS NULL OR s.window_opens_at = $2)
 		WHERE h.state = 'HELD'
 		   OR (h.state IN ('EXPIRED', 'RELEASED') AND EXISTS (SELECT 1 FROM payments p WHERE p.hold_id = h.id
 		       AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = p.id)))
-		ORDER BY h.id`, clusterID, window)
+		ORDER BY h.id`, decisionID, window)
 	if err != nil {
 		return fmt.Errorf("holds of cluster %d: %w", clusterID, err)
 	}
@@ -276,24 +277,55 @@ func (e *Enforcer) endHolds(ctx context.Context, decisionID, clusterID int64, wi
 // ends their sessions' booking (holds are refused at the group commit, and
 // a payment for a hold they have is refunded, not confirmed); the member
 // can still sign in to see why and appeal.
+// A watch lowers the bar for the member (harder challenges) until it
+// lapses, and tells them nothing: a watched ring learns nothing from it.
 func (e *Enforcer) accounts(ctx context.Context, decisionID, clusterID int64, outcome string) error {
-	action, set := "BAN", `banned_at = coalesce(banned_at, now())`
-	if outcome == ExtraChallenge {
-		action, set = "EXTRA_CHALLENGE", `risk_score = greatest(risk_score, 1)`
+	action, set := "BAN", `UPDATE users SET banned_at = coalesce(banned_at, now()) WHERE id IN (SELECT user_id FROM todo) RETURNING id`
+	switch outcome {
+	case ExtraChallenge:
+		action, set = "EXTRA_CHALLENGE", `UPDATE users SET risk_score = greatest(risk_score, 1) WHERE id IN (SELECT user_id FROM todo) RETURNING id`
+	case Watch:
+		action, set = "WATCH", `INSERT INTO fraud_watch (user_id, decision_id, until) SELECT user_id, $1, $3::timestamptz FROM todo
+			ON CONFLICT (user_id) DO UPDATE SET decision_id = EXCLUDED.decision_id, until = greatest(fraud_watch.until, EXCLUDED.until)
+			RETURNING user_id`
 	}
 	return db.Transact(ctx, e.Review.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
+		rows, err := tx.Query(ctx, `
 			WITH todo AS (
 				INSERT INTO fraud_enforcements (decision_id, user_id, hold_id, action)
-				SELECT $1, user_id, '00000000-0000-0000-0000-000000000000', $3 FROM fraud_cluster_members WHERE cluster_id = $2
+				SELECT $1, user_id, '00000000-0000-0000-0000-000000000000', $2 FROM fraud_decision_members WHERE decision_id = $1
 				ON CONFLICT DO NOTHING RETURNING user_id)
-			UPDATE users SET `+set+` WHERE id IN (SELECT user_id FROM todo)`, decisionID, clusterID, action)
+			`+set, append([]any{decisionID, action}, watchArgs(outcome, e.Review.now())...)...)
 		if err != nil {
 			return fmt.Errorf("%s members of cluster %d: %w", action, clusterID, err)
 		}
-		return audit.Write(ctx, tx, enforcerActor, "fraud."+map[string]string{"BAN": "ban", "EXTRA_CHALLENGE": "extra_challenge"}[action],
-			fmt.Sprintf("cluster:%d", clusterID), map[string]any{"decision": decisionID, "accounts": tag.RowsAffected()})
+		users, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("%s members of cluster %d: %w", action, clusterID, err)
+		}
+		if action == "BAN" {
+			// The member is told, and how to appeal (a cancellation tells
+			// them with each ticket).
+			for _, u := range users {
+				if err := booking.NotifyT(ctx, tx, u, "ACCOUNT_SUSPENDED", fmt.Sprintf("decision:%d:user:%d", decisionID, u), "msg.banreview"); err != nil {
+					return err
+				}
+			}
+		}
+		return audit.Write(ctx, tx, enforcerActor, "fraud."+strings.ToLower(action),
+			fmt.Sprintf("cluster:%d", clusterID), map[string]any{"decision": decisionID, "accounts": len(users)})
 	})
+}
+
+// WatchFor is how long a WATCH decision keeps its members' challenges
+// harder.
+const WatchFor = 30 * 24 * time.Hour
+
+func watchArgs(outcome string, now time.Time) []any {
+	if outcome == Watch {
+		return []any{now.Add(WatchFor)}
+	}
+	return nil
 }
 
 func (e *Enforcer) log() *slog.Logger {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,6 +74,31 @@ type Decision struct {
 	Outcome string
 	Reason  string
 	Note    string
+	// Members are the accounts it acts on, each a member of the cluster:
+	// a case is decided member by member, and a member may get more than
+	// one outcome (a cancellation and a ban), each once. None: every
+	// member, and the decision closes the case.
+	Members []int64
+}
+
+// Labels of a decision, what it says of its members for the weights of
+// the next clustering (fraud reads fraud_decisions.label with
+// fraud_decision_members).
+const (
+	LabelClear     = "CLEAR"     // honest: a false positive
+	LabelUnsure    = "UNSURE"    // watched, neither cleared nor confirmed
+	LabelConfirmed = "CONFIRMED" // fraud, acted on
+)
+
+// Label is the label a decision of outcome carries.
+func Label(outcome string) string {
+	switch outcome {
+	case Clear:
+		return LabelClear
+	case Watch:
+		return LabelUnsure
+	}
+	return LabelConfirmed
 }
 
 // Decided is a stored decision.
@@ -233,10 +259,43 @@ func (d Decision) Validate() error {
 	return nil
 }
 
-// Decide records the claiming analyst's decision and closes the cluster.
-// Only the analyst holding a live claim may decide. Cancelling bookings
-// and banning accounts are recorded as awaiting a second analyst; nothing
-// is enforced here.
+// lockClaimed locks the open cluster clusterID for the analyst holding a
+// live claim on it, and returns its members.
+func (s *Service) lockClaimed(ctx context.Context, tx pgx.Tx, analystID, clusterID int64, what string) ([]int64, error) {
+	var status string
+	var holder *int64
+	var until *time.Time
+	err := tx.QueryRow(ctx, `SELECT status, claimed_by, claimed_until FROM fraud_clusters WHERE id = $1 FOR UPDATE`, clusterID).
+		Scan(&status, &holder, &until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, booking.Errorf(booking.ENOTFOUND, "NO_CLUSTER", "No cluster %d.", clusterID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster %d: %w", clusterID, err)
+	}
+	if status != "OPEN" {
+		return nil, booking.Errorf(booking.ECONFLICT, "DECIDED", "Cluster %d has been decided.", clusterID)
+	}
+	if holder == nil || *holder != analystID || !until.After(s.now()) {
+		return nil, booking.Errorf(booking.ECONFLICT, "NOT_CLAIMED", "Claim cluster %d before %s.", clusterID, what)
+	}
+	rows, err := tx.Query(ctx, `SELECT user_id FROM fraud_cluster_members WHERE cluster_id = $1 ORDER BY user_id`, clusterID)
+	if err != nil {
+		return nil, fmt.Errorf("members of cluster %d: %w", clusterID, err)
+	}
+	members, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("members of cluster %d: %w", clusterID, err)
+	}
+	return members, nil
+}
+
+// Decide records the claiming analyst's decision on some members of the
+// cluster (Decision.Members), or on all of them, which closes it. Only
+// the analyst holding a live claim may decide. Cancelling bookings and
+// banning accounts are recorded as awaiting a second analyst; nothing is
+// enforced here. A member given the same outcome twice in one case is a
+// conflict.
 func (s *Service) Decide(ctx context.Context, analystID, clusterID int64, d Decision) (Decided, error) {
 	if err := d.Validate(); err != nil {
 		return Decided{}, err
@@ -249,39 +308,117 @@ func (s *Service) Decide(ctx context.Context, analystID, clusterID int64, d Deci
 		if err != nil {
 			return err
 		}
-		var status string
-		var holder *int64
-		var until *time.Time
-		err = tx.QueryRow(ctx, `SELECT status, claimed_by, claimed_until FROM fraud_clusters WHERE id = $1 FOR UPDATE`, clusterID).
-			Scan(&status, &holder, &until)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return booking.Errorf(booking.ENOTFOUND, "NO_CLUSTER", "No cluster %d.", clusterID)
-		}
+		members, err := s.lockClaimed(ctx, tx, analystID, clusterID, "deciding on it")
 		if err != nil {
-			return fmt.Errorf("cluster %d: %w", clusterID, err)
+			return err
 		}
-		if status != "OPEN" {
-			return booking.Errorf(booking.ECONFLICT, "DECIDED", "Cluster %d has been decided.", clusterID)
-		}
-		if holder == nil || *holder != analystID || !until.After(s.now()) {
-			return booking.Errorf(booking.ECONFLICT, "NOT_CLAIMED", "Claim cluster %d before deciding on it.", clusterID)
+		whole := len(d.Members) == 0
+		targets := members
+		if !whole {
+			targets = nil
+			seen := map[int64]bool{}
+			for _, m := range d.Members {
+				if !slices.Contains(members, m) {
+					return booking.Errorf(booking.EINVALID, "NOT_A_MEMBER", "Account #%d is not a member of cluster %d.", m, clusterID)
+				}
+				if !seen[m] {
+					seen[m] = true
+					targets = append(targets, m)
+				}
+			}
 		}
 		if err := tx.QueryRow(ctx, `
-			INSERT INTO fraud_decisions (cluster_id, analyst_id, outcome, reason_code, note, needs_approval, enforce_after)
-			VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $6 THEN NULL ELSE $7::timestamptz END) RETURNING id`,
-			clusterID, analystID, d.Outcome, d.Reason, d.Note, out.NeedsApproval, s.now().Add(s.EnforceDelay)).Scan(&out.ID); err != nil {
+			INSERT INTO fraud_decisions (cluster_id, analyst_id, outcome, reason_code, note, needs_approval, enforce_after, label)
+			VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $6 THEN NULL ELSE $7::timestamptz END, $8) RETURNING id`,
+			clusterID, analystID, d.Outcome, d.Reason, d.Note, out.NeedsApproval, s.now().Add(s.EnforceDelay), Label(d.Outcome)).Scan(&out.ID); err != nil {
 			return fmt.Errorf("insert decision: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE fraud_clusters SET status = 'CLOSED', claimed_by = NULL, claimed_until = NULL WHERE id = $1`, clusterID); err != nil {
-			return fmt.Errorf("close cluster: %w", err)
+		tag, err := tx.Exec(ctx, `INSERT INTO fraud_decision_members (decision_id, cluster_id, user_id, outcome)
+			SELECT $1, $2, u, $3 FROM unnest($4::bigint[]) AS u ON CONFLICT (cluster_id, user_id, outcome) DO NOTHING`,
+			out.ID, clusterID, d.Outcome, targets)
+		if err != nil {
+			return fmt.Errorf("decision members: %w", err)
+		}
+		if int(tag.RowsAffected()) != len(targets) {
+			return booking.Errorf(booking.ECONFLICT, "MEMBER_DECIDED", "A member chosen already has a %s decision in this case.", d.Outcome)
+		}
+		out.Decision.Members = targets
+		if whole {
+			if _, err := tx.Exec(ctx, `UPDATE fraud_clusters SET status = 'CLOSED', claimed_by = NULL, claimed_until = NULL WHERE id = $1`, clusterID); err != nil {
+				return fmt.Errorf("close cluster: %w", err)
+			}
 		}
 		return audit.Write(ctx, tx, login, "fraud.decide", fmt.Sprintf("cluster:%d", clusterID), map[string]any{
-			"decision": out.ID, "outcome": d.Outcome, "reason": d.Reason, "note": d.Note, "needs_approval": out.NeedsApproval})
+			"decision": out.ID, "outcome": d.Outcome, "reason": d.Reason, "note": d.Note, "needs_approval": out.NeedsApproval,
+			"label": Label(d.Outcome), "members": targets, "closed": whole})
 	})
 	if err != nil {
 		return Decided{}, fmt.Errorf("decide cluster %d: %w", clusterID, err)
 	}
 	return out, nil
+}
+
+// Close ends the claiming analyst's case once every member has a decision.
+func (s *Service) Close(ctx context.Context, analystID, clusterID int64) error {
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		login, err := s.analyst(ctx, tx, analystID)
+		if err != nil {
+			return err
+		}
+		if _, err := s.lockClaimed(ctx, tx, analystID, clusterID, "closing it"); err != nil {
+			return err
+		}
+		var undecided int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM fraud_cluster_members m WHERE m.cluster_id = $1
+			AND NOT EXISTS (SELECT 1 FROM fraud_decision_members d WHERE d.cluster_id = m.cluster_id AND d.user_id = m.user_id)`,
+			clusterID).Scan(&undecided); err != nil {
+			return fmt.Errorf("undecided members of cluster %d: %w", clusterID, err)
+		}
+		if undecided > 0 {
+			return booking.Errorf(booking.ECONFLICT, "MEMBERS_UNDECIDED", "%d members of cluster %d have no decision yet (CLEAR them if they are honest).",
+				undecided, clusterID)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE fraud_clusters SET status = 'CLOSED', claimed_by = NULL, claimed_until = NULL WHERE id = $1`, clusterID); err != nil {
+			return fmt.Errorf("close cluster %d: %w", clusterID, err)
+		}
+		return audit.Write(ctx, tx, login, "fraud.close", fmt.Sprintf("cluster:%d", clusterID), nil)
+	})
+	if err != nil {
+		return fmt.Errorf("close cluster %d: %w", clusterID, err)
+	}
+	return nil
+}
+
+// HandOver passes the analyst's live claim on an open cluster to another
+// active analyst, for a fresh claim period; both names are audited.
+func (s *Service) HandOver(ctx context.Context, analystID, clusterID, toID int64) (time.Time, error) {
+	var until time.Time
+	err := db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		login, err := s.analyst(ctx, tx, analystID)
+		if err != nil {
+			return err
+		}
+		if toID == analystID {
+			return booking.Errorf(booking.EINVALID, "SAME_ANALYST", "Choose another analyst to hand cluster %d to.", clusterID)
+		}
+		to, err := s.analyst(ctx, tx, toID)
+		if err != nil {
+			return booking.Errorf(booking.EINVALID, "NO_ANALYST", "Cluster %d can be handed only to an active fraud analyst or admin.", clusterID)
+		}
+		if _, err := s.lockClaimed(ctx, tx, analystID, clusterID, "handing it over"); err != nil {
+			return err
+		}
+		until = s.now().Add(defaultClaim)
+		if _, err := tx.Exec(ctx, `UPDATE fraud_clusters SET claimed_by = $2, claimed_until = $3 WHERE id = $1`, clusterID, toID, until); err != nil {
+			return fmt.Errorf("hand over cluster %d: %w", clusterID, err)
+		}
+		return audit.Write(ctx, tx, login, "fraud.hand_over", fmt.Sprintf("cluster:%d", clusterID),
+			map[string]any{"to": to, "until": until.UTC().Format(time.RFC3339)})
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("hand over cluster %d: %w", clusterID, err)
+	}
+	return until, nil
 }
 
 // Approve is the second analyst's yes to a bulk decision; the analyst who

@@ -293,6 +293,35 @@ func TestRerunKeepsClaimedAndDecided(t *testing.T) {
 	}
 }
 
+// TestPartlyDecidedCaseSurvivesARerun: a case with a decision on some
+// members, its claim released, is kept by a new clustering run of its
+// window (its decisions refer to it), not replaced.
+func TestPartlyDecidedCaseSurvivesARerun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	c := b.clusters[0]
+	if _, err := b.svc.Claim(ctx, b.fraud1, c, 0); err != nil {
+		t.Fatal(err)
+	}
+	var member int64
+	if err := b.env.Pool.QueryRow(ctx, `SELECT min(user_id) FROM fraud_cluster_members WHERE cluster_id = $1`, c).Scan(&member); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.Decide(ctx, b.fraud1, c, Decision{Outcome: Watch, Reason: "SHARED_DEVICES", Members: []int64{member}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.svc.Release(ctx, b.fraud1, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.clustererService.ClusterWindow(ctx, b.window); err != nil {
+		t.Fatalf("rerun with a partly decided case: %v", err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM fraud_clusters WHERE id = $1 AND status = 'OPEN'`, c); n != 1 {
+		t.Fatalf("the partly decided case after a rerun: %d, want kept open", n)
+	}
+}
+
 func longNote() string {
 	b := make([]byte, maxNote+1)
 	for i := range b {

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"tatkal/booking"
+	"tatkal/booking/admission"
 	"tatkal/booking/api"
 	"tatkal/booking/auth"
 	"tatkal/booking/inventory"
@@ -50,6 +51,11 @@ type Options struct {
 	Redis      redis.UniversalClient
 	Service    *booking.Service
 	SessionKey []byte
+	// Admission is the server's waiting room and device bindings
+	// (app.App.Admission): the API the bench serves itself (BaseURL empty)
+	// verifies its clients' bindings with it, as the app's does, since
+	// every hold needs a bound device. Required when BaseURL is empty.
+	Admission *admission.Service
 	// Payments is the payment orchestrator of the server under test: the
 	// one behind BaseURL, or the one the bench's own API serves when
 	// BaseURL is empty. Nil: the payment phases are skipped.
@@ -191,6 +197,7 @@ type runEnv struct {
 	walletUsers                []int64    // wallet-funded, one per confirmation
 	callbackUsers              []int64    // one per prepared callback payment
 	tokens                     map[int64]string
+	devices                    map[int64]string // the HTTP users' device bindings (bindDevices), sent as X-Device-Token
 	baseURL                    string
 	created                    time.Time // account creation stated in the sessions
 
@@ -288,8 +295,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		{name: "cycle", out: &rep.Cycle, run: serviceCycle},
 		{name: "service", out: &rep.Service, run: serviceHolds},
 		{name: "wide", out: &rep.Wide, run: wideHolds},
-		{name: "http", out: &rep.HTTP, run: httpHolds},
-		{name: "rush", out: &rep.Rush, run: httpRush},
+		{name: "http", out: &rep.HTTP, run: httpHolds, prep: func(ctx context.Context, env *runEnv) error { return bindDevices(ctx, env, env.fresh[1]) }},
+		{name: "rush", out: &rep.Rush, run: httpRush, prep: func(ctx context.Context, env *runEnv) error { return bindDevices(ctx, env, env.rush) }},
 	}
 	if rep.WideConcurrency == 0 {
 		phases = slices.DeleteFunc(phases, func(p phase) bool { return p.name == "wide" })
@@ -456,7 +463,7 @@ func newShard(ctx context.Context, opts Options, berths int, waitlist *int) (*bo
 // prepare seeds the demo trains (idempotent), the two shards and the
 // users, and signs a session for every user.
 func prepare(ctx context.Context, opts Options) (*runEnv, error) {
-	env := &runEnv{opts: opts, runID: randHex(4), tokens: map[int64]string{}, created: time.Now().AddDate(0, 0, -30)}
+	env := &runEnv{opts: opts, runID: randHex(4), tokens: map[int64]string{}, devices: map[int64]string{}, created: time.Now().AddDate(0, 0, -30)}
 	if _, err := seed.Demo(ctx, opts.Pool, seed.DemoOptions{}); err != nil {
 		return nil, fmt.Errorf("bench: seed demo trains: %w", err)
 	}
@@ -554,7 +561,10 @@ func serveAPI(opts Options) (string, func(), error) {
 		return "", nil, fmt.Errorf("bench: %w", err)
 	}
 	r := chi.NewRouter()
-	api.New(api.Config{Service: opts.Service, Payments: opts.Payments, Pool: opts.Pool, Signer: signer, Log: opts.Log}).Routes(r)
+	if opts.Admission == nil {
+		return "", nil, errors.New("bench: serving the API needs the server's admission service (Options.Admission) to verify device bindings")
+	}
+	api.New(api.Config{Service: opts.Service, Payments: opts.Payments, Pool: opts.Pool, Signer: signer, Admission: opts.Admission, Log: opts.Log}).Routes(r)
 	return serveHandler(r)
 }
 

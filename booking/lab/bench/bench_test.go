@@ -29,7 +29,7 @@ func TestBenchSmoke(t *testing.T) {
 	defer cancel()
 	opts := bench.DefaultOptions()
 	opts.Duration, opts.Concurrency, opts.Berths = 300*time.Millisecond, 8, 64
-	opts.Pool, opts.Redis, opts.Service, opts.Payments, opts.Gateways = st.Pool, st.Redis, st.Service, st.Payments, st.Gateways
+	opts.Pool, opts.Redis, opts.Service, opts.Payments, opts.Gateways, opts.Admission = st.Pool, st.Redis, st.Service, st.Payments, st.Gateways, st.Admission
 	opts.NewPayments = st.App.NewPayments
 	opts.SessionKey = []byte(strings.Repeat("b", 32)) // BaseURL empty: the bench serves the API itself
 	rep, err := bench.Run(ctx, opts)
@@ -156,7 +156,7 @@ func TestBenchSpreadsShardsOverClusterMasters(t *testing.T) {
 		defer cancel()
 		opts := bench.DefaultOptions()
 		opts.Duration, opts.Concurrency, opts.Berths, opts.SpreadShards = 200*time.Millisecond, 12, 32, 12
-		opts.Pool, opts.Redis, opts.Service = st.Pool, st.Redis, st.Service
+		opts.Pool, opts.Redis, opts.Service, opts.Admission = st.Pool, st.Redis, st.Service, st.Admission
 		opts.SessionKey = []byte(strings.Repeat("b", 32))
 		rep, err := bench.Run(ctx, opts)
 		if err != nil {
@@ -208,7 +208,7 @@ func TestSignalsABSwitchesRecording(t *testing.T) {
 	opts := bench.DefaultOptions()
 	opts.Duration, opts.Concurrency, opts.Berths, opts.FreshUsers = 200*time.Millisecond, 8, 64, 8_000
 	opts.SignalsAB, opts.SignalsOff = 4*time.Second, off
-	opts.Pool, opts.Redis, opts.Service = st.Pool, st.Redis, st.Service
+	opts.Pool, opts.Redis, opts.Service, opts.Admission = st.Pool, st.Redis, st.Service, st.Admission
 	opts.SessionKey = []byte(strings.Repeat("b", 32))
 	rep, err := bench.Run(ctx, opts)
 	if err != nil {

@@ -37,7 +37,7 @@ func Command(ctx context.Context, cfg app.Config, opts Options, out io.Writer) e
 	runCtx, stop := context.WithCancel(ctx)
 	var g errgroup.Group
 	g.Go(func() error { return a.Run(runCtx) })
-	opts.BaseURL, opts.Pool, opts.Redis, opts.Service = a.URL(), a.Pool, a.Redis, a.Booking
+	opts.BaseURL, opts.Pool, opts.Redis, opts.Service, opts.Admission = a.URL(), a.Pool, a.Redis, a.Booking, a.Admission
 	opts.Payments, opts.Gateways, opts.NewPayments = a.Payments, a.Config.Gateways(), a.NewPayments
 	opts.SessionKey = a.Config.SessionKey
 	opts.CommitWriters, opts.ConfirmWriters = a.Config.CommitWriters, a.Config.ConfirmWriters

@@ -12,10 +12,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	"tatkal/booking"
 )
@@ -23,6 +26,10 @@ import (
 // passenger is the one traveller of a bench account's holds: valid, with
 // an ID, and a different person per account (one passenger on every
 // account's holds is what the live limit across accounts refuses).
+// benchDevice stands for a bound device: the bench calls the service
+// in-process, past the edges that verify a binding.
+const benchDevice = "bench-device"
+
 func passenger(g int, user int64) booking.Passenger {
 	gender := "F"
 	if g%2 == 1 {
@@ -75,7 +82,7 @@ func (env *runEnv) holdThenCancel(ctx context.Context, t *tally, rng *rand.Rand,
 	svc, user := env.opts.Service, env.cycle[g]
 	from, to := journey(rng, len(env.stops))
 	start := time.Now()
-	res, err := svc.Hold(ctx, booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}, booking.HoldRequest{
+	res, err := svc.Hold(ctx, booking.Caller{UserID: user, Verified: true, CreatedAt: env.created, Device: benchDevice}, booking.HoldRequest{
 		UserID: user, IdempotencyKey: env.idemKey(prefix, g, n), Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota,
 		From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g, user)}})
 	d := time.Since(start)
@@ -171,13 +178,71 @@ func serviceHolds(ctx context.Context, env *runEnv) (Phase, error) {
 func (env *runEnv) serviceHold(ctx context.Context, prefix string) func(g, n int, user int64, from, to int) (bool, string) {
 	svc, sh := env.opts.Service, env.shard
 	return func(g, n int, user int64, from, to int) (bool, string) {
-		res, err := svc.Hold(ctx, booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}, booking.HoldRequest{
+		res, err := svc.Hold(ctx, booking.Caller{UserID: user, Verified: true, CreatedAt: env.created, Device: benchDevice}, booking.HoldRequest{
 			UserID: user, IdempotencyKey: env.idemKey(prefix, g, n), Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota,
 			From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g, user)}})
 		if err != nil {
 			return false, "hold: " + reasonOf(err)
 		}
 		return res.Status != "SOLD_OUT", ""
+	}
+}
+
+// bindDevices binds a device of each user's own through POST
+// /v1/devices/bind, as the app does before its first hold (every hold
+// needs a bound device), Concurrency at a time, before the phase that
+// spends them and outside its measurement.
+func bindDevices(ctx context.Context, env *runEnv, users []int64) error {
+	hc := &http.Client{Timeout: 30 * time.Second}
+	var next atomic.Int64
+	var mu sync.Mutex
+	g, ctx := errgroup.WithContext(ctx)
+	for range env.opts.Concurrency {
+		g.Go(func() error {
+			for i := next.Add(1) - 1; i < int64(len(users)); i = next.Add(1) - 1 {
+				user := users[i]
+				b, err := bindDevice(ctx, hc, env, user)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				env.devices[user] = b
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// bindDevice is one user's binding, retried while the server sheds load.
+func bindDevice(ctx context.Context, hc *http.Client, env *runEnv, user int64) (string, error) {
+	body := fmt.Sprintf(`{"device_token":"bench-%s-device-%012d"}`, env.runID, user)
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.baseURL+"/v1/devices/bind", strings.NewReader(body))
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+env.tokens[user])
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return "", fmt.Errorf("bind a device for %d: %w", user, err)
+		}
+		var a struct {
+			Binding string `json:"device_binding"`
+			Reason  string `json:"reason"`
+		}
+		derr := json.NewDecoder(resp.Body).Decode(&a)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK && derr == nil && a.Binding != "":
+			return a.Binding, nil
+		case resp.StatusCode == http.StatusServiceUnavailable && attempt < 50:
+			time.Sleep(time.Duration(10*(attempt+1)) * time.Millisecond)
+		default:
+			return "", fmt.Errorf("bind a device for %d: %d %s", user, resp.StatusCode, a.Reason)
+		}
 	}
 }
 
@@ -313,6 +378,7 @@ func (c *client) hold(ctx context.Context, env *runEnv, sh *booking.Shard, user 
 	req.Header.Set("Authorization", "Bearer "+env.tokens[user])
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", idem)
+	req.Header.Set("X-Device-Token", env.devices[user])
 	var a answer
 	status, err := c.do(g, req, &a)
 	switch {

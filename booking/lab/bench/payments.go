@@ -66,7 +66,7 @@ func walletConfirmations(ctx context.Context, env *runEnv) (Phase, error) {
 				return
 			}
 			user := users[i]
-			caller := booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}
+			caller := booking.Caller{UserID: user, Verified: true, CreatedAt: env.created, Device: benchDevice}
 			from, to := journey(rng, len(env.stops))
 			start := time.Now()
 			res, err := svc.Hold(ctx, caller, booking.HoldRequest{UserID: user, IdempotencyKey: env.idemKey("w", g, n),
@@ -216,7 +216,7 @@ func prepareCallbacks(ctx context.Context, env *runEnv) error {
 					return
 				}
 				user := users[i]
-				caller := booking.Caller{UserID: user, Verified: true, CreatedAt: env.created}
+				caller := booking.Caller{UserID: user, Verified: true, CreatedAt: env.created, Device: benchDevice}
 				from, to := journey(rng, len(env.stops))
 				res, err := svc.Hold(ctx, caller, booking.HoldRequest{UserID: user, IdempotencyKey: env.idemKey("p", g, n),
 					Train: sh.Train, Date: sh.Date, Class: sh.Class, Quota: sh.Quota, From: env.stops[from], To: env.stops[to],

@@ -25,6 +25,7 @@ import (
 type Traveller struct {
 	User      int64
 	Token     string // the session's bearer token
+	Device    string // the device binding (POST /v1/devices/bind), sent as X-Device-Token
 	HoldID    string // set when a hold was answered HELD or WAITLIST_OFFERED
 	SoldOut   bool
 	Failure   string // the last refusal that ended the attempt
@@ -61,7 +62,7 @@ type answer struct {
 
 func (a answer) str(k string) string { s, _ := a.body[k].(string); return s }
 
-func (c *Client) call(ctx context.Context, g int, method, path, token, idem string, body any) (answer, error) {
+func (c *Client) call(ctx context.Context, g int, method, path string, tv *Traveller, idem string, body any) (answer, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return answer{}, err
@@ -74,9 +75,12 @@ func (c *Client) call(ctx context.Context, g int, method, path, token, idem stri
 		if err != nil {
 			return answer{}, err
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Authorization", "Bearer "+tv.Token)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", idem)
+		if tv.Device != "" {
+			req.Header.Set("X-Device-Token", tv.Device)
+		}
 		resp, err := c.http.Do(req)
 		if err != nil {
 			if c.Seen != nil {
@@ -110,19 +114,33 @@ func (c *Client) call(ctx context.Context, g int, method, path, token, idem stri
 	return answer{}, fmt.Errorf("gave up after 40 s: %w", last)
 }
 
-// travel is one passenger's rush: hold, then pay (every other one by
-// wallet, the rest by UPI through the gateway simulator).
+// travel is one passenger's rush: bind the phone (every hold needs a
+// bound device), hold, then pay (every other one by wallet, the rest by
+// UPI through the gateway simulator).
 func (c *Client) travel(ctx context.Context, tv *Traveller, g int) {
 	from := g % 4
 	to := from + 1 + int(tv.User)%(len(seed.Stations12951)-1-from)
 	key := "chaos-" + strconv.FormatInt(tv.User, 10)
+	if tv.Device == "" {
+		a, err := c.call(ctx, g, http.MethodPost, "/v1/devices/bind", tv, key+"-bind",
+			map[string]any{"device_token": fmt.Sprintf("chaos-phone-%012d", tv.User)})
+		switch {
+		case err != nil:
+			tv.Failure = "bind device: " + err.Error()
+			return
+		case a.status != http.StatusOK || a.str("device_binding") == "":
+			tv.Failure = fmt.Sprintf("bind device: %d %s", a.status, a.str("reason"))
+			return
+		}
+		tv.Device = a.str("device_binding")
+	}
 	// A different person per account: the same passenger on many accounts'
 	// holds is what the rules refuse.
 	var letters [5]byte
 	for i, u := 0, tv.User; i < len(letters); i, u = i+1, u/26 {
 		letters[i] = byte('A' + u%26)
 	}
-	a, err := c.call(ctx, g, http.MethodPost, "/v1/bookings/hold", tv.Token, key+"-hold", map[string]any{
+	a, err := c.call(ctx, g, http.MethodPost, "/v1/bookings/hold", tv, key+"-hold", map[string]any{
 		"train_no": "12951", "journey_date": c.date, "class": "3A", "quota": "TQ", "from": seed.Stations12951[from], "to": seed.Stations12951[to],
 		"passengers": []map[string]any{{"name": "Chaos " + string(letters[:]), "age": 30 + g%40, "gender": "F",
 			"id_type": "PAN", "id_ref": string(letters[:]) + "1234F"}}})
@@ -142,7 +160,7 @@ func (c *Client) travel(ctx context.Context, tv *Traveller, g int) {
 	if tv.User%2 == 1 {
 		pay = map[string]any{"hold_id": tv.HoldID, "method": "UPI", "vpa": "chaos" + strconv.FormatInt(tv.User, 10) + "@okaxis"}
 	}
-	if a, err = c.call(ctx, g, http.MethodPost, "/v1/payments/initiate", tv.Token, key+"-pay", pay); err != nil {
+	if a, err = c.call(ctx, g, http.MethodPost, "/v1/payments/initiate", tv, key+"-pay", pay); err != nil {
 		tv.Failure = "pay: " + err.Error()
 		return
 	}

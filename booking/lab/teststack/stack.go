@@ -230,9 +230,21 @@ func (s *Stack) Token(userID int64) string {
 		ExpiresAt: time.Now().Add(time.Hour)})
 }
 
-// Caller is the booking.Caller of a verified individual account.
+// DeviceBinding binds a device of the account's own (as POST
+// /v1/devices/bind does) and returns the binding to send as
+// X-Device-Token; "" if the binding failed (the hold then says why).
+func (s *Stack) DeviceBinding(userID int64) string {
+	b, err := s.Admission.BindDevice(context.Background(), userID, fmt.Sprintf("teststack-device-%012d", userID), "")
+	if err != nil {
+		return ""
+	}
+	return b.DeviceToken
+}
+
+// Caller is the booking.Caller of a verified individual account on a
+// bound device (as an edge verifying its binding would pass it).
 func Caller(userID int64) booking.Caller {
-	return booking.Caller{UserID: userID, Verified: true, CreatedAt: time.Now().Add(-30 * 24 * time.Hour)}
+	return booking.Caller{UserID: userID, Verified: true, CreatedAt: time.Now().Add(-30 * 24 * time.Hour), Device: "teststack-device"}
 }
 
 // DemoShard seeds the demo network and one open shard of train 12951 3A

@@ -20,6 +20,7 @@ import (
 	"tatkal/booking/db"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
+	"tatkal/booking/kyc"
 	"tatkal/booking/lab/seed"
 	"tatkal/booking/lab/testenv"
 	"tatkal/booking/notify"
@@ -106,7 +107,10 @@ type Options struct {
 	// MsgFaults are the messaging simulator's initial faults (nil: its
 	// defaults); RelayInterval, ReceiptPoll and MsgRetryBase pace delivery
 	// (zero: a second).
-	MsgFaults                                *notify.Faults
+	MsgFaults *notify.Faults
+	// KYCFaults are the identity verifier simulator's initial faults (nil:
+	// its defaults, kycsim.DefaultFaults).
+	KYCFaults                                *kyc.Faults
 	RelayInterval, ReceiptPoll, MsgRetryBase time.Duration
 	// SignalsOff is the bench's switch of fraud recording (app.Options.BenchSignalsOff).
 	SignalsOff *atomic.Bool
@@ -187,7 +191,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	}
 	if p := opts.SimulatorsOf; p != nil {
 		pc := p.App.Config
-		cfg.PSPURL, cfg.PRSURL, cfg.MsgURL = pc.PSPURL, pc.PRSURL, pc.MsgURL
+		cfg.PSPURL, cfg.PRSURL, cfg.MsgURL, cfg.KYCURL, cfg.KYCKey = pc.PSPURL, pc.PRSURL, pc.MsgURL, pc.KYCURL, pc.KYCKey
 		cfg.PSPAPIKeys, cfg.WebhookSecrets, cfg.PRSKey, cfg.MsgKey, cfg.SimAdminToken, cfg.BankToken = pc.PSPAPIKeys, pc.WebhookSecrets, pc.PRSKey, pc.MsgKey, pc.SimAdminToken, pc.BankToken
 	}
 	a, err := app.New(context.Background(), cfg, app.Options{Work: opts.Work, Serve: true, Simulators: opts.SimulatorsOf == nil, Log: log,
@@ -197,7 +201,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		Jobs:         app.JobTuning{Workers: 10, RescueStuckJobsAfter: opts.RescueStuckJobsAfter, JobTimeout: opts.RescueStuckJobsAfter},
 		Payment: app.PaymentTuning{HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
 			LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, NotCreatedAfter: opts.NotCreatedAfter, InquiryAfter: opts.InquiryAfter},
-		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: opts.ChallengeBits, RiskyExtraBits: opts.RiskyExtraBits, Lab: opts.Lab,
+		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, KYCFaults: opts.KYCFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: opts.ChallengeBits, RiskyExtraBits: opts.RiskyExtraBits, Lab: opts.Lab,
 		BenchSignalsOff: opts.SignalsOff})
 	if err != nil {
 		t.Fatalf("build the stack: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -362,4 +363,36 @@ func (s *Stack) CancelAsOperator(t testing.TB, hold uuid.UUID, reason string) bo
 	}), "cancel the booking of hold %s as an operator", hold)
 	s.Service.AfterCancelBooking(ctx, done)
 	return done
+}
+
+// SetKYCFaults changes the identity verifier simulator's behaviour at runtime.
+func (s *Stack) SetKYCFaults(t testing.TB, f kyc.Faults) {
+	s.admin(t, s.App.KYCURL(), "/admin/faults", f)
+}
+
+// LastSMS waits (up to 30 s) for the messaging simulator to take an SMS to
+// phone (10 digits) after since whose body matches want, and returns the
+// newest such body: what the passenger reads on their handset.
+func (s *Stack) LastSMS(t testing.TB, phone string, since time.Time, want *regexp.Regexp) string {
+	t.Helper()
+	var body string
+	testenv.Eventually(t, 30*time.Second, "an SMS to "+phone+" matching "+want.String(), func() error {
+		rows, err := s.Pool.Query(context.Background(), `SELECT body FROM msg.messages WHERE channel = 'SMS' AND recipient = $1 AND accepted_at >= $2
+			ORDER BY accepted_at DESC`, phone, since)
+		if err != nil {
+			return err
+		}
+		bodies, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, b := range bodies {
+			if want.MatchString(b) {
+				body = b
+				return nil
+			}
+		}
+		return fmt.Errorf("%d SMS, none matching", len(bodies))
+	})
+	return body
 }

@@ -505,7 +505,25 @@ func (s *Service) checkWindow(shard *Shard, c Caller, now time.Time, rules Rules
 	case c.Agent && now.Before(shard.OpensAt.Add(rules.AgentBar)):
 		return Errorf(EFORBIDDEN, "AGENT_BARRED", "Agents may book Tatkal tickets from %s IST.", shard.OpensAt.Add(rules.AgentBar).In(IST).Format("15:04"))
 	}
-	return nil
+	return CheckAccountAge(c.CreatedAt, now, rules)
+}
+
+// CheckAccountAge refuses an account younger than rules.MinAccountAge
+// (ACCOUNT_TOO_NEW, saying from when it may book); the hold and the
+// waiting room's entry both apply it.
+func CheckAccountAge(created, now time.Time, rules Rules) error {
+	if rules.MinAccountAge <= 0 || now.Sub(created) >= rules.MinAccountAge {
+		return nil
+	}
+	return Errorf(EFORBIDDEN, "ACCOUNT_TOO_NEW", "Accounts opened less than %s ago cannot book Tatkal tickets yet; yours can from %s IST.",
+		ageWords(rules.MinAccountAge), created.Add(rules.MinAccountAge).In(IST).Format("15:04 on 2 Jan"))
+}
+
+func ageWords(d time.Duration) string {
+	if h := int(d.Hours()); h%24 == 0 {
+		return fmt.Sprintf("%d days", h/24)
+	}
+	return fmt.Sprintf("%d hours", int(d.Hours()))
 }
 
 // openingDay is the calendar day (IST) of the shard's window, the day the

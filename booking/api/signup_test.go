@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"tatkal/booking"
 	"tatkal/booking/kyc"
 	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
@@ -322,4 +324,40 @@ func exec(s *teststack.Stack, q string, args ...any) error {
 func mustExec(t *testing.T, s *teststack.Stack, q string, args ...any) {
 	t.Helper()
 	teststack.Must(t, exec(s, q, args...), "exec %s", q)
+}
+
+// TestAccountAgeRule: with the min_account_age rule set, an account younger
+// than it is refused at hold time with ACCOUNT_TOO_NEW (saying from when),
+// verified or not; an older one holds. Its default is none.
+func TestAccountAgeRule(t *testing.T) {
+	if booking.DefaultRules().MinAccountAge != 0 {
+		t.Fatal("the default must let a verified new account book the day it signs up")
+	}
+	rules := booking.DefaultRules()
+	rules.MinAccountAge = 72 * time.Hour
+	s := teststack.New(t, teststack.Options{Rules: &rules})
+	_, date := s.DemoShard(t, 8, 0)
+	users := s.Users(t, "age", 2)
+	ctx := context.Background()
+	req := func(u int64, key string) booking.HoldRequest {
+		return booking.HoldRequest{UserID: u, IdempotencyKey: key, Train: "12951", Date: date, Class: "3A", Quota: "TQ", From: "MMCT", To: "NDLS",
+			Passengers: []booking.Passenger{{Name: "Asha Rao", Age: 34, Gender: "F", IDType: "PAN", IDRef: "ABCDE1234F"}}}
+	}
+	young := booking.Caller{UserID: users[0], Verified: true, CreatedAt: time.Now().Add(-time.Hour)}
+	_, err := s.Service.Hold(ctx, young, req(users[0], "age-young-1"))
+	if booking.ErrorCode(err) != booking.EFORBIDDEN || !strings.Contains(booking.ErrorMessage(err), "from ") || reasonOf(err) != "ACCOUNT_TOO_NEW" {
+		t.Fatalf("a 1-hour-old verified account: %v", err)
+	}
+	old := booking.Caller{UserID: users[1], Verified: true, CreatedAt: time.Now().Add(-73 * time.Hour)}
+	if res, err := s.Service.Hold(ctx, old, req(users[1], "age-old-1")); err != nil || res.Status != "HELD" {
+		t.Fatalf("a 73-hour-old account: %+v %v", res, err)
+	}
+}
+
+func reasonOf(err error) string {
+	var e *booking.Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
 }

@@ -475,7 +475,7 @@ func (a *App) build() error {
 		Admission: a.Admission, Signup: a.Signup, Log: log})
 	// The pages share the API's login guard and revocation list.
 	web.New(web.Config{Booking: a.Booking, Payments: a.Payments, Admission: a.Admission, Pool: a.Pool, Signer: a.Signer, Guard: v1.Guard(),
-		Revocations: v1.Revocations(), SecureCookies: cfg.SecureCookies(), Log: log, Banners: banners}).Routes(r)
+		Revocations: v1.Revocations(), SecureCookies: cfg.SecureCookies(), Log: log, Banners: banners, Signup: a.Signup}).Routes(r)
 	v1.Routes(r)
 	a.Console.Routes(r)
 	a.Handler = httpx.App(r, httpx.AppOptions{HTTPS: cfg.SecureCookies(), APIReject: api.RejectInput, TrustedProxies: cfg.TrustedProxies,

@@ -324,6 +324,11 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 	if err != nil {
 		return HoldResult{}, shardID, err
 	}
+	if req.Check != nil {
+		if err := req.Check(ctx); err != nil {
+			return HoldResult{}, shardID, err
+		}
+	}
 	// The operator's pace for this shard, before any seat work (the
 	// sold-out answer included, as that too is the core's); the checks
 	// above cost no backend call, so a malformed request spends no slot,

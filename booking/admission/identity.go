@@ -382,6 +382,11 @@ func (s *Service) Challenge(ctx context.Context, c Caller, attempt string) (Chal
 	if s.flagged(ctx, c.UserID) {
 		bitsNeeded += s.cfg.FlaggedExtraBits
 	}
+	// The session asking is the account's booking session from now on
+	// (bookingsession.go).
+	if err := s.claimBookingSession(ctx, c); err != nil {
+		return ChallengeView{}, err
+	}
 	id := make([]byte, 9)
 	rand.Read(id) //nolint:errcheck
 	tok := s.chKeys.IssueChallenge(token.Challenge{ID: hex.EncodeToString(id), UserID: c.UserID, Session: token.SessionHash(c.SessionToken),

@@ -1,6 +1,7 @@
 package teststack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -103,7 +104,8 @@ type Options struct {
 	// (booking.PauseFunc), for tests that force an interleaving.
 	Pause booking.PauseFunc
 	// ChallengeBits and RiskyExtraBits set the booking-time proof of work
-	// (0: admission's defaults), so a browser test solves it quickly.
+	// (0: 6 and 2, cheap: every hold solves one, issue 39: 16; production's
+	// are 14 and 6).
 	ChallengeBits, RiskyExtraBits int
 	// MsgFaults are the messaging simulator's initial faults (nil: its
 	// defaults); RelayInterval, ReceiptPoll and MsgRetryBase pace delivery
@@ -202,7 +204,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		Jobs:         app.JobTuning{Workers: 10, RescueStuckJobsAfter: opts.RescueStuckJobsAfter, JobTimeout: opts.RescueStuckJobsAfter},
 		Payment: app.PaymentTuning{HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
 			LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, NotCreatedAfter: opts.NotCreatedAfter, InquiryAfter: opts.InquiryAfter},
-		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, KYCFaults: opts.KYCFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: opts.ChallengeBits, RiskyExtraBits: opts.RiskyExtraBits, Lab: opts.Lab,
+		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, KYCFaults: opts.KYCFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: cmp.Or(opts.ChallengeBits, 6), RiskyExtraBits: cmp.Or(opts.RiskyExtraBits, 2), Lab: opts.Lab,
 		BenchSignalsOff: opts.SignalsOff})
 	if err != nil {
 		t.Fatalf("build the stack: %v", err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -360,4 +361,57 @@ func reasonOf(err error) string {
 		return e.Reason
 	}
 	return ""
+}
+
+// TestSignupRaces: many requests at once for one number send one code
+// (the limits count exactly: the rest are told to wait), and many sign-ups
+// at once with its right code open one account; the database agrees.
+func TestSignupRaces(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Work: true})
+	ctx := context.Background()
+	phone := newPhone()
+	const n = 16
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	since := time.Now()
+	for i := range n {
+		wg.Go(func() { statuses[i] = anon(s).post(t, "/v1/signup/code", map[string]string{"phone": phone}).status })
+	}
+	wg.Wait()
+	accepted := 0
+	for _, st := range statuses {
+		switch st {
+		case http.StatusAccepted:
+			accepted++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("a concurrent code request answered %d", st)
+		}
+	}
+	var rows, sent int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM signup_codes), (SELECT count(*) FROM notifications WHERE kind = 'SIGNUP_OTP')`).Scan(&rows, &sent), "codes")
+	if accepted != 1 || rows != 1 || sent != 1 {
+		t.Fatalf("%d requests at once: %d accepted, %d codes kept, %d sent; want 1 each", n, accepted, rows, sent)
+	}
+	code := smsCode(t, s, phone, since)
+	created := make([]int, n)
+	for i := range n {
+		wg.Go(func() {
+			created[i] = anon(s).post(t, "/v1/signup", map[string]string{"phone": phone, "code": code, "email": "a@example.com", "password": goodPassword}).status
+		})
+	}
+	wg.Wait()
+	opened := 0
+	for _, st := range created {
+		if st == http.StatusCreated {
+			opened++
+		} else if st != http.StatusBadRequest && st != http.StatusConflict {
+			t.Fatalf("a concurrent sign-up answered %d", st)
+		}
+	}
+	var users int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM users WHERE phone = $1`, phone).Scan(&users), "users")
+	if opened != 1 || users != 1 {
+		t.Fatalf("%d sign-ups at once with the right code: %d opened, %d accounts; want 1", n, opened, users)
+	}
 }

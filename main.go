@@ -84,6 +84,7 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   TATKAL_PSP_URL       default http://127.0.0.1:8081 (the gateways)
   TATKAL_PRS_URL       default http://127.0.0.1:8082 (the reservation core)
   TATKAL_MSG_URL       default http://127.0.0.1:8083 (the messaging gateway: SMS, e-mail)
+  TATKAL_KYC_URL       default unset (the identity verifier new accounts verify through; unset: verification off)
   Secrets (make each with: openssl rand -hex 32):
   TATKAL_SESSION_KEY      hex, 32+ bytes (serve, worker); dev keeps one in the database
   TATKAL_WEBHOOK_SECRETS  gateway=secret,... (serve, worker, psp); several per gateway while rotating
@@ -91,6 +92,7 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   TATKAL_PRS_KEY          the reservation core's API key (serve, worker, prs)
   TATKAL_FRAUD_KEY        keys the fraud signals' hashes (serve, worker)
   TATKAL_MSG_KEY          the messaging gateway's API key (serve, worker, msg)
+  TATKAL_KYC_KEY          the identity verifier's API key (serve); unset: identity verification is off
   TATKAL_SIM_ADMIN_TOKEN  the simulators' fault API (psp, prs, msg); unset: that API is off
   TATKAL_BANK_TOKEN       the bank statement API's credential (worker, psp); unset: no statement is fetched
   TATKAL_METRICS_TOKEN    every request to TATKAL_METRICS_ADDR must send Authorization: Bearer <token> (serve);

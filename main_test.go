@@ -13,6 +13,7 @@ import (
 
 	"tatkal/booking/app"
 	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/jobs/backoffice"
 )
 
@@ -128,8 +129,9 @@ func TestMainEndToEnd(t *testing.T) {
 	// hold may be refused with a retryable answer.
 	var hold map[string]any
 	testenv.Eventually(t, 15*time.Second, "a hold not refused as retryable", func() error {
-		code, hold = post("/v1/bookings/hold", token, "main-hold-0001", `{"train_no":"12301","journey_date":"`+date+`","class":"2A",
-			"from":"ASN","to":"CNB","passengers":[{"name":"Kavya Nair","age":50,"gender":"F","id_type":"AADHAAR","id_ref":"234567890123"}]}`)
+		// Every hold carries a solved booking check, asked for its attempt.
+		code, hold = post("/v1/bookings/hold", token, "main-hold-0001", teststack.WithChallenge(t, m.URL(), token, "main-hold-0001", `{"train_no":"12301","journey_date":"`+date+`","class":"2A",
+			"from":"ASN","to":"CNB","passengers":[{"name":"Kavya Nair","age":50,"gender":"F","id_type":"AADHAAR","id_ref":"234567890123"}]}`, nil))
 		return testenv.Want(code != 503, "%d %v", code, hold)
 	})
 	if code != 201 || hold["status"] != "HELD" {

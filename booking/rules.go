@@ -30,6 +30,13 @@ type Rules struct {
 	MonthlyCap, MonthlyCapVerified int
 	// BookingLocation is the two-digit location code in the PNR (DOMAIN.md, "Codes").
 	BookingLocation string
+	// MinAccountAge: an account younger than this may not book Tatkal,
+	// verified or not (ACCOUNT_TOO_NEW). DOMAIN.md asks only that the
+	// account be identity-verified (which holds the 3-day rule of accounts
+	// not verified), so the default is 0: a passenger who signs up and
+	// verifies books the same day. Operators raise it through the
+	// min_account_age rule lever against a wave of fresh accounts.
+	MinAccountAge time.Duration
 }
 
 // DefaultRules are the rules in force unless configured otherwise.

@@ -354,6 +354,11 @@ func (s Holds) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult,
 	if err != nil {
 		return HoldResult{}, shardID, err
 	}
+	if req.Check != nil {
+		if err := req.Check(ctx); err != nil {
+			return HoldResult{}, shardID, err
+		}
+	}
 	// The operator's pace for this shard, before any seat work (the
 	// sold-out answer included, as that too is the core's); the checks
 	// above cost no backend call, so a malformed request spends no slot,
@@ -535,7 +540,25 @@ func (s Holds) checkWindow(shard *Shard, c Caller, now time.Time, rules Rules) e
 	case c.Agent && now.Before(shard.OpensAt.Add(rules.AgentBar)):
 		return Errorf(EFORBIDDEN, "AGENT_BARRED", "Agents may book Tatkal tickets from %s IST.", shard.OpensAt.Add(rules.AgentBar).In(IST).Format("15:04"))
 	}
-	return nil
+	return CheckAccountAge(c.CreatedAt, now, rules)
+}
+
+// CheckAccountAge refuses an account younger than rules.MinAccountAge
+// (ACCOUNT_TOO_NEW, saying from when it may book); the hold and the
+// waiting room's entry both apply it.
+func CheckAccountAge(created, now time.Time, rules Rules) error {
+	if rules.MinAccountAge <= 0 || now.Sub(created) >= rules.MinAccountAge {
+		return nil
+	}
+	return Errorf(EFORBIDDEN, "ACCOUNT_TOO_NEW", "Accounts opened less than %s ago cannot book Tatkal tickets yet; yours can from %s IST.",
+		ageWords(rules.MinAccountAge), created.Add(rules.MinAccountAge).In(IST).Format("15:04 on 2 Jan"))
+}
+
+func ageWords(d time.Duration) string {
+	if h := int(d.Hours()); h%24 == 0 {
+		return fmt.Sprintf("%d days", h/24)
+	}
+	return fmt.Sprintf("%d hours", int(d.Hours()))
 }
 
 // openingDay is the calendar day (IST) of the shard's window, the day the

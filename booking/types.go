@@ -1,6 +1,7 @@
 package booking
 
 import (
+	"context"
 	"net/netip"
 	"time"
 
@@ -57,6 +58,12 @@ type HoldRequest struct {
 	// Client is what the request says about its sender, recorded as fraud
 	// signals with the hold (never used to decide it).
 	Client ClientSignals
+	// Check is the edge's booking check (the solved challenge or SMS code
+	// every hold carries, admission.Service.CheckHold), run once the
+	// request is valid and the window open, before any seat work: a
+	// malformed request spends no challenge. nil: none (the service's own
+	// callers: tests, the bench's service phase).
+	Check func(context.Context) error
 }
 
 // ClientSignals are the request's facts the fraud signals keep.

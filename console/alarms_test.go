@@ -173,10 +173,12 @@ func TestInvariantWatchFreezesTheShard(t *testing.T) {
 		t.Fatalf("a payment on the frozen shard: %v, want %s", err, booking.ReasonShardFrozen)
 	}
 	// Over HTTP too, as a passenger is told.
-	r := testenv.Call(t, testenv.Request{Method: "POST", URL: s.Server.URL + "/v1/bookings/hold", Token: s.Token(users[2]),
+	tok := s.Token(users[2])
+	r := testenv.Call(t, testenv.Request{Method: "POST", URL: s.Server.URL + "/v1/bookings/hold", Token: tok,
 		Header: map[string]string{"Idempotency-Key": "watch-00003", "X-Device-Token": s.DeviceBinding(users[2])},
 		Body: map[string]any{"train_no": "12951", "journey_date": date.Format(time.DateOnly), "class": "3A", "from": "MMCT", "to": "NDLS",
-			"passengers": []map[string]any{{"name": "Asha Rao", "age": 34, "gender": "F", "id_type": "PAN", "id_ref": "ABCDE1234F"}}}})
+			"passengers": []map[string]any{{"name": "Asha Rao", "age": 34, "gender": "F", "id_type": "PAN", "id_ref": "ABCDE1234F"}},
+			"challenge":  teststack.ChallengeObject(t, s.Server.URL, tok, "watch-00003", nil)}})
 	if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Raw), booking.ReasonShardFrozen) {
 		t.Fatalf("hold over HTTP on the frozen shard: %d %s", r.Status, r.Raw)
 	}

@@ -50,7 +50,9 @@ func TestBrowserSingleStepForm(t *testing.T) {
 		t.Fatalf("the single-step form offers %d payment methods, want 4", n)
 	}
 	b.Do("tick and choose UPI", chromedp.Click(chromedp.CSS(`[data-pax-name="Kavya Raman"] label`)), chromedp.Click(chromedp.CSS(`#light-upi`)),
-		chromedp.SetValue(chromedp.CSS(`[data-testid=light-vpa]`), "kavya@upi"))
+		chromedp.SetValue(chromedp.CSS(`[data-testid=light-vpa]`), "kavya@upi"),
+		// Every hold carries the booking check: Hold opens once it is solved.
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=pow][data-solved="1"]`)))
 	b.Shot("ladder-01-single-step")
 	b.Accessible("single-step form")
 	b.Submit("hold and pay", `[data-testid=hold]`)

@@ -196,9 +196,11 @@ func TestLadderAndRulesReachSecondProcess(t *testing.T) {
 		for i := range ps {
 			ps[i] = booking.Passenger{Name: fmt.Sprintf("Asha Rao %c", 'A'+i), Age: 34, Gender: "F", IDType: "PAN", IDRef: "ABCDE1234F"}
 		}
-		return testenv.Call(t, testenv.Request{Method: "POST", URL: base2 + "/v1/bookings/hold", Token: second.Token(user),
+		tok := second.Token(user)
+		return testenv.Call(t, testenv.Request{Method: "POST", URL: base2 + "/v1/bookings/hold", Token: tok,
 			Header: map[string]string{"Idempotency-Key": key, "X-Device-Token": second.DeviceBinding(user)},
-			Body:   map[string]any{"train_no": "12951", "journey_date": day, "class": "3A", "from": "MMCT", "to": "NDLS", "passengers": ps}})
+			Body: map[string]any{"train_no": "12951", "journey_date": day, "class": "3A", "from": "MMCT", "to": "NDLS", "passengers": ps,
+				"challenge": teststack.ChallengeObject(t, base2, tok, key, nil)}})
 	}
 	code, body, _ := ops.post("/console/levers/propose", url.Values{"name": {levers.Rule}, "scope": {"hold_window"}, "value": {"600"},
 		"reason": {"slow banks today"}, "confirm": {"rule hold_window"}})

@@ -26,10 +26,18 @@
         // all fire at once (seeds/000 section 4.2); fair in expectation.
         if (b && b.disabled && !b.dataset.jitter) {
           b.dataset.jitter = "1";
-          setTimeout(function () { b.disabled = false; }, Math.random() * 200);
+          setTimeout(function () { b.dataset.open = "1"; enable(b); }, Math.random() * 200);
         }
       }
     });
+    solve(); // the booking check starts shortly before the opening
+  }
+  // The hold button opens once the window is open (its countdown, if any,
+  // has run out) and the booking check is solved (if the form has one).
+  function enable(b) {
+    var cd = document.querySelector("[data-countdown][data-unlock='" + b.id + "']");
+    var box = document.querySelector("[data-challenge][data-unlock='" + b.id + "']");
+    if ((!cd || b.dataset.open) && (!box || box.getAttribute("data-solved"))) b.disabled = false;
   }
   // The server's clock is learnt ahead of the window (seeds/000 section
   // 4.2): any page asks POST /v1/session/prepare when this tab has no
@@ -87,15 +95,22 @@
   function unlock(box) {
     box.setAttribute("data-solved", "1");
     var b = document.getElementById(box.getAttribute("data-unlock"));
-    if (b) b.disabled = false;
+    if (b) enable(b);
   }
-  // The booking-time challenge (waiting-room holds): fetched for this
-  // attempt, then solved; the hold button unlocks. A browser without
-  // Workers is pointed at the code-by-SMS alternative.
+  // The booking check every hold carries (direct and waiting-room
+  // shards): fetched for this attempt, then solved; the hold button
+  // unlocks once the window is open too. A challenge lives 60 s, so it is
+  // fetched no sooner than 50 s before the opening and fetched again
+  // every 50 s while the form waits. A browser without Workers is pointed
+  // at the code-by-SMS alternative.
+  var CHECK_LEAD = 50000;
   function solve() {
     var box = document.querySelector("[data-challenge]");
     if (!box || box.getAttribute("data-started")) return;
+    var opens = Date.parse(box.getAttribute("data-opens") || "");
+    if (opens && opens - (Date.now() + offsetMs) > CHECK_LEAD) return;
     box.setAttribute("data-started", "1");
+    setTimeout(function () { if (document.contains(box)) { box.removeAttribute("data-started"); solve(); } }, CHECK_LEAD);
     var form = box.closest("form"), status = box.querySelector("[data-pow-status]");
     if (!window.Worker) { noWorker(box); return; }
     var body = new URLSearchParams({ attempt: box.getAttribute("data-challenge"), csrf: form.querySelector("[name=csrf]").value });

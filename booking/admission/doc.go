@@ -90,6 +90,17 @@
 // device, for platform evidence Config.VerifyPlatform accepted; none is
 // configured yet, so no client is attested.
 //
+// Every hold carries the check, on direct shards as on queue shards
+// (CheckHold, run inside booking.Service.Hold once the request is valid):
+// the solved challenge, or the code sent by SMS in its place
+// (RequestChallengeOTPFor), for a passenger whose browser cannot run it.
+// One booking session per account: asking for either makes the asking
+// session the account's booking session (bookingsession.go), and a hold
+// from another session of the account is refused with SESSION_SUPERSEDED.
+// The newest wins, so a passenger whose phone dies at 10:00 goes on from
+// another device at once. An account opened by sign-up (booking/signup) is
+// verified by the identity service, not by a phone code (KYC_REQUIRED).
+//
 // # After a Redis wipe or failover
 //
 // A queue's keys can be lost as seat state can. After the window is sealed,

@@ -171,8 +171,18 @@ func (s *Service) VerifyOTP(ctx context.Context, userID int64, code string) (Acc
 	var acct Account
 	err := s.useCode(ctx, userID, code, "verify otp", func(tx pgx.Tx, now time.Time, phoneHash *string) error {
 		var userType string
+		var kyc bool
 		// A code sent to a named phone binds that phone (keyed hash) as the
-		// account's identity; a later one to another phone replaces it.
+		// account's identity; a later one to another phone replaces it. An
+		// account opened by sign-up (booking/signup) is verified by the
+		// identity service only: a phone code alone does not verify it, and
+		// the code stays unused (the transaction rolls back).
+		if err := tx.QueryRow(ctx, `SELECT kyc_required FROM users WHERE id = $1`, userID).Scan(&kyc); err != nil {
+			return err
+		}
+		if kyc {
+			return booking.Errorf(booking.EFORBIDDEN, "KYC_REQUIRED", "This account verifies its identity with its Aadhaar number: open Verify identity (/identity, or POST /v1/account/identity).")
+		}
 		if err := tx.QueryRow(ctx, `UPDATE users SET id_verification_status = 'VERIFIED', verified_at = coalesce(verified_at, $2),
 				phone_hash = coalesce($3, phone_hash)
 			WHERE id = $1 RETURNING user_type, created_at`, userID, now, phoneHash).Scan(&userType, &acct.CreatedAt); err != nil {
@@ -381,6 +391,11 @@ func (s *Service) Challenge(ctx context.Context, c Caller, attempt string) (Chal
 	}
 	if s.flagged(ctx, c.UserID) {
 		bitsNeeded += s.cfg.FlaggedExtraBits
+	}
+	// The session asking is the account's booking session from now on
+	// (bookingsession.go).
+	if err := s.claimBookingSession(ctx, c); err != nil {
+		return ChallengeView{}, err
 	}
 	id := make([]byte, 9)
 	rand.Read(id) //nolint:errcheck

@@ -82,7 +82,7 @@ func (s *Service) eligible(c Caller, shard *booking.Shard, now time.Time) error 
 	case c.Agent && now.Before(shard.OpensAt.Add(s.rules().AgentBar)):
 		return booking.Errorf(booking.EFORBIDDEN, "AGENT_BARRED", "Agents may book Tatkal tickets from %s IST.", shard.OpensAt.Add(s.rules().AgentBar).In(booking.IST).Format("15:04"))
 	}
-	return nil
+	return booking.CheckAccountAge(c.CreatedAt, now, s.rules())
 }
 
 // device checks the caller's device binding; a missing or forged one is

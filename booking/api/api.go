@@ -17,6 +17,7 @@ import (
 	"tatkal/booking/auth"
 	"tatkal/booking/funnel"
 	"tatkal/booking/payment"
+	"tatkal/booking/signup"
 )
 
 //go:embed openapi.json
@@ -43,6 +44,8 @@ type Config struct {
 	// Revocations says which sessions were logged out (nil: one with the
 	// defaults, on Pool: revoked tokens stop working within 5 s everywhere).
 	Revocations *auth.Revocations
+	// Signup opens accounts (signup.go); nil: its routes answer 503.
+	Signup *signup.Service
 }
 
 // API is the /v1 handler set.
@@ -60,6 +63,7 @@ type API struct {
 
 	guard       *auth.Guard
 	revocations *auth.Revocations
+	signupSvc   *signup.Service
 }
 
 // New returns the API.
@@ -87,7 +91,7 @@ func New(cfg Config) *API {
 	}
 	return &API{svc: cfg.Service, payments: cfg.Payments, pool: cfg.Pool, signer: cfg.Signer, inflight: make(chan struct{}, cfg.MaxHoldsInFlight),
 		ttl: cfg.SessionTTL, bundle: cfg.BundleVersion, log: cfg.Log, now: cfg.Now, adm: cfg.Admission,
-		guard: cfg.Guard, revocations: cfg.Revocations}
+		guard: cfg.Guard, revocations: cfg.Revocations, signupSvc: cfg.Signup}
 }
 
 // Routes mounts every /v1 route, top to bottom.
@@ -101,7 +105,8 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/v1/availability", a.availability)
 	})
 	r.Post("/v1/internal/payments/callback", a.callback)
-	a.queueRoutes(r) // waiting room, OTP, devices, challenge: queue.go
+	a.queueRoutes(r)  // waiting room, OTP, devices, challenge: queue.go
+	a.signupRoutes(r) // opening an account, identity, password reset: signup.go
 	r.Group(func(r chi.Router) {
 		r.Use(a.requireSession)
 		r.Post("/v1/auth/logout", a.logout)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/admission"
 	"tatkal/booking/api/reply"
 	"tatkal/booking/bookingstate"
 	"tatkal/booking/httpx"
@@ -26,8 +28,9 @@ type holdRequest struct {
 	From        string              `json:"from"`
 	To          string              `json:"to"`
 	Passengers  []booking.Passenger `json:"passengers"`
-	// Challenge is the solved booking-time challenge (POST /v1/challenge),
-	// required with an admission token.
+	// Challenge is the booking check every hold carries, on every shard:
+	// the solved challenge (POST /v1/challenge), or {"type":"OTP","code"}
+	// with the code sent by SMS in its place (POST /v1/challenge/otp).
 	Challenge *holdChallenge `json:"challenge"`
 }
 
@@ -35,6 +38,7 @@ type holdChallenge struct {
 	Type  string `json:"type"`
 	Token string `json:"token"`
 	Nonce string `json:"nonce"`
+	Code  string `json:"code,omitempty"`
 }
 
 type fareJSON struct {
@@ -95,23 +99,26 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 	if a.adm != nil {
 		c.Device = a.adm.BoundDevice(c.UserID, r.Header.Get("X-Device-Token"))
 	}
-	// Through the waiting room, a hold also carries a solved proof-of-work
-	// bound to this session and attempt; a wrong one looks like high demand.
-	if r.Header.Get("X-Admission-Token") != "" && a.adm != nil {
-		if req.Challenge == nil || req.Challenge.Token == "" {
-			reply.Error(w, r, a.log, booking.Errorf(booking.EINVALID, "CHALLENGE_REQUIRED",
-				"Solve a booking challenge (POST /v1/challenge with this Idempotency-Key as attempt) and send it as challenge with the hold."))
-			return
+	// Every hold, on a direct shard as through the waiting room, carries
+	// the booking check bound to this session and attempt, from the
+	// account's one booking session (admission.Service.CheckHold); a wrong
+	// challenge looks like high demand.
+	// The check runs inside Hold once the request is valid (a malformed
+	// one spends no challenge).
+	var check func(context.Context) error
+	if a.adm != nil {
+		var p admission.Proof
+		if ch := req.Challenge; ch != nil {
+			p = admission.Proof{Type: ch.Type, Challenge: ch.Token, Nonce: ch.Nonce, Code: ch.Code}
 		}
-		if err := a.adm.CheckChallenge(r.Context(), a.admCaller(r), req.Challenge.Token, req.Challenge.Nonce, key); err != nil {
-			reply.Error(w, r, a.log, err)
-			return
-		}
+		ac := a.admCaller(r)
+		check = func(ctx context.Context) error { return a.adm.CheckHold(ctx, ac, p, key) }
 	}
 	res, err := a.svc.Hold(r.Context(), c, booking.HoldRequest{
 		UserID: c.UserID, IdempotencyKey: key, Train: req.TrainNo, Date: date, Class: req.Class, Quota: req.Quota,
 		From: req.From, To: req.To, Passengers: req.Passengers, AdmissionToken: r.Header.Get("X-Admission-Token"),
 		SessionToken: sessionToken(r), DeviceToken: r.Header.Get("X-Device-Token"), Client: a.clientSignals(r, req.Challenge, key),
+		Check: check,
 	})
 	if err != nil {
 		reply.Error(w, r, a.log, err)

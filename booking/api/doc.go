@@ -20,6 +20,14 @@
 //     (booking.Lifecycle.CancelBooking).
 //   - Hold and queue answers that refuse a suspected bot are byte-identical to
 //     the capacity answer (HIGH_DEMAND).
+//   - Every hold carries the booking check (a solved POST /v1/challenge, or
+//     {"type":"OTP","code"} after POST /v1/challenge/otp), on every shard,
+//     from the account's one booking session (the newest to ask).
+//   - Accounts (signup.go, booking/signup): POST /v1/signup/code and
+//     /v1/signup open one with a code sent by SMS; POST /v1/account/identity
+//     verifies it with the identity service; POST /v1/auth/reset/code and
+//     /v1/auth/reset set a forgotten password. A code request answers the
+//     same whether the number has an account.
 //
 // # Status notices
 //

@@ -27,6 +27,7 @@ func (a *API) queueRoutes(r chi.Router) {
 		r.Post("/v1/auth/otp/verify", a.otpVerify)
 		r.Post("/v1/devices/bind", a.bindDevice)
 		r.Post("/v1/challenge", a.challenge)
+		r.Post("/v1/challenge/otp", a.challengeOTP)
 	})
 }
 
@@ -236,4 +237,17 @@ func (a *API) challenge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply.JSON(w, http.StatusOK, v)
+}
+
+// challengeOTP sends a code by SMS that a hold carries in place of a
+// solved challenge ({"type":"OTP","code":...}), for a client that cannot
+// run the proof of work; rate-limited like identity codes. The asking
+// session becomes the account's booking session.
+func (a *API) challengeOTP(w http.ResponseWriter, r *http.Request) {
+	sent, err := a.adm.RequestChallengeOTPFor(r.Context(), a.admCaller(r))
+	if err != nil {
+		reply.Error(w, r, a.log, err)
+		return
+	}
+	reply.JSON(w, http.StatusOK, sent)
 }

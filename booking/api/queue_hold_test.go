@@ -22,7 +22,7 @@ import (
 func TestQueueModeHoldUsesTheTokenOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := teststack.New(t, teststack.Options{})
+	s := teststack.New(t, teststack.Options{ChallengeBits: 14, RiskyExtraBits: 6}) // production's: the attested client pays 14 bits
 	open := -time.Hour
 	if _, err := seed.Demo(ctx, s.Pool, seed.DemoOptions{OpensIn: &open}); err != nil {
 		t.Fatal(err)

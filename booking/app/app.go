@@ -37,11 +37,14 @@ import (
 	"tatkal/booking/funnel"
 	"tatkal/booking/httpx"
 	"tatkal/booking/inventory"
+	"tatkal/booking/kyc"
 	"tatkal/booking/notify"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/booking/prs"
 	"tatkal/booking/secrets"
+	"tatkal/booking/signup"
+	"tatkal/booking/sim/kycsim"
 	"tatkal/booking/sim/msgsim"
 	"tatkal/booking/sim/prssim"
 	"tatkal/booking/sim/pspsim"
@@ -96,6 +99,7 @@ type Options struct {
 	SimRoutes                     []pspapi.RouteConfig // the gateway simulator's initial routes
 	SimSeed                       int64                // the gateway simulator's fault dice (0: random)
 	MsgFaults                     *notify.Faults       // the messaging simulator's initial faults (nil: its defaults)
+	KYCFaults                     *kyc.Faults          // the identity verifier simulator's initial faults (nil: its defaults)
 	// RelayInterval: how often the outbox is relayed into send jobs (zero: a second).
 	RelayInterval time.Duration
 	// ReceiptPoll: how often a sent message's receipt is asked for;
@@ -173,6 +177,9 @@ type App struct {
 	PSP     *pspsim.Server
 	PRS     *prssim.Server
 	Msg     *msgsim.Server
+	KYC     *kycsim.Server // the identity verifier
+	// Signup opens accounts and verifies their identity.
+	Signup *signup.Service
 	// Notify sends the notifications outbox to the messaging gateway.
 	Notify *notify.Service
 
@@ -294,7 +301,14 @@ func (a *App) listen() error {
 		if err != nil {
 			return err
 		}
-		a.Config.PSPURL, a.Config.PRSURL, a.Config.MsgURL = psp.url(), core.url(), msg.url()
+		kycSrv, err := add("kyc", free, "")
+		if err != nil {
+			return err
+		}
+		a.Config.PSPURL, a.Config.PRSURL, a.Config.MsgURL, a.Config.KYCURL = psp.url(), core.url(), msg.url(), kycSrv.url()
+		if a.Config.KYCKey == "" {
+			a.Config.KYCKey = secrets.Random() // the simulator and its caller are both here
+		}
 	}
 	if !a.Options.Serve {
 		return nil
@@ -357,6 +371,12 @@ func (a *App) buildSimulators(ctx context.Context) (err error) {
 		return fmt.Errorf("messaging simulator: %w", err)
 	}
 	a.find("msg").srv = httpx.NewServer(a.Msg.Handler())
+	a.KYC, err = kycsim.New(ctx, kycsim.Config{Pool: a.simPool, APIKey: cfg.KYCKey, AdminToken: cfg.SimAdminToken, Log: a.Log,
+		Seed: a.Options.SimSeed, Faults: a.Options.KYCFaults})
+	if err != nil {
+		return fmt.Errorf("identity verifier simulator: %w", err)
+	}
+	a.find("kyc").srv = httpx.NewServer(a.KYC.Handler())
 	return nil
 }
 
@@ -418,6 +438,15 @@ func (a *App) build() error {
 	a.Notify = notify.New(notify.Config{Pool: a.Pool, Client: notify.NewClient(cfg.MsgURL, cfg.MsgKey, nil), Jobs: client,
 		Booking: a.Booking, Log: log, Pause: opts.Pause, ReceiptPoll: opts.ReceiptPoll, RetryBase: opts.MsgRetryBase})
 	svcs.Booking, svcs.Payments, svcs.Notify, svcs.Admission = a.Booking, a.Payments, a.Notify, a.Admission
+	var verifier kyc.Verifier
+	if cfg.KYCURL != "" && cfg.KYCKey != "" {
+		verifier = kyc.NewClient(cfg.KYCURL, cfg.KYCKey, nil)
+	} else if opts.Serve {
+		log.Warn("identity verification is off: TATKAL_KYC_URL or TATKAL_KYC_KEY is not set; accounts opened here cannot be verified")
+	}
+	if a.Signup, err = signup.New(signup.Config{Pool: a.Pool, Secret: cfg.SessionKey, IdentityKey: []byte(cfg.FraudKey), Verifier: verifier, Log: log}); err != nil {
+		return err
+	}
 	a.Recon = newRecon(cfg, a.Pool, client, log, opts.Pause)
 	a.ReconSources = reconSources(cfg)
 	a.Fraud = &fraud.Service{Pool: a.Pool, Clusterer: fraud.Clusterer{Config: fraud.DefaultConfig(), Tune: a.Levers.FraudConfig}, EarlyPasses: cfg.FraudEarlyPasses}
@@ -443,10 +472,10 @@ func (a *App) build() error {
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }) //nolint:errcheck
 	r.Get("/readyz", a.readyz)
 	v1 := api.New(api.Config{Service: a.Booking, Payments: a.Payments, Pool: a.Pool, Signer: a.Signer, MaxHoldsInFlight: cfg.MaxHoldsInFlight,
-		Admission: a.Admission, Log: log})
+		Admission: a.Admission, Signup: a.Signup, Log: log})
 	// The pages share the API's login guard and revocation list.
 	web.New(web.Config{Booking: a.Booking, Payments: a.Payments, Admission: a.Admission, Pool: a.Pool, Signer: a.Signer, Guard: v1.Guard(),
-		Revocations: v1.Revocations(), SecureCookies: cfg.SecureCookies(), Log: log, Banners: banners}).Routes(r)
+		Revocations: v1.Revocations(), SecureCookies: cfg.SecureCookies(), Log: log, Banners: banners, Signup: a.Signup}).Routes(r)
 	v1.Routes(r)
 	a.Console.Routes(r)
 	a.Handler = httpx.App(r, httpx.AppOptions{HTTPS: cfg.SecureCookies(), APIReject: api.RejectInput, TrustedProxies: cfg.TrustedProxies,
@@ -530,10 +559,11 @@ func (a *App) HTTPServers() map[string]*http.Server {
 	return out
 }
 
-// PSPURL, PRSURL and MsgURL are the simulators' base URLs ("" without them).
+// PSPURL, PRSURL, MsgURL and KYCURL are the simulators' base URLs ("" without them).
 func (a *App) PSPURL() string { return a.urlOf("psp") }
 func (a *App) PRSURL() string { return a.urlOf("prs") }
 func (a *App) MsgURL() string { return a.urlOf("msg") }
+func (a *App) KYCURL() string { return a.urlOf("kyc") }
 
 func (a *App) urlOf(name string) string {
 	if s := a.find(name); s != nil {
@@ -568,7 +598,7 @@ func (a *App) Run(ctx context.Context) error {
 		start("psp simulator", a.PSP.Run)
 	}
 	for _, s := range a.servers {
-		if s.name == "psp" || s.name == "prs" || s.name == "msg" {
+		if s.name == "psp" || s.name == "prs" || s.name == "msg" || s.name == "kyc" {
 			start(s.name+" http", s.serve)
 		}
 	}

@@ -277,6 +277,7 @@ tatkal is running.
   gateways   %[4]s (simulated; faults: PUT %[4]s/admin/routes/{gw}/{method}, token %[6]s)
   core       %[5]s (simulated reservation system; faults: PUT %[5]s/admin/faults)
   messages   %[8]s (simulated SMS and e-mail gateway; faults: PUT %[8]s/admin/faults)
+  identity   %[9]s (simulated Aadhaar-style KYC; faults: PUT %[9]s/admin/faults); open an account at %[1]s/signup
   logins     demo00001 .. demo00005, password %[2]s (wallets hold ₹5,000)
   console    %[1]s/console  ops1, finance1, fraud1, admin1, admin2 (one per role; two admins approve each other),
              team-treasury, team-reservations, team-disputes, ... (one per owning team of exceptions), password console-demo
@@ -284,18 +285,22 @@ tatkal is running.
 Book a seat with curl:
   TOKEN=$(curl -s %[1]s/v1/auth/login -H 'Content-Type: application/json' \
     -d '{"login":"demo00001","password":"%[2]s"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
+  KEY=try-$(date +%%s)
   # bind this device (every hold needs one):
   DEVICE=$(curl -s %[1]s/v1/devices/bind -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
     -d '{"device_token":"my-laptop-0000000001"}' | sed 's/.*"device_binding":"\([^"]*\)".*/\1/')
+  # every hold carries a booking check: POST /v1/challenge {"attempt":KEY} and solve it (see
+  # /v1/openapi.json), or POST /v1/challenge/otp and send the SMS code (in the messages simulator)
   curl -s %[1]s/v1/bookings/hold -H "Authorization: Bearer $TOKEN" -H "X-Device-Token: $DEVICE" -H 'Content-Type: application/json' \
-    -H "Idempotency-Key: try-$(date +%%s)" -d '{"train_no":"12951","journey_date":"%[3]s","class":"3A",
-    "from":"MMCT","to":"NDLS","passengers":[{"name":"Asha Rao","age":34,"gender":"F","id_type":"PAN","id_ref":"ABCDE1234F"}]}'
+    -H "Idempotency-Key: $KEY" -d '{"train_no":"12951","journey_date":"%[3]s","class":"3A",
+    "from":"MMCT","to":"NDLS","passengers":[{"name":"Asha Rao","age":34,"gender":"F","id_type":"PAN","id_ref":"ABCDE1234F"}],
+    "challenge":{"type":"OTP","code":"<code>"}}'
   # then pay from the wallet with the hold_id it printed:
   curl -s %[1]s/v1/payments/initiate -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
     -d '{"hold_id":"<hold_id>","method":"WALLET","idempotency_key":"pay-'$(date +%%s)'"}'
 
 Ctrl-C stops it.
-`, a.URL(), res.Password, res.Journey.Format(time.DateOnly), a.PSPURL(), a.PRSURL(), cfg.SimAdminToken, a.MetricsURL(), a.MsgURL())
+`, a.URL(), res.Password, res.Journey.Format(time.DateOnly), a.PSPURL(), a.PRSURL(), cfg.SimAdminToken, a.MetricsURL(), a.MsgURL(), a.KYCURL())
 	err = a.Run(ctx)
 	fmt.Fprintln(out, "shutting down")
 	return err

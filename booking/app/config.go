@@ -52,6 +52,12 @@ type Config struct {
 	// to; MsgKey the key we call it with (TATKAL_MSG_KEY).
 	MsgURL string
 	MsgKey string
+	// KYCURL is the identity verifier (booking/kyc) new accounts verify
+	// through; KYCKey the key we call it with (TATKAL_KYC_URL,
+	// TATKAL_KYC_KEY). Either unset: identity verification is off (sign-up
+	// still works; the account cannot book Tatkal until it is on).
+	KYCURL string
+	KYCKey string
 	// SimAdminToken guards the simulators' fault-setting API. It is the
 	// simulators' own and no identity in the product.
 	SimAdminToken string
@@ -111,6 +117,7 @@ const (
 	EnvSimAdminToken  = "TATKAL_SIM_ADMIN_TOKEN"
 	EnvFraudKey       = "TATKAL_FRAUD_KEY"
 	EnvBankToken      = "TATKAL_BANK_TOKEN"
+	EnvKYCKey         = "TATKAL_KYC_KEY"
 )
 
 // DefaultConfirmWriters: confirmation groups are set-based (their holds
@@ -140,6 +147,8 @@ func FromEnv() (Config, error) {
 		PRSKey:           os.Getenv(envPRSKey),
 		MsgURL:           env("TATKAL_MSG_URL", "http://127.0.0.1:8083"),
 		MsgKey:           os.Getenv(EnvMsgKey),
+		KYCURL:           os.Getenv("TATKAL_KYC_URL"),
+		KYCKey:           os.Getenv(EnvKYCKey),
 		SimAdminToken:    os.Getenv(EnvSimAdminToken),
 		BankToken:        os.Getenv(EnvBankToken),
 		FraudKey:         os.Getenv(EnvFraudKey),
@@ -332,6 +341,11 @@ func (c Config) RequireSecrets(need int) error {
 			errs = append(errs, fmt.Errorf("%w (the bank statement API's credential)", err))
 		}
 	}
+	if c.KYCKey != "" {
+		if err := secrets.Check(EnvKYCKey, c.KYCKey); err != nil {
+			errs = append(errs, fmt.Errorf("%w (the identity verifier's key)", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -360,6 +374,9 @@ func (c Config) WithDevSecrets() Config {
 	}
 	if c.MsgKey == "" {
 		c.MsgKey = secrets.Random()
+	}
+	if c.KYCKey == "" {
+		c.KYCKey = secrets.Random()
 	}
 	return c
 }
@@ -416,6 +433,9 @@ func (c Config) Environ() []string {
 	}
 	if c.HoldWindow > 0 {
 		env = append(env, "TATKAL_HOLD_WINDOW="+c.HoldWindow.String())
+	}
+	if c.KYCURL != "" && c.KYCKey != "" {
+		env = append(env, "TATKAL_KYC_URL="+c.KYCURL, EnvKYCKey+"="+c.KYCKey)
 	}
 	return env
 }

@@ -424,6 +424,10 @@ func (g *Guard) subjects(login, ip string) subjects {
 	}
 }
 
+// ClientNet is the unit one client controls: an IPv4 address or an IPv6
+// /64 (what limits per address count).
+func ClientNet(ip string) string { return ipNet(ip) }
+
 // ipNet is the unit one client controls: an IPv4 address or an IPv6 /64.
 func ipNet(ip string) string {
 	if host, _, err := net.SplitHostPort(ip); err == nil {

@@ -261,12 +261,11 @@ func (r *Revocations) revoke(ctx context.Context, userID int64, sid string) erro
 			}
 		}
 		if sid == "" {
-			if err := tx.QueryRow(ctx, `UPDATE users SET session_generation = session_generation + 1 WHERE id = $1
-				RETURNING session_generation`, userID).Scan(&gen); err != nil {
-				return err
-			}
+			var err error
+			gen, err = revokeAllTx(ctx, tx, userID, expires)
+			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO session_revocations (user_id, generation, session_id, expires_at) VALUES ($1, $2, nullif($3, ''), $4)`,
+		_, err := tx.Exec(ctx, `INSERT INTO session_revocations (user_id, generation, session_id, expires_at) VALUES ($1, $2, $3, $4)`,
 			userID, gen, sid, expires)
 		return err
 	})
@@ -277,4 +276,29 @@ func (r *Revocations) revoke(ctx context.Context, userID int64, sid string) erro
 	r.apply(userID, gen, sid, expires)
 	r.mu.Unlock()
 	return nil
+}
+
+// RevokeAllTx revokes, in tx, every session of the account issued so far,
+// for tokens living up to sessionTTL: a password reset does it in the
+// transaction that changes the password, so no old session outlives the
+// old password. Every process's list takes it at its next reload (within
+// 5 s).
+func RevokeAllTx(ctx context.Context, tx pgx.Tx, userID int64, now time.Time, sessionTTL time.Duration) error {
+	_, err := revokeAllTx(ctx, tx, userID, now.Add(sessionTTL))
+	if err != nil {
+		return fmt.Errorf("revoke sessions of user %d: %w", userID, err)
+	}
+	return nil
+}
+
+// revokeAllTx raises the account's session generation and records it.
+func revokeAllTx(ctx context.Context, tx pgx.Tx, userID int64, expires time.Time) (int64, error) {
+	var gen int64
+	if err := tx.QueryRow(ctx, `UPDATE users SET session_generation = session_generation + 1 WHERE id = $1
+		RETURNING session_generation`, userID).Scan(&gen); err != nil {
+		return 0, err
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO session_revocations (user_id, generation, session_id, expires_at) VALUES ($1, $2, NULL, $3)`,
+		userID, gen, expires)
+	return gen, err
 }

@@ -116,7 +116,7 @@ type outboxRow struct {
 	channel, kind, ref   string
 	subject, body, state string
 	key                  uuid.UUID
-	gatewayID, login     string
+	gatewayID, to        string
 	attachmentName       string
 	attachment           []byte
 	sentAt               *time.Time
@@ -124,10 +124,15 @@ type outboxRow struct {
 
 func (s *Service) load(ctx context.Context, id int64) (outboxRow, error) {
 	var r outboxRow
-	err := s.cfg.Pool.QueryRow(ctx, `SELECT n.id, n.user_id, n.channel, n.kind, n.ref, n.subject, n.body, n.state,
-		n.idempotency_key, n.gateway_id, u.login, n.attachment_name, n.attachment, n.sent_at
-		FROM notifications n JOIN users u ON u.id = n.user_id WHERE n.id = $1`, id).
-		Scan(&r.id, &r.userID, &r.channel, &r.kind, &r.ref, &r.subject, &r.body, &r.state, &r.key, &r.gatewayID, &r.login,
+	// The recipient: the row's own address (a code to a number being
+	// proven, or to one with no account yet), else the account's number or
+	// e-mail address, else its login (accounts seeded without either).
+	err := s.cfg.Pool.QueryRow(ctx, `SELECT n.id, coalesce(n.user_id, 0), n.channel, n.kind, n.ref, n.subject, n.body, n.state,
+		n.idempotency_key, n.gateway_id,
+		coalesce(n.address, CASE n.channel WHEN 'SMS' THEN u.phone ELSE u.email END, u.login, ''),
+		n.attachment_name, n.attachment, n.sent_at
+		FROM notifications n LEFT JOIN users u ON u.id = n.user_id WHERE n.id = $1`, id).
+		Scan(&r.id, &r.userID, &r.channel, &r.kind, &r.ref, &r.subject, &r.body, &r.state, &r.key, &r.gatewayID, &r.to,
 			&r.attachmentName, &r.attachment, &r.sentAt)
 	return r, err
 }
@@ -240,7 +245,7 @@ var ticketKinds = map[string]bool{"ETICKET": true, "PROMOTED": true}
 // message builds what is sent for r. The e-ticket PDF is drawn at the
 // first attempt and kept on the row, so that retries send the same bytes.
 func (s *Service) message(ctx context.Context, r *outboxRow) (Message, error) {
-	m := Message{Channel: r.channel, To: r.login, Subject: r.subject, Body: r.body, ClientRef: fmt.Sprintf("notification-%d", r.id)}
+	m := Message{Channel: r.channel, To: r.to, Subject: r.subject, Body: r.body, ClientRef: fmt.Sprintf("notification-%d", r.id)}
 	if r.channel != "EMAIL" || !ticketKinds[r.kind] {
 		return m, nil
 	}

@@ -139,7 +139,7 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 		Mode: sh.Mode, OpensAtISO: sh.OpensAt.Format(time.RFC3339), OpensAt: sh.OpensAt.In(booking.IST).Format(istClock), ClosesAt: sh.ClosesAt.In(booking.IST).Format(istClock),
 		ServerTimeISO: now.Format(time.RFC3339Nano), Open: !now.Before(sh.OpensAt) && now.Before(sh.ClosesAt), Closed: !now.Before(sh.ClosesAt),
 		Fare: india.Decimal(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,
-		NoneChosen: noneChosen, Key: newAttemptKey(), Admission: admissionToken, OTP: otp && admissionToken != "", PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
+		NoneChosen: noneChosen, Key: newAttemptKey(), Admission: admissionToken, OTP: otp, PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
 	if p.cfg.Booking.LightForm(sh.ID) {
 		// The single-step form for a hot train: no band (one call less),
 		// passengers and payment method in one submit.
@@ -194,11 +194,8 @@ func (p *Pages) hold(w http.ResponseWriter, r *http.Request) {
 		again(booking.Errorf(booking.EINVALID, "BAD_KEY", "This form is stale; reload the page."))
 		return
 	}
-	if err := p.checkAdmission(r, key); err != nil {
-		if admission.IsHighDemand(err) {
-			p.busy(w, r)
-			return
-		}
+	check, err := p.checkAdmission(r, key)
+	if err != nil {
 		again(err)
 		return
 	}
@@ -208,8 +205,12 @@ func (p *Pages) hold(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := p.cfg.Booking.Hold(r.Context(), c, booking.HoldRequest{UserID: s.UserID, IdempotencyKey: key, Train: j.train, Date: j.date,
 		Class: j.class, Quota: "TQ", From: j.from, To: j.to, Passengers: pax, SessionToken: s.token, DeviceToken: p.deviceBinding(r),
-		AdmissionToken: r.PostFormValue("admission")})
+		AdmissionToken: r.PostFormValue("admission"), Check: check})
 	if err != nil {
+		if admission.IsHighDemand(err) {
+			p.busy(w, r)
+			return
+		}
 		again(err)
 		return
 	}

@@ -172,6 +172,8 @@ func TestBrowserJourneyDirect(t *testing.T) {
 	ph.shot("03-search")
 	ph.accessible("03-search")
 	ph.submit("book", `[data-testid=result-12951-3A] [data-testid=book]`)
+	// Every hold carries the booking check: Hold opens once it is solved.
+	ph.do("booking check solved", chromedp.WaitVisible(chromedp.CSS(`[data-testid=pow][data-solved="1"]`)))
 	ph.holdWithNobody()
 	ph.choose("Kavya Raman")
 	ph.shot("04-window")

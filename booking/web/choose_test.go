@@ -77,8 +77,8 @@ func TestHoldForTwoChosenPassengers(t *testing.T) {
 		if m == nil {
 			t.Fatalf("no attempt key on the window page:\n%.2000s", page)
 		}
-		return b.post(window, "/book", url.Values{"train": {"12951"}, "date": {date.Format(time.DateOnly)}, "class": {"3A"},
-			"from": {"MMCT"}, "to": {"NDLS"}, "key": {m[1]}, "pax": ids})
+		return b.post(window, "/book", with(url.Values{"train": {"12951"}, "date": {date.Format(time.DateOnly)}, "class": {"3A"},
+			"from": {"MMCT"}, "to": {"NDLS"}, "key": {m[1]}, "pax": ids}, b.solveCheck(window, m[1])))
 	}
 	holds := func() int {
 		var n int

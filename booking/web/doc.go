@@ -19,6 +19,14 @@
 //     http.CrossOriginProtection. Signing in binds the browser as a device
 //     (admission.BindDevice); an unverified account is sent to OTP
 //     verification (/verify, which requires the phone number) first.
+//   - Opening an account (signup.go, booking/signup): /signup asks for the
+//     mobile number and e-mail address, sends a code by SMS (the same words
+//     whether the number has an account), then opens the account with the
+//     code and a password and signs in; /identity checks the identity with
+//     the identity service (an Aadhaar-style KYC), which makes the account
+//     identity-verified; /reset sets a forgotten password with a code sent
+//     to the account's number and signs out every session. Errors show
+//     under their fields (aria-invalid, aria-describedby).
 //   - Before 10:00 (/passengers): the master list (validated when saved with
 //     the hold's own rules; at most 20), the payment choice (user_prefs),
 //     identity and device status.
@@ -31,8 +39,11 @@
 //     where nobody is ticked until the passenger chooses 1-4 saved passengers;
 //     queue shards the waiting room from 15 minutes before (/queue: place,
 //     wait and odds, the page reloading itself every poll_after_ms, the draw
-//     explained), then the hold form with the booking-time challenge solved in
-//     a Web Worker (static/pow-worker.js).
+//     explained), then the hold form. Every hold form, on every shard,
+//     carries the booking-time challenge solved in a Web Worker
+//     (static/pow-worker.js) from 50 s before the opening (renewed while the
+//     form waits), or the code sent by SMS in its place (/book/otp); Hold
+//     opens once the window is open and the check solved.
 //   - Hold and pay (/bookings/{id}): countdown, fare breakup, pay by wallet,
 //     UPI, card or net banking (the gateway's page is reached by a link: the
 //     CSP's form-action 'self' also binds redirects), then the state in words

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -124,11 +125,12 @@ func (p *Pages) challenge(w http.ResponseWriter, r *http.Request) {
 func (p *Pages) challengeOTP(w http.ResponseWriter, r *http.Request) {
 	selected, _ := tickedPassengers(r)
 	adm := r.PostFormValue("admission")
-	if adm == "" || p.cfg.Admission == nil {
-		p.fail(w, r, "Book", booking.Errorf(booking.EINVALID, "NOT_ADMITTED", "A booking check is asked for only once the waiting room lets you in."))
+	if p.cfg.Admission == nil {
+		p.fail(w, r, "Book", booking.Errorf(booking.EUNAVAIL, "NO_BOOKING_CHECK", "The booking check is not available on this server."))
 		return
 	}
-	sent, err := p.cfg.Admission.RequestChallengeOTP(r.Context(), sessionOf(r).UserID)
+	// This session becomes the account's booking session (one per account).
+	sent, err := p.cfg.Admission.RequestChallengeOTPFor(r.Context(), p.admCaller(r))
 	if err != nil {
 		if booking.ErrorCode(err) == booking.EINTERNAL {
 			p.fail(w, r, "Book", err)
@@ -145,20 +147,26 @@ func (p *Pages) challengeOTP(w http.ResponseWriter, r *http.Request) {
 	p.renderWindowWith(w, r, http.StatusOK, views.SiteFrame{Notice: notice}, selected, adm, true, false)
 }
 
-// checkAdmission checks a hold's solved challenge when it comes through
-// the waiting room (an admission token), as the API's hold does: the
-// proof of work, or the code sent by SMS in its place (challengeOTP).
-func (p *Pages) checkAdmission(r *http.Request, key string) error {
-	if r.PostFormValue("admission") == "" || p.cfg.Admission == nil {
-		return nil
+// checkAdmission is the booking check every hold carries, on every shard
+// (issue 39: 16), as the API's hold does: the proof of work, or the code
+// sent by SMS in its place (challengeOTP), from the account's booking
+// session. It runs inside Hold once the request is valid
+// (booking.HoldRequest.Check); a form without either is refused here.
+func (p *Pages) checkAdmission(r *http.Request, key string) (func(context.Context) error, error) {
+	if p.cfg.Admission == nil {
+		return nil, nil
 	}
+	proof := admission.Proof{Challenge: r.PostFormValue("challenge"), Nonce: r.PostFormValue("nonce")}
 	if r.PostFormValue("otp_mode") == "1" {
-		return p.cfg.Admission.UseOTP(r.Context(), sessionOf(r).UserID, strings.TrimSpace(r.PostFormValue("otp")))
+		proof = admission.Proof{Type: admission.ProofOTP, Code: strings.TrimSpace(r.PostFormValue("otp"))}
+		if proof.Code == "" {
+			return nil, booking.Errorf(booking.EINVALID, "OTP_FORMAT", "Type the 6-digit code sent by SMS, then hold.")
+		}
+	} else if proof.Challenge == "" || proof.Nonce == "" {
+		return nil, booking.Errorf(booking.EINVALID, "CHALLENGE_REQUIRED", "Wait for the booking check to finish (the bar above the button), then hold.")
 	}
-	if r.PostFormValue("challenge") == "" || r.PostFormValue("nonce") == "" {
-		return booking.Errorf(booking.EINVALID, "CHALLENGE_REQUIRED", "Wait for the booking check to finish (the bar above the button), then hold.")
-	}
-	return p.cfg.Admission.CheckChallenge(r.Context(), p.admCaller(r), r.PostFormValue("challenge"), r.PostFormValue("nonce"), key)
+	c := p.admCaller(r)
+	return func(ctx context.Context) error { return p.cfg.Admission.CheckHold(ctx, c, proof, key) }, nil
 }
 
 func newAttemptKey() string { return "web-" + uuid.NewString() }

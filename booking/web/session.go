@@ -151,8 +151,12 @@ func (p *Pages) signInPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
-	p.render(w, r, http.StatusOK, "Sign in", views.SiteFrame{}, views.SiteSignIn(views.SiteFrame{CSRF: p.csrfToken(r)},
-		views.SignInPage{Next: safeNext(r.URL.Query().Get("next"))}))
+	var f views.SiteFrame
+	page := views.SignInPage{Next: safeNext(r.URL.Query().Get("next"))}
+	if r.URL.Query().Get("reset") == "1" { // back from a password reset (signup.go)
+		f.Notice, page.Login = views.T(r.Context(), "reset.done"), auth.Sanitise(r.URL.Query().Get("login"), 64)
+	}
+	p.render(w, r, http.StatusOK, "Sign in", f, views.SiteSignIn(views.SiteFrame{CSRF: p.csrfToken(r)}, page))
 }
 
 // signIn checks the password through the API's login guard, then starts a
@@ -290,6 +294,14 @@ func safeNext(next string) string {
 }
 
 func (p *Pages) verifyPage(w http.ResponseWriter, r *http.Request) {
+	if s := sessionOf(r); !s.Verified && p.cfg.Signup != nil {
+		// An account opened here verifies its identity with the identity
+		// service; its phone is proven already (signup.go).
+		if kyc, err := p.cfg.Signup.KYCRequired(r.Context(), s.UserID); err == nil && kyc {
+			http.Redirect(w, r, "/identity?next="+url.QueryEscape(safeNext(r.URL.Query().Get("next"))), http.StatusSeeOther)
+			return
+		}
+	}
 	p.render(w, r, http.StatusOK, "Verify", views.SiteFrame{Active: "passengers"}, views.SiteVerify(views.SiteFrame{CSRF: p.csrfToken(r)},
 		views.VerifyPage{Verified: sessionOf(r).Verified, Next: safeNext(r.URL.Query().Get("next"))}))
 }

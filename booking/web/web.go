@@ -16,6 +16,7 @@ import (
 	"tatkal/booking/admission"
 	"tatkal/booking/auth"
 	"tatkal/booking/payment"
+	"tatkal/booking/signup"
 	"tatkal/static"
 	"tatkal/views"
 )
@@ -43,6 +44,8 @@ type Config struct {
 	// Banners are the operators' status banners shown above every page
 	// (nil: none).
 	Banners *banner.Store
+	// Signup opens accounts (signup.go); nil: its pages are not mounted.
+	Signup *signup.Service
 }
 
 // Pages are the passenger pages.
@@ -79,12 +82,24 @@ func (p *Pages) Routes(r chi.Router) {
 		r.With(p.checkCSRF).Post("/lang", p.setLang)
 		r.Get("/search", p.search)
 		r.Get("/payments/return", p.paymentReturn)
+		if p.cfg.Signup != nil { // signup.go
+			r.Get("/signup", p.signupPage)
+			r.With(p.checkCSRF).Post("/signup/code", p.signupCode)
+			r.With(p.checkCSRF).Post("/signup", p.signupFinish)
+			r.Get("/reset", p.resetPage)
+			r.With(p.checkCSRF).Post("/reset/code", p.resetCode)
+			r.With(p.checkCSRF).Post("/reset", p.reset)
+		}
 		r.Group(func(r chi.Router) {
 			r.Use(p.requireSignIn, p.checkCSRF)
 			r.Post("/signout", p.signOut)
 			r.Get("/verify", p.verifyPage)
 			r.Post("/verify/send", p.verifySend)
 			r.Post("/verify", p.verify)
+			if p.cfg.Signup != nil {
+				r.Get("/identity", p.identityPage) // signup.go
+				r.Post("/identity", p.identity)
+			}
 			r.Get("/passengers", p.passengers)
 			r.Post("/passengers", p.addPassenger)
 			r.Post("/passengers/{id}/remove", p.removePassenger)

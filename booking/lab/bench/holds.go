@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"tatkal/booking"
+	"tatkal/booking/admission/token"
 )
 
 // passenger is the one traveller of a bench account's holds: valid, with
@@ -277,6 +278,9 @@ type client struct {
 	base string
 	addr string
 	kept []*keptConn // by bench client
+	// noChallenge: the server runs no waiting room (the bench's own API
+	// server), so its holds carry no challenge.
+	noChallenge atomic.Bool
 }
 
 // keptConn is one bench client's connection to the server.
@@ -353,6 +357,43 @@ type holdBody struct {
 	From        string              `json:"from"`
 	To          string              `json:"to"`
 	Passengers  []booking.Passenger `json:"passengers"`
+	Challenge   *holdChallenge      `json:"challenge,omitempty"`
+}
+
+// holdChallenge is the solved booking challenge every hold carries.
+type holdChallenge struct {
+	Type  string `json:"type"`
+	Token string `json:"token"`
+	Nonce string `json:"nonce"`
+}
+
+// challenge asks for the booking challenge of attempt idem and solves it
+// (the bench's app makes it the lightest: the figure is the hold's).
+func (c *client) challenge(ctx context.Context, tok, idem string, g int) (*holdChallenge, string) {
+	if c.noChallenge.Load() {
+		return nil, ""
+	}
+	body, _ := json.Marshal(map[string]string{"attempt": idem})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/challenge", bytes.NewReader(body))
+	if err != nil {
+		return nil, "challenge: request"
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	var ch struct {
+		Challenge string `json:"challenge"`
+		Bits      int    `json:"difficulty_bits"`
+		Reason    string `json:"reason"`
+	}
+	status, err := c.do(g, req, &ch)
+	if status == http.StatusServiceUnavailable && ch.Reason == "NO_WAITING_ROOM" {
+		c.noChallenge.Store(true)
+		return nil, ""
+	}
+	if status != http.StatusOK || err != nil {
+		return nil, "challenge: " + strconv.Itoa(status) + " " + ch.Reason
+	}
+	return &holdChallenge{Type: "POW_SHA256", Token: ch.Challenge, Nonce: token.Solve(ch.Challenge, ch.Bits)}, ""
 }
 
 // answer is the part of a hold answer or problem document the bench reads.
@@ -366,8 +407,12 @@ type answer struct {
 // back to the pool), then classifies it: 201 is durable, 200 is SOLD_OUT,
 // anything else is a failure named by status and reason.
 func (c *client) hold(ctx context.Context, env *runEnv, sh *booking.Shard, user int64, idem string, from, to, g int) (durable bool, failure string) {
+	ch, failure := c.challenge(ctx, env.tokens[user], idem, g)
+	if failure != "" {
+		return false, failure
+	}
 	body, err := json.Marshal(holdBody{TrainNo: sh.Train, JourneyDate: sh.Date.Format(time.DateOnly), Class: sh.Class,
-		Quota: sh.Quota, From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g, user)}})
+		Quota: sh.Quota, From: env.stops[from], To: env.stops[to], Passengers: []booking.Passenger{passenger(g, user)}, Challenge: ch})
 	if err != nil {
 		return false, "hold: encode"
 	}

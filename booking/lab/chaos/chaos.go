@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"tatkal/booking/admission/token"
 	"tatkal/booking/inventory"
 	"tatkal/booking/lab/seed"
 	"tatkal/booking/payment"
@@ -62,15 +63,24 @@ type answer struct {
 
 func (a answer) str(k string) string { s, _ := a.body[k].(string); return s }
 
+// call sends body to path as the traveller (their token, and their bound
+// device when they have one), retrying what says retry on the next
+// process. A body that is a func(base string) any is made afresh for each
+// attempt (a hold's booking challenge is used up by the attempt that
+// carries it).
 func (c *Client) call(ctx context.Context, g int, method, path string, tv *Traveller, idem string, body any) (answer, error) {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return answer{}, err
-	}
 	var last error
 	giveUp := time.Now().Add(40 * time.Second)
 	for attempt := 0; time.Now().Before(giveUp); attempt++ {
 		base := c.urls[(g+attempt)%len(c.urls)]
+		v := body
+		if f, ok := body.(func(string) any); ok {
+			v = f(base)
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return answer{}, err
+		}
 		req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(raw))
 		if err != nil {
 			return answer{}, err
@@ -140,10 +150,18 @@ func (c *Client) travel(ctx context.Context, tv *Traveller, g int) {
 	for i, u := 0, tv.User; i < len(letters); i, u = i+1, u/26 {
 		letters[i] = byte('A' + u%26)
 	}
-	a, err := c.call(ctx, g, http.MethodPost, "/v1/bookings/hold", tv, key+"-hold", map[string]any{
+	hold := map[string]any{
 		"train_no": "12951", "journey_date": c.date, "class": "3A", "quota": "TQ", "from": seed.Stations12951[from], "to": seed.Stations12951[to],
 		"passengers": []map[string]any{{"name": "Chaos " + string(letters[:]), "age": 30 + g%40, "gender": "F",
-			"id_type": "PAN", "id_ref": string(letters[:]) + "1234F"}}})
+			"id_type": "PAN", "id_ref": string(letters[:]) + "1234F"}}}
+	// Every hold carries a booking challenge solved for its attempt, asked
+	// of the process it goes to.
+	a, err := c.call(ctx, g, http.MethodPost, "/v1/bookings/hold", tv, key+"-hold", func(base string) any {
+		if ch, ok := c.challenge(ctx, base, tv.Token, key+"-hold"); ok {
+			hold["challenge"] = ch
+		}
+		return hold
+	})
 	switch {
 	case err != nil:
 		tv.Failure = "hold: " + err.Error()
@@ -450,4 +468,29 @@ func (v Verdict) Report() string {
 	line(v.UnbalancedWallets == 0 && v.MoneyIn == v.Fares+v.Refunds, "ledger balanced: %d wallets off; money in %d = fares %d + refunds %d paise",
 		v.UnbalancedWallets, v.MoneyIn, v.Fares, v.Refunds)
 	return b.String()
+}
+
+// challenge asks the process at base for a booking challenge for attempt
+// and solves it; false when none was given (the hold then says why).
+func (c *Client) challenge(ctx context.Context, base, tok, attempt string) (map[string]string, bool) {
+	raw, _ := json.Marshal(map[string]string{"attempt": attempt})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/challenge", bytes.NewReader(raw))
+	if err != nil {
+		return nil, false
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	var ch struct {
+		Challenge string `json:"challenge"`
+		Bits      int    `json:"difficulty_bits"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ch) != nil {
+		return nil, false
+	}
+	return map[string]string{"type": "POW_SHA256", "token": ch.Challenge, "nonce": token.Solve(ch.Challenge, ch.Bits)}, true
 }

@@ -455,28 +455,28 @@ func (tv *traveller) fail(why string) {
 	tv.run.stats.noteError(why)
 }
 
-// hold takes the seats (solving the booking challenge when admitted
-// through the queue), retrying what says "retry" at the traveller's pace.
+// hold takes the seats, solving the booking challenge every hold carries
+// (direct and through the queue), retrying what says "retry" at the
+// traveller's pace.
 func (tv *traveller) hold(ctx context.Context, admissionToken string) (string, bool) {
 	key := fmt.Sprintf("rh-%s-%d", tv.login, tv.run.seed)
 	plain := tv.holdBody()
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		headers := map[string]string{"Idempotency-Key": key, "X-Client-Attestation": "rehearsal"}
-		body := plain + "}"
-		if admissionToken != "" {
-			ch := tv.call(ctx, "POST", "/v1/challenge", map[string]string{"X-Client-Attestation": "rehearsal"}, fmt.Sprintf(`{"attempt":%q}`, key), false)
-			if ch.code != 200 {
-				if ch.code == 503 || ch.code == 429 || ch.code == 0 {
-					if !tv.pause(ctx, retryAfterMs(ch.header)) {
-						return "", false
-					}
-					continue
+		ch := tv.call(ctx, "POST", "/v1/challenge", map[string]string{"X-Client-Attestation": "rehearsal"}, fmt.Sprintf(`{"attempt":%q}`, key), false)
+		if ch.code != 200 {
+			if ch.code == 503 || ch.code == 429 || ch.code == 0 {
+				if !tv.pause(ctx, retryAfterMs(ch.header)) {
+					return "", false
 				}
-				tv.fail(fmt.Sprintf("challenge: %d %s %s", ch.code, ch.str("code"), ch.str("detail")))
-				return "", false
+				continue
 			}
-			chTok := ch.str("challenge")
-			body = plain + fmt.Sprintf(`,"challenge":{"type":"POW_SHA256","token":%q,"nonce":%q}}`, chTok, token.Solve(chTok, int(ch.num("difficulty_bits"))))
+			tv.fail(fmt.Sprintf("challenge: %d %s %s", ch.code, ch.str("code"), ch.str("detail")))
+			return "", false
+		}
+		chTok := ch.str("challenge")
+		body := plain + fmt.Sprintf(`,"challenge":{"type":"POW_SHA256","token":%q,"nonce":%q}}`, chTok, token.Solve(chTok, int(ch.num("difficulty_bits"))))
+		if admissionToken != "" {
 			headers["X-Admission-Token"] = admissionToken
 		}
 		a := tv.call(ctx, "POST", "/v1/bookings/hold", headers, body, true)

@@ -1,9 +1,11 @@
 package teststack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"tatkal/booking/db"
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
+	"tatkal/booking/kyc"
 	"tatkal/booking/lab/seed"
 	"tatkal/booking/lab/testenv"
 	"tatkal/booking/notify"
@@ -101,12 +104,16 @@ type Options struct {
 	// (booking.PauseFunc), for tests that force an interleaving.
 	Pause booking.PauseFunc
 	// ChallengeBits and RiskyExtraBits set the booking-time proof of work
-	// (0: admission's defaults), so a browser test solves it quickly.
+	// (0: 6 and 2, cheap: every hold solves one, issue 39: 16; production's
+	// are 14 and 6).
 	ChallengeBits, RiskyExtraBits int
 	// MsgFaults are the messaging simulator's initial faults (nil: its
 	// defaults); RelayInterval, ReceiptPoll and MsgRetryBase pace delivery
 	// (zero: a second).
-	MsgFaults                                *notify.Faults
+	MsgFaults *notify.Faults
+	// KYCFaults are the identity verifier simulator's initial faults (nil:
+	// its defaults, kycsim.DefaultFaults).
+	KYCFaults                                *kyc.Faults
 	RelayInterval, ReceiptPoll, MsgRetryBase time.Duration
 	// SignalsOff is the bench's switch of fraud recording (app.Options.BenchSignalsOff).
 	SignalsOff *atomic.Bool
@@ -187,7 +194,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 	}
 	if p := opts.SimulatorsOf; p != nil {
 		pc := p.App.Config
-		cfg.PSPURL, cfg.PRSURL, cfg.MsgURL = pc.PSPURL, pc.PRSURL, pc.MsgURL
+		cfg.PSPURL, cfg.PRSURL, cfg.MsgURL, cfg.KYCURL, cfg.KYCKey = pc.PSPURL, pc.PRSURL, pc.MsgURL, pc.KYCURL, pc.KYCKey
 		cfg.PSPAPIKeys, cfg.WebhookSecrets, cfg.PRSKey, cfg.MsgKey, cfg.SimAdminToken, cfg.BankToken = pc.PSPAPIKeys, pc.WebhookSecrets, pc.PRSKey, pc.MsgKey, pc.SimAdminToken, pc.BankToken
 	}
 	a, err := app.New(context.Background(), cfg, app.Options{Work: opts.Work, Serve: true, Simulators: opts.SimulatorsOf == nil, Log: log,
@@ -197,7 +204,7 @@ func Start(t testing.TB, env *testenv.Env, opts Options) *Stack {
 		Jobs:         app.JobTuning{Workers: 10, RescueStuckJobsAfter: opts.RescueStuckJobsAfter, JobTimeout: opts.RescueStuckJobsAfter},
 		Payment: app.PaymentTuning{HoldWindows: opts.HoldWindows, Extension: opts.Extension, ResolutionDeadline: opts.ResolutionDeadline,
 			LateGrace: opts.LateGrace, CreateTimeout: opts.CreateTimeout, NotCreatedAfter: opts.NotCreatedAfter, InquiryAfter: opts.InquiryAfter},
-		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: opts.ChallengeBits, RiskyExtraBits: opts.RiskyExtraBits, Lab: opts.Lab,
+		SimRoutes: opts.Routes, SimSeed: 1, MsgFaults: opts.MsgFaults, KYCFaults: opts.KYCFaults, RelayInterval: opts.RelayInterval, ReceiptPoll: opts.ReceiptPoll, MsgRetryBase: opts.MsgRetryBase, ChallengeBits: cmp.Or(opts.ChallengeBits, 6), RiskyExtraBits: cmp.Or(opts.RiskyExtraBits, 2), Lab: opts.Lab,
 		BenchSignalsOff: opts.SignalsOff})
 	if err != nil {
 		t.Fatalf("build the stack: %v", err)
@@ -370,4 +377,36 @@ func (s *Stack) CancelAsOperator(t testing.TB, hold uuid.UUID, reason string) bo
 	}), "cancel the booking of hold %s as an operator", hold)
 	s.Service.AfterCancelBooking(ctx, done)
 	return done
+}
+
+// SetKYCFaults changes the identity verifier simulator's behaviour at runtime.
+func (s *Stack) SetKYCFaults(t testing.TB, f kyc.Faults) {
+	s.admin(t, s.App.KYCURL(), "/admin/faults", f)
+}
+
+// LastSMS waits (up to 30 s) for the messaging simulator to take an SMS to
+// phone (10 digits) after since whose body matches want, and returns the
+// newest such body: what the passenger reads on their handset.
+func (s *Stack) LastSMS(t testing.TB, phone string, since time.Time, want *regexp.Regexp) string {
+	t.Helper()
+	var body string
+	testenv.Eventually(t, 30*time.Second, "an SMS to "+phone+" matching "+want.String(), func() error {
+		rows, err := s.Pool.Query(context.Background(), `SELECT body FROM msg.messages WHERE channel = 'SMS' AND recipient = $1 AND accepted_at >= $2
+			ORDER BY accepted_at DESC`, phone, since)
+		if err != nil {
+			return err
+		}
+		bodies, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, b := range bodies {
+			if want.MatchString(b) {
+				body = b
+				return nil
+			}
+		}
+		return fmt.Errorf("%d SMS, none matching", len(bodies))
+	})
+	return body
 }

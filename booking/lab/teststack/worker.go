@@ -31,7 +31,8 @@ const InquiryAfterEnv = "TATKAL_TEST_INQUIRY_AFTER"
 // as tatkal chaos hands it to its processes (app.Config.Environ).
 func (s *Stack) WorkerEnviron() []string {
 	return append(s.App.Config.Environ(), WorkerEnv+"=1",
-		"TATKAL_DB_POOL=8") // 4 workers, River's own, the controller, spares
+		"TATKAL_DB_POOL=8",        // 4 workers, River's own, the controller, spares
+		"TATKAL_CHALLENGE_BITS=8") // every hold solves one: cheap in tests
 }
 
 // RunWorkerFromEnv runs the process tatkal worker runs, from the

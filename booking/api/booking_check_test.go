@@ -73,7 +73,7 @@ func TestOneBookingSessionPerAccount(t *testing.T) {
 	u := s.Users(t, "one", 1)[0]
 	session := func(id string) *client {
 		tok := s.Signer.Sign(auth.Session{UserID: u, Verified: true, ID: id, CreatedAt: time.Now().Add(-30 * 24 * time.Hour), ExpiresAt: time.Now().Add(time.Hour)})
-		return &client{base: s.Server.URL, token: tok, http: &http.Client{Timeout: 30 * time.Second}}
+		return &client{base: s.Server.URL, token: tok, device: s.DeviceBinding(u), http: &http.Client{Timeout: 30 * time.Second}}
 	}
 	phone, laptop := session("phone"), session("laptop")
 	body := holdBody(date, "MMCT", "NDLS", 1)

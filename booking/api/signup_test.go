@@ -344,12 +344,12 @@ func TestAccountAgeRule(t *testing.T) {
 		return booking.HoldRequest{UserID: u, IdempotencyKey: key, Train: "12951", Date: date, Class: "3A", Quota: "TQ", From: "MMCT", To: "NDLS",
 			Passengers: []booking.Passenger{{Name: "Asha Rao", Age: 34, Gender: "F", IDType: "PAN", IDRef: "ABCDE1234F"}}}
 	}
-	young := booking.Caller{UserID: users[0], Verified: true, CreatedAt: time.Now().Add(-time.Hour)}
+	young := booking.Caller{UserID: users[0], Verified: true, CreatedAt: time.Now().Add(-time.Hour), Device: "teststack-device"}
 	_, err := s.Service.Hold(ctx, young, req(users[0], "age-young-1"))
 	if booking.ErrorCode(err) != booking.EFORBIDDEN || !strings.Contains(booking.ErrorMessage(err), "from ") || reasonOf(err) != "ACCOUNT_TOO_NEW" {
 		t.Fatalf("a 1-hour-old verified account: %v", err)
 	}
-	old := booking.Caller{UserID: users[1], Verified: true, CreatedAt: time.Now().Add(-73 * time.Hour)}
+	old := booking.Caller{UserID: users[1], Verified: true, CreatedAt: time.Now().Add(-73 * time.Hour), Device: "teststack-device"}
 	if res, err := s.Service.Hold(ctx, old, req(users[1], "age-old-1")); err != nil || res.Status != "HELD" {
 		t.Fatalf("a 73-hour-old account: %+v %v", res, err)
 	}

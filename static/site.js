@@ -20,17 +20,64 @@
       if (clock) clock.textContent = fmt(left);
       el.classList.toggle("low", left < 30000);
       var unlock = el.getAttribute("data-unlock");
-      if (unlock && left <= 0) {
-        var b = document.getElementById(unlock);
+      var b = unlock && document.getElementById(unlock);
+      if (b && b.hasAttribute("data-off")) b = null; // off for a reason the server gave (no tickets left)
+      // The page renders Hold enabled (it must work without this script,
+      // the server refusing an early hold); here it waits for the opening.
+      if (b && left > 0 && !b.dataset.locked) {
+        b.dataset.locked = "1";
+        b.disabled = true;
+      }
+      if (b && left <= 0 && b.dataset.locked === "1") {
         // A small random jitter, so clocks aligned to the millisecond do not
         // all fire at once (seeds/000 section 4.2); fair in expectation.
-        if (b && b.disabled && !b.dataset.jitter) {
-          b.dataset.jitter = "1";
-          setTimeout(function () { b.disabled = false; }, Math.random() * 200);
-        }
+        b.dataset.locked = "2";
+        setTimeout(function () {
+          if (!b.hasAttribute("data-pow-wait")) b.disabled = false;
+        }, Math.random() * 200);
       }
+      if (left <= 0 && el.hasAttribute("data-opening")) opened(el);
     });
   }
+  // The window opens: the page says so where it said "not open yet", the
+  // countdown goes, and the passengers come into view (Hold is in the bar
+  // fixed at the bottom of a phone's screen).
+  function opened(box) {
+    box.removeAttribute("data-opening");
+    box.hidden = true;
+    document.querySelectorAll("[data-before-open]").forEach(function (p) { p.hidden = true; });
+    var dd = document.querySelector("[data-open-text]"), dt = document.querySelector("[data-open-dt]");
+    if (dd) { dd.textContent = dd.getAttribute("data-open-text"); dd.className = "band band-AVAILABLE"; }
+    if (dt) dt.textContent = dt.getAttribute("data-open-dt");
+    var now = document.querySelector("[data-open-now]");
+    if (now) now.hidden = false;
+    var who = document.querySelector("[data-pax-max]");
+    if (who) who.scrollIntoView({ block: "start" });
+  }
+  // Every button that posts shows at once that the work has started: its
+  // words change (data-busy, else the page's data-busy-text) and it is
+  // disabled, so nobody taps twice or reloads. Disabled on the next tick:
+  // a disabled submitter would drop its own name from the form. A page
+  // shown again from the back-forward cache gets its buttons back.
+  document.addEventListener("submit", function (e) {
+    if (e.defaultPrevented) return;
+    var form = e.target, b = e.submitter || form.querySelector("button[type=submit], button:not([type])");
+    if (form.dataset.sent) { e.preventDefault(); return; }
+    form.dataset.sent = "1";
+    if (!b) return;
+    b.dataset.idle = b.textContent;
+    b.textContent = b.getAttribute("data-busy") || document.body.getAttribute("data-busy-text") || "…";
+    b.setAttribute("aria-busy", "true");
+    b.classList.add("busy");
+    setTimeout(function () { b.disabled = true; }, 0);
+  });
+  window.addEventListener("pageshow", function (e) {
+    if (!e.persisted) return;
+    document.querySelectorAll("form[data-sent]").forEach(function (f) { delete f.dataset.sent; });
+    document.querySelectorAll("button.busy").forEach(function (b) {
+      b.textContent = b.dataset.idle; b.classList.remove("busy"); b.removeAttribute("aria-busy"); b.disabled = false;
+    });
+  });
   // The server's clock is learnt ahead of the window (seeds/000 section
   // 4.2): any page asks POST /v1/session/prepare when this tab has no
   // offset younger than ten minutes, and keeps it for the tab's later
@@ -87,7 +134,7 @@
   function unlock(box) {
     box.setAttribute("data-solved", "1");
     var b = document.getElementById(box.getAttribute("data-unlock"));
-    if (b) b.disabled = false;
+    if (b) { b.removeAttribute("data-pow-wait"); b.disabled = false; }
   }
   // The booking-time challenge (waiting-room holds): fetched for this
   // attempt, then solved; the hold button unlocks. A browser without
@@ -97,6 +144,10 @@
     if (!box || box.getAttribute("data-started")) return;
     box.setAttribute("data-started", "1");
     var form = box.closest("form"), status = box.querySelector("[data-pow-status]");
+    // Rendered enabled for a browser without this script (which is then
+    // refused and pointed at the SMS code); here it waits for the check.
+    var hold = document.getElementById(box.getAttribute("data-unlock"));
+    if (hold) { hold.disabled = true; hold.setAttribute("data-pow-wait", "1"); }
     if (!window.Worker) { noWorker(box); return; }
     var body = new URLSearchParams({ attempt: box.getAttribute("data-challenge"), csrf: form.querySelector("[name=csrf]").value });
     status.textContent = box.getAttribute("data-checking") || "…";
@@ -226,7 +277,69 @@
       update();
     });
   }
+  // Forms marked data-validate are checked here first, by the same rules
+  // the server applies (the fields' own required/pattern/min/max): each
+  // message goes under its field (the slot [data-error-for]), the field is
+  // marked aria-invalid, and focus goes to the first bad one. What was
+  // typed stays. The server checks again and answers the same way.
+  function showError(field, slot, msg) {
+    if (slot) { slot.textContent = msg; slot.hidden = !msg; }
+    if (msg) field.setAttribute("aria-invalid", "true"); else field.removeAttribute("aria-invalid");
+  }
+  function check(field) {
+    var slot = document.querySelector('[data-error-for="' + field.id + '"]');
+    if (field.hasAttribute("data-group")) {
+      var any = field.querySelector("input:checked");
+      showError(field, slot, any ? "" : field.getAttribute("data-msg"));
+      return !!any;
+    }
+    var method = field.getAttribute("data-when-method");
+    if (method) {
+      var m = field.form && field.form.querySelector("input[name=method]:checked");
+      if (!m || m.value !== method) { showError(field, slot, ""); return true; }
+      if (!field.value.trim()) { showError(field, slot, field.getAttribute("data-msg")); return false; }
+    }
+    var ok = field.checkValidity();
+    showError(field, slot, ok ? "" : (field.getAttribute("data-msg") || field.validationMessage));
+    return ok;
+  }
+  function validation() {
+    document.querySelectorAll("form[data-validate]").forEach(function (form) {
+      if (form.dataset.bound) return;
+      form.dataset.bound = "1";
+      var fields = function () { return form.querySelectorAll("[data-msg]"); };
+      form.addEventListener("submit", function (e) {
+        var first = null;
+        fields().forEach(function (f) { if (!check(f) && !first) first = f; });
+        if (!first) return;
+        e.preventDefault();
+        (first.hasAttribute("data-group") ? first.querySelector("input") : first).focus();
+      });
+      // A corrected field loses its message as soon as it is right.
+      form.addEventListener("change", function (e) {
+        var f = e.target.closest("[data-msg]");
+        if (f && f.getAttribute("aria-invalid") === "true") check(f);
+      });
+    });
+    // The photo ID's number takes the shape of the chosen type: its
+    // pattern and the hint above the field.
+    document.querySelectorAll("[data-id-type]").forEach(function (sel) {
+      if (sel.dataset.bound) return;
+      sel.dataset.bound = "1";
+      var ref = sel.form.querySelector("[name=id_ref]"), hint = sel.form.querySelector("[data-id-hint]");
+      var none = hint ? hint.textContent : "";
+      function apply() {
+        var o = sel.options[sel.selectedIndex];
+        if (ref) { if (o.getAttribute("data-pattern")) ref.setAttribute("pattern", o.getAttribute("data-pattern")); else ref.removeAttribute("pattern"); }
+        if (hint) hint.textContent = o.getAttribute("data-hint") || none;
+      }
+      sel.addEventListener("change", apply);
+      if (ref) ref.addEventListener("input", function () { ref.value = ref.value.toUpperCase(); });
+      apply();
+    });
+  }
   function init() {
+    validation();
     passengerLimit();
     solve();
     solveLogin();

@@ -54,7 +54,7 @@ func (p *Pages) renderCancel(w http.ResponseWriter, r *http.Request, status int,
 	}
 	f.Active = "bookings"
 	p.render(w, r, status, "Cancel", f, views.SiteCancel(views.SiteFrame{CSRF: p.csrfToken(r)}, views.CancelPage{HoldID: id.String(), PNR: q.PNR,
-		What: q.What, Refund: india.Decimal(q.RefundPaise), RefundPaise: q.RefundPaise, Message: q.Message, Allowed: q.Allowed}))
+		What: q.What, Refund: india.Rupees(q.RefundPaise), RefundPaise: q.RefundPaise, Message: q.Message, Allowed: q.Allowed}))
 }
 
 // cancel cancels what the passenger was shown, at the refund shown: if the
@@ -80,7 +80,7 @@ func (p *Pages) cancel(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if c := booking.ErrorCode(err); c == booking.EINVALID || c == booking.ECONFLICT {
-			p.renderCancel(w, r, http.StatusConflict, id, views.SiteFrame{Error: booking.ErrorMessage(err)})
+			p.renderCancel(w, r, http.StatusConflict, id, views.SiteFrame{Error: errText(r, err)})
 			return
 		}
 		p.fail(w, r, "Cancel", err)
@@ -109,11 +109,11 @@ func (p *Pages) renderWallet(w http.ResponseWriter, r *http.Request, status int,
 	if pref.Method == payment.Wallet {
 		pref.Method = payment.UPI // a top-up cannot come from the wallet itself
 	}
-	page := views.WalletPage{Balance: india.Decimal(bal), Banks: payment.Banks(), Pref: views.PayChoice{Method: pref.Method, VPA: pref.VPA, Bank: pref.Bank},
+	page := views.WalletPage{Balance: india.Rupees(bal), Banks: payment.Banks(), Pref: views.PayChoice{Method: pref.Method, VPA: pref.VPA, Bank: pref.Bank},
 		Key: "webtop-" + uuid.NewString()}
 	for _, e := range entries {
 		page.Entries = append(page.Entries, views.WalletRow{At: e.At.In(booking.IST).Format("2 Jan 15:04"), Kind: e.Kind, Ref: e.Ref,
-			Amount: signedRupees(e.AmountPaise), Balance: india.Decimal(e.BalanceAfter)})
+			Amount: signedRupees(e.AmountPaise), Balance: india.Rupees(e.BalanceAfter)})
 	}
 	f.Active = "wallet"
 	p.render(w, r, status, "Wallet", f, views.SiteWallet(views.SiteFrame{CSRF: p.csrfToken(r)}, page))
@@ -121,9 +121,9 @@ func (p *Pages) renderWallet(w http.ResponseWriter, r *http.Request, status int,
 
 func signedRupees(paise int64) string {
 	if paise < 0 {
-		return "−" + india.Decimal(-paise)
+		return "−" + india.Rupees(-paise)
 	}
-	return "+" + india.Decimal(paise)
+	return "+" + india.Rupees(paise)
 }
 
 // topUp starts a payment into the wallet through a gateway; the wallet is
@@ -143,7 +143,7 @@ func (p *Pages) topUp(w http.ResponseWriter, r *http.Request) {
 			p.fail(w, r, "Wallet", err)
 			return
 		}
-		p.renderWallet(w, r, http.StatusBadRequest, views.SiteFrame{Error: booking.ErrorMessage(err)})
+		p.renderWallet(w, r, http.StatusBadRequest, views.SiteFrame{Error: errText(r, err)})
 		return
 	}
 	if v.NextAction != nil && v.NextAction.URL != "" {

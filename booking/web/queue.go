@@ -109,7 +109,7 @@ func (p *Pages) challenge(w http.ResponseWriter, r *http.Request) {
 	v, err := p.cfg.Admission.Challenge(r.Context(), p.admCaller(r), r.PostFormValue("attempt"))
 	if err != nil {
 		w.WriteHeader(http.StatusBadRequest)
-		json.NewEncoder(w).Encode(map[string]string{"error": booking.ErrorMessage(err)}) //nolint:errcheck
+		json.NewEncoder(w).Encode(map[string]string{"error": errText(r, err)}) //nolint:errcheck
 		return
 	}
 	json.NewEncoder(w).Encode(v) //nolint:errcheck
@@ -135,7 +135,7 @@ func (p *Pages) challengeOTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Too soon or too many: the message says when; the puzzle stays.
-		p.renderWindowWith(w, r, http.StatusTooManyRequests, views.SiteFrame{Error: booking.ErrorMessage(err)}, selected, adm, false, false)
+		p.renderWindowWith(w, r, http.StatusTooManyRequests, views.SiteFrame{Error: errText(r, err)}, selected, adm, false, false)
 		return
 	}
 	notice := views.T(r.Context(), "pow.otp.sent")

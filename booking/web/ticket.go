@@ -8,6 +8,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/eticket"
+	"tatkal/booking/i18n"
 	"tatkal/views"
 )
 
@@ -30,7 +31,7 @@ func (p *Pages) ticketPage(r *http.Request) (views.TicketPage, []byte, error) {
 		return views.TicketPage{}, nil, err
 	}
 	t := views.TicketPage{BookingPage: page, QRDataURI: "data:image/png;base64," + base64.StdEncoding.EncodeToString(png),
-		Booked: v.CreatedAt.In(booking.IST).Format("15:04 IST, 2 Jan 2006")}
+		Booked: i18n.DateTime(langOf(r), v.CreatedAt.In(booking.IST))}
 	for _, k := range ticketRules {
 		t.Rules = append(t.Rules, views.T(r.Context(), k))
 	}

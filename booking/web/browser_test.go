@@ -304,7 +304,7 @@ func (ph *phone) choose(names ...string) {
 	if !slices.Equal(ticked, names) {
 		t.Fatalf("ticked %v, want %v", ticked, names)
 	}
-	if got, want := ph.text(`[data-pax-count]`), fmt.Sprintf("Chosen: %d/4", len(names)); got != want {
+	if got, want := ph.text(`[data-pax-count]`), fmt.Sprintf(" %d/4", len(names)); !strings.HasSuffix(got, want) {
 		t.Fatalf("the form counts %q, want %q", got, want)
 	}
 }

@@ -61,7 +61,7 @@ func (p *Pages) paymentReturn(w http.ResponseWriter, r *http.Request) {
 		page.Refresh = true
 	}
 	if owner {
-		page.Amount, page.PNR = india.Decimal(v.AmountPaise), pnr
+		page.Amount, page.PNR = india.Rupees(v.AmountPaise), pnr
 		if v.HoldID != uuid.Nil {
 			page.BookingHref = "/bookings/" + v.HoldID.String()
 		} else {

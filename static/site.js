@@ -12,7 +12,22 @@
     s = s % 60;
     return (h > 0 ? h + ":" + pad(m) : m) + ":" + pad(s);
   }
+  // How long this tab has waited in the waiting room (kept per queue for
+  // the tab, so the page's own updates do not restart it).
+  function elapsed() {
+    var el = document.querySelector("[data-elapsed]");
+    if (!el) return;
+    var key = "tk_q_since_" + location.pathname + location.search, since;
+    try {
+      since = parseInt(sessionStorage.getItem(key) || "", 10);
+      if (!(since > 0)) { since = Date.now(); sessionStorage.setItem(key, String(since)); }
+    } catch (e) { since = since || Date.now(); }
+    el.hidden = false;
+    var c = el.querySelector(".clock");
+    if (c) c.textContent = fmt(Date.now() - since);
+  }
   function tick() {
+    elapsed();
     var now = Date.now() + offsetMs;
     document.querySelectorAll("[data-countdown]").forEach(function (el) {
       var left = Date.parse(el.getAttribute("data-countdown")) - now;
@@ -149,6 +164,14 @@
     var hold = document.getElementById(box.getAttribute("data-unlock"));
     if (hold) { hold.disabled = true; hold.setAttribute("data-pow-wait", "1"); }
     if (!window.Worker) { noWorker(box); return; }
+    // A slow check (an old phone): the code by SMS is offered after a few
+    // seconds, not only when the check fails.
+    setTimeout(function () {
+      if (box.getAttribute("data-solved")) return;
+      status.textContent = box.getAttribute("data-slow") || status.textContent;
+      var alt = document.querySelector("[data-otp-alt]");
+      if (alt) alt.className = "primary big";
+    }, 4000);
     var body = new URLSearchParams({ attempt: box.getAttribute("data-challenge"), csrf: form.querySelector("[name=csrf]").value });
     status.textContent = box.getAttribute("data-checking") || "…";
     fetch("/book/challenge", { method: "POST", body: body })

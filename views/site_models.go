@@ -128,6 +128,9 @@ type WindowPage struct {
 	// Admission is the waiting room's token once admitted (queue mode):
 	// the form then carries it and the booking-time challenge.
 	Admission string
+	// AdmissionUntilISO is when the admission lapses: "you're in, hold
+	// within m:ss".
+	AdmissionUntilISO string
 	// PreQueue: the waiting room is open (from 15 minutes before the window).
 	PreQueue     bool
 	FairnessHref string
@@ -242,6 +245,9 @@ type QueuePage struct {
 	RandomiseUntil          string
 	Refresh                 int // seconds, the server's pace
 	FairnessHref            string
+	// DrawISO is the draw's time while the place is not drawn yet (a
+	// live clock to it); NowISO the server's time when answering.
+	DrawISO, NowISO string
 }
 
 // FieldErrors are a form's messages per field name, shown under each

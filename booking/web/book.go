@@ -150,7 +150,7 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 		Mode: sh.Mode, OpensAtISO: sh.OpensAt.Format(time.RFC3339), OpensAt: i18n.DateTime(langOf(r), sh.OpensAt.In(booking.IST)), ClosesAt: i18n.DateTime(langOf(r), sh.ClosesAt.In(booking.IST)),
 		ServerTimeISO: now.Format(time.RFC3339Nano), Open: !now.Before(sh.OpensAt) && now.Before(sh.ClosesAt), Closed: !now.Before(sh.ClosesAt),
 		Fare: india.Rupees(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,
-		NoneChosen: noneChosen, Key: newAttemptKey(), Admission: admissionToken, OTP: otp && admissionToken != "", PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
+		NoneChosen: noneChosen, Key: newAttemptKey(), Admission: admissionToken, AdmissionUntilISO: isoOrEmpty(admissionExpiry(r.Context())), OTP: otp && admissionToken != "", PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
 	if p.cfg.Booking.LightForm(sh.ID) {
 		// The single-step form for a hot train: no band (one call less),
 		// passengers and payment method in one submit.
@@ -173,6 +173,13 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 	// a ticket in the wrong name for whoever does not look.
 	f.Active = "search"
 	p.render(w, r, status, "Book "+sh.Train, f, views.SiteWindow(views.SiteFrame{CSRF: p.csrfToken(r)}, page))
+}
+
+func isoOrEmpty(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
 }
 
 // alternatives are the journeys between the same stations on the same day

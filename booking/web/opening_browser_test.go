@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"tatkal/booking"
 	"tatkal/booking/lab/seed"
@@ -89,7 +90,7 @@ func phoneOpening(t *testing.T, lang string) {
 	}
 	ph.shot(lang + "-02a-pax-errors")
 	hindi("passenger errors")
-	ph.do("correct it", chromedp.Click(chromedp.CSS(`label[for=gM]`)), chromedp.SetValue(chromedp.CSS(`[data-testid=pax-idref]`), ""),
+	ph.do("correct it", chromedp.Click(chromedp.CSS(`label[for=gM]`)), ph.clear(`[data-testid=pax-idref]`),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=pax-idref]`), "K7654321"))
 	ph.submit("save the second passenger", `[data-testid=pax-save]`)
 	if got := ph.text(`[data-testid=pax-list]`); !strings.Contains(got, "Arjun Mehta") {
@@ -165,7 +166,7 @@ func phoneOpening(t *testing.T, lang string) {
 
 	// Pay by UPI; a UPI ID of the wrong shape is caught in the browser,
 	// under its field, the input kept.
-	ph.do("choose UPI", chromedp.Click(chromedp.CSS(`label[for=pay-upi]`)), chromedp.SetValue(chromedp.CSS(`[data-testid=pay-vpa]`), ""),
+	ph.do("choose UPI", chromedp.Click(chromedp.CSS(`label[for=pay-upi]`)), ph.clear(`[data-testid=pay-vpa]`),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=pay-vpa]`), "kavya"))
 	ph.do("pay with a bad UPI ID", chromedp.Click(chromedp.CSS(`[data-testid=pay]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=err-vpa]`)))
 	if got := ph.eval(`[document.activeElement.id, document.querySelector("#pay-vpa").value, document.querySelector("#pay-vpa").getAttribute("aria-invalid")]`); got[0] != "pay-vpa" || got[1] != "kavya" || got[2] != "true" {
@@ -195,6 +196,14 @@ func phoneOpening(t *testing.T, lang string) {
 	ph.do("wallet", chromedp.Navigate(base+"/wallet"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=ledger]`)))
 	ph.noOverflow("wallet")
 	hindi("wallet")
+}
+
+// clear empties a text field as a person does: to its end, then
+// backspace over what is there.
+func (ph *phone) clear(sel string) chromedp.Action[chromedp.Void] {
+	ph.t.Helper()
+	n := len(ph.eval(fmt.Sprintf(`[document.querySelector(%q).value]`, sel))[0])
+	return chromedp.SendKeys(chromedp.CSS(sel), kb.End+strings.Repeat(kb.Backspace, n))
 }
 
 // watchBusy records, in the tab's session storage (which outlives the

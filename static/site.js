@@ -338,10 +338,17 @@
         e.preventDefault();
         (first.hasAttribute("data-group") ? first.querySelector("input") : first).focus();
       });
-      // A corrected field loses its message as soon as it is right.
-      form.addEventListener("change", function (e) {
+      // A corrected field loses its message as soon as it is right: while
+      // typing (input), or on choosing (a radio, a select). Not on a text
+      // field's change, which fires on blur: the message vanishing as the
+      // finger lands on Save would move Save from under it.
+      function recheck(e) {
         var f = e.target.closest("[data-msg]");
         if (f && f.getAttribute("aria-invalid") === "true") check(f);
+      }
+      form.addEventListener("input", recheck);
+      form.addEventListener("change", function (e) {
+        if (e.target.type === "radio" || e.target.type === "checkbox" || e.target.tagName === "SELECT") recheck(e);
       });
     });
     // The photo ID's number takes the shape of the chosen type: its

@@ -288,6 +288,9 @@ func (ph *phone) choose(names ...string) {
 			ph.stalled("tick of "+name, err)
 		}
 		if checked != want[name] {
+			// Scrolled to the middle first, as a thumb does: the bottom of a
+			// phone's screen is the Hold bar.
+			ph.eval(fmt.Sprintf(`[String(document.querySelector(%q).scrollIntoView({block: "center"}))]`, sel))
 			ph.do("tick "+name, chromedp.Click(chromedp.CSS(sel+` label`)))
 		}
 		delete(want, name)

@@ -92,6 +92,8 @@ func phoneOpening(t *testing.T, lang string) {
 	hindi("passenger errors")
 	ph.do("correct it", chromedp.Click(chromedp.CSS(`label[for=gM]`)), ph.clear(`[data-testid=pax-idref]`),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=pax-idref]`), "K7654321"))
+	ph.t.Logf("before saving: %v", ph.eval(`(() => { const f = document.querySelector("[data-testid=pax-form]");
+		return [String(f.dataset.sent), ...Array.from(f.querySelectorAll("[data-msg]")).map(e => e.id + "=" + (e.validity ? e.validity.valid : "grp") + ":" + (e.value || "") + ":" + (e.getAttribute("pattern") || ""))]; })()`))
 	ph.submit("save the second passenger", `[data-testid=pax-save]`)
 	if got := ph.text(`[data-testid=pax-list]`); !strings.Contains(got, "Arjun Mehta") {
 		t.Fatalf("saved passengers: %q", got)
@@ -299,7 +301,7 @@ func (ph *phone) notASeat(page string) {
 func (ph *phone) dataWords(s *teststack.Stack, extra ...string) map[string]bool {
 	ph.t.Helper()
 	ok := map[string]bool{"tatkal": true}
-	rows, err := s.Pool.Query(context.Background(), `SELECT name FROM stations UNION ALL SELECT name FROM trains`)
+	rows, err := s.Pool.Query(context.Background(), `SELECT name FROM stations UNION ALL SELECT name FROM trains UNION ALL SELECT name FROM passenger_master`)
 	teststack.Must(ph.t, err, "names")
 	defer rows.Close()
 	for rows.Next() {

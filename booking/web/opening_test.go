@@ -108,6 +108,7 @@ func TestTatkalLeftToday(t *testing.T) {
 	_, err = book(2)
 	teststack.Must(t, err, "second booking")
 	// Cancelling a confirmed ticket gives no ticket back (the rule counts it).
+	s.Recorded(t, first.HoldID) // the core has it: cancellable
 	_, err = s.Service.CancelBooking(ctx, user, first.HoldID, nil)
 	teststack.Must(t, err, "cancel the first booking")
 	got, btn := left()

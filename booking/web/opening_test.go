@@ -119,3 +119,36 @@ func TestTatkalLeftToday(t *testing.T) {
 		t.Fatalf("a third hold: %v, want DAILY_CAP (the page said none left)", err)
 	}
 }
+
+// A sold-out journey shows no Hold button but the journeys still open
+// between the same stations that day; the search results show no Book
+// button for it either.
+func TestSoldOutOffersAlternatives(t *testing.T) {
+	t.Parallel()
+	s := teststack.New(t, teststack.Options{})
+	_, date := s.DemoShard(t, 1, 0) // 3A: one berth, no waitlist
+	ctx := context.Background()
+	alt, err := seed.Shard(ctx, s.Pool, seed.ShardSpec{Train: "12951", Date: date, Class: "2A", Berths: 4, OpensAt: time.Now().Add(-time.Minute)})
+	teststack.Must(t, err, "seed 2A")
+	_, err = s.Service.Rebuild(ctx, alt)
+	teststack.Must(t, err, "load 2A")
+	users := s.Users(t, "sold", 2)
+	h, err := s.Service.Hold(ctx, teststack.Caller(users[0]), booking.HoldRequest{UserID: users[0], IdempotencyKey: "sold-hold-1", Train: "12951",
+		Date: date, Class: "3A", From: "MMCT", To: "NDLS", Passengers: []booking.Passenger{{Name: "Meera Pillai", Age: 41, Gender: "F",
+			IDType: "PAN", IDRef: "ABCDE1234F"}}})
+	if err != nil || h.Status != "HELD" {
+		t.Fatalf("hold the last berth: %+v %v", h, err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past the availability cache's second
+	b := newBrowser(t, s)
+	b.signIn("sold00002", "pw-sold")
+	_, _, page := b.get("/book?train=12951&date=" + date.Format("2006-01-02") + "&class=3A&from=MMCT&to=NDLS")
+	if !strings.Contains(page, `data-testid="soldout"`) || holdButton.MatchString(page) || !strings.Contains(page, `data-testid="alt-12951-2A"`) {
+		t.Fatalf("the sold-out window page: want no Hold, the open 2A offered:\n%.4000s", page)
+	}
+	_, _, page = b.get("/search?from=MMCT&to=NDLS&date=" + date.Format("2006-01-02"))
+	row := regexp.MustCompile(`(?s)data-testid="result-12951-3A".*?</li>`).FindString(page)
+	if row == "" || strings.Contains(row, `data-testid="book"`) || !strings.Contains(row, `data-testid="soldout-note"`) {
+		t.Fatalf("the sold-out result: want no Book button:\n%s", row)
+	}
+}

@@ -252,7 +252,7 @@ var catalogue = map[string][2]string{
 	"state.HELD_WL":         {"Waitlist place held: pay to keep it", "प्रतीक्षा सूची स्थान रोका गया: रखने के लिए भुगतान करें"},
 	"st.confirming":         {"Payment received and berths allotted: PNR %[1]s. The reservation system is recording your ticket; this takes a moment.", "भुगतान मिल गया और बर्थ आवंटित: PNR %[1]s। आरक्षण प्रणाली आपका टिकट दर्ज कर रही है; इसमें एक क्षण लगता है।"},
 	"st.confirmed":          {"Your ticket is confirmed. PNR %[1]s.", "आपका टिकट कन्फ़र्म है। PNR %[1]s।"},
-	"st.waitlisted":         {"Your ticket is waitlisted at TQWL/%[1]s. PNR %[2]s.", "आपका टिकट प्रतीक्षा सूची TQWL/%[1]s पर है। PNR %[2]s।"},
+	"st.waitlisted":         {"Your ticket is waitlisted at TQWL/%[1]s. PNR %[2]s. No berth yet: you get one if confirmed passengers cancel before the chart; if still waitlisted at charting, it is cancelled and the fare less clerkage is refunded automatically.", "आपका टिकट प्रतीक्षा सूची TQWL/%[1]s पर है। PNR %[2]s। अभी कोई बर्थ नहीं: चार्ट से पहले कन्फ़र्म यात्री रद्द करें तो मिलेगी; चार्ट बनते समय भी प्रतीक्षा सूची में रहे तो टिकट रद्द होगा और क्लर्केज काटकर किराया अपने आप लौटेगा।"},
 	"st.cancelled.refund":   {"Your ticket is cancelled. %[1]s will be refunded.", "आपका टिकट रद्द है। %[1]s वापस किए जाएँगे।"},
 	"st.cancelled.norefund": {"Your ticket is cancelled. Confirmed Tatkal tickets are not refunded on cancellation.", "आपका टिकट रद्द है। कन्फ़र्म तत्काल टिकट रद्द करने पर धनवापसी नहीं होती।"},
 	"st.held":               {"Seats held until %[1]s. Pay before then to get your ticket.", "सीटें %[1]s तक रोकी गई हैं। टिकट पाने के लिए उससे पहले भुगतान करें।"},

@@ -114,6 +114,7 @@ type JourneyRow struct {
 // window, then the hold form.
 type WindowPage struct {
 	Train, TrainName, Class, From, To, Date string
+	DateLabel                               string // Date as the site writes dates
 	Mode                                    string
 	OpensAtISO, OpensAt, ClosesAt           string
 	ServerTimeISO                           string

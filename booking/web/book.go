@@ -147,6 +147,7 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 	now := p.cfg.Now()
 	fare := booking.ComputeFare(sh.Fare, sh.Superfast, sh.Stops[t_].Km-sh.Stops[f_].Km, 1)
 	page := views.WindowPage{Train: sh.Train, TrainName: sh.TrainName, Class: sh.Class, From: j.from, To: j.to, Date: j.date.Format(time.DateOnly),
+		DateLabel: i18n.Date(langOf(r), j.date),
 		Mode: sh.Mode, OpensAtISO: sh.OpensAt.Format(time.RFC3339Nano), OpensAt: i18n.DateTime(langOf(r), sh.OpensAt.In(booking.IST)), ClosesAt: i18n.DateTime(langOf(r), sh.ClosesAt.In(booking.IST)),
 		ServerTimeISO: now.Format(time.RFC3339Nano), Open: !now.Before(sh.OpensAt) && now.Before(sh.ClosesAt), Closed: !now.Before(sh.ClosesAt),
 		Fare: india.Rupees(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,

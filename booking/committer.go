@@ -486,19 +486,11 @@ func (c *Committer) diagnose(ctx context.Context, r holdRow) commitResult {
 	// verified accounts of its phone. Each is counted, never assumed: a
 	// row skipped for a live hold that confirmed since shows none of them,
 	// and is tried again rather than refused with a limit not reached.
-	var day, month, person int
-	var verified bool
-	if err := c.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE h.opening_day = $2), count(*),
-		coalesce((SELECT id_verification_status = 'VERIFIED' FROM users WHERE id = $1), false),
-		coalesce((SELECT count(*) FROM users u JOIN users v ON v.phone_hash = u.phone_hash
-		          JOIN holds x ON x.user_id = v.id
-		          WHERE u.id = $1 AND u.id_verification_status = 'VERIFIED' AND v.id_verification_status = 'VERIFIED'
-		            AND x.opening_day = $2 AND x.state IN ('HELD', 'CONFIRMED')), 0)
-		FROM holds h
-		WHERE h.user_id = $1 AND h.state IN ('HELD', 'CONFIRMED') AND h.opening_day >= date_trunc('month', $2::date)::date
-		  AND h.opening_day < (date_trunc('month', $2::date) + interval '1 month')::date`, r.UserID, r.OpeningDay).Scan(&day, &month, &verified, &person); err != nil {
+	n, err := readTatkalCounts(ctx, c.pool, r.UserID, r.OpeningDay)
+	if err != nil {
 		return commitResult{err: fmt.Errorf("diagnose hold %s: %w", r.ID, err)}
 	}
+	day, month, person, verified := n.day, n.month, n.person, n.verified
 	rules := c.rulesNow() // one snapshot for the whole diagnosis
 	monthly := rules.MonthlyCap
 	if verified {

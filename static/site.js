@@ -12,7 +12,22 @@
     s = s % 60;
     return (h > 0 ? h + ":" + pad(m) : m) + ":" + pad(s);
   }
+  // How long this tab has waited in the waiting room (kept per queue for
+  // the tab, so the page's own updates do not restart it).
+  function elapsed() {
+    var el = document.querySelector("[data-elapsed]");
+    if (!el) return;
+    var key = "tk_q_since_" + location.pathname + location.search, since;
+    try {
+      since = parseInt(sessionStorage.getItem(key) || "", 10);
+      if (!(since > 0)) { since = Date.now(); sessionStorage.setItem(key, String(since)); }
+    } catch (e) { since = since || Date.now(); }
+    el.hidden = false;
+    var c = el.querySelector(".clock");
+    if (c) c.textContent = fmt(Date.now() - since);
+  }
   function tick() {
+    elapsed();
     var now = Date.now() + offsetMs;
     document.querySelectorAll("[data-countdown]").forEach(function (el) {
       var left = Date.parse(el.getAttribute("data-countdown")) - now;
@@ -20,25 +35,72 @@
       if (clock) clock.textContent = fmt(left);
       el.classList.toggle("low", left < 30000);
       var unlock = el.getAttribute("data-unlock");
-      if (unlock && left <= 0) {
-        var b = document.getElementById(unlock);
+      var b = unlock && document.getElementById(unlock);
+      if (b && b.hasAttribute("data-off")) b = null; // off for a reason the server gave (no tickets left)
+      // The page renders Hold enabled (it must work without this script,
+      // the server refusing an early hold); here it waits for the opening.
+      if (b && left > 0 && !b.dataset.locked) {
+        b.dataset.locked = "1";
+        b.disabled = true;
+      }
+      if (b && left <= 0 && b.dataset.locked === "1") {
         // A small random jitter, so clocks aligned to the millisecond do not
         // all fire at once (seeds/000 section 4.2); fair in expectation.
-        if (b && b.disabled && !b.dataset.jitter) {
-          b.dataset.jitter = "1";
-          setTimeout(function () { b.dataset.open = "1"; enable(b); }, Math.random() * 200);
-        }
+        b.dataset.locked = "2";
+        setTimeout(function () { b.dataset.open = "1"; enable(b); }, Math.random() * 200);
       }
+      if (left <= 0 && el.hasAttribute("data-opening")) opened(el);
     });
     solve(); // the booking check starts shortly before the opening
   }
   // The hold button opens once the window is open (its countdown, if any,
   // has run out) and the booking check is solved (if the form has one).
+  // A page loaded after the opening was never locked by its countdown; a
+  // button off for a reason the server gave (data-off) stays off.
   function enable(b) {
-    var cd = document.querySelector("[data-countdown][data-unlock='" + b.id + "']");
     var box = document.querySelector("[data-challenge][data-unlock='" + b.id + "']");
-    if ((!cd || b.dataset.open) && (!box || box.getAttribute("data-solved"))) b.disabled = false;
+    if (b.hasAttribute("data-off") || b.dataset.locked === "1") return;
+    if (!box || box.getAttribute("data-solved")) b.disabled = false;
   }
+  // The window opens: the page says so where it said "not open yet", the
+  // countdown goes, and the passengers come into view (Hold is in the bar
+  // fixed at the bottom of a phone's screen).
+  function opened(box) {
+    box.removeAttribute("data-opening");
+    box.hidden = true;
+    document.querySelectorAll("[data-before-open]").forEach(function (p) { p.hidden = true; });
+    var dd = document.querySelector("[data-open-text]"), dt = document.querySelector("[data-open-dt]");
+    if (dd) { dd.textContent = dd.getAttribute("data-open-text"); dd.className = "band band-AVAILABLE"; }
+    if (dt) dt.textContent = dt.getAttribute("data-open-dt");
+    var now = document.querySelector("[data-open-now]");
+    if (now) now.hidden = false;
+    var who = document.querySelector("[data-pax-max]");
+    if (who) who.scrollIntoView({ block: "start" });
+  }
+  // Every button that posts shows at once that the work has started: its
+  // words change (data-busy, else the page's data-busy-text) and it is
+  // disabled, so nobody taps twice or reloads. Disabled on the next tick:
+  // a disabled submitter would drop its own name from the form. A page
+  // shown again from the back-forward cache gets its buttons back.
+  document.addEventListener("submit", function (e) {
+    if (e.defaultPrevented) return;
+    var form = e.target, b = e.submitter || form.querySelector("button[type=submit], button:not([type])");
+    if (form.dataset.sent) { e.preventDefault(); return; }
+    form.dataset.sent = "1";
+    if (!b) return;
+    b.dataset.idle = b.textContent;
+    b.textContent = b.getAttribute("data-busy") || document.body.getAttribute("data-busy-text") || "…";
+    b.setAttribute("aria-busy", "true");
+    b.classList.add("busy");
+    setTimeout(function () { b.disabled = true; }, 0);
+  });
+  window.addEventListener("pageshow", function (e) {
+    if (!e.persisted) return;
+    document.querySelectorAll("form[data-sent]").forEach(function (f) { delete f.dataset.sent; });
+    document.querySelectorAll("button.busy").forEach(function (b) {
+      b.textContent = b.dataset.idle; b.classList.remove("busy"); b.removeAttribute("aria-busy"); b.disabled = false;
+    });
+  });
   // The server's clock is learnt ahead of the window (seeds/000 section
   // 4.2): any page asks POST /v1/session/prepare when this tab has no
   // offset younger than ten minutes, and keeps it for the tab's later
@@ -95,7 +157,7 @@
   function unlock(box) {
     box.setAttribute("data-solved", "1");
     var b = document.getElementById(box.getAttribute("data-unlock"));
-    if (b) enable(b);
+    if (b) { b.removeAttribute("data-pow-wait"); enable(b); }
   }
   // The booking check every hold carries (direct and waiting-room
   // shards): fetched for this attempt, then solved; the hold button
@@ -112,7 +174,21 @@
     box.setAttribute("data-started", "1");
     setTimeout(function () { if (document.contains(box)) { box.removeAttribute("data-started"); solve(); } }, CHECK_LEAD);
     var form = box.closest("form"), status = box.querySelector("[data-pow-status]");
+    // Rendered enabled for a browser without this script (which is then
+    // refused and pointed at the SMS code); here it waits for the check.
+    var hold = document.getElementById(box.getAttribute("data-unlock"));
+    // A renewal keeps Hold as it is: the solved check stays valid while
+    // the next one is solved.
+    if (hold && !box.getAttribute("data-solved")) { hold.disabled = true; hold.setAttribute("data-pow-wait", "1"); }
     if (!window.Worker) { noWorker(box); return; }
+    // A slow check (an old phone): the code by SMS is offered after a few
+    // seconds, not only when the check fails.
+    setTimeout(function () {
+      if (box.getAttribute("data-solved")) return;
+      status.textContent = box.getAttribute("data-slow") || status.textContent;
+      var alt = document.querySelector("[data-otp-alt]");
+      if (alt) alt.className = "primary big";
+    }, 4000);
     var body = new URLSearchParams({ attempt: box.getAttribute("data-challenge"), csrf: form.querySelector("[name=csrf]").value });
     status.textContent = box.getAttribute("data-checking") || "…";
     fetch("/book/challenge", { method: "POST", body: body })
@@ -241,7 +317,76 @@
       update();
     });
   }
+  // Forms marked data-validate are checked here first, by the same rules
+  // the server applies (the fields' own required/pattern/min/max): each
+  // message goes under its field (the slot [data-error-for]), the field is
+  // marked aria-invalid, and focus goes to the first bad one. What was
+  // typed stays. The server checks again and answers the same way.
+  function showError(field, slot, msg) {
+    if (slot) { slot.textContent = msg; slot.hidden = !msg; }
+    if (msg) field.setAttribute("aria-invalid", "true"); else field.removeAttribute("aria-invalid");
+  }
+  function check(field) {
+    var slot = document.querySelector('[data-error-for="' + field.id + '"]');
+    if (field.hasAttribute("data-group")) {
+      var any = field.querySelector("input:checked");
+      showError(field, slot, any ? "" : field.getAttribute("data-msg"));
+      return !!any;
+    }
+    var method = field.getAttribute("data-when-method");
+    if (method) {
+      var m = field.form && field.form.querySelector("input[name=method]:checked");
+      if (!m || m.value !== method) { showError(field, slot, ""); return true; }
+      if (!field.value.trim()) { showError(field, slot, field.getAttribute("data-msg")); return false; }
+    }
+    var ok = field.checkValidity();
+    showError(field, slot, ok ? "" : (field.getAttribute("data-msg") || field.validationMessage));
+    return ok;
+  }
+  function validation() {
+    document.querySelectorAll("form[data-validate]").forEach(function (form) {
+      if (form.dataset.bound) return;
+      form.dataset.bound = "1";
+      var fields = function () { return form.querySelectorAll("[data-msg]"); };
+      form.addEventListener("submit", function (e) {
+        var first = null;
+        fields().forEach(function (f) { if (!check(f) && !first) first = f; });
+        if (!first) return;
+        e.preventDefault();
+        (first.hasAttribute("data-group") ? first.querySelector("input") : first).focus();
+      });
+      // A corrected field loses its message as soon as it is right: while
+      // typing (input), or on choosing (a radio, a select). Not on a text
+      // field's change, which fires on blur: the message vanishing as the
+      // finger lands on Save would move Save from under it.
+      function recheck(e) {
+        var f = e.target.closest("[data-msg]");
+        if (f && f.getAttribute("aria-invalid") === "true") check(f);
+      }
+      form.addEventListener("input", recheck);
+      form.addEventListener("change", function (e) {
+        if (e.target.type === "radio" || e.target.type === "checkbox" || e.target.tagName === "SELECT") recheck(e);
+      });
+    });
+    // The photo ID's number takes the shape of the chosen type: its
+    // pattern and the hint above the field.
+    document.querySelectorAll("[data-id-type]").forEach(function (sel) {
+      if (sel.dataset.bound) return;
+      sel.dataset.bound = "1";
+      var ref = sel.form.querySelector("[name=id_ref]"), hint = sel.form.querySelector("[data-id-hint]");
+      var none = hint ? hint.textContent : "";
+      function apply() {
+        var o = sel.options[sel.selectedIndex];
+        if (ref) { if (o.getAttribute("data-pattern")) ref.setAttribute("pattern", o.getAttribute("data-pattern")); else ref.removeAttribute("pattern"); }
+        if (hint) hint.textContent = o.getAttribute("data-hint") || none;
+      }
+      sel.addEventListener("change", apply);
+      if (ref) ref.addEventListener("input", function () { ref.value = ref.value.toUpperCase(); });
+      apply();
+    });
+  }
   function init() {
+    validation();
     passengerLimit();
     solve();
     solveLogin();

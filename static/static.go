@@ -13,8 +13,18 @@ import (
 	"strings"
 )
 
-//go:embed *.css *.js
+//go:embed *.css *.js *.ttf
 var files embed.FS
+
+// DevanagariFont is Noto Sans Devanagari (SIL Open Font License 1.1, see
+// NotoSansDevanagari-OFL.txt beside it): the Hindi pages' font (site.css)
+// and the Hindi e-ticket PDF's (booking/eticket).
+func DevanagariFont() []byte {
+	b, _ := files.ReadFile(devanagari)
+	return b
+}
+
+const devanagari = "NotoSansDevanagari-Regular.ttf"
 
 // hashes maps a file name to its content hash; computed once, read-only after.
 var hashes = func() map[string]string {
@@ -48,7 +58,10 @@ func Handler() http.Handler {
 			http.NotFound(w, r)
 			return
 		}
-		if hash == hashes[name] {
+		// A font is named by its release and never changes under its
+		// name, and site.css reaches it relative to its own address: it is
+		// cached for good under any hash.
+		if hash == hashes[name] || path.Ext(name) == ".ttf" {
 			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 		} else {
 			w.Header().Set("Cache-Control", "no-cache")
@@ -58,6 +71,8 @@ func Handler() http.Handler {
 			w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		case ".js":
 			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		case ".ttf":
+			w.Header().Set("Content-Type", "font/ttf")
 		}
 		w.Write(b) //nolint:errcheck
 	})

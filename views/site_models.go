@@ -1,6 +1,11 @@
 package views
 
-import "strconv"
+import (
+	"context"
+	"strconv"
+
+	"github.com/a-h/templ"
+)
 
 // SiteFrame is what every passenger page's frame needs: who is signed in,
 // the form token, the language switch's return path and a notice.
@@ -56,13 +61,17 @@ type SavedPassengerRow struct {
 // PassengerForm is the add-a-passenger form's values (kept on an error).
 type PassengerForm struct {
 	Name, Age, Gender, BerthPref, IDType, IDRef string
+	Errs
 }
+
+// FirstBad is the first field refused, focused on the page.
+func (f PassengerForm) FirstBad() string { return f.First }
 
 // PassengersPage is the master list, the add form and the payment choice.
 type PassengersPage struct {
 	Passengers []SavedPassengerRow
 	Form       PassengerForm
-	IDTypes    []string
+	IDTypes    []IDTypeOption
 	Pref       PayChoice
 	Banks      []string
 	Verified   bool
@@ -72,10 +81,15 @@ type PassengersPage struct {
 // PayChoice is a payment method with its details.
 type PayChoice struct {
 	Method, VPA, Bank string
+	Errs
 }
+
+// FirstBad is the first field refused, focused on the page.
+func (p PayChoice) FirstBad() string { return p.First }
 
 // SearchPage is the search form and its results.
 type SearchPage struct {
+	Stations       []Station
 	From, To, Date string
 	Searched       bool
 	Results        []JourneyRow
@@ -90,12 +104,17 @@ type JourneyRow struct {
 	Band                    string // AVAILABLE FEW WL SOLD_OUT, or ""
 	BandNote                string
 	Href                    string
+	From, To                string
+	// Holdable: a hold can still take a seat or a waitlist place (or the
+	// band is unknown); a sold-out row offers no Book button.
+	Holdable bool
 }
 
 // WindowPage is the booking page of one journey: the countdown to the
 // window, then the hold form.
 type WindowPage struct {
 	Train, TrainName, Class, From, To, Date string
+	DateLabel                               string // Date as the site writes dates
 	Mode                                    string
 	OpensAtISO, OpensAt, ClosesAt           string
 	ServerTimeISO                           string
@@ -110,6 +129,9 @@ type WindowPage struct {
 	// Admission is the waiting room's token once admitted (queue mode):
 	// the form then carries it and the booking-time challenge.
 	Admission string
+	// AdmissionUntilISO is when the admission lapses: "you're in, hold
+	// within m:ss".
+	AdmissionUntilISO string
 	// PreQueue: the waiting room is open (from 15 minutes before the window).
 	PreQueue     bool
 	FairnessHref string
@@ -123,6 +145,15 @@ type WindowPage struct {
 	Pay    PayChoice
 	Banks  []string
 	PayKey string
+	// LeftKnown: Left of the Cap Tatkal tickets of the opening day are
+	// still the account's to book (booking.Service.TatkalLeft, the
+	// committer's own count); none left disables Hold with the reason.
+	LeftKnown bool
+	Left, Cap int
+	// Waitlist: a hold now would be a TQWL place, not a seat (the band).
+	Waitlist bool
+	// Alternatives are the open choices when this one is sold out.
+	Alternatives []JourneyRow
 }
 
 // FareLineRow is one line of a fare breakup.
@@ -138,6 +169,11 @@ type PassengerRow struct {
 type BookingPage struct {
 	HoldID                      string
 	State, Message              string
+	Title                       string // the state's headline, a catalogue key
+	Waitlist                    bool   // TQWL places held, not seats
+	TotalWords                  string // the total in words
+	FromName, ToName            string // "Mumbai Central" (the codes are From, To)
+	Boards, Arrives             string // at the boarding point, at the destination
 	PNR                         string
 	Train, TrainName, Class     string
 	From, To, Date, Departs     string
@@ -210,4 +246,71 @@ type QueuePage struct {
 	RandomiseUntil          string
 	Refresh                 int // seconds, the server's pace
 	FairnessHref            string
+	// DrawISO is the draw's time while the place is not drawn yet (a
+	// live clock to it); NowISO the server's time when answering.
+	DrawISO, NowISO string
 }
+
+// FieldErrors are a form's messages per field name, shown under each
+// field (aria-invalid, aria-describedby), the first bad field focused.
+type FieldErrors interface{ Err(name string) string }
+
+// Errs is a form's errors by field name and the first bad field.
+type Errs struct {
+	ByField map[string]string
+	First   string
+}
+
+// Err is the message for the field, "" when it is fine.
+func (e Errs) Err(name string) string { return e.ByField[name] }
+
+// Set records a field's message; the first set is focused.
+func (e *Errs) Set(name, msg string) {
+	if e.ByField == nil {
+		e.ByField = map[string]string{}
+	}
+	if e.First == "" {
+		e.First = name
+	}
+	e.ByField[name] = msg
+}
+
+// IDTypeOption is an accepted photo ID with the shape of its number as an
+// HTML pattern (the same rule as booking.AcceptedIDs).
+type IDTypeOption struct{ Code, Pattern string }
+
+// fieldAttrs mark a field the form refused: aria-invalid, described by its
+// message (and its format hint), focused if it is the first.
+func fieldAttrs(f FieldErrors, name, id string) templ.Attributes {
+	desc := id + "-err"
+	if id == "pidref" {
+		desc = "pidref-hint " + desc
+	}
+	a := templ.Attributes{"aria-describedby": desc}
+	if f.Err(name) != "" {
+		a["aria-invalid"] = "true"
+		if e, ok := f.(interface{ FirstBad() string }); ok && e.FirstBad() == name {
+			a["autofocus"] = true
+		}
+	}
+	return a
+}
+
+func idPattern(types []IDTypeOption, code string) string {
+	for _, t := range types {
+		if t.Code == code {
+			return t.Pattern
+		}
+	}
+	return ""
+}
+
+func idHint(ctx context.Context, code string) string {
+	if code == "" {
+		return T(ctx, "idfmt.none")
+	}
+	return T(ctx, "idfmt."+code)
+}
+
+// Station is a station's code and name (the search form's suggestions).
+type Station struct{ Code, Name string }

@@ -11,7 +11,7 @@ import templruntime "github.com/a-h/templ/runtime"
 
 // fieldError is the error under a form field, which the field names with
 // aria-describedby.
-func fieldError(id, msg string) templ.Component {
+func signupFieldError(id, msg string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -194,7 +194,7 @@ func SiteSignup(f SiteFrame, p SignupPage) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldError("phone", p.Errors["phone"]).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = signupFieldError("phone", p.Errors["phone"]).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -251,7 +251,7 @@ func SiteSignup(f SiteFrame, p SignupPage) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldError("email", p.Errors["email"]).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = signupFieldError("email", p.Errors["email"]).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -371,7 +371,7 @@ func SiteSignup(f SiteFrame, p SignupPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = fieldError("code", p.Errors["code"]).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = signupFieldError("code", p.Errors["code"]).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -415,7 +415,7 @@ func SiteSignup(f SiteFrame, p SignupPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = fieldError("new-password", p.Errors["password"]).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = signupFieldError("new-password", p.Errors["password"]).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -638,7 +638,7 @@ func SiteIdentity(f SiteFrame, p IdentityPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = fieldError("aadhaar", p.Errors["aadhaar"]).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = signupFieldError("aadhaar", p.Errors["aadhaar"]).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -695,7 +695,7 @@ func SiteIdentity(f SiteFrame, p IdentityPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = fieldError("kyc-name", p.Errors["name"]).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = signupFieldError("kyc-name", p.Errors["name"]).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -752,7 +752,7 @@ func SiteIdentity(f SiteFrame, p IdentityPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = fieldError("kyc-year", p.Errors["year"]).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = signupFieldError("kyc-year", p.Errors["year"]).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -796,7 +796,7 @@ func SiteIdentity(f SiteFrame, p IdentityPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = fieldError("kyc-consent", p.Errors["consent"]).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = signupFieldError("kyc-consent", p.Errors["consent"]).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -931,7 +931,7 @@ func SiteReset(f SiteFrame, p ResetPage) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldError("phone", p.Errors["phone"]).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = signupFieldError("phone", p.Errors["phone"]).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1014,7 +1014,7 @@ func SiteReset(f SiteFrame, p ResetPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = fieldError("code", p.Errors["code"]).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = signupFieldError("code", p.Errors["code"]).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1058,7 +1058,7 @@ func SiteReset(f SiteFrame, p ResetPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = fieldError("new-password", p.Errors["password"]).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = signupFieldError("new-password", p.Errors["password"]).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -16,6 +16,7 @@ import (
 	"tatkal/booking/api/reply"
 	"tatkal/booking/bookingstate"
 	"tatkal/booking/httpx"
+	"tatkal/booking/i18n"
 	"tatkal/booking/india"
 	"tatkal/booking/payment"
 )
@@ -140,12 +141,13 @@ func (a *API) hold(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := holdResponse{HoldID: &res.HoldID, Status: res.Status, HoldExpiresAt: &res.ExpiresAt, Berths: res.Berths,
 		WaitlistNo: res.WaitlistNo, Fare: fareOf(res.Fare), PaymentOptions: []string{"WALLET", "UPI", "CARD", "NB"}}
+	// The same words as the status and the pages (bookingstate's catalogue
+	// keys): a waitlist place is never called a seat.
+	until := i18n.Clock(res.ExpiresAt.In(booking.IST), true)
 	if res.Status == "HELD" {
-		resp.Message = "Seats held until " + res.ExpiresAt.In(booking.IST).Format("15:04:05") + " IST. Pay before then to get your ticket."
+		resp.Message = i18n.Format("en", "st.held", until)
 	} else {
-		resp.Message = "No confirmed seats are left. You can take Tatkal waitlist place TQWL/" + strconv.Itoa(res.WaitlistNo) +
-			". A waitlisted Tatkal ticket cancelled later is refunded less clerkage; pay before " +
-			res.ExpiresAt.In(booking.IST).Format("15:04:05") + " IST to keep this place."
+		resp.Message = "No confirmed seats are left. " + i18n.Format("en", "st.held.wl", strconv.Itoa(res.WaitlistNo), until)
 	}
 	reply.JSON(w, http.StatusCreated, resp)
 }

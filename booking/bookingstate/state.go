@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"tatkal/booking"
+	"tatkal/booking/i18n"
 	"tatkal/booking/india"
 	"tatkal/booking/payment"
 )
@@ -38,6 +39,38 @@ type Words struct {
 	Payment *payment.View
 	// ResolveBy is when a payment in doubt ends in a ticket or a refund.
 	ResolveBy *time.Time
+	// Key and Args are Message in the catalogue (booking/i18n), so a page
+	// says it in the passenger's language (Say); Message is its English,
+	// the API's words. Times among Args are IST clock strings, amounts
+	// rupee strings, so no language formats them differently.
+	Key  string
+	Args []any
+	// Waitlist: the hold is for TQWL places, not seats; its state title
+	// and words say so (never "seats held").
+	Waitlist bool
+}
+
+// say sets the message from the catalogue.
+func (s *Words) say(key string, args ...any) {
+	s.Key, s.Args = key, args
+	s.Message = i18n.Format("en", key, Localize("en", args)...)
+}
+
+// Say is the message in lang.
+func (s Words) Say(lang string) string {
+	if s.Key == "" {
+		return s.Message
+	}
+	return i18n.Format(lang, s.Key, Localize(lang, s.Args)...)
+}
+
+// Title is the catalogue key of the state's headline: a waitlist hold has
+// its own.
+func (s Words) Title() string {
+	if s.Waitlist && s.State == Held {
+		return "state.HELD_WL"
+	}
+	return "state." + s.State
 }
 
 // Describe turns a hold's durable state and its payments (newest first)
@@ -47,31 +80,46 @@ func Describe(v booking.HoldView, pays []payment.View, now time.Time) Words {
 	switch {
 	case v.BookingStat == booking.BookingConfirmed && v.CoreState == "PENDING":
 		s.State, s.NextCheckMs = Confirming, 2000
-		s.Message = "Payment received and berths allotted: PNR " + v.PNR + ". The reservation system is recording your ticket; this takes a moment."
+		s.say("st.confirming", v.PNR)
 	case v.BookingStat == booking.BookingConfirmed:
-		s.State, s.Message = Confirmed, "Your ticket is confirmed. PNR "+v.PNR+"."
+		s.State = Confirmed
+		s.say("st.confirmed", v.PNR)
 	case v.BookingStat == booking.BookingWaitlisted:
-		s.State, s.Message = Waitlisted, "Your ticket is waitlisted at TQWL/"+strconv.Itoa(v.WaitlistNo)+". PNR "+v.PNR+"."
+		s.State = Waitlisted
+		s.say("st.waitlisted", strconv.Itoa(v.WaitlistNo), v.PNR)
 	case v.BookingStat == booking.BookingCancelled && v.RefundDue > 0:
-		s.State, s.Message = Cancelled, "Your ticket is cancelled. ₹"+india.Decimal(v.RefundDue)+" will be refunded."
+		s.State = Cancelled
+		s.say("st.cancelled.refund", india.Rupees(v.RefundDue))
 	case v.BookingStat == booking.BookingCancelled:
-		s.State, s.Message = Cancelled, "Your ticket is cancelled. Confirmed Tatkal tickets are not refunded on cancellation."
+		s.State = Cancelled
+		s.say("st.cancelled.norefund")
 	case v.State == booking.HoldHeld:
 		exp := v.ExpiresAt
 		s.State, s.HoldExpiresAt, s.NextCheckMs = Held, &exp, 5000
-		s.Message = "Seats held until " + v.ExpiresAt.In(booking.IST).Format("15:04:05") + " IST. Pay before then to get your ticket."
-		if now.After(v.ExpiresAt) {
-			s.Message = "Your hold has run out; the seats are being released."
+		s.Waitlist = v.Kind == booking.KindWaitlist
+		until := i18n.Clock(v.ExpiresAt.In(booking.IST), true)
+		switch {
+		case now.After(v.ExpiresAt):
+			s.say("st.held.out")
+		case s.Waitlist:
+			// What is held (a place on the waitlist, no berth), what
+			// happens at charting, what is refunded.
+			s.say("st.held.wl", strconv.Itoa(v.WaitlistNo), until)
+		default:
+			s.say("st.held", until)
 		}
 	case v.State == booking.HoldExpired:
-		s.State, s.Message = Expired, "Your hold ran out before payment; the seats were released. Nothing was charged."
+		s.State = Expired
+		s.say("st.expired")
 	case v.State == booking.HoldCancelled && booking.CancelledByReview(v.Reason):
-		s.State, s.Message = Cancelled, "This hold was cancelled after a fraud review of your account's bookings; the seats were released. "+
-			"A payment for it that goes through is refunded in full. You may appeal the decision."
+		s.State = Cancelled
+		s.say("st.reviewcancelled")
 	case v.State == booking.HoldCancelled:
-		s.State, s.Message = Cancelled, "You cancelled this hold; the seats were released. Nothing was charged."
+		s.State = Cancelled
+		s.say("st.released")
 	default:
-		s.State, s.Message = v.State, "This hold was released. Nothing was charged."
+		s.State = v.State
+		s.say("st.other")
 	}
 	describePayment(&s, v, pays)
 	return s
@@ -90,22 +138,21 @@ func describePayment(s *Words, v booking.HoldView, pays []payment.View) {
 			r := p.Refund
 			if r.State == "PROCESSED" {
 				s.State = Refunded
-				s.Message = "₹" + india.Decimal(r.AmountPaise) + " was refunded"
-				if r.GatewayRef != "" {
-					s.Message += " (reference " + r.GatewayRef + ")"
-				}
-				if r.ExpectedAt != nil && r.GatewayRef != "" {
-					s.Message += "; it reaches your bank by " + r.ExpectedAt.In(booking.IST).Format("2 Jan") + "."
-				} else {
-					s.Message += " to your wallet."
+				switch {
+				case r.ExpectedAt != nil && r.GatewayRef != "":
+					s.say("st.refunded.bank", india.Rupees(r.AmountPaise), r.GatewayRef, DateArg{*r.ExpectedAt})
+				case r.GatewayRef != "":
+					s.say("st.refunded.ref", india.Rupees(r.AmountPaise), r.GatewayRef)
+				default:
+					s.say("st.refunded.wallet", india.Rupees(r.AmountPaise))
 				}
 			} else if v.BookingStat != booking.BookingConfirmed && v.BookingStat != booking.BookingWaitlisted {
 				s.State = RefundInitiated
-				why := RefundReason(r.Reason)
+				why := reasonKey(r.Reason)
 				if r.Reason == booking.RefundHoldCancelled && booking.CancelledByReview(v.Reason) {
-					why = "the hold was cancelled after a fraud review before the payment arrived"
+					why = "why.reviewhold"
 				}
-				s.Message = "₹" + india.Decimal(r.AmountPaise) + " is being refunded automatically (" + why + ")."
+				s.say("st.refunding", india.Rupees(r.AmountPaise), KeyArg(why))
 			}
 			if v.BookingStat == "" || v.BookingStat == booking.BookingCancelled {
 				return
@@ -115,48 +162,74 @@ func describePayment(s *Words, v booking.HoldView, pays []payment.View) {
 	if v.BookingStat != "" {
 		return
 	}
-	by := latest.Deadline.In(booking.IST).Format("15:04")
+	by := i18n.Clock(latest.Deadline.In(booking.IST), false)
 	switch latest.State {
 	case payment.Initiated, payment.AwaitingUser, payment.PendingAtBank, payment.Unknown:
 		s.State = PaymentPending
-		s.Message = "Waiting for your bank. You will get a ticket or an automatic refund by " + by + " IST."
+		s.say("st.pending", by)
 		if v.State == booking.HoldCancelled && booking.CancelledByReview(v.Reason) {
 			// No ticket can come of it any more: only the refund.
 			s.State = Cancelled
-			s.Message = "This hold was cancelled after a fraud review of your account's bookings; the seats were released. " +
-				"If your bank still completes the payment, it is refunded in full automatically by " + by + " IST. You may appeal the decision."
+			s.say("st.pending.review", by)
 		}
 		s.NextCheckMs = 3000
 		d := latest.Deadline
 		s.ResolveBy = &d
 	case payment.Failed:
 		if v.State != booking.HoldHeld {
-			s.State, s.Message = Failed, "The payment failed and nothing was charged. The seats were released."
+			s.State = Failed
+			s.say("st.failed")
 		}
 	case payment.Success:
 		s.State = PaymentPending
-		s.Message = "Payment received; your ticket is being issued."
+		s.say("st.paid")
 		s.NextCheckMs = 2000
 	}
 }
 
 // RefundReason says in words why money is being returned.
-func RefundReason(r string) string {
+func RefundReason(r string) string { return i18n.Text("en", reasonKey(r)) }
+
+// reasonKey is the catalogue key of a refund's reason.
+func reasonKey(r string) string {
 	switch r {
 	case booking.RefundLateSuccessNoSeat:
-		return "your bank confirmed the payment after the seats were gone"
+		return "why.latenoseat"
 	case booking.RefundDuplicateCharge:
-		return "you were charged twice"
+		return "why.duplicate"
 	case booking.RefundHoldCancelled:
-		return "you cancelled before the payment arrived"
+		return "why.holdcancelled"
 	case booking.RefundWaitlistCancelled:
-		return "waitlisted ticket cancelled, less clerkage"
+		return "why.wlcancelled"
 	case booking.RefundCoreRejected:
-		return "the reservation system could not issue the ticket"
+		return "why.corerejected"
 	case booking.RefundAppealUpheld:
-		return "your appeal against the cancellation was upheld: the full fare"
+		return "why.appeal"
 	case booking.RefundAmountMismatch:
-		return "your bank was charged a different amount than the fare"
+		return "why.mismatch"
 	}
-	return "refund"
+	return "why.refund"
+}
+
+// KeyArg is a message argument that is itself a catalogue key, said in
+// the message's language; DateArg a day, named in it.
+type (
+	KeyArg  string
+	DateArg struct{ T time.Time }
+)
+
+// Localize turns a message's args into strings of lang.
+func Localize(lang string, args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch a := a.(type) {
+		case KeyArg:
+			out[i] = i18n.Text(lang, string(a))
+		case DateArg:
+			out[i] = i18n.Date(lang, a.T.In(booking.IST))
+		default:
+			out[i] = a
+		}
+	}
+	return out
 }

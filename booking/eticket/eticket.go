@@ -8,25 +8,35 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-pdf/fpdf"
 	qrcode "github.com/skip2/go-qrcode"
 
 	"tatkal/booking"
+	"tatkal/booking/i18n"
 	"tatkal/booking/india"
+	"tatkal/static"
 )
 
-// Ticket is what an e-ticket shows, already in words (English: the PDF's
-// core fonts have no Devanagari, and amounts are "Rs." for the same reason).
+// Ticket is what an e-ticket shows, already in words, in Lang: "en" (or
+// "") or "hi". Hindi is drawn in Noto Sans Devanagari (shipped in static/,
+// OFL), Latin text (names, codes) in the core Helvetica. fpdf does not
+// shape Devanagari: conjuncts and vowel signs that reorder (ि, half forms)
+// are drawn in code-point order, legible but not as a typesetter would.
 type Ticket struct {
+	Lang                    string
 	PNR, Status             string
 	Train, TrainName, Class string
 	From, To, Date, Departs string
+	FromName, ToName        string // station names ("" : the codes alone)
+	Boards, Arrives         string // at the boarding point, at the destination
 	Booked                  string
 	Passengers              []Passenger
 	Fare                    []FareLine
 	Total                   string
+	TotalWords              string
 	Rules                   []string
 	Printed                 time.Time // zero: now
 }
@@ -57,8 +67,9 @@ func PDF(t Ticket) ([]byte, error) {
 }
 
 // WritePDF writes the ticket as a PDF to out: the PNR with its QR code, the
-// journey, passengers with coach and berth, the fare breakup and the Tatkal
-// rules that apply.
+// journey with station names, boarding point and arrival, passengers with
+// coach and berth, the fare breakup with the total in words, and the
+// Tatkal rules that apply, in the ticket's language.
 func WritePDF(out io.Writer, t Ticket) error {
 	qr, err := QR(t.PNR)
 	if err != nil {
@@ -68,76 +79,160 @@ func WritePDF(out io.Writer, t Ticket) error {
 	if printed.IsZero() {
 		printed = time.Now()
 	}
+	lang := i18n.Norm(t.Lang)
+	L := func(key string) string { return i18n.Text(lang, key) }
 	pdf := fpdf.New("P", "mm", "A4", "")
-	pdf.SetTitle("E-ticket PNR "+t.PNR, false)
+	pdf.SetTitle("E-ticket PNR "+t.PNR, true)
 	pdf.SetCreator("tatkal", false)
-	tr := pdf.UnicodeTranslatorFromDescriptor("") // UTF-8 to the core fonts' cp1252
+	w := &writer{pdf: pdf, tr: pdf.UnicodeTranslatorFromDescriptor("")}
+	if lang == "hi" {
+		pdf.AddUTF8FontFromBytes("deva", "", static.DevanagariFont())
+		w.deva = true
+	}
 	pdf.AddPage()
-	pdf.SetFont("Helvetica", "B", 18)
-	pdf.Cell(120, 10, "Tatkal e-ticket")
-	pdf.Ln(11)
-	pdf.SetFont("Helvetica", "B", 14)
-	pdf.Cell(120, 8, "PNR "+t.PNR)
-	pdf.Ln(8)
-	pdf.SetFont("Helvetica", "", 11)
-	pdf.Cell(120, 6, tr("Status: "+t.Status))
+	w.line(L("eticket.pdf.title"), 18, "B", 10)
+	w.line(L("pnr")+" "+t.PNR, 14, "B", 8)
+	w.line(L("status")+": "+t.Status, 11, "", 6)
 	pdf.RegisterImageOptionsReader("qr", fpdf.ImageOptions{ImageType: "PNG"}, bytes.NewReader(qr))
 	pdf.ImageOptions("qr", 160, 10, 38, 38, false, fpdf.ImageOptions{ImageType: "PNG"}, 0, "")
 	pdf.SetY(52)
 	row := func(k, v string) {
-		pdf.SetFont("Helvetica", "B", 10)
-		pdf.CellFormat(40, 6, tr(k), "", 0, "L", false, 0, "")
-		pdf.SetFont("Helvetica", "", 10)
-		pdf.CellFormat(150, 6, tr(v), "", 1, "L", false, 0, "")
+		w.put(k+": ", 10, "B", 6)
+		w.put(v, 10, "", 6)
+		pdf.Ln(6)
 	}
-	row("Train", t.Train+" "+t.TrainName)
-	row("Journey", t.From+" to "+t.To+", "+t.Date)
+	station := func(name, code string) string {
+		if name == "" {
+			return code
+		}
+		return name + " (" + code + ")"
+	}
+	row(L("train"), t.Train+" "+t.TrainName)
+	row(L("journey"), station(t.FromName, t.From)+" - "+station(t.ToName, t.To)+", "+t.Date)
+	if t.Boards != "" {
+		row(L("boards"), station(t.FromName, t.From)+", "+t.Boards)
+	}
+	if t.Arrives != "" {
+		row(L("arrival"), station(t.ToName, t.To)+", "+t.Arrives)
+	}
 	if t.Departs != "" {
-		row("Departs", t.Departs)
+		row(L("departs"), t.Departs)
 	}
-	row("Class / quota", t.Class+" / Tatkal (TQ)")
-	row("Booked", t.Booked)
+	row(L("class"), t.Class+" / "+L("tatkal")+" (TQ)")
+	row(L("booked"), t.Booked)
 	pdf.Ln(4)
-	pdf.SetFont("Helvetica", "B", 12)
-	pdf.Cell(0, 8, "Passengers")
-	pdf.Ln(8)
-	pdf.SetFont("Helvetica", "B", 10)
-	pdf.CellFormat(10, 7, "#", "1", 0, "C", false, 0, "")
-	pdf.CellFormat(80, 7, "Name", "1", 0, "L", false, 0, "")
-	pdf.CellFormat(25, 7, "Age / sex", "1", 0, "L", false, 0, "")
-	pdf.CellFormat(60, 7, "Coach / berth", "1", 1, "L", false, 0, "")
-	pdf.SetFont("Helvetica", "", 10)
+	w.line(L("passengers"), 12, "B", 8)
 	for i, x := range t.Passengers {
-		pdf.CellFormat(10, 7, fmt.Sprint(i+1), "1", 0, "C", false, 0, "")
-		pdf.CellFormat(80, 7, tr(x.Name), "1", 0, "L", false, 0, "")
-		pdf.CellFormat(25, 7, x.Age+" "+x.Gender, "1", 0, "L", false, 0, "")
-		pdf.CellFormat(60, 7, tr(berthText(x.Berth)), "1", 1, "L", false, 0, "")
+		w.put(fmt.Sprintf("%d. ", i+1), 10, "", 7)
+		w.put(x.Name, 10, "B", 7)
+		w.put(", "+x.Age+" "+x.Gender+"    "+L("coachberth")+": "+berthText(x.Berth), 10, "", 7)
+		pdf.Ln(7)
 	}
 	pdf.Ln(4)
-	pdf.SetFont("Helvetica", "B", 12)
-	pdf.Cell(0, 8, "Fare")
-	pdf.Ln(8)
-	pdf.SetFont("Helvetica", "", 10)
+	w.line(L("farebreakup"), 12, "B", 8)
+	rs := "Rs. "
+	if lang == "hi" {
+		rs = "रु "
+	}
 	for _, l := range t.Fare {
-		pdf.CellFormat(90, 6, tr(l.Item), "B", 0, "L", false, 0, "")
-		pdf.CellFormat(40, 6, "Rs. "+l.Amount, "B", 1, "R", false, 0, "")
+		y := pdf.GetY()
+		w.put(L("fare."+l.Item), 10, "", 6)
+		pdf.SetXY(110, y)
+		w.put(rs+l.Amount, 10, "", 6)
+		pdf.Ln(6)
 	}
-	pdf.SetFont("Helvetica", "B", 10)
-	pdf.CellFormat(90, 7, "Total", "", 0, "L", false, 0, "")
-	pdf.CellFormat(40, 7, "Rs. "+t.Total, "", 1, "R", false, 0, "")
+	y := pdf.GetY()
+	w.put(L("total"), 10, "B", 7)
+	pdf.SetXY(110, y)
+	w.put(rs+t.Total, 10, "B", 7)
+	pdf.Ln(7)
+	if t.TotalWords != "" {
+		w.put(t.TotalWords, 9, "", 5)
+		pdf.Ln(5)
+	}
 	pdf.Ln(4)
-	pdf.SetFont("Helvetica", "B", 12)
-	pdf.Cell(0, 8, "Tatkal rules")
-	pdf.Ln(8)
-	pdf.SetFont("Helvetica", "", 9)
+	w.line(L("rules.title"), 12, "B", 8)
 	for _, rule := range t.Rules {
-		pdf.MultiCell(0, 5, tr("- "+rule), "", "L", false)
+		w.put("- "+rule, 9, "", 5)
+		pdf.Ln(6)
 	}
 	pdf.Ln(2)
-	pdf.SetFont("Helvetica", "I", 8)
-	pdf.MultiCell(0, 4, "Printed "+printed.In(booking.IST).Format("15:04 IST, 2 Jan 2006")+
-		". Carry the photo ID named on this ticket. Scan the QR code to check the PNR.", "", "L", false)
+	w.put(L("pdf.printed")+" "+i18n.DateTime(lang, printed.In(booking.IST))+". "+L("pdf.carry"), 8, "", 4)
 	return pdf.Output(out)
+}
+
+// writer draws text in runs: Devanagari (with the spaces, digits and
+// punctuation around it) in the Devanagari font, Latin in Helvetica
+// through cp1252, wrapping at the right margin.
+type writer struct {
+	pdf  *fpdf.Fpdf
+	tr   func(string) string
+	deva bool
+}
+
+func (w *writer) line(s string, size float64, style string, h float64) {
+	w.put(s, size, style, h)
+	w.pdf.Ln(h)
+}
+
+func (w *writer) put(s string, size float64, style string, h float64) {
+	rs := []run{{text: s}}
+	if w.deva {
+		rs = runs(s)
+	}
+	// Word by word in cells: fpdf's Write wraps UTF-8 text by bytes, so a
+	// Devanagari line broke every few letters.
+	left, _, right, _ := w.pdf.GetMargins()
+	pageW, _ := w.pdf.GetPageSize()
+	for _, r := range rs {
+		text := r.text
+		if r.deva {
+			w.pdf.SetFont("deva", "", size) // one weight shipped: bold is not faked
+		} else {
+			w.pdf.SetFont("Helvetica", style, size)
+			text = w.tr(text)
+		}
+		for _, word := range strings.SplitAfter(text, " ") {
+			if word == "" {
+				continue
+			}
+			wd := w.pdf.GetStringWidth(word)
+			if x := w.pdf.GetX(); x+wd > pageW-right && x > left {
+				w.pdf.Ln(h)
+			}
+			w.pdf.CellFormat(wd, h, word, "", 0, "L", false, 0, "")
+		}
+	}
+}
+
+type run struct {
+	text string
+	deva bool
+}
+
+// runs splits s where it changes between Devanagari and Latin letters;
+// neutral characters (spaces, digits, punctuation) stay with the run they
+// are in.
+func runs(s string) []run {
+	var out []run
+	var cur []rune
+	deva, started := false, false
+	for _, c := range s {
+		isDeva := (c >= 0x0900 && c <= 0x097F) || c == 0x20B9 || c == 0x200C || c == 0x200D
+		isLatin := (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c > 0x7F && !isDeva
+		switch {
+		case !started && (isDeva || isLatin):
+			deva, started = isDeva, true
+		case started && (isDeva && !deva || isLatin && deva):
+			out = append(out, run{string(cur), deva})
+			cur, deva = nil, isDeva
+		}
+		cur = append(cur, c)
+	}
+	if len(cur) > 0 {
+		out = append(out, run{string(cur), deva})
+	}
+	return out
 }
 
 // berthText keeps the berth column ASCII (the page's dash is not in cp1252's

@@ -52,3 +52,9 @@ func Messages() []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// Has: the catalogue holds key.
+func Has(key string) bool {
+	_, ok := catalogue[key]
+	return ok
+}

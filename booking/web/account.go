@@ -9,6 +9,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/bookingstate"
+	"tatkal/booking/i18n"
 	"tatkal/booking/india"
 	"tatkal/booking/payment"
 	"tatkal/views"
@@ -30,7 +31,7 @@ func (p *Pages) history(w http.ResponseWriter, r *http.Request) {
 		// own; the booking's page adds what the bank says.
 		words := bookingstate.Describe(v, nil, p.cfg.Now())
 		rows = append(rows, views.HistoryRow{Href: "/bookings/" + v.ID.String(), Train: v.Train, Journey: v.From + " → " + v.To + " · " + v.Class,
-			Date: v.Date.Format("2 Jan 2006"), State: words.State, PNR: v.PNR})
+			Date: i18n.Date(langOf(r), v.Date), State: words.Title(), PNR: v.PNR})
 	}
 	p.render(w, r, http.StatusOK, "My bookings", views.SiteFrame{Active: "bookings"}, views.SiteHistory(views.SiteFrame{}, rows))
 }
@@ -54,7 +55,7 @@ func (p *Pages) renderCancel(w http.ResponseWriter, r *http.Request, status int,
 	}
 	f.Active = "bookings"
 	p.render(w, r, status, "Cancel", f, views.SiteCancel(views.SiteFrame{CSRF: p.csrfToken(r)}, views.CancelPage{HoldID: id.String(), PNR: q.PNR,
-		What: q.What, Refund: india.Decimal(q.RefundPaise), RefundPaise: q.RefundPaise, Message: q.Message, Allowed: q.Allowed}))
+		What: q.What, Refund: india.Rupees(q.RefundPaise), RefundPaise: q.RefundPaise, Message: q.Message, Allowed: q.Allowed}))
 }
 
 // cancel cancels what the passenger was shown, at the refund shown: if the
@@ -71,7 +72,7 @@ func (p *Pages) cancel(w http.ResponseWriter, r *http.Request) {
 	case "booking":
 		expect, perr := strconv.ParseInt(r.PostFormValue("expect_refund_paise"), 10, 64)
 		if perr != nil {
-			p.renderCancel(w, r, http.StatusBadRequest, id, views.SiteFrame{Error: "This form is stale; check the refund again."})
+			p.renderCancel(w, r, http.StatusBadRequest, id, views.SiteFrame{Error: views.T(r.Context(), "err.BAD_KEY")})
 			return
 		}
 		_, err = p.cfg.Booking.CancelBooking(r.Context(), uid, id, &expect)
@@ -80,7 +81,7 @@ func (p *Pages) cancel(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if c := booking.ErrorCode(err); c == booking.EINVALID || c == booking.ECONFLICT {
-			p.renderCancel(w, r, http.StatusConflict, id, views.SiteFrame{Error: booking.ErrorMessage(err)})
+			p.renderCancel(w, r, http.StatusConflict, id, views.SiteFrame{Error: errText(r, err)})
 			return
 		}
 		p.fail(w, r, "Cancel", err)
@@ -109,21 +110,36 @@ func (p *Pages) renderWallet(w http.ResponseWriter, r *http.Request, status int,
 	if pref.Method == payment.Wallet {
 		pref.Method = payment.UPI // a top-up cannot come from the wallet itself
 	}
-	page := views.WalletPage{Balance: india.Decimal(bal), Banks: payment.Banks(), Pref: views.PayChoice{Method: pref.Method, VPA: pref.VPA, Bank: pref.Bank},
+	page := views.WalletPage{Balance: india.Rupees(bal), Banks: payment.Banks(), Pref: views.PayChoice{Method: pref.Method, VPA: pref.VPA, Bank: pref.Bank},
 		Key: "webtop-" + uuid.NewString()}
 	for _, e := range entries {
-		page.Entries = append(page.Entries, views.WalletRow{At: e.At.In(booking.IST).Format("2 Jan 15:04"), Kind: e.Kind, Ref: e.Ref,
-			Amount: signedRupees(e.AmountPaise), Balance: india.Decimal(e.BalanceAfter)})
+		page.Entries = append(page.Entries, views.WalletRow{At: i18n.DateTime(langOf(r), e.At.In(booking.IST)), Kind: e.Kind, Ref: p.ledgerRef(r, e.Ref),
+			Amount: signedRupees(e.AmountPaise), Balance: india.Rupees(e.BalanceAfter)})
 	}
 	f.Active = "wallet"
 	p.render(w, r, status, "Wallet", f, views.SiteWallet(views.SiteFrame{CSRF: p.csrfToken(r)}, page))
 }
 
+// ledgerRef is what a passenger recognises a wallet entry by: the PNR of
+// the booking it paid or refunded, else a short reference.
+func (p *Pages) ledgerRef(r *http.Request, ref string) string {
+	if id, err := uuid.Parse(ref); err == nil {
+		var pnr string
+		err := p.cfg.Pool.QueryRow(r.Context(), `SELECT b.pnr FROM bookings b WHERE b.hold_id = $1 AND b.pnr IS NOT NULL
+			UNION ALL SELECT b.pnr FROM payments x JOIN bookings b ON b.hold_id = x.hold_id WHERE x.id = $1 AND b.pnr IS NOT NULL LIMIT 1`, id).Scan(&pnr)
+		if err == nil && pnr != "" {
+			return views.T(r.Context(), "pnr") + " " + pnr
+		}
+		return "#" + strings.ToUpper(ref[:8])
+	}
+	return ref
+}
+
 func signedRupees(paise int64) string {
 	if paise < 0 {
-		return "−" + india.Decimal(-paise)
+		return "−" + india.Rupees(-paise)
 	}
-	return "+" + india.Decimal(paise)
+	return "+" + india.Rupees(paise)
 }
 
 // topUp starts a payment into the wallet through a gateway; the wallet is
@@ -132,7 +148,7 @@ func (p *Pages) topUp(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r)
 	rupees, err := strconv.ParseInt(strings.TrimSpace(r.PostFormValue("amount")), 10, 64)
 	if err != nil || rupees <= 0 {
-		p.renderWallet(w, r, http.StatusBadRequest, views.SiteFrame{Error: "Enter a whole number of rupees to add."})
+		p.renderWallet(w, r, http.StatusBadRequest, views.SiteFrame{Error: views.T(r.Context(), "err.f.amount")})
 		return
 	}
 	method, vpa := r.PostFormValue("method"), strings.TrimSpace(r.PostFormValue("vpa"))
@@ -143,7 +159,7 @@ func (p *Pages) topUp(w http.ResponseWriter, r *http.Request) {
 			p.fail(w, r, "Wallet", err)
 			return
 		}
-		p.renderWallet(w, r, http.StatusBadRequest, views.SiteFrame{Error: booking.ErrorMessage(err)})
+		p.renderWallet(w, r, http.StatusBadRequest, views.SiteFrame{Error: errText(r, err)})
 		return
 	}
 	if v.NextAction != nil && v.NextAction.URL != "" {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -9,43 +10,45 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking"
 	"tatkal/booking/admission"
 	"tatkal/booking/bookingstate"
+	"tatkal/booking/i18n"
 	"tatkal/booking/india"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
 	"tatkal/views"
 )
 
-const istClock = "15:04 IST, Mon 2 Jan"
-
 // search finds trains; the bands come from the cached availability.
 func (p *Pages) search(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	page := views.SearchPage{From: strings.ToUpper(q.Get("from")), To: strings.ToUpper(q.Get("to")), Date: q.Get("date")}
+	page := views.SearchPage{Stations: p.stations(r), Date: q.Get("date")}
+	from, to := stationCode(q.Get("from"), page.Stations), stationCode(q.Get("to"), page.Stations)
+	page.From, page.To = stationLabel(from, page.Stations), stationLabel(to, page.Stations)
 	if page.Date == "" {
 		page.Date = p.cfg.Now().In(booking.IST).AddDate(0, 0, 1).Format(time.DateOnly)
 	}
 	f := views.SiteFrame{Active: "search"}
 	status := http.StatusOK
-	if page.From != "" || page.To != "" {
+	if from != "" || to != "" {
 		date, err := time.ParseInLocation(time.DateOnly, page.Date, booking.IST)
 		var found []booking.Journey
 		if err != nil {
 			err = booking.Errorf(booking.EINVALID, "BAD_DATE", "Choose a journey date.")
 		} else {
-			found, err = p.cfg.Booking.Search(r.Context(), page.From, page.To, date)
+			found, err = p.cfg.Booking.Search(r.Context(), from, to, date)
 		}
 		switch {
 		case err == nil:
 			page.Searched = true
 			for _, j := range found {
-				page.Results = append(page.Results, journeyRow(j))
+				page.Results = append(page.Results, journeyRow(r, j))
 			}
 		case booking.ErrorCode(err) == booking.EINVALID:
-			f.Error, status = booking.ErrorMessage(err), http.StatusBadRequest
+			f.Error, status = errText(r, err), http.StatusBadRequest
 		default:
 			p.fail(w, r, "Search", err)
 			return
@@ -54,24 +57,32 @@ func (p *Pages) search(w http.ResponseWriter, r *http.Request) {
 	p.render(w, r, status, "Search", f, views.SiteSearch(f, page))
 }
 
-func journeyRow(j booking.Journey) views.JourneyRow {
-	row := views.JourneyRow{Train: j.Train, TrainName: j.TrainName, Class: j.Class, Fare: india.Decimal(j.Fare.TotalPaise),
-		Opens: j.OpensAt.In(booking.IST).Format(istClock), Band: j.Band, BandNote: j.BandErr}
+func journeyRow(r *http.Request, j booking.Journey) views.JourneyRow {
+	l := langOf(r)
+	row := views.JourneyRow{Train: j.Train, TrainName: j.TrainName, Class: j.Class, Fare: india.Rupees(j.Fare.TotalPaise),
+		Opens: i18n.DateTime(l, j.OpensAt.In(booking.IST)), Band: j.Band, BandNote: j.BandErr, From: j.From, To: j.To}
 	if !j.Departs.IsZero() {
-		row.Departs = j.Departs.In(booking.IST).Format("15:04, Mon 2 Jan")
+		row.Departs = i18n.DateTime(l, j.Departs.In(booking.IST))
 	}
 	if !j.Arrives.IsZero() {
-		row.Arrives = j.Arrives.In(booking.IST).Format("15:04, Mon 2 Jan")
+		row.Arrives = i18n.DateTime(l, j.Arrives.In(booking.IST))
 	}
 	if j.Band == booking.BandFew || j.Band == booking.BandAvailable {
-		row.BandNote = "(about " + strconv.Itoa(j.ApproxCount) + ")"
+		row.BandNote = i18n.Format(l, "band.about", j.ApproxCount)
 	}
 	if j.Band == booking.BandWaitlist {
-		row.BandNote = "(" + strconv.Itoa(j.ApproxCount) + " TQWL places)"
+		row.BandNote = i18n.Format(l, "band.wlplaces", j.ApproxCount)
 	}
+	if j.BandErr != "" {
+		row.BandNote = i18n.Text(l, "band.unknown")
+	}
+	row.Holdable = holdable(j.Band) || j.Band == ""
 	row.Href = "/book?" + journeyQuery(j.Train, j.Date.Format(time.DateOnly), j.Class, j.From, j.To)
 	return row
 }
+
+// langOf is the page language of the request ("en" or "hi").
+func langOf(r *http.Request) string { return views.Lang(r.Context()) }
 
 func journeyQuery(train, date, class, from, to string) string {
 	return "train=" + url.QueryEscape(train) + "&date=" + url.QueryEscape(date) + "&class=" + url.QueryEscape(class) +
@@ -136,10 +147,11 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 	now := p.cfg.Now()
 	fare := booking.ComputeFare(sh.Fare, sh.Superfast, sh.Stops[t_].Km-sh.Stops[f_].Km, 1)
 	page := views.WindowPage{Train: sh.Train, TrainName: sh.TrainName, Class: sh.Class, From: j.from, To: j.to, Date: j.date.Format(time.DateOnly),
-		Mode: sh.Mode, OpensAtISO: sh.OpensAt.Format(time.RFC3339), OpensAt: sh.OpensAt.In(booking.IST).Format(istClock), ClosesAt: sh.ClosesAt.In(booking.IST).Format(istClock),
+		DateLabel: i18n.Date(langOf(r), j.date),
+		Mode:      sh.Mode, OpensAtISO: sh.OpensAt.Format(time.RFC3339Nano), OpensAt: i18n.DateTime(langOf(r), sh.OpensAt.In(booking.IST)), ClosesAt: i18n.DateTime(langOf(r), sh.ClosesAt.In(booking.IST)),
 		ServerTimeISO: now.Format(time.RFC3339Nano), Open: !now.Before(sh.OpensAt) && now.Before(sh.ClosesAt), Closed: !now.Before(sh.ClosesAt),
-		Fare: india.Decimal(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,
-		NoneChosen: noneChosen, Key: newAttemptKey(), Admission: admissionToken, OTP: otp, PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
+		Fare: india.Rupees(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,
+		NoneChosen: noneChosen, Key: newAttemptKey(), Admission: admissionToken, AdmissionUntilISO: isoOrEmpty(admissionExpiry(r.Context())), OTP: otp, PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
 	if p.cfg.Booking.LightForm(sh.ID) {
 		// The single-step form for a hot train: no band (one call less),
 		// passengers and payment method in one submit.
@@ -147,10 +159,113 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 	} else if a, err := p.cfg.Booking.Availability(r.Context(), sh.Train, sh.Date, sh.Class, sh.Quota, j.from, j.to); err == nil {
 		page.Band = a.Band
 	}
+	// What is left of the day's cap, shown before the window and turning
+	// Hold off with the reason once none is left (the committer's count).
+	if left, limit, err := p.cfg.Booking.TatkalLeft(r.Context(), sessionOf(r).UserID, sh); err == nil {
+		page.LeftKnown, page.Left, page.Cap = true, left, limit
+	} else {
+		p.cfg.Log.Warn("tatkal left today", "err", err)
+	}
+	page.Waitlist = page.Band == booking.BandWaitlist
+	if page.Band == booking.BandSoldOut {
+		page.Alternatives = p.alternatives(r, j.from, j.to, j.date, sh.Train, sh.Class)
+	}
 	// Nothing is ticked until the passenger ticks it: a default choice is
 	// a ticket in the wrong name for whoever does not look.
 	f.Active = "search"
 	p.render(w, r, status, "Book "+sh.Train, f, views.SiteWindow(views.SiteFrame{CSRF: p.csrfToken(r)}, page))
+}
+
+func isoOrEmpty(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
+}
+
+// alternatives are the journeys between the same stations on the same day
+// that can still be held (seats or waitlist places), other than the one
+// sold out: what a passenger can do instead of pressing a dead button.
+func (p *Pages) alternatives(r *http.Request, from, to string, date time.Time, train, class string) []views.JourneyRow {
+	found, err := p.cfg.Booking.Search(r.Context(), from, to, date)
+	if err != nil {
+		return nil
+	}
+	var out []views.JourneyRow
+	for _, j := range found {
+		if (j.Train == train && j.Class == class) || !holdable(j.Band) {
+			continue
+		}
+		out = append(out, journeyRow(r, j))
+	}
+	return out
+}
+
+// holdable: a band that a hold can still take something from.
+func holdable(band string) bool {
+	return band == booking.BandAvailable || band == booking.BandFew || band == booking.BandWaitlist
+}
+
+// stationCode is the code of what was typed in a station field: a
+// suggestion "Mumbai Central (MMCT)", a station's name, or a code.
+func stationCode(in string, stations []views.Station) string {
+	in = strings.TrimSpace(in)
+	if i, j := strings.LastIndex(in, "("), strings.LastIndex(in, ")"); i >= 0 && j > i {
+		return strings.ToUpper(strings.TrimSpace(in[i+1 : j]))
+	}
+	for _, s := range stations {
+		if strings.EqualFold(s.Name, in) {
+			return s.Code
+		}
+	}
+	return strings.ToUpper(in)
+}
+
+// stationLabel is how a station field shows a code: as its suggestion.
+func stationLabel(code string, stations []views.Station) string {
+	for _, s := range stations {
+		if s.Code == code {
+			return s.Name + " (" + s.Code + ")"
+		}
+	}
+	return code
+}
+
+// stopInfo is a train's stop: the station's name, and its arrival and
+// departure in minutes after the origin's departure (nil at the ends).
+type stopInfo struct {
+	name           string
+	arrive, depart *int
+}
+
+// stop reads one stop of a train (the e-ticket's boarding point and
+// arrival, with station names).
+func (p *Pages) stop(r *http.Request, train, code string) (stopInfo, error) {
+	var s stopInfo
+	err := p.cfg.Pool.QueryRow(r.Context(), `SELECT st.name, ts.arrive_min, ts.depart_min FROM train_stops ts
+		JOIN stations st ON st.code = ts.station_code WHERE ts.train_number = $1 AND ts.station_code = $2`, train, code).Scan(&s.name, &s.arrive, &s.depart)
+	if err != nil {
+		return s, fmt.Errorf("stop %s of train %s: %w", code, train, err)
+	}
+	return s, nil
+}
+
+// stations are every station's code and name, for the search form's
+// suggestions.
+func (p *Pages) stations(r *http.Request) []views.Station {
+	rows, err := p.cfg.Pool.Query(r.Context(), `SELECT code, name FROM stations ORDER BY name`)
+	if err != nil {
+		p.cfg.Log.Warn("stations", "err", err)
+		return nil
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (views.Station, error) {
+		var s views.Station
+		return s, row.Scan(&s.Code, &s.Name)
+	})
+	if err != nil {
+		p.cfg.Log.Warn("stations", "err", err)
+	}
+	return out
 }
 
 func stopIndex(sh *booking.Shard, code string) int {
@@ -182,7 +297,7 @@ func (p *Pages) hold(w http.ResponseWriter, r *http.Request) {
 			p.fail(w, r, "Book", err)
 			return
 		}
-		p.renderWindow(w, r, http.StatusConflict, views.SiteFrame{Error: booking.ErrorMessage(err)}, selected)
+		p.renderWindow(w, r, http.StatusConflict, views.SiteFrame{Error: errText(r, err)}, selected)
 	}
 	pax, err := p.cfg.Booking.PassengersForHold(r.Context(), s.UserID, j.class, ids)
 	if err != nil {
@@ -264,12 +379,26 @@ func (p *Pages) loadBooking(r *http.Request) (views.BookingPage, booking.HoldVie
 		return views.BookingPage{}, v, bookingstate.Words{}, err
 	}
 	words := bookingstate.Describe(v, pays, p.cfg.Now())
-	page := views.BookingPage{HoldID: v.ID.String(), State: words.State, Message: words.Message, PNR: v.PNR, Train: v.Train, Class: v.Class,
-		From: v.From, To: v.To, Date: v.Date.Format("Mon 2 Jan 2006"), Total: india.Decimal(v.Fare.TotalPaise), WaitlistNo: v.WaitlistNo,
+	l := langOf(r)
+	page := views.BookingPage{HoldID: v.ID.String(), State: words.State, Message: words.Say(l), Title: words.Title(), Waitlist: words.Waitlist,
+		PNR: v.PNR, Train: v.Train, Class: v.Class, TotalWords: i18n.RupeesInWords(l, v.Fare.TotalPaise),
+		From: v.From, To: v.To, Date: i18n.Date(l, v.Date), Total: india.Rupees(v.Fare.TotalPaise), WaitlistNo: v.WaitlistNo,
 		Ticket: words.State == bookingstate.Confirmed || words.State == bookingstate.Confirming || words.State == bookingstate.Waitlisted}
 	if sh, err := p.cfg.Booking.Catalog().ByID(r.Context(), v.ShardID); err == nil {
 		page.TrainName = sh.TrainName
-		page.Departs = sh.DepartsAt.In(booking.IST).Format("15:04, Mon 2 Jan") + " (from " + sh.Stops[0].Code + ")"
+		page.Departs = i18n.DateTime(l, sh.DepartsAt.In(booking.IST)) + " (" + i18n.Format(l, "from.origin", sh.Stops[0].Code) + ")"
+		if from, err := p.stop(r, sh.Train, v.From); err == nil {
+			page.FromName = from.name
+			if from.depart != nil {
+				page.Boards = i18n.DateTime(l, sh.DepartsAt.Add(time.Duration(*from.depart)*time.Minute).In(booking.IST))
+			}
+		}
+		if to, err := p.stop(r, sh.Train, v.To); err == nil {
+			page.ToName = to.name
+			if to.arrive != nil {
+				page.Arrives = i18n.DateTime(l, sh.DepartsAt.Add(time.Duration(*to.arrive)*time.Minute).In(booking.IST))
+			}
+		}
 	}
 	for i, x := range v.Passengers {
 		row := views.PassengerRow{Name: x.Name, Age: strconv.Itoa(x.Age), Gender: x.Gender, Berth: "—"}
@@ -277,16 +406,16 @@ func (p *Pages) loadBooking(r *http.Request) (views.BookingPage, booking.HoldVie
 			b := v.Berths[i]
 			row.Berth = b.Coach + " / " + strconv.Itoa(b.BerthNo) + " " + b.Type
 		} else if v.WaitlistNo > 0 {
-			row.Berth = "TQWL/" + strconv.Itoa(v.WaitlistNo)
+			row.Berth = i18n.Format(l, "berth.wl", v.WaitlistNo)
 		}
 		page.Passengers = append(page.Passengers, row)
 	}
 	for _, l := range v.Fare.Breakup {
-		page.Fare = append(page.Fare, views.FareLineRow{Item: l.Item, Amount: india.Decimal(l.Paise)})
+		page.Fare = append(page.Fare, views.FareLineRow{Item: l.Item, Amount: india.Rupees(l.Paise)})
 	}
 	if words.HoldExpiresAt != nil {
 		page.HoldExpiresISO = words.HoldExpiresAt.Format(time.RFC3339)
-		page.HoldExpires = words.HoldExpiresAt.In(booking.IST).Format("15:04:05 IST")
+		page.HoldExpires = i18n.Clock(words.HoldExpiresAt.In(booking.IST), true)
 	}
 	if words.NextCheckMs > 0 && words.State != bookingstate.Held {
 		page.Refresh = max(1, words.NextCheckMs/1000)
@@ -307,10 +436,16 @@ func (p *Pages) loadBooking(r *http.Request) (views.BookingPage, booking.HoldVie
 // booking shows a hold or booking: countdown and pay form while held,
 // waiting for the bank with the refund-by time, the ticket once confirmed.
 func (p *Pages) booking(w http.ResponseWriter, r *http.Request) {
-	p.renderBooking(w, r, http.StatusOK, views.SiteFrame{Notice: notices[r.URL.Query().Get("notice")]})
+	p.renderBooking(w, r, http.StatusOK, views.SiteFrame{Notice: noticeOf(r)})
 }
 
 func (p *Pages) renderBooking(w http.ResponseWriter, r *http.Request, status int, f views.SiteFrame) {
+	p.renderBookingWith(w, r, status, f, nil)
+}
+
+// renderBookingWith renders the booking; typed, when set, is the payment
+// form as the passenger sent it (kept, with its errors).
+func (p *Pages) renderBookingWith(w http.ResponseWriter, r *http.Request, status int, f views.SiteFrame, typed *views.PayChoice) {
 	page, _, words, err := p.loadBooking(r)
 	if err != nil {
 		p.fail(w, r, "Booking", err)
@@ -324,8 +459,11 @@ func (p *Pages) renderBooking(w http.ResponseWriter, r *http.Request, status int
 			return
 		}
 		page.Pay, page.Banks, page.PayKey = views.PayChoice{Method: pref.Method, VPA: pref.VPA, Bank: pref.Bank}, payment.Banks(), "webpay-"+uuid.NewString()
+		if typed != nil {
+			page.Pay = *typed
+		}
 		if bal, _, err := p.cfg.Payments.Wallet(r.Context(), uid, 0); err == nil {
-			page.WalletBalance = india.Decimal(bal)
+			page.WalletBalance = india.Rupees(bal)
 		}
 	}
 	f.Active = "bookings"
@@ -350,7 +488,14 @@ func (p *Pages) pay(w http.ResponseWriter, r *http.Request) {
 			p.fail(w, r, "Pay", err)
 			return
 		}
-		p.renderBooking(w, r, http.StatusConflict, views.SiteFrame{Error: booking.ErrorMessage(err)})
+		// What was typed stays, the message under its field.
+		typed := &views.PayChoice{Method: method, VPA: vpa, Bank: bank}
+		f := views.SiteFrame{Error: errText(r, err)}
+		if field, ok := fieldOf[booking.ErrorReason(err)]; ok {
+			typed.Set(field, errText(r, err))
+			f.Error = views.T(r.Context(), "err.form")
+		}
+		p.renderBookingWith(w, r, http.StatusConflict, f, typed)
 		return
 	}
 	if v.NextAction != nil && v.NextAction.URL != "" {
@@ -368,7 +513,7 @@ func (p *Pages) release(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if booking.ErrorCode(err) == booking.ECONFLICT {
-			p.renderBooking(w, r, http.StatusConflict, views.SiteFrame{Error: booking.ErrorMessage(err)})
+			p.renderBooking(w, r, http.StatusConflict, views.SiteFrame{Error: errText(r, err)})
 			return
 		}
 		p.fail(w, r, "Release", err)
@@ -380,12 +525,12 @@ func (p *Pages) release(w http.ResponseWriter, r *http.Request) {
 // toGateway shows the way to the gateway's page: a link, since the site's
 // CSP lets forms post only here (form-action 'self' also binds redirects).
 func (p *Pages) toGateway(w http.ResponseWriter, r *http.Request, v payment.View, back string) {
-	by := v.Deadline.In(booking.IST).Format("15:04:05 IST")
-	g := views.GatewayPage{URL: v.NextAction.URL, Back: back, Title: "Approve the payment",
-		Message: "Open your bank's page to approve ₹" + india.Decimal(v.AmountPaise) + " before " + by + ".", Button: "Continue to the bank"}
+	l, by := langOf(r), i18n.Clock(v.Deadline.In(booking.IST), true)
+	g := views.GatewayPage{URL: v.NextAction.URL, Back: back, Title: i18n.Text(l, "gw.title"),
+		Message: i18n.Format(l, "gw.message", india.Rupees(v.AmountPaise), by), Button: i18n.Text(l, "gw.button")}
 	if v.NextAction.Type == pspapi.NextActionCollect {
-		g.Title, g.Button = "Approve in your UPI app", "Open the UPI request"
-		g.Message = "A collect request for ₹" + india.Decimal(v.AmountPaise) + " was sent to " + v.NextAction.VPA + ". Approve it before " + by + "."
+		g.Title, g.Button = i18n.Text(l, "gw.upi.title"), i18n.Text(l, "gw.upi.button")
+		g.Message = i18n.Format(l, "gw.upi.message", india.Rupees(v.AmountPaise), v.NextAction.VPA, by)
 	}
 	p.render(w, r, http.StatusOK, g.Title, views.SiteFrame{Active: "bookings"}, views.SiteGateway(g))
 }
@@ -393,7 +538,7 @@ func (p *Pages) toGateway(w http.ResponseWriter, r *http.Request, v payment.View
 // chartWords says in catalogue keys what the prepared chart made of a
 // booking, and when.
 func chartWords(v booking.HoldView) (key, at string) {
-	at = v.ChartedAt.In(booking.IST).Format("15:04, 2 Jan")
+	at = i18n.Clock(v.ChartedAt.In(booking.IST), false)
 	switch {
 	case v.BookingStat == booking.BookingConfirmed:
 		return "chart.final", at

@@ -35,7 +35,14 @@
 //     the fare per passenger.
 //   - Window (/book): a countdown synchronised to the server's clock (site.js
 //     asks POST /v1/session/prepare for the offset; the hold button unlocks at
-//     the opening with a 0-200 ms jitter). Direct shards show the hold form,
+//     the opening with a 0-200 ms jitter, the page then says it is open and
+//     brings the passengers into view). Hold sits in a bar fixed at the
+//     bottom of a phone's screen, with "Tatkal tickets left today: n of 2"
+//     (booking.Service.TatkalLeft, the committer's own count); none left
+//     turns it off with the reason. It is rendered enabled: without
+//     JavaScript the server refuses an early hold in words. Every button
+//     that posts says at once that it is working and is disabled. A
+//     sold-out journey offers the journeys still open instead of Hold. Direct shards show the hold form,
 //     where nobody is ticked until the passenger chooses 1-4 saved passengers;
 //     queue shards the waiting room from 15 minutes before (/queue: place,
 //     wait and odds, the page reloading itself every poll_after_ms, the draw
@@ -64,8 +71,16 @@
 //     process); beyond it, and for any panic or overload answer, the static
 //     high-demand page (503, Retry-After), never a stack trace.
 //
+// Every word a passenger reads comes from the catalogue (booking/i18n):
+// booking states (bookingstate's keys), errors by reason (err.REASON),
+// the bank's pages, the waiting room, the ledger, dates (i18n.Date); forms
+// keep what was typed and say each error under its field.
+//
 // The browser tests run the journeys in headless Chromium at phone width, one
 // per mode (TestBrowserJourneyDirect, TestBrowserJourneyQueue), checking every
 // page with axe-core (booking/lab/testenv) for serious or critical violations
-// and reading the PDF back with poppler's pdftotext.
+// and reading the PDF back with poppler's pdftotext. TestBrowserPhoneOpening
+// runs the opening in English and Hindi: Hold in view and enabled without
+// scrolling, a visible answer within 100 ms of a tap, a waitlist hold never
+// called a seat, no English word on a Hindi page, no overflow at 320 px.
 package web

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"tatkal/booking"
+	"tatkal/booking/i18n"
 	"tatkal/booking/india"
 	"tatkal/booking/payment"
 	"tatkal/views"
@@ -20,14 +21,14 @@ import (
 func (p *Pages) paymentReturn(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.URL.Query().Get("payment_id"))
 	if err != nil {
-		p.renderReturn(w, r, http.StatusBadRequest, views.PaymentReturnPage{Headline: "Unknown payment",
-			Message: "This link does not name a payment. Check your booking status under My bookings."})
+		p.renderReturn(w, r, http.StatusBadRequest, views.PaymentReturnPage{Headline: views.T(r.Context(), "ret.unknown"),
+			Message: views.T(r.Context(), "ret.nolink")})
 		return
 	}
 	v, pnr, err := p.cfg.Payments.Lookup(r.Context(), id)
 	if booking.ErrorCode(err) == booking.ENOTFOUND {
-		p.renderReturn(w, r, http.StatusNotFound, views.PaymentReturnPage{PaymentID: id.String(), Headline: "Unknown payment",
-			Message: "We have no payment with this reference."})
+		p.renderReturn(w, r, http.StatusNotFound, views.PaymentReturnPage{PaymentID: id.String(), Headline: views.T(r.Context(), "ret.unknown"),
+			Message: views.T(r.Context(), "ret.noref")})
 		return
 	}
 	if err != nil {
@@ -42,24 +43,25 @@ func (p *Pages) paymentReturn(w http.ResponseWriter, r *http.Request) {
 			owner = true
 		}
 	}
-	by := v.Deadline.In(booking.IST).Format("15:04")
+	l, by := langOf(r), i18n.Clock(v.Deadline.In(booking.IST), false)
+	say := func(head, msg string) { page.Headline, page.Message = i18n.Text(l, head), i18n.Text(l, msg) }
 	switch v.State {
 	case payment.Success:
-		page.Headline, page.Message = "Payment received", "Your ticket is being issued. See My bookings for the PNR."
+		say("ret.received", "ret.received.msg")
 		if pnr != "" {
-			page.Headline, page.Message = "Ticket booked", "Your e-ticket has been sent by SMS and email; My bookings shows the PNR."
+			say("ret.booked", "ret.booked.msg")
 		}
 	case payment.Failed:
-		page.Headline, page.Message = "Payment failed", "Nothing was charged. The seats were released; you can try again."
+		say("ret.failed", "ret.failed.msg")
 	case payment.Refunded:
-		page.Headline, page.Message = "Payment refunded", "The money is on its way back to you."
+		say("ret.refunded", "ret.refunded.msg")
 	default:
-		page.Headline = "Waiting for your bank"
-		page.Message = "You will get a ticket or an automatic refund by " + by + " IST."
+		page.Headline = i18n.Text(l, "state.PAYMENT_PENDING")
+		page.Message = i18n.Format(l, "ret.pending.msg", by)
 		page.Refresh = true
 	}
 	if owner {
-		page.Amount, page.PNR = india.Decimal(v.AmountPaise), pnr
+		page.Amount, page.PNR = india.Rupees(v.AmountPaise), pnr
 		if v.HoldID != uuid.Nil {
 			page.BookingHref = "/bookings/" + v.HoldID.String()
 		} else {

@@ -16,7 +16,7 @@ import (
 // passengers is the page to prepare before 10:00: identity, the master
 // list of passengers and the payment choice.
 func (p *Pages) passengers(w http.ResponseWriter, r *http.Request) {
-	p.renderPassengers(w, r, http.StatusOK, views.SiteFrame{Notice: notices[r.URL.Query().Get("notice")]}, views.PassengerForm{})
+	p.renderPassengers(w, r, http.StatusOK, views.SiteFrame{Notice: noticeOf(r)}, views.PassengerForm{})
 }
 
 func (p *Pages) renderPassengers(w http.ResponseWriter, r *http.Request, status int, f views.SiteFrame, form views.PassengerForm) {
@@ -54,23 +54,38 @@ func maskID(ref string) string {
 	return strings.Repeat("•", 4) + ref[len(ref)-4:]
 }
 
-func idTypes() []string {
-	out := make([]string, 0, len(booking.AcceptedIDs))
-	for t := range booking.AcceptedIDs {
-		out = append(out, t)
+// idTypes are the accepted photo IDs with their numbers' shape as HTML
+// patterns (booking.AcceptedIDs, anchored by HTML itself; "/" and "-"
+// escaped inside a class, as the browser's v-mode patterns require).
+func idTypes() []views.IDTypeOption {
+	out := make([]views.IDTypeOption, 0, len(booking.AcceptedIDs))
+	for t, re := range booking.AcceptedIDs {
+		pat := strings.TrimSuffix(strings.TrimPrefix(re.String(), "^"), "$")
+		pat = strings.ReplaceAll(pat, "/-]", `\/\-]`)
+		out = append(out, views.IDTypeOption{Code: t, Pattern: pat})
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b views.IDTypeOption) int { return strings.Compare(a.Code, b.Code) })
 	return out
 }
+
+// fieldOf is the form field a refusal is about, by its reason: a
+// passenger rule's, a payment's, or sign-up's and the identity check's.
+var fieldOf = map[string]string{"BAD_NAME": "name", "BAD_AGE": "age", "BAD_GENDER": "gender", "BAD_BERTH_PREF": "berth_pref",
+	"BAD_ID_TYPE": "id_type", "BAD_ID_REF": "id_ref", "BAD_VPA": "vpa", "BAD_BANK": "bank",
+	"BAD_PHONE": "phone", "PHONE_TAKEN": "phone", "BAD_EMAIL": "email", "BAD_PASSWORD": "password",
+	"OTP_FORMAT": "code", "OTP_WRONG": "code", "OTP_NONE": "code", "OTP_EXPIRED": "code", "OTP_LOCKED": "code",
+	"BAD_ID_NUMBER": "aadhaar", "ID_IN_USE": "aadhaar", "KYC_MISMATCH": "aadhaar", "BAD_BIRTH_YEAR": "year", "CONSENT_REQUIRED": "consent"}
 
 // addPassenger validates and saves a passenger; a mistake keeps the form
 // filled in with the rule that failed.
 func (p *Pages) addPassenger(w http.ResponseWriter, r *http.Request) {
 	form := views.PassengerForm{Name: r.PostFormValue("name"), Age: strings.TrimSpace(r.PostFormValue("age")), Gender: r.PostFormValue("gender"),
 		BerthPref: r.PostFormValue("berth_pref"), IDType: r.PostFormValue("id_type"), IDRef: r.PostFormValue("id_ref")}
+	form.IDRef = strings.ToUpper(strings.TrimSpace(form.IDRef))
 	age, err := strconv.Atoi(form.Age)
 	if err != nil {
-		p.renderPassengers(w, r, http.StatusBadRequest, views.SiteFrame{Error: "Age must be a number of years."}, form)
+		form.Set("age", views.T(r.Context(), "err.f.age"))
+		p.renderPassengers(w, r, http.StatusBadRequest, views.SiteFrame{Error: views.T(r.Context(), "err.form")}, form)
 		return
 	}
 	_, err = p.cfg.Booking.SavePassenger(r.Context(), sessionOf(r).UserID, booking.Passenger{Name: form.Name, Age: age, Gender: form.Gender,
@@ -80,7 +95,13 @@ func (p *Pages) addPassenger(w http.ResponseWriter, r *http.Request) {
 			p.fail(w, r, "Passengers", err)
 			return
 		}
-		p.renderPassengers(w, r, http.StatusBadRequest, views.SiteFrame{Error: booking.ErrorMessage(err)}, form)
+		f := views.SiteFrame{Error: errText(r, err)}
+		if field, ok := fieldOf[booking.ErrorReason(err)]; ok {
+			// The message under its field; the top says only to look there.
+			form.Set(field, errText(r, err))
+			f.Error = views.T(r.Context(), "err.form")
+		}
+		p.renderPassengers(w, r, http.StatusBadRequest, f, form)
 		return
 	}
 	http.Redirect(w, r, "/passengers?notice=saved", http.StatusSeeOther)
@@ -109,14 +130,21 @@ func (p *Pages) savePreference(w http.ResponseWriter, r *http.Request) {
 			p.fail(w, r, "Passengers", err)
 			return
 		}
-		p.renderPassengers(w, r, http.StatusBadRequest, views.SiteFrame{Error: booking.ErrorMessage(err)}, views.PassengerForm{})
+		p.renderPassengers(w, r, http.StatusBadRequest, views.SiteFrame{Error: errText(r, err)}, views.PassengerForm{})
 		return
 	}
 	http.Redirect(w, r, "/passengers?notice=pref", http.StatusSeeOther)
 }
 
 // notices are the confirmations a redirect names by code (never text from
-// the link, which anyone could write).
-var notices = map[string]string{"saved": "Passenger saved.", "removed": "Passenger removed.", "pref": "Payment choice saved.",
-	"released": "The seats were released. Nothing was charged.", "cancelled": "Cancelled.",
-	"paylater": "Your seats are held, but the payment could not start. Choose how to pay below before the time runs out."}
+// the link, which anyone could write), as catalogue keys.
+var notices = map[string]string{"saved": "notice.saved", "removed": "notice.removed", "pref": "notice.pref",
+	"released": "notice.released", "cancelled": "notice.cancelled", "paylater": "notice.paylater"}
+
+// noticeOf is the notice the link names, in the page's language.
+func noticeOf(r *http.Request) string {
+	if k, ok := notices[r.URL.Query().Get("notice")]; ok {
+		return views.T(r.Context(), k)
+	}
+	return ""
+}

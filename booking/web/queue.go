@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/admission"
 	"tatkal/booking/httpx"
+	"tatkal/booking/i18n"
 	"tatkal/views"
 )
 
@@ -78,19 +80,27 @@ func (p *Pages) queue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if v.Status == "ADMITTED" && v.AdmissionToken != nil {
-		p.renderWindowWith(w, r, http.StatusOK, views.SiteFrame{}, nil, *v.AdmissionToken, false, false)
+		// "You're in: hold within m:ss", counted down on the hold form.
+		exp := p.cfg.Now().Add(time.Duration(v.ExpiresInS) * time.Second)
+		p.renderWindowWith(w, r.WithContext(withAdmissionExpiry(r.Context(), exp)), http.StatusOK, views.SiteFrame{}, nil, *v.AdmissionToken, false, false)
 		return
 	}
-	page := views.QueuePage{Status: v.Status, Message: v.Message, Odds: v.Odds, Refresh: max(1, (v.PollAfterMs+999)/1000),
-		FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness", Train: sh.Train, TrainName: sh.TrainName, Class: sh.Class}
+	l := langOf(r)
+	page := views.QueuePage{Status: v.Status, Message: queueWords(l, v), Odds: oddsWords(l, v.Odds), Refresh: max(1, (v.PollAfterMs+999)/1000),
+		FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness", Train: sh.Train, TrainName: sh.TrainName, Class: sh.Class,
+		NowISO: p.cfg.Now().Format(time.RFC3339Nano)}
 	if v.PositionHint != nil {
 		page.Position = strconv.FormatInt(*v.PositionHint, 10)
 	}
 	if v.EstimatedWaitS != nil {
-		page.Wait = (time.Duration(*v.EstimatedWaitS) * time.Second).String()
+		page.Wait = clockWords(time.Duration(*v.EstimatedWaitS) * time.Second)
 	}
 	if !v.RandomiseUntil.IsZero() {
-		page.RandomiseUntil = v.RandomiseUntil.In(booking.IST).Format("15:04:05 IST")
+		page.RandomiseUntil = i18n.Clock(v.RandomiseUntil.In(booking.IST), true)
+		if v.PositionHint == nil && p.cfg.Now().Before(v.RandomiseUntil) && v.Status == "WAITING" {
+			// A live clock to the draw while the place is not drawn yet.
+			page.DrawISO = v.RandomiseUntil.Format(time.RFC3339Nano)
+		}
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(page.Refresh))
 	p.render(w, r, http.StatusOK, "Waiting room", views.SiteFrame{Active: "search"}, views.SiteQueue(page))
@@ -110,7 +120,7 @@ func (p *Pages) challenge(w http.ResponseWriter, r *http.Request) {
 	v, err := p.cfg.Admission.Challenge(r.Context(), p.admCaller(r), r.PostFormValue("attempt"))
 	if err != nil {
 		w.WriteHeader(http.StatusBadRequest)
-		json.NewEncoder(w).Encode(map[string]string{"error": booking.ErrorMessage(err)}) //nolint:errcheck
+		json.NewEncoder(w).Encode(map[string]string{"error": errText(r, err)}) //nolint:errcheck
 		return
 	}
 	json.NewEncoder(w).Encode(v) //nolint:errcheck
@@ -137,7 +147,7 @@ func (p *Pages) challengeOTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Too soon or too many: the message says when; the puzzle stays.
-		p.renderWindowWith(w, r, http.StatusTooManyRequests, views.SiteFrame{Error: booking.ErrorMessage(err)}, selected, adm, false, false)
+		p.renderWindowWith(w, r, http.StatusTooManyRequests, views.SiteFrame{Error: errText(r, err)}, selected, adm, false, false)
 		return
 	}
 	notice := views.T(r.Context(), "pow.otp.sent")
@@ -167,6 +177,64 @@ func (p *Pages) checkAdmission(r *http.Request, key string) (func(context.Contex
 	}
 	c := p.admCaller(r)
 	return func(ctx context.Context) error { return p.cfg.Admission.CheckHold(ctx, c, proof, key) }, nil
+}
+
+type admissionExpiryKey struct{}
+
+func withAdmissionExpiry(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, admissionExpiryKey{}, t)
+}
+
+// admissionExpiry is when the admission shown on the hold form lapses
+// (zero when the form did not come from the waiting room's answer).
+func admissionExpiry(ctx context.Context) time.Time {
+	t, _ := ctx.Value(admissionExpiryKey{}).(time.Time)
+	return t
+}
+
+// queueWords is the waiting room's answer in the page's language (the
+// API's message is English; the page says the same from the catalogue).
+func queueWords(l string, v admission.View) string {
+	switch {
+	case v.Status == "WAITING" && v.PositionHint != nil:
+		return i18n.Format(l, "q.place", *v.PositionHint)
+	case v.Status == "WAITING":
+		return i18n.Format(l, "q.draw", i18n.Clock(v.RandomiseUntil.In(booking.IST), true))
+	case v.Status == "SOLD_OUT":
+		return i18n.Text(l, "q.soldout")
+	case v.Status == "EXPIRED":
+		return i18n.Text(l, "q.expired")
+	}
+	if l == "hi" {
+		return i18n.Text(l, "q.other")
+	}
+	return v.Message
+}
+
+// oddsWords says the waiting room's odds in the page's language.
+func oddsWords(l, odds string) string {
+	var n int
+	switch {
+	case odds == "":
+		return ""
+	case strings.HasPrefix(odds, "No seats are free"):
+		return i18n.Text(l, "q.odds.none")
+	case strings.HasPrefix(odds, "Most people"):
+		return i18n.Text(l, "q.odds.most")
+	}
+	if _, err := fmt.Sscanf(odds, "About 1 in %d", &n); err == nil {
+		return i18n.Format(l, "q.odds.one", n)
+	}
+	return odds
+}
+
+// clockWords is a wait as "m:ss" (or "h:mm:ss").
+func clockWords(d time.Duration) string {
+	s := int(d.Round(time.Second).Seconds())
+	if s >= 3600 {
+		return fmt.Sprintf("%d:%02d:%02d", s/3600, s%3600/60, s%60)
+	}
+	return fmt.Sprintf("%d:%02d", s/60, s%60)
 }
 
 func newAttemptKey() string { return "web-" + uuid.NewString() }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,33 +20,6 @@ import (
 // field's error is shown under it; a refusal keeps what was typed (but
 // never a password or a code).
 
-// fieldOf says which form field a refusal is about ("" for the form).
-func fieldOf(err error) string {
-	var e *booking.Error
-	if !errors.As(err, &e) {
-		return ""
-	}
-	switch e.Reason {
-	case "BAD_PHONE", "PHONE_TAKEN":
-		return "phone"
-	case "BAD_EMAIL":
-		return "email"
-	case "BAD_PASSWORD":
-		return "password"
-	case "OTP_FORMAT", "OTP_WRONG", "OTP_NONE", "OTP_EXPIRED", "OTP_LOCKED":
-		return "code"
-	case "BAD_ID_NUMBER", "ID_IN_USE", "KYC_MISMATCH":
-		return "aadhaar"
-	case "BAD_NAME":
-		return "name"
-	case "BAD_BIRTH_YEAR":
-		return "year"
-	case "CONSENT_REQUIRED":
-		return "consent"
-	}
-	return ""
-}
-
 // refused turns a domain refusal into the page's errors: under its field,
 // or at the top. Internal errors and overload are the caller's to fail.
 func refused(err error, f *views.SiteFrame) (map[string]string, int) {
@@ -61,7 +33,7 @@ func refused(err error, f *views.SiteFrame) (map[string]string, int) {
 		status = http.StatusServiceUnavailable
 	}
 	errs := map[string]string{}
-	if k := fieldOf(err); k != "" {
+	if k := fieldOf[booking.ErrorReason(err)]; k != "" {
 		errs[k] = booking.ErrorMessage(err)
 	} else {
 		f.Error = booking.ErrorMessage(err)
@@ -145,7 +117,7 @@ func (p *Pages) signupFinish(w http.ResponseWriter, r *http.Request) {
 		var f views.SiteFrame
 		var status int
 		page.Errors, status = refused(err, &f)
-		if k := fieldOf(err); k == "phone" || k == "email" {
+		if k := fieldOf[booking.ErrorReason(err)]; k == "phone" || k == "email" {
 			page.Sent = false
 		}
 		p.renderSignup(w, r, status, f, page)

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
+	"strings"
 
 	"tatkal/booking"
 	"tatkal/booking/eticket"
+	"tatkal/booking/i18n"
 	"tatkal/views"
 )
 
@@ -30,7 +32,7 @@ func (p *Pages) ticketPage(r *http.Request) (views.TicketPage, []byte, error) {
 		return views.TicketPage{}, nil, err
 	}
 	t := views.TicketPage{BookingPage: page, QRDataURI: "data:image/png;base64," + base64.StdEncoding.EncodeToString(png),
-		Booked: v.CreatedAt.In(booking.IST).Format("15:04 IST, 2 Jan 2006")}
+		Booked: i18n.DateTime(langOf(r), v.CreatedAt.In(booking.IST))}
 	for _, k := range ticketRules {
 		t.Rules = append(t.Rules, views.T(r.Context(), k))
 	}
@@ -47,19 +49,19 @@ func (p *Pages) ticket(w http.ResponseWriter, r *http.Request) {
 }
 
 // ticketPDF is the e-ticket as a PDF: what the page shows, with the QR of
-// the PNR. The PDF is always in English (its core fonts have no
-// Devanagari), with amounts as "Rs." for the same reason.
+// the PNR, in the passenger's language (Hindi in the Devanagari font
+// shipped with the product; see booking/eticket on its shaping).
 func (p *Pages) ticketPDF(w http.ResponseWriter, r *http.Request) {
 	if p.switchedOff(w, r, "off.pdf") {
 		return
 	}
-	t, _, err := p.ticketPage(r.WithContext(views.WithLang(r.Context(), "en")))
+	t, _, err := p.ticketPage(r)
 	if err != nil {
 		p.fail(w, r, "E-ticket", err)
 		return
 	}
 	var buf bytes.Buffer
-	if err := eticket.WritePDF(&buf, ticketPDF(t)); err != nil {
+	if err := eticket.WritePDF(&buf, ticketPDF(r.Context(), t)); err != nil {
 		p.fail(w, r, "E-ticket", err)
 		return
 	}
@@ -70,18 +72,18 @@ func (p *Pages) ticketPDF(w http.ResponseWriter, r *http.Request) {
 }
 
 // ticketPDF describes the page's ticket for the PDF (booking/eticket
-// draws it, as it draws the e-ticket message's attachment).
-func ticketPDF(t views.TicketPage) eticket.Ticket {
-	out := eticket.Ticket{PNR: t.PNR, Status: views.T(contextEN, "state."+t.State), Train: t.Train, TrainName: t.TrainName,
-		Class: t.Class, From: t.From, To: t.To, Date: t.Date, Departs: t.Departs, Booked: t.Booked, Total: t.Total, Rules: t.Rules}
+// draws it, as it draws the e-ticket message's attachment); amounts lose
+// the page's ₹, the PDF writing its own currency word.
+func ticketPDF(ctx context.Context, t views.TicketPage) eticket.Ticket {
+	rs := func(s string) string { return strings.TrimPrefix(s, "₹") }
+	out := eticket.Ticket{Lang: views.Lang(ctx), PNR: t.PNR, Status: views.T(ctx, t.Title), Train: t.Train, TrainName: t.TrainName,
+		Class: t.Class, From: t.From, To: t.To, FromName: t.FromName, ToName: t.ToName, Boards: t.Boards, Arrives: t.Arrives,
+		Date: t.Date, Departs: t.Departs, Booked: t.Booked, Total: rs(t.Total), TotalWords: t.TotalWords, Rules: t.Rules}
 	for _, x := range t.Passengers {
 		out.Passengers = append(out.Passengers, eticket.Passenger{Name: x.Name, Age: x.Age, Gender: x.Gender, Berth: x.Berth})
 	}
 	for _, l := range t.Fare {
-		out.Fare = append(out.Fare, eticket.FareLine{Item: l.Item, Amount: l.Amount})
+		out.Fare = append(out.Fare, eticket.FareLine{Item: l.Item, Amount: rs(l.Amount)})
 	}
 	return out
 }
-
-// contextEN renders catalogue strings in English (the PDF's language).
-var contextEN = views.WithLang(context.Background(), "en")

@@ -15,6 +15,7 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/admission"
 	"tatkal/booking/auth"
+	"tatkal/booking/i18n"
 	"tatkal/booking/payment"
 	"tatkal/booking/signup"
 	"tatkal/static"
@@ -144,6 +145,26 @@ func (p *Pages) render(w http.ResponseWriter, r *http.Request, status int, title
 	}
 }
 
+// errText is a domain error as the passenger reads it: in English its own
+// message, with its details; in Hindi the catalogue's words for its reason
+// (err.REASON), else the catalogue's general refusal, never English.
+func errText(r *http.Request, err error) string {
+	l := langOf(r)
+	if l != "hi" {
+		if booking.ErrorCode(err) == booking.EINTERNAL {
+			return "Internal error. Nothing was changed; please try again."
+		}
+		return booking.ErrorMessage(err)
+	}
+	if booking.ErrorCode(err) == booking.EINTERNAL {
+		return i18n.Text(l, "err.INTERNAL")
+	}
+	if k := "err." + booking.ErrorReason(err); i18n.Has(k) {
+		return i18n.Text(l, k)
+	}
+	return i18n.Text(l, "err.GENERIC")
+}
+
 // fail answers a domain error on a page: the error's own words for what
 // the passenger can act on, the high-demand page for overload, "Internal
 // error." (the detail logged) for the rest.
@@ -154,13 +175,13 @@ func (p *Pages) fail(w http.ResponseWriter, r *http.Request, title string, err e
 		return
 	case booking.EINTERNAL:
 		p.cfg.Log.Error("page failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		p.render(w, r, http.StatusInternalServerError, title, views.SiteFrame{}, views.SiteMessage(title, "Internal error. Nothing was changed; please try again."))
+		p.render(w, r, http.StatusInternalServerError, title, views.SiteFrame{}, views.SiteMessage(title, errText(r, err)))
 		return
 	case booking.ENOTFOUND:
-		p.render(w, r, http.StatusNotFound, title, views.SiteFrame{}, views.SiteMessage(title, booking.ErrorMessage(err)))
+		p.render(w, r, http.StatusNotFound, title, views.SiteFrame{}, views.SiteMessage(title, errText(r, err)))
 		return
 	}
-	p.render(w, r, http.StatusBadRequest, title, views.SiteFrame{}, views.SiteMessage(title, booking.ErrorMessage(err)))
+	p.render(w, r, http.StatusBadRequest, title, views.SiteFrame{}, views.SiteMessage(title, errText(r, err)))
 }
 
 // busyPage is the static high-demand page: rendered once, served without

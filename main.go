@@ -49,6 +49,7 @@ Commands:
   prs       the reservation core simulator
   msg       the messaging gateway simulator (SMS and e-mail, delivery receipts)
   migrate   apply database migrations (idempotent)
+  ids       reseal: passengers' ID numbers sealed again with the newest key of TATKAL_ID_KEYS
   users     console users: add (the first admin), disable, enable, reset-password, list
   seed      demo | shard | users | abuse: create data for demos, tests, rehearsals
   check     verify seat invariants, Redis against PostgreSQL
@@ -90,6 +91,8 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   TATKAL_PSP_API_KEYS     gateway=key,... (serve, worker, psp); same form
   TATKAL_PRS_KEY          the reservation core's API key (serve, worker, prs)
   TATKAL_FRAUD_KEY        keys the fraud signals' hashes (serve, worker)
+  TATKAL_ID_KEYS          id=hex32bytes,... newest first: seal passengers' ID numbers at rest (serve, worker, ids);
+                          dev keeps one in the database
   TATKAL_MSG_KEY          the messaging gateway's API key (serve, worker, msg)
   TATKAL_SIM_ADMIN_TOKEN  the simulators' fault API (psp, prs, msg); unset: that API is off
   TATKAL_BANK_TOKEN       the bank statement API's credential (worker, psp); unset: no statement is fetched
@@ -105,6 +108,7 @@ var commands = map[string]command{
 	"dev": cmdDev, "serve": cmdServe, "worker": cmdWorker, "migrate": cmdMigrate, "seed": cmdSeed, "check": cmdCheck,
 	"verify-window": cmdVerifyWindow, "bench": cmdBench, "psp": cmdPSP, "prs": cmdPRS, "msg": cmdMsg, "recon": cmdRecon,
 	"rehearse": cmdRehearse, "chaos": cmdChaos, "users": cmdUsers,
+	"ids": cmdIDs,
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -215,6 +219,21 @@ func cmdMigrate(ctx context.Context, cfg app.Config, args []string, out io.Write
 		return err
 	}
 	return app.Migrate(ctx, cfg, out)
+}
+
+func cmdIDs(ctx context.Context, cfg app.Config, args []string, out io.Writer) error {
+	if len(args) == 0 || args[0] != "reseal" {
+		if wantsHelp(args) {
+			fmt.Fprintln(out, "tatkal ids reseal: seal every passenger ID number still in clear, and seal again with the newest key of TATKAL_ID_KEYS\nevery one sealed with an older key; then the older keys may leave TATKAL_ID_KEYS. Safe to run again, beside serving processes.")
+			return flag.ErrHelp
+		}
+		return usageError{fmt.Errorf("ids: want: tatkal ids reseal")}
+	}
+	fs := flags("ids reseal", "Seal passengers' ID numbers still in clear, and seal again with the newest key of TATKAL_ID_KEYS every one sealed\nwith an older key (list the new key first, keep the old ones after it until this has run).", "TATKAL_ID_KEYS=k2=<new>,k1=<old> tatkal ids reseal", out)
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	return app.ResealIDs(ctx, cfg, out)
 }
 
 func cmdCheck(ctx context.Context, cfg app.Config, args []string, out io.Writer) error {

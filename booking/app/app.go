@@ -40,6 +40,7 @@ import (
 	"tatkal/booking/notify"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
+	"tatkal/booking/pii"
 	"tatkal/booking/prs"
 	"tatkal/booking/secrets"
 	"tatkal/booking/sim/msgsim"
@@ -262,6 +263,13 @@ func New(ctx context.Context, cfg Config, opts Options) (a *App, err error) {
 	if err := a.build(); err != nil {
 		return a, err
 	}
+	// ID numbers an older version wrote in clear are sealed before this
+	// process serves (none left: one index probe per table).
+	if n, err := a.Booking.SealClearIDs(ctx); err != nil {
+		return a, fmt.Errorf("seal passengers' ID numbers: %w", err)
+	} else if n > 0 {
+		a.Log.Info("sealed passengers' ID numbers found in clear", "rows", n)
+	}
 	return a, nil
 }
 
@@ -408,7 +416,11 @@ func (a *App) build() error {
 	}
 	// One throttle paces holds and payment initiations by the shard_throttle lever.
 	a.throttle = booking.NewThrottle(a.Levers, a.Store, log)
-	a.Booking = booking.NewService(booking.ServiceConfig{Pool: a.Pool, Store: a.Store, Jobs: client, Rules: rules, Core: core, Funnel: a.Funnel,
+	ids, err := pii.Parse(cfg.IDKeys)
+	if err != nil {
+		return err
+	}
+	a.Booking = booking.NewService(booking.ServiceConfig{IDs: ids, Pool: a.Pool, Store: a.Store, Jobs: client, Rules: rules, Core: core, Funnel: a.Funnel,
 		Levers: a.Levers, Throttle: a.throttle, Log: log, Catalog: catalog, SweepGrace: opts.SweepGrace, Pause: opts.Pause,
 		Admission: a.Admission, Refunds: payment.NewRefunds(client), Fraud: &fraud.Recorder{Key: []byte(cfg.FraudKey), BenchDiscard: opts.BenchSignalsOff}})
 	a.Payments = a.NewPayments(cfg.Gateways(), cfg.RedisPrefix)

@@ -448,7 +448,7 @@ func (a *App) build() error {
 	a.Console = console.New(console.Config{Pool: a.Pool, Redis: a.Redis, Store: a.Store, Booking: a.Booking, Payments: a.Payments,
 		Funnel: a.Funnel, River: client, HoldWindow: rules.HoldWindow, QueueDepth: a.Admission.Depth, QueueRefusals: a.Admission.Refusals,
 		SecureCookies: cfg.SecureCookies(), Log: log, Context: a.bg, Recon: a.Recon, ReconGateways: gatewayIDs(cfg.Gateways()),
-		Schedule: a.Schedule, Alarms: cfg.Alarms, Banners: banners})
+		Schedule: a.Schedule, Alarms: cfg.Alarms, Banners: banners, TDRLimitPaise: cfg.ReconApprovalLimitPaise})
 	svcs.Levers, svcs.Alarms = a.Console.Levers(), a.Console.Alarms()
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer, api.Notices(banners))

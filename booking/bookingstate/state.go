@@ -157,6 +157,8 @@ func RefundReason(r string) string {
 		return "your appeal against the cancellation was upheld: the full fare"
 	case booking.RefundAmountMismatch:
 		return "your bank was charged a different amount than the fare"
+	case booking.RefundTDR:
+		return "your TDR was approved (the train ran late or did not run): the full fare"
 	}
 	return "refund"
 }

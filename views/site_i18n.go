@@ -34,3 +34,8 @@ func T(ctx context.Context, key string) string {
 
 // Languages are the switch's choices: code and the language's own name.
 var Languages = [][2]string{{"en", "English"}, {"hi", "हिन्दी"}}
+
+// Tf is T with the arguments of a catalogue string's fmt verbs.
+func Tf(ctx context.Context, key string, args ...any) string {
+	return i18n.Format(Lang(ctx), key, args...)
+}

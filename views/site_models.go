@@ -123,6 +123,9 @@ type WindowPage struct {
 	Pay    PayChoice
 	Banks  []string
 	PayKey string
+	// Unresolved: the deadline (IST) of an earlier payment for this
+	// journey the bank has not settled; the page warns before a new hold.
+	Unresolved string
 }
 
 // FareLineRow is one line of a fare breakup.

@@ -457,7 +457,7 @@ func (a *App) build() error {
 	v1 := api.New(api.Config{Service: a.Booking, Payments: a.Payments, Pool: a.Pool, Signer: a.Signer, MaxHoldsInFlight: cfg.MaxHoldsInFlight,
 		Admission: a.Admission, Log: log})
 	// The pages share the API's login guard and revocation list.
-	web.New(web.Config{Booking: a.Booking, Payments: a.Payments, Admission: a.Admission, Pool: a.Pool, Signer: a.Signer, Guard: v1.Guard(),
+	web.New(web.Config{TDRLimitPaise: cfg.ReconApprovalLimitPaise, Booking: a.Booking, Payments: a.Payments, Admission: a.Admission, Pool: a.Pool, Signer: a.Signer, Guard: v1.Guard(),
 		Revocations: v1.Revocations(), SecureCookies: cfg.SecureCookies(), Log: log, Banners: banners}).Routes(r)
 	v1.Routes(r)
 	a.Console.Routes(r)

@@ -119,7 +119,7 @@ func describePayment(s *Words, v booking.HoldView, pays []payment.View) {
 	switch latest.State {
 	case payment.Initiated, payment.AwaitingUser, payment.PendingAtBank, payment.Unknown:
 		s.State = PaymentPending
-		s.Message = "Waiting for your bank. You will get a ticket or an automatic refund by " + by + " IST."
+		s.Message = "Waiting for your bank. You will get a ticket or an automatic refund by " + by + " IST. " + LateSuccessRule
 		if v.State == booking.HoldCancelled && booking.CancelledByReview(v.Reason) {
 			// No ticket can come of it any more: only the refund.
 			s.State = Cancelled
@@ -139,6 +139,11 @@ func describePayment(s *Words, v booking.HoldView, pays []payment.View) {
 		s.NextCheckMs = 2000
 	}
 }
+
+// LateSuccessRule is what happens when the bank confirms a payment after
+// its hold ended (booking.Service.RetakeAndConfirm), as the rules page
+// publishes it (catalogue key rule.latesuccess).
+const LateSuccessRule = "If your bank confirms after your hold has ended, we still book your ticket at the same fare if seats are free and you have not booked this journey again since; otherwise the whole amount is refunded automatically."
 
 // RefundReason says in words why money is being returned.
 func RefundReason(r string) string {

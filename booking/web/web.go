@@ -43,6 +43,9 @@ type Config struct {
 	// Banners are the operators' status banners shown above every page
 	// (nil: none).
 	Banners *banner.Store
+	// TDRLimitPaise: above it a TDR takes two finance people, as the
+	// rules page says (0: tdr.DefaultLimitPaise).
+	TDRLimitPaise int64
 }
 
 // Pages are the passenger pages.
@@ -73,6 +76,7 @@ func (p *Pages) Routes(r chi.Router) {
 	r.Handle("/static/*", static.Handler())
 	r.Group(func(r chi.Router) {
 		r.Use(p.gate, p.session)
+		outer := r
 		r.Get("/", p.home)
 		r.Get("/signin", p.signInPage)
 		r.With(p.checkCSRF).Post("/signin", p.signIn)
@@ -107,6 +111,7 @@ func (p *Pages) Routes(r chi.Router) {
 			r.Post("/wallet/topup", p.topUp)
 			r.Get("/appeal", p.appealPage) // appeal.go
 			r.Post("/appeal", p.appeal)
+			p.tdrRoutes(outer, r) // tdr.go
 		})
 	})
 }

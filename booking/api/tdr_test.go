@@ -7,8 +7,8 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/lab/seed"
-	"tatkal/booking/lab/teststack"
 	"tatkal/booking/lab/testenv"
+	"tatkal/booking/lab/teststack"
 	"tatkal/booking/payment"
 )
 

@@ -60,6 +60,21 @@ func (s *Service) storedPassengers(ps []Passenger) ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// hashablePassengers is ps with each ID number replaced by its keyed hash,
+// for the hold's request fingerprint (holds.request_hash): a plain hash
+// over a number whose passenger's name and age sit beside it would let
+// anyone who reads the table try every number of a type.
+func (s *Service) hashablePassengers(ps []Passenger) []Passenger {
+	out := make([]Passenger, len(ps))
+	for i, p := range ps {
+		if p.IDRef != "" {
+			p.IDRef = "k:" + s.idIndex(p.IDType, p.IDRef)
+		}
+		out[i] = p
+	}
+	return out
+}
+
 // withoutIDRefs is ps with no ID number, for rows written without Stored.
 func withoutIDRefs(ps []Passenger) []Passenger {
 	out := make([]Passenger, len(ps))

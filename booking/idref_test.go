@@ -2,6 +2,9 @@ package booking_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -94,6 +97,22 @@ func TestNoCleartextIDAfterBooking(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The request's fingerprint is no plain hash of the numbers either:
+	// with the names beside it, every number of a type could be tried.
+	var shardID int64
+	var from, to int
+	var reqHash string
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT shard_id, from_seq, to_seq, request_hash FROM holds WHERE id = $1`, res.HoldID).
+		Scan(&shardID, &from, &to, &reqHash), "request hash")
+	plain, _ := json.Marshal(struct {
+		Shard int64               `json:"s"`
+		From  int                 `json:"f"`
+		To    int                 `json:"t"`
+		Pax   []booking.Passenger `json:"p"`
+	}{shardID, from, to, ps})
+	if sum := sha256.Sum256(plain); reqHash == hex.EncodeToString(sum[:16]) {
+		t.Fatal("holds.request_hash is an unkeyed hash over the passengers' ID numbers")
+	}
 	// What this version wrote holds no number, before any sealing pass.
 	if found := cleartextRows(t, s, saved, typed); len(found) > 0 {
 		t.Fatalf("ID numbers readable in the database after a booking:\n%s", strings.Join(found, "\n"))

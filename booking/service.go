@@ -360,7 +360,7 @@ func (s *Service) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResu
 		return HoldResult{}, shardID, fmt.Errorf("hold id: %w", err)
 	}
 	expires := now.Add(rules.HoldWindow).Truncate(time.Millisecond)
-	reqHash := holdRequestHash(shard, from, to, req.Passengers)
+	reqHash := holdRequestHash(shard, from, to, s.hashablePassengers(req.Passengers))
 	ireq.HoldID, ireq.RequestHash, ireq.ExpiresAt = holdID.String(), reqHash, expires
 	hold := func() (inventory.HoldResult, error) { return s.store.Hold(ctx, ireq) }
 	res, err := hold()

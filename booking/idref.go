@@ -75,6 +75,27 @@ func (s *Service) hashablePassengers(ps []Passenger) []Passenger {
 	return out
 }
 
+// openPassengers reads a hold row's passengers with their ID numbers
+// opened, for the paths that hold again (RetakeAndConfirm).
+func (s *Service) openPassengers(raw []byte) ([]Passenger, error) {
+	var sps []storedPassenger
+	if err := json.Unmarshal(raw, &sps); err != nil {
+		return nil, err
+	}
+	out := make([]Passenger, len(sps))
+	for i, sp := range sps {
+		if sp.IDRef == "" && sp.IDSealed != "" {
+			ref, err := s.ids.Open(sp.IDSealed)
+			if err != nil {
+				return nil, fmt.Errorf("passenger %d: %w", i+1, err)
+			}
+			sp.IDRef = ref
+		}
+		out[i] = sp.Passenger
+	}
+	return out, nil
+}
+
 // withoutIDRefs is ps with no ID number, for rows written without Stored.
 func withoutIDRefs(ps []Passenger) []Passenger {
 	out := make([]Passenger, len(ps))

@@ -222,16 +222,15 @@ func cmdMigrate(ctx context.Context, cfg app.Config, args []string, out io.Write
 }
 
 func cmdIDs(ctx context.Context, cfg app.Config, args []string, out io.Writer) error {
-	if len(args) == 0 || args[0] != "reseal" {
-		if wantsHelp(args) {
-			fmt.Fprintln(out, "tatkal ids reseal: seal every passenger ID number still in clear, and seal again with the newest key of TATKAL_ID_KEYS\nevery one sealed with an older key; then the older keys may leave TATKAL_ID_KEYS. Safe to run again, beside serving processes.")
-			return flag.ErrHelp
+	fs := flags("ids", "reseal: seal every passenger ID number still in clear, and seal again with the newest key of TATKAL_ID_KEYS every one\nsealed with an older key (list the new key first, keep the old ones after it until this has run, then drop them).\nSafe to run again, beside serving processes.", "TATKAL_ID_KEYS=k2=<new>,k1=<old> tatkal ids reseal", out)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
 		}
-		return usageError{fmt.Errorf("ids: want: tatkal ids reseal")}
+		return usageError{err}
 	}
-	fs := flags("ids reseal", "Seal passengers' ID numbers still in clear, and seal again with the newest key of TATKAL_ID_KEYS every one sealed\nwith an older key (list the new key first, keep the old ones after it until this has run).", "TATKAL_ID_KEYS=k2=<new>,k1=<old> tatkal ids reseal", out)
-	if err := parse(fs, args[1:]); err != nil {
-		return err
+	if fs.NArg() != 1 || fs.Arg(0) != "reseal" {
+		return usageError{fmt.Errorf("ids: want: tatkal ids reseal")}
 	}
 	return app.ResealIDs(ctx, cfg, out)
 }

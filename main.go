@@ -49,6 +49,7 @@ Commands:
   prs       the reservation core simulator
   msg       the messaging gateway simulator (SMS and e-mail, delivery receipts)
   migrate   apply database migrations (idempotent)
+  ids       reseal: passengers' ID numbers sealed again with the newest key of TATKAL_ID_KEYS
   users     console users: add (the first admin, team members), disable, enable, reset-password, list
   seed      demo | shard | users | abuse: create data for demos, tests, rehearsals
   check     verify seat invariants, Redis against PostgreSQL
@@ -91,6 +92,8 @@ Configuration (environment; secrets have no defaults outside dev, see SECURITY.m
   TATKAL_PSP_API_KEYS     gateway=key,... (serve, worker, psp); same form
   TATKAL_PRS_KEY          the reservation core's API key (serve, worker, prs)
   TATKAL_FRAUD_KEY        keys the fraud signals' hashes (serve, worker)
+  TATKAL_ID_KEYS          id=hex32bytes,... newest first: seal passengers' ID numbers at rest (serve, worker, ids);
+                          dev keeps one in the database
   TATKAL_MSG_KEY          the messaging gateway's API key (serve, worker, msg)
   TATKAL_KYC_KEY          the identity verifier's API key (serve); unset: identity verification is off
   TATKAL_SIM_ADMIN_TOKEN  the simulators' fault API (psp, prs, msg); unset: that API is off
@@ -107,6 +110,7 @@ var commands = map[string]command{
 	"dev": cmdDev, "serve": cmdServe, "worker": cmdWorker, "migrate": cmdMigrate, "seed": cmdSeed, "check": cmdCheck,
 	"verify-window": cmdVerifyWindow, "bench": cmdBench, "psp": cmdPSP, "prs": cmdPRS, "msg": cmdMsg, "recon": cmdRecon,
 	"rehearse": cmdRehearse, "chaos": cmdChaos, "users": cmdUsers,
+	"ids": cmdIDs,
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -217,6 +221,20 @@ func cmdMigrate(ctx context.Context, cfg app.Config, args []string, out io.Write
 		return err
 	}
 	return app.Migrate(ctx, cfg, out)
+}
+
+func cmdIDs(ctx context.Context, cfg app.Config, args []string, out io.Writer) error {
+	fs := flags("ids", "reseal: seal every passenger ID number still in clear, and seal again with the newest key of TATKAL_ID_KEYS every one\nsealed with an older key (list the new key first, keep the old ones after it until this has run, then drop them).\nSafe to run again, beside serving processes.", "TATKAL_ID_KEYS=k2=<new>,k1=<old> tatkal ids reseal", out)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() != 1 || fs.Arg(0) != "reseal" {
+		return usageError{fmt.Errorf("ids: want: tatkal ids reseal")}
+	}
+	return app.ResealIDs(ctx, cfg, out)
 }
 
 func cmdCheck(ctx context.Context, cfg app.Config, args []string, out io.Writer) error {

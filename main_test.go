@@ -213,6 +213,7 @@ func TestSecretsRequiredOutsideDev(t *testing.T) {
 		"TATKAL_SESSION_KEY":     strings.Repeat("f", 64),
 		"TATKAL_FRAUD_KEY":       strings.Repeat("9", 64),
 		"TATKAL_MSG_KEY":         strings.Repeat("8", 64),
+		"TATKAL_ID_KEYS":         "k1=" + strings.Repeat("7", 64),
 		// A database nobody can reach: a command that got past the
 		// secrets check would fail on it instead, saying so.
 		"DATABASE_URL": "postgres://127.0.0.1:1/none?connect_timeout=1",
@@ -222,6 +223,8 @@ func TestSecretsRequiredOutsideDev(t *testing.T) {
 	}{
 		{"serve", "TATKAL_WEBHOOK_SECRETS", "", "", "TATKAL_WEBHOOK_SECRETS is not set"},
 		{"serve", "TATKAL_FRAUD_KEY", "", "", "TATKAL_FRAUD_KEY is not set"},
+		{"worker", "TATKAL_ID_KEYS", "", "", "TATKAL_ID_KEYS is not set"},
+		{"serve", "", "TATKAL_ID_KEYS", "k1=short", "want 32 bytes in hex"},
 		{"serve", "TATKAL_MSG_KEY", "", "", "TATKAL_MSG_KEY is not set"},
 		{"worker", "TATKAL_MSG_KEY", "", "", "TATKAL_MSG_KEY is not set"},
 		{"serve", "", "TATKAL_MSG_KEY", "short", "guessable"},

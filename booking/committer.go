@@ -43,6 +43,10 @@ type holdRow struct {
 	TokenID     string
 	HeldAt      time.Time
 	Client      ClientSignals
+	// Stored is the passengers' JSON as the hold row keeps it, their ID
+	// numbers sealed (Service.storedPassengers); nil: Passengers without
+	// their ID numbers (tests' rows), never one in clear.
+	Stored []byte
 }
 
 // commitVerdict says what happened to one row of a group commit.
@@ -233,7 +237,10 @@ func (c *Committer) write(ctx context.Context, batch []*pendingHold) []commitRes
 			w := int32(r.WaitlistNo)
 			wls[i] = &w
 		}
-		pj, _ := json.Marshal(r.Passengers)
+		pj := r.Stored
+		if pj == nil {
+			pj, _ = json.Marshal(withoutIDRefs(r.Passengers))
+		}
 		bj, _ := json.Marshal(r.Fare.Breakup)
 		paxs[i], fares[i], breakups[i] = string(pj), r.Fare.TotalPaise, string(bj)
 		epochs[i], days[i], expires[i] = r.Epoch, r.OpeningDay, r.ExpiresAt

@@ -90,7 +90,7 @@ type confirming struct {
 	berths                 []int32
 	heldAt                 time.Time
 	shard                  *Shard
-	passengers             []Passenger
+	passengers             []storedPassenger // ID numbers sealed, copied as they are
 	pnr                    string
 }
 
@@ -209,6 +209,15 @@ func (s Settlement) confirmMany(ctx context.Context, tx pgx.Tx, ids []uuid.UUID,
 		}
 		if err := json.Unmarshal(c.pax, &c.passengers); err != nil {
 			return nil, fmt.Errorf("passengers of hold %s: %w", ids[c.at], err)
+		}
+		for i, p := range c.passengers { // a hold an older version wrote in clear
+			if p.IDRef != "" && p.IDSealed == "" {
+				id, err := s.sealID(p.IDType, p.IDRef)
+				if err != nil {
+					return nil, fmt.Errorf("passengers of hold %s: %w", ids[c.at], err)
+				}
+				c.passengers[i].IDRef, c.passengers[i].IDSealed, c.passengers[i].IDHint, c.passengers[i].IDIndex = "", id.sealed, id.hint, id.index
+			}
 		}
 	}
 	if err := s.insertBookings(ctx, tx, todo, ids, results); err != nil {
@@ -370,17 +379,18 @@ func (s Settlement) insertBookings(ctx context.Context, tx pgx.Tx, todo []*confi
 // bookingRows are bookings and their passengers as the columns of one
 // set-based insert.
 type bookingRows struct {
-	pnrs                            []string
-	holds                           []uuid.UUID
-	users, shards, fares            []int64
-	froms, tos                      []int32
-	statuses                        []string
-	wls                             []*int32
-	paxHolds                        []uuid.UUID
-	seqs, ages                      []int32
-	names, genders, idTypes, idRefs []string
-	idxs, nos                       []*int32
-	coaches, btypes                 []*string
+	pnrs                         []string
+	holds                        []uuid.UUID
+	users, shards, fares         []int64
+	froms, tos                   []int32
+	statuses                     []string
+	wls                          []*int32
+	paxHolds                     []uuid.UUID
+	seqs, ages                   []int32
+	names, genders, idTypes      []string
+	idSealed, idHints, idIndexes []string
+	idxs, nos                    []*int32
+	coaches, btypes              []*string
 }
 
 func (r *bookingRows) add(c *confirming, hold uuid.UUID, shard int64) {
@@ -402,8 +412,8 @@ func (r *bookingRows) add(c *confirming, hold uuid.UUID, shard int64) {
 			idx, no, coach, btype = &b, &n, &info.Coach, &info.Type
 		}
 		r.paxHolds, r.seqs, r.ages = append(r.paxHolds, hold), append(r.seqs, int32(i+1)), append(r.ages, int32(p.Age))
-		r.names, r.genders, r.idTypes, r.idRefs = append(r.names, p.Name), append(r.genders, p.Gender), append(r.idTypes, p.IDType),
-			append(r.idRefs, p.IDRef)
+		r.names, r.genders, r.idTypes = append(r.names, p.Name), append(r.genders, p.Gender), append(r.idTypes, p.IDType)
+		r.idSealed, r.idHints, r.idIndexes = append(r.idSealed, p.IDSealed), append(r.idHints, p.IDHint), append(r.idIndexes, p.IDIndex)
 		r.idxs, r.nos, r.coaches, r.btypes = append(r.idxs, idx), append(r.nos, no), append(r.coaches, coach), append(r.btypes, btype)
 	}
 }
@@ -416,16 +426,17 @@ func (r *bookingRows) queue(b *pgx.Batch) {
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::bigint[], $5::int[], $6::int[], $7::text[], $8::int[], $9::bigint[])
 			ON CONFLICT (pnr) DO NOTHING RETURNING id, hold_id, shard_id, from_seq, to_seq, status),
 		p AS (
-			INSERT INTO booking_passengers (booking_id, seq, shard_id, name, age, gender, id_type, id_ref,
+			INSERT INTO booking_passengers (booking_id, seq, shard_id, name, age, gender, id_type, id_sealed, id_hint, id_index,
 				berth_idx, coach, berth_no, berth_type, from_seq, to_seq, status)
-			SELECT b.id, x.seq, b.shard_id, x.name, x.age, x.gender, x.id_type, x.id_ref, x.idx, x.coach, x.no, x.btype,
-				b.from_seq, b.to_seq, b.status
-			FROM unnest($10::uuid[], $11::int[], $12::text[], $13::int[], $14::text[], $15::text[], $16::text[], $17::int[], $18::text[],
-				$19::int[], $20::text[]) AS x(hold_id, seq, name, age, gender, id_type, id_ref, idx, coach, no, btype)
+			SELECT b.id, x.seq, b.shard_id, x.name, x.age, x.gender, x.id_type, x.id_sealed, x.id_hint, x.id_index,
+				x.idx, x.coach, x.no, x.btype, b.from_seq, b.to_seq, b.status
+			FROM unnest($10::uuid[], $11::int[], $12::text[], $13::int[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[],
+				$19::int[], $20::text[], $21::int[], $22::text[])
+				AS x(hold_id, seq, name, age, gender, id_type, id_sealed, id_hint, id_index, idx, coach, no, btype)
 			JOIN b ON b.hold_id = x.hold_id)
 		SELECT id, hold_id FROM b`,
 		r.pnrs, r.holds, r.users, r.shards, r.froms, r.tos, r.statuses, r.wls, r.fares,
-		r.paxHolds, r.seqs, r.names, r.ages, r.genders, r.idTypes, r.idRefs, r.idxs, r.coaches, r.nos, r.btypes)
+		r.paxHolds, r.seqs, r.names, r.ages, r.genders, r.idTypes, r.idSealed, r.idHints, r.idIndexes, r.idxs, r.coaches, r.nos, r.btypes)
 }
 
 // AfterConfirm marks the seats sold in Redis once ConfirmTx has committed,

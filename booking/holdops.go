@@ -271,9 +271,14 @@ const (
 // not both let a new hold through and confirm this one.
 func (s Settlement) RetakeAndConfirm(ctx context.Context, id uuid.UUID, inTx func(tx pgx.Tx, res ConfirmResult) error) (ConfirmResult, string, error) {
 	var h HoldInfo
+	var pax []byte
 	err := s.pool.QueryRow(ctx, `SELECT user_id, shard_id, kind, state, from_seq, to_seq, passengers FROM holds WHERE id = $1`, id).
-		Scan(&h.UserID, &h.ShardID, &h.Kind, &h.State, &h.From, &h.To, &h.Passengers)
+		Scan(&h.UserID, &h.ShardID, &h.Kind, &h.State, &h.From, &h.To, &pax)
 	if err != nil {
+		return ConfirmResult{}, "", fmt.Errorf("retake hold %s: %w", id, err)
+	}
+	// The retake holds again, under the hold rules that read the numbers.
+	if h.Passengers, err = s.openPassengers(pax); err != nil {
 		return ConfirmResult{}, "", fmt.Errorf("retake hold %s: %w", id, err)
 	}
 	if h.Kind != KindSeat || (h.State != HoldExpired && h.State != HoldReleased) {

@@ -3,22 +3,28 @@ package booking
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"tatkal/booking/db"
+	"tatkal/booking/pii"
 )
 
 // MaxSavedPassengers bounds an account's master list.
 const MaxSavedPassengers = 20
 
-// SavedPassenger is one entry of an account's master list.
+// SavedPassenger is one entry of an account's master list. Its IDRef is
+// empty: the number stays sealed (idref.go) but for a hold
+// (PassengersForHold); IDHint is what may be shown (pii.Mask).
 type SavedPassenger struct {
 	ID int64
 	Passenger
+	IDHint string
 	// Validated: the photo ID's type and number were checked when saved.
 	Validated bool
+	sealed    string
 }
 
 // masterClass is the class whose berth preferences a saved passenger may
@@ -35,17 +41,28 @@ func (s Passengers) SavePassenger(ctx context.Context, userID int64, p Passenger
 		return SavedPassenger{}, err
 	}
 	sp := SavedPassenger{Passenger: ps[0], Validated: err == nil}
+	id, err := s.sealID(sp.IDType, sp.IDRef)
+	if err != nil {
+		return SavedPassenger{}, fmt.Errorf("save passenger of %d: %w", userID, err)
+	}
+	sp.IDRef, sp.IDHint = "", id.hint
 	err = db.Transact(ctx, s.pool, func(tx pgx.Tx) error {
+		// The duplicate is found by the number's keyed hash, never the number.
 		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM passenger_master WHERE user_id = $1 AND removed_at IS NULL`, userID).Scan(&n); err != nil {
+		var dup bool
+		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(bool_or(id_index = $2 AND $2 <> ''), false) FROM passenger_master
+			WHERE user_id = $1 AND removed_at IS NULL`, userID, id.index).Scan(&n, &dup); err != nil {
 			return err
+		}
+		if dup {
+			return Errorf(ECONFLICT, "DUPLICATE_PASSENGER", "A passenger with this %s number is already on your list.", sp.IDType)
 		}
 		if n >= MaxSavedPassengers {
 			return Errorf(ELIMIT, "TOO_MANY_SAVED", "You can save at most %d passengers; remove one first.", MaxSavedPassengers)
 		}
-		return tx.QueryRow(ctx, `INSERT INTO passenger_master (user_id, name, age, gender, berth_pref, id_type, id_ref, validated)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`, userID, sp.Name, sp.Age, sp.Gender, sp.BerthPref, sp.IDType, sp.IDRef,
-			sp.Validated).Scan(&sp.ID)
+		return tx.QueryRow(ctx, `INSERT INTO passenger_master (user_id, name, age, gender, berth_pref, id_type, id_sealed, id_hint, id_index, validated)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`, userID, sp.Name, sp.Age, sp.Gender, sp.BerthPref, sp.IDType,
+			id.sealed, id.hint, id.index, sp.Validated).Scan(&sp.ID)
 	})
 	if err != nil {
 		if ErrorCode(err) != EINTERNAL {
@@ -58,14 +75,22 @@ func (s Passengers) SavePassenger(ctx context.Context, userID int64, p Passenger
 
 // SavedPassengers is the account's master list, oldest first.
 func (s Passengers) SavedPassengers(ctx context.Context, userID int64) ([]SavedPassenger, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, name, age, gender, berth_pref, id_type, id_ref, validated FROM passenger_master
+	// A row an older version wrote in clear is shown masked all the same
+	// (SealClearIDs seals it at the next start).
+	rows, err := s.pool.Query(ctx, `SELECT id, name, age, gender, berth_pref, id_type,
+		id_hint, id_sealed, id_ref, validated FROM passenger_master
 		WHERE user_id = $1 AND removed_at IS NULL ORDER BY id`, userID)
 	if err != nil {
 		return nil, fmt.Errorf("saved passengers of %d: %w", userID, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SavedPassenger, error) {
 		var p SavedPassenger
-		return p, r.Scan(&p.ID, &p.Name, &p.Age, &p.Gender, &p.BerthPref, &p.IDType, &p.IDRef, &p.Validated)
+		var clear string
+		err := r.Scan(&p.ID, &p.Name, &p.Age, &p.Gender, &p.BerthPref, &p.IDType, &p.IDHint, &p.sealed, &clear, &p.Validated)
+		if clear != "" {
+			p.IDHint, p.sealed = pii.Hint(clear), "clear:"+clear
+		}
+		return p, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("saved passengers of %d: %w", userID, err)
@@ -114,6 +139,13 @@ func (s Passengers) PassengersForHold(ctx context.Context, userID int64, class s
 		seen[id] = true
 		if _, ok := allowed[p.BerthPref]; !ok {
 			p.BerthPref = ""
+		}
+		// The hold needs the number itself (its rules and the passenger
+		// limit read it): opened here, sealed again in the hold row.
+		if ref, ok := strings.CutPrefix(p.sealed, "clear:"); ok {
+			p.IDRef = ref
+		} else if p.IDRef, err = s.ids.Open(p.sealed); err != nil {
+			return nil, fmt.Errorf("passenger %d of %d: %w", id, userID, err)
 		}
 		out = append(out, p.Passenger)
 	}

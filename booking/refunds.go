@@ -21,6 +21,10 @@ const (
 	// RefundAppealUpheld returns the full fare of a booking a fraud
 	// decision cancelled, once an appeal against it is upheld.
 	RefundAppealUpheld = "APPEAL_UPHELD"
+	// RefundTDR returns the whole fare of a confirmed ticket whose train
+	// ran over 3 hours late or did not run, on finance's approval of the
+	// passenger's TDR (booking/tdr).
+	RefundTDR = "TDR"
 )
 
 // Refunds records refund requests inside the booking's own transaction

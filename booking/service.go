@@ -21,6 +21,7 @@ import (
 	"tatkal/booking/funnel"
 	"tatkal/booking/inventory"
 	"tatkal/booking/metrics"
+	"tatkal/booking/pii"
 )
 
 // Caller is the authenticated account behind a request, as its session
@@ -85,6 +86,7 @@ type Service struct {
 	fraud      *fraud.Recorder
 	throttle   *Throttle
 	refusals   *refusalLog // hold refusals per account, for the user trace (refusals.go)
+	ids        *pii.Keyring
 }
 
 // Levers are the operator's switches the hold path obeys, read from a
@@ -165,6 +167,9 @@ type ServiceConfig struct {
 	// Throttle paces hold calls by the shard_throttle lever (NewThrottle);
 	// nil paces nothing.
 	Throttle *Throttle
+	// IDs seals passengers' ID numbers before they are stored (idref.go);
+	// nil refuses every hold and saved passenger that carries one.
+	IDs *pii.Keyring
 }
 
 // NewService returns a service. Run its committer with RunCommitter.
@@ -211,6 +216,7 @@ func NewService(cfg ServiceConfig) *Service {
 		pause:      cfg.Pause,
 		fraud:      cfg.Fraud,
 		throttle:   cfg.Throttle,
+		ids:        cfg.IDs,
 		newPNR:     NewPNR,
 	}
 	s.Holds, s.Settlement, s.Lifecycle, s.Waitlist = Holds{s}, Settlement{s}, Lifecycle{s}, Waitlist{s}
@@ -359,6 +365,12 @@ func (s Holds) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult,
 			return HoldResult{}, shardID, err
 		}
 	}
+	// The passengers as the hold row keeps them, ID numbers sealed: here,
+	// on the request's goroutine, not in the committer's one writer.
+	stored, err := s.storedPassengers(req.Passengers)
+	if err != nil {
+		return HoldResult{}, shardID, err
+	}
 	// The operator's pace for this shard, before any seat work (the
 	// sold-out answer included, as that too is the core's); the checks
 	// above cost no backend call, so a malformed request spends no slot,
@@ -383,7 +395,7 @@ func (s Holds) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult,
 		return HoldResult{}, shardID, fmt.Errorf("hold id: %w", err)
 	}
 	expires := now.Add(rules.HoldWindow).Truncate(time.Millisecond)
-	reqHash := holdRequestHash(shard, from, to, req.Passengers)
+	reqHash := holdRequestHash(shard, from, to, s.hashablePassengers(req.Passengers))
 	ireq.HoldID, ireq.RequestHash, ireq.ExpiresAt = holdID.String(), reqHash, expires
 	hold := func() (inventory.HoldResult, error) { return s.store.Hold(ctx, ireq) }
 	res, err := hold()
@@ -439,7 +451,7 @@ func (s Holds) hold(ctx context.Context, c Caller, req HoldRequest) (HoldResult,
 		ID: holdID, ShardID: shard.ID, UserID: c.UserID, IdemKey: req.IdempotencyKey, RequestHash: reqHash, Kind: kind,
 		From: from, To: to, Berths: res.Berths, WaitlistNo: res.WaitlistNo, Passengers: req.Passengers,
 		Fare: fare, Epoch: res.Epoch, OpeningDay: openingDay(shard), ExpiresAt: expires, TokenID: use.TokenID,
-		HeldAt: now, Client: req.Client,
+		HeldAt: now, Client: req.Client, Stored: stored,
 	}
 	cr := s.committer.Submit(ctx, row)
 	undo := func(ctx context.Context) {

@@ -59,6 +59,7 @@ func (c *Console) financeRoutes(r chi.Router) {
 	fin.Get("/finance/month/{month}/workbook.xlsx", c.financeMonthWorkbook)
 	fin.Get("/finance/books", c.financeBooks)
 	fin.Post("/finance/messages/read", c.financeMessagesRead)
+	c.tdrRoutes(fin) // tdr.go
 }
 
 // uploadPath is the console's upload of a reconciliation file.

@@ -154,6 +154,9 @@ type WindowPage struct {
 	Waitlist bool
 	// Alternatives are the open choices when this one is sold out.
 	Alternatives []JourneyRow
+	// Unresolved: the deadline (IST) of an earlier payment for this
+	// journey the bank has not settled; the page warns before a new hold.
+	Unresolved string
 }
 
 // FareLineRow is one line of a fare breakup.

@@ -115,6 +115,8 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/v1/bookings/{hold_id}/status", a.status)
 		r.Get("/v1/bookings/{hold_id}/cancel", a.cancelPreview)
 		r.Post("/v1/bookings/{hold_id}/cancel", a.cancel)
+		r.Get("/v1/bookings/{hold_id}/tdr", a.getTDR) // tdr.go
+		r.Post("/v1/bookings/{hold_id}/tdr", a.fileTDR)
 		r.Post("/v1/payments/initiate", a.initiatePayment)
 		r.Get("/v1/payments/{payment_id}", a.getPayment)
 		r.Get("/v1/wallet", a.wallet)

@@ -41,6 +41,7 @@ import (
 	"tatkal/booking/notify"
 	"tatkal/booking/payment"
 	"tatkal/booking/payment/pspapi"
+	"tatkal/booking/pii"
 	"tatkal/booking/prs"
 	"tatkal/booking/secrets"
 	"tatkal/booking/signup"
@@ -269,6 +270,13 @@ func New(ctx context.Context, cfg Config, opts Options) (a *App, err error) {
 	if err := a.build(); err != nil {
 		return a, err
 	}
+	// ID numbers an older version wrote in clear are sealed before this
+	// process serves (none left: one index probe per table).
+	if n, err := a.Booking.SealClearIDs(ctx); err != nil {
+		return a, fmt.Errorf("seal passengers' ID numbers: %w", err)
+	} else if n > 0 {
+		a.Log.Info("sealed passengers' ID numbers found in clear", "rows", n)
+	}
 	return a, nil
 }
 
@@ -428,7 +436,11 @@ func (a *App) build() error {
 	}
 	// One throttle paces holds and payment initiations by the shard_throttle lever.
 	a.throttle = booking.NewThrottle(a.Levers, a.Store, log)
-	a.Booking = booking.NewService(booking.ServiceConfig{Pool: a.Pool, Store: a.Store, Jobs: client, Rules: rules, Core: core, Funnel: a.Funnel,
+	ids, err := pii.Parse(cfg.IDKeys)
+	if err != nil {
+		return err
+	}
+	a.Booking = booking.NewService(booking.ServiceConfig{IDs: ids, Pool: a.Pool, Store: a.Store, Jobs: client, Rules: rules, Core: core, Funnel: a.Funnel,
 		Levers: a.Levers, Throttle: a.throttle, Log: log, Catalog: catalog, SweepGrace: opts.SweepGrace, Pause: opts.Pause,
 		Admission: a.Admission, Refunds: payment.NewRefunds(client), Fraud: &fraud.Recorder{Key: []byte(cfg.FraudKey), BenchDiscard: opts.BenchSignalsOff}})
 	a.Payments = a.NewPayments(cfg.Gateways(), cfg.RedisPrefix)
@@ -465,7 +477,7 @@ func (a *App) build() error {
 	a.Console = console.New(console.Config{Pool: a.Pool, Redis: a.Redis, Store: a.Store, Booking: a.Booking, Payments: a.Payments,
 		Funnel: a.Funnel, River: client, HoldWindow: rules.HoldWindow, QueueDepth: a.Admission.Depth, QueueRefusals: a.Admission.Refusals,
 		SecureCookies: cfg.SecureCookies(), Log: log, Context: a.bg, Recon: a.Recon, ReconGateways: gatewayIDs(cfg.Gateways()),
-		Schedule: a.Schedule, Alarms: cfg.Alarms, Banners: banners})
+		Schedule: a.Schedule, Alarms: cfg.Alarms, Banners: banners, TDRLimitPaise: cfg.ReconApprovalLimitPaise})
 	svcs.Levers, svcs.Alarms = a.Console.Levers(), a.Console.Alarms()
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer, api.Notices(banners))
@@ -474,7 +486,7 @@ func (a *App) build() error {
 	v1 := api.New(api.Config{Service: a.Booking, Payments: a.Payments, Pool: a.Pool, Signer: a.Signer, MaxHoldsInFlight: cfg.MaxHoldsInFlight,
 		Admission: a.Admission, Signup: a.Signup, Log: log})
 	// The pages share the API's login guard and revocation list.
-	web.New(web.Config{Booking: a.Booking, Payments: a.Payments, Admission: a.Admission, Pool: a.Pool, Signer: a.Signer, Guard: v1.Guard(),
+	web.New(web.Config{TDRLimitPaise: cfg.ReconApprovalLimitPaise, Booking: a.Booking, Payments: a.Payments, Admission: a.Admission, Pool: a.Pool, Signer: a.Signer, Guard: v1.Guard(),
 		Revocations: v1.Revocations(), SecureCookies: cfg.SecureCookies(), Log: log, Banners: banners, Signup: a.Signup}).Routes(r)
 	v1.Routes(r)
 	a.Console.Routes(r)

@@ -17,11 +17,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"tatkal/booking"
 	"tatkal/booking/admission"
 	"tatkal/booking/db"
+	"tatkal/booking/fraud"
 	"tatkal/booking/httpx"
 	"tatkal/booking/inventory"
+	"tatkal/booking/pii"
 	"tatkal/booking/redisx"
+	"tatkal/booking/secrets"
 	"tatkal/booking/sim/msgsim"
 	"tatkal/booking/sim/prssim"
 	"tatkal/booking/sim/pspsim"
@@ -69,6 +73,28 @@ func OpenCurrent(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("the schema is not current (run: tatkal migrate)")
 	}
 	return pool, nil
+}
+
+// ResealIDs runs tatkal ids reseal: every ID number in clear sealed, every
+// one sealed under an older key sealed again under the newest.
+func ResealIDs(ctx context.Context, cfg Config, out io.Writer) error {
+	ids, err := pii.Parse(cfg.IDKeys)
+	if err != nil {
+		return err
+	}
+	if err := secrets.Check(EnvFraudKey, cfg.FraudKey); err != nil {
+		return fmt.Errorf("%w (the ID numbers' keyed hashes are computed with it)", err)
+	}
+	pool, err := OpenCurrent(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	svc := booking.NewService(booking.ServiceConfig{Pool: pool, IDs: ids, Fraud: &fraud.Recorder{Key: []byte(cfg.FraudKey)}})
+	defer svc.Close()
+	n, err := svc.ResealIDs(ctx)
+	fmt.Fprintf(out, "%d rows sealed under key %s\n", n, ids.Newest())
+	return err
 }
 
 // Recon runs tatkal recon ARGS on the reconciliation service built as the
@@ -214,6 +240,18 @@ func sessionKey(ctx context.Context, pool *pgxpool.Pool) ([]byte, error) {
 	return hex.DecodeString(v)
 }
 
+// devSetting returns the stored value of key, storing v on first run: for
+// tatkal dev only (see sessionKey).
+func devSetting(ctx context.Context, pool *pgxpool.Pool, key, v string) (string, error) {
+	err := pool.QueryRow(ctx, `WITH ins AS (
+		INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING RETURNING value)
+		SELECT value FROM ins UNION ALL SELECT value FROM settings WHERE key = $1 LIMIT 1`, key, v).Scan(&v)
+	if err != nil {
+		return "", fmt.Errorf("dev setting %s: %w", key, err)
+	}
+	return v, nil
+}
+
 // DevDemo is what tatkal dev seeded, as it tells the developer.
 type DevDemo struct {
 	Journey  time.Time       // the demo trains' journey date
@@ -227,7 +265,7 @@ type DevData func(ctx context.Context, pool *pgxpool.Pool, realTimes bool) (DevD
 
 // prepareDev migrates, keeps the session key in the database, seeds the
 // demo with data and the console's demo users, for tatkal dev.
-func prepareDev(ctx context.Context, cfg *Config, realTimes bool, data DevData) (DevDemo, error) {
+func prepareDev(ctx context.Context, cfg *Config, realTimes, keepIDKeys bool, data DevData) (DevDemo, error) {
 	pool, err := openDB(ctx, *cfg, 4)
 	if err != nil {
 		return DevDemo{}, err
@@ -238,6 +276,11 @@ func prepareDev(ctx context.Context, cfg *Config, realTimes bool, data DevData) 
 	}
 	if len(cfg.SessionKey) == 0 {
 		if cfg.SessionKey, err = sessionKey(ctx, pool); err != nil {
+			return DevDemo{}, err
+		}
+	}
+	if keepIDKeys { // the passengers a dev database keeps stay readable at the next start
+		if cfg.IDKeys, err = devSetting(ctx, pool, "id_keys", cfg.IDKeys); err != nil {
 			return DevDemo{}, err
 		}
 	}
@@ -255,11 +298,12 @@ func prepareDev(ctx context.Context, cfg *Config, realTimes bool, data DevData) 
 // here, simulators and the back office included, with fresh secrets, until
 // ctx ends.
 func Dev(ctx context.Context, cfg Config, realTimes bool, data DevData, office BackOffice, lab func(*App) LabCloser, out io.Writer) error {
+	keepIDKeys := cfg.IDKeys == ""
 	cfg = cfg.WithDevSecrets()
 	if cfg.DBPool == 0 {
 		cfg.DBPool = 20 // app, workers and both simulators share it; idle, a handful are open
 	}
-	res, err := prepareDev(ctx, &cfg, realTimes, data)
+	res, err := prepareDev(ctx, &cfg, realTimes, keepIDKeys, data)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"tatkal/booking/httpx"
 	"tatkal/booking/payment"
+	"tatkal/booking/pii"
 	"tatkal/booking/secrets"
 	"tatkal/booking/sim/pspsim"
 	"tatkal/console/alarms"
@@ -73,6 +74,9 @@ type Config struct {
 	// FraudKey keys the hashes of passengers' ID numbers and payment
 	// instruments in the fraud signals (TATKAL_FRAUD_KEY).
 	FraudKey string
+	// IDKeys seal passengers' ID numbers at rest (TATKAL_ID_KEYS,
+	// id=hex,... newest first; booking/pii).
+	IDKeys string
 	// ReconMaxFileBytes is the largest reconciliation file taken by upload,
 	// the CLI or the daily fetch (TATKAL_RECON_MAX_FILE_MB; 0: recon's default).
 	ReconMaxFileBytes int64
@@ -152,6 +156,7 @@ func FromEnv() (Config, error) {
 		SimAdminToken:    os.Getenv(EnvSimAdminToken),
 		BankToken:        os.Getenv(EnvBankToken),
 		FraudKey:         os.Getenv(EnvFraudKey),
+		IDKeys:           os.Getenv(pii.EnvKeys),
 	}
 	cfg.RedisClusterAddrs = os.Getenv("REDIS_CLUSTER_ADDRS")
 	if os.Getenv("TATKAL_ADMIN_TOKEN") != "" {
@@ -325,10 +330,13 @@ func (c Config) RequireSecrets(need int) error {
 	if need&NeedSessionKey != 0 && len(c.SessionKey) == 0 {
 		errs = append(errs, fmt.Errorf("%s is not set (hex, 32+ bytes: signs passenger sessions and admission tokens); %s", EnvSessionKey, secrets.Hint))
 	}
-	// Every process that books records fraud signals.
+	// Every process that books records fraud signals and seals ID numbers.
 	if need&NeedSessionKey != 0 {
 		if err := secrets.Check(EnvFraudKey, c.FraudKey); err != nil {
 			errs = append(errs, fmt.Errorf("%w (keys the hashes of passenger IDs and payment instruments in fraud signals)", err))
+		}
+		if _, err := pii.Parse(c.IDKeys); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.SimAdminToken != "" {
@@ -378,6 +386,9 @@ func (c Config) WithDevSecrets() Config {
 	if c.KYCKey == "" {
 		c.KYCKey = secrets.Random()
 	}
+	if c.IDKeys == "" {
+		c.IDKeys = pii.NewSpec("dev1")
+	}
 	return c
 }
 
@@ -419,7 +430,7 @@ func (c Config) Environ() []string {
 	env := append(os.Environ(),
 		"DATABASE_URL="+c.DatabaseURL, "REDIS_URL="+c.RedisURL, "TATKAL_REDIS_PREFIX="+c.RedisPrefix,
 		"TATKAL_PSP_URL="+c.PSPURL, "TATKAL_PRS_URL="+c.PRSURL, "TATKAL_MSG_URL="+c.MsgURL,
-		EnvSessionKey+"="+hex.EncodeToString(c.SessionKey), envPRSKey+"="+c.PRSKey, EnvFraudKey+"="+c.FraudKey,
+		EnvSessionKey+"="+hex.EncodeToString(c.SessionKey), envPRSKey+"="+c.PRSKey, EnvFraudKey+"="+c.FraudKey, pii.EnvKeys+"="+c.IDKeys,
 		EnvMsgKey+"="+c.MsgKey, envPSPAPIKeys+"="+c.PSPAPIKeys.String(), envWebhookSecrets+"="+c.WebhookSecrets.String())
 	if c.RedisClusterAddrs != "" {
 		env = append(env, "REDIS_CLUSTER_ADDRS="+c.RedisClusterAddrs)

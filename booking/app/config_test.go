@@ -180,3 +180,21 @@ func TestFraudEarlyPasses(t *testing.T) {
 		}
 	}
 }
+
+// A booking process without TATKAL_ID_KEYS, or with a malformed one,
+// refuses to start and names the variable; dev makes a fresh key.
+func TestIDKeysRequiredOutsideDev(t *testing.T) {
+	t.Parallel()
+	base := Config{}.WithDevSecrets()
+	base.SessionKey = []byte(strings.Repeat("s", 32))
+	if err := base.RequireSecrets(NeedSessionKey); err != nil {
+		t.Fatalf("dev secrets refused: %v", err)
+	}
+	for _, spec := range []string{"", "k1=short", "k1"} {
+		c := base
+		c.IDKeys = spec
+		if err := c.RequireSecrets(NeedSessionKey); err == nil || !strings.Contains(err.Error(), "TATKAL_ID_KEYS") {
+			t.Errorf("TATKAL_ID_KEYS=%q: %v, want a refusal naming it", spec, err)
+		}
+	}
+}

@@ -166,7 +166,7 @@ func describePayment(s *Words, v booking.HoldView, pays []payment.View) {
 	switch latest.State {
 	case payment.Initiated, payment.AwaitingUser, payment.PendingAtBank, payment.Unknown:
 		s.State = PaymentPending
-		s.say("st.pending", by)
+		s.say("st.pending", by, KeyArg("rule.latesuccess"))
 		if v.State == booking.HoldCancelled && booking.CancelledByReview(v.Reason) {
 			// No ticket can come of it any more: only the refund.
 			s.State = Cancelled
@@ -186,6 +186,11 @@ func describePayment(s *Words, v booking.HoldView, pays []payment.View) {
 		s.NextCheckMs = 2000
 	}
 }
+
+// LateSuccessRule is what happens when the bank confirms a payment after
+// its hold ended (booking.Settlement.RetakeAndConfirm), as the rules page
+// publishes it (catalogue key rule.latesuccess).
+var LateSuccessRule = i18n.Text("en", "rule.latesuccess")
 
 // RefundReason says in words why money is being returned.
 func RefundReason(r string) string { return i18n.Text("en", reasonKey(r)) }
@@ -207,6 +212,8 @@ func reasonKey(r string) string {
 		return "why.appeal"
 	case booking.RefundAmountMismatch:
 		return "why.mismatch"
+	case booking.RefundTDR:
+		return "why.tdr"
 	}
 	return "why.refund"
 }

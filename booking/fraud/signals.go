@@ -412,3 +412,8 @@ func (r Recorder) PhoneHash(phone string) string {
 	}
 	return r.hash("phone", p)
 }
+
+// IDIndex is the keyed hash one ID number is known by, in the fraud
+// signals and in the blind index of the tables that keep the number
+// sealed (booking/pii); "" when there is no number.
+func (r Recorder) IDIndex(idType, idRef string) string { return r.idHash(idType, idRef) }

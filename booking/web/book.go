@@ -152,6 +152,9 @@ func (p *Pages) renderWindowWith(w http.ResponseWriter, r *http.Request, status 
 		ServerTimeISO: now.Format(time.RFC3339Nano), Open: !now.Before(sh.OpensAt) && now.Before(sh.ClosesAt), Closed: !now.Before(sh.ClosesAt),
 		Fare: india.Rupees(fare.TotalPaise), Passengers: savedRows(saved), Selected: selected, MaxPassengers: p.cfg.Booking.Rules().MaxPassengers,
 		NoneChosen: noneChosen, Key: newAttemptKey(), Admission: admissionToken, AdmissionUntilISO: isoOrEmpty(admissionExpiry(r.Context())), OTP: otp, PreQueue: !now.Before(sh.OpensAt.Add(-PreQueue)) && now.Before(sh.ClosesAt), FairnessHref: "/v1/windows/" + strconv.FormatInt(sh.ID, 10) + "/fairness"}
+	if sessionOf(r).UserID != 0 {
+		page.Unresolved = p.unresolvedOn(r, sh.ID) // tdr.go
+	}
 	if p.cfg.Booking.LightForm(sh.ID) {
 		// The single-step form for a hot train: no band (one call less),
 		// passengers and payment method in one submit.

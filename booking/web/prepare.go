@@ -10,6 +10,7 @@ import (
 
 	"tatkal/booking"
 	"tatkal/booking/payment"
+	"tatkal/booking/pii"
 	"tatkal/views"
 )
 
@@ -41,17 +42,9 @@ func savedRows(saved []booking.SavedPassenger) []views.SavedPassengerRow {
 	out := make([]views.SavedPassengerRow, 0, len(saved))
 	for _, x := range saved {
 		out = append(out, views.SavedPassengerRow{ID: x.ID, Name: x.Name, Age: x.Age, Gender: x.Gender, BerthPref: x.BerthPref,
-			IDType: x.IDType, IDRef: maskID(x.IDRef), Validated: x.Validated})
+			IDType: x.IDType, IDRef: pii.Mask(x.IDHint), Validated: x.Validated})
 	}
 	return out
-}
-
-// maskID shows the last four characters of an ID number only.
-func maskID(ref string) string {
-	if len(ref) <= 4 {
-		return ref
-	}
-	return strings.Repeat("•", 4) + ref[len(ref)-4:]
 }
 
 // idTypes are the accepted photo IDs with their numbers' shape as HTML

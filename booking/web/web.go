@@ -47,6 +47,9 @@ type Config struct {
 	Banners *banner.Store
 	// Signup opens accounts (signup.go); nil: its pages are not mounted.
 	Signup *signup.Service
+	// TDRLimitPaise: above it a TDR takes two finance people, as the
+	// rules page says (0: tdr.DefaultLimitPaise).
+	TDRLimitPaise int64
 }
 
 // Pages are the passenger pages.
@@ -77,6 +80,7 @@ func (p *Pages) Routes(r chi.Router) {
 	r.Handle("/static/*", static.Handler())
 	r.Group(func(r chi.Router) {
 		r.Use(p.gate, p.session)
+		outer := r
 		r.Get("/", p.home)
 		r.Get("/signin", p.signInPage)
 		r.With(p.checkCSRF).Post("/signin", p.signIn)
@@ -123,6 +127,7 @@ func (p *Pages) Routes(r chi.Router) {
 			r.Post("/wallet/topup", p.topUp)
 			r.Get("/appeal", p.appealPage) // appeal.go
 			r.Post("/appeal", p.appeal)
+			p.tdrRoutes(outer, r) // tdr.go
 		})
 	})
 }

@@ -76,6 +76,10 @@ var SessionKey = []byte(strings.Repeat("k", 32))
 // FraudKey keys the stacks' fraud signal hashes.
 const FraudKey = "teststack-fraud-key-0123456789"
 
+// IDKeys seal the stacks' passenger ID numbers: fixed, so that two stacks
+// on one database (two processes of one deployment) read each other's.
+var IDKeys = "test1=" + strings.Repeat("5a", 32)
+
 // Options adjust a stack; zero values mean defaults.
 type Options struct {
 	Rules            *booking.Rules
@@ -164,7 +168,7 @@ func config(env *testenv.Env) app.Config {
 	cfg := app.Config{DatabaseURL: env.DatabaseURL, RedisURL: env.RedisURL, RedisPrefix: env.KeyPrefix, Addr: "127.0.0.1:0",
 		MetricsAddr: "127.0.0.1:0", SessionKey: SessionKey,
 		HoldWindow: booking.DefaultRules().HoldWindow, CommitWriters: 1}
-	cfg.FraudKey = FraudKey
+	cfg.FraudKey, cfg.IDKeys = FraudKey, IDKeys
 	return cfg.WithDevSecrets()
 }
 

@@ -48,10 +48,8 @@ type Config struct {
 	Store    *inventory.Store
 	Booking  *booking.Service
 	Payments *payment.Service
-	// TDRLimitPaise: a TDR above it takes two finance people (0: tdr's default).
-	TDRLimitPaise int64
-	Funnel        *funnel.Recorder
-	River         *river.Client[pgx.Tx] // River's UI and the levers' scheduled reverts; nil: neither
+	Funnel   *funnel.Recorder
+	River    *river.Client[pgx.Tx] // River's UI and the levers' scheduled reverts; nil: neither
 	// Scripts call /v1/admin/... with a console user's personal API token
 	// (created under /console/tokens); there is no shared admin token.
 	HoldWindow time.Duration // for the invariant check's grace

@@ -33,7 +33,7 @@ func (c *Console) tdrs() *tdr.Service {
 	if c.cfg.River != nil {
 		refunds = payment.NewRefunds(c.cfg.River)
 	}
-	return &tdr.Service{Pool: c.pool, Refunds: refunds, LimitPaise: c.cfg.TDRLimitPaise}
+	return &tdr.Service{Pool: c.pool, Refunds: refunds}
 }
 
 func (c *Console) tdrPage(w http.ResponseWriter, r *http.Request) {
@@ -48,11 +48,11 @@ func (c *Console) renderTDRs(w http.ResponseWriter, r *http.Request, status int,
 		return
 	}
 	u, _ := userFrom(r.Context())
-	p := views.TDRConsolePage{Error: errText, Limit: india.Rupees(svc.Limit())}
+	p := views.TDRConsolePage{Error: errText}
 	for _, t := range list {
 		row := views.TDRConsoleRow{ID: t.ID, PNR: t.PNR, Login: t.Login, Journey: t.Journey, Reason: t.Reason, Note: t.Note,
 			Amount: india.Rupees(t.AmountPaise), Status: t.Status, FiledAt: ist(t.FiledAt), FirstBy: t.FirstBy, DecidedBy: t.DecidedBy,
-			Answer: t.Answer, RefundState: t.RefundState, NeedsTwo: t.NeedsTwo(svc.Limit()), Mine: t.FirstBy == u.Login}
+			Answer: t.Answer, RefundState: t.RefundState, Mine: t.FirstBy == u.Login}
 		if t.LateMinutes > 0 {
 			row.Late = (time.Duration(t.LateMinutes) * time.Minute).String()
 		}

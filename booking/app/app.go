@@ -477,7 +477,7 @@ func (a *App) build() error {
 	a.Console = console.New(console.Config{Pool: a.Pool, Redis: a.Redis, Store: a.Store, Booking: a.Booking, Payments: a.Payments,
 		Funnel: a.Funnel, River: client, HoldWindow: rules.HoldWindow, QueueDepth: a.Admission.Depth, QueueRefusals: a.Admission.Refusals,
 		SecureCookies: cfg.SecureCookies(), Log: log, Context: a.bg, Recon: a.Recon, ReconGateways: gatewayIDs(cfg.Gateways()),
-		Schedule: a.Schedule, Alarms: cfg.Alarms, Banners: banners, TDRLimitPaise: cfg.ReconApprovalLimitPaise})
+		Schedule: a.Schedule, Alarms: cfg.Alarms, Banners: banners})
 	svcs.Levers, svcs.Alarms = a.Console.Levers(), a.Console.Alarms()
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer, api.Notices(banners))
@@ -486,7 +486,7 @@ func (a *App) build() error {
 	v1 := api.New(api.Config{Service: a.Booking, Payments: a.Payments, Pool: a.Pool, Signer: a.Signer, MaxHoldsInFlight: cfg.MaxHoldsInFlight,
 		Admission: a.Admission, Signup: a.Signup, Log: log})
 	// The pages share the API's login guard and revocation list.
-	web.New(web.Config{TDRLimitPaise: cfg.ReconApprovalLimitPaise, Booking: a.Booking, Payments: a.Payments, Admission: a.Admission, Pool: a.Pool, Signer: a.Signer, Guard: v1.Guard(),
+	web.New(web.Config{Booking: a.Booking, Payments: a.Payments, Admission: a.Admission, Pool: a.Pool, Signer: a.Signer, Guard: v1.Guard(),
 		Revocations: v1.Revocations(), SecureCookies: cfg.SecureCookies(), Log: log, Banners: banners, Signup: a.Signup}).Routes(r)
 	v1.Routes(r)
 	a.Console.Routes(r)

@@ -2,8 +2,9 @@
 // refund of a confirmed Tatkal ticket when the train ran over 3 hours late
 // at the boarding station, or did not run from it (DOMAIN.md,
 // "Cancellation and refunds"). The passenger files it within the time
-// limits of Rules; finance decides: one person at or below the approval
-// limit, two different people above it, never the same person twice. An
+// limits of Rules; finance decides: two different people approve (money
+// moves on the gateway's word or on two people's, and a TDR has no
+// gateway's word), one refuses. An
 // approval requests the refund through the payment refund path
 // (payment.Refunds, reason booking's RefundTDR) in the same transaction,
 // so the money goes back as every other refund does.
@@ -66,10 +67,6 @@ func DefaultRules() Rules {
 	return Rules{LateThreshold: 3 * time.Hour, OpensBefore: 24 * time.Hour, NotRunWithin: 72 * time.Hour, LateWithin: 72 * time.Hour}
 }
 
-// DefaultLimitPaise: above it a TDR takes two finance people (the same
-// limit as reconciliation's money moves, TATKAL_RECON_APPROVAL_RUPEES).
-const DefaultLimitPaise = 10_000_00
-
 // Refunds requests a refund of a payment in the caller's transaction
 // (payment.Refunds).
 type Refunds interface {
@@ -79,11 +76,9 @@ type Refunds interface {
 // Service files and decides TDRs.
 type Service struct {
 	Pool    *pgxpool.Pool
-	Refunds Refunds // needed to approve; filing and reading need none
-	// LimitPaise: above it two people approve (0: DefaultLimitPaise).
-	LimitPaise int64
-	Rules      Rules            // zero: DefaultRules
-	Now        func() time.Time // nil: time.Now
+	Refunds Refunds          // needed to approve; filing and reading need none
+	Rules   Rules            // zero: DefaultRules
+	Now     func() time.Time // nil: time.Now
 }
 
 // TDR is one claim.
@@ -111,9 +106,6 @@ type TDR struct {
 	Journey   string `json:"-"`
 }
 
-// NeedsTwo says whether the claim takes two people's approval.
-func (t TDR) NeedsTwo(limit int64) bool { return t.AmountPaise > limit }
-
 func (s *Service) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
@@ -127,16 +119,6 @@ func (s *Service) rules() Rules {
 	}
 	return s.Rules
 }
-
-func (s *Service) limit() int64 {
-	if s.LimitPaise > 0 {
-		return s.LimitPaise
-	}
-	return DefaultLimitPaise
-}
-
-// Limit is the amount above which a TDR takes two people.
-func (s *Service) Limit() int64 { return s.limit() }
 
 // Claim is what a passenger files.
 type Claim struct {
@@ -273,10 +255,10 @@ func (s *Service) List(ctx context.Context, limit int) ([]TDR, error) {
 	return out, nil
 }
 
-// Approve is one finance person's approval. At or below the limit it
-// decides the claim: the refund of the whole amount is requested through
-// the refund path in the same transaction. Above it the first approval
-// is recorded and a second person, not the first, decides. Done reports
+// Approve is one finance person's approval. The first is recorded; a
+// second person, not the first, decides the claim: the refund of the
+// whole amount is requested through the refund path in the same
+// transaction. Done reports
 // whether the refund was requested. Audited.
 func (s *Service) Approve(ctx context.Context, id int64, by string) (done bool, err error) {
 	if by == "" {
@@ -302,11 +284,11 @@ func (s *Service) Approve(ctx context.Context, id int64, by string) (done bool, 
 			return booking.Errorf(booking.ECONFLICT, "TDR_DECIDED", "TDR %d is already %s.", id, strings.ToLower(status))
 		case first == by:
 			return booking.Errorf(booking.EFORBIDDEN, "SAME_PERSON", "You gave TDR %d its first approval: a second person approves it.", id)
-		case amount > s.limit() && first == "":
+		case first == "":
 			if _, err := tx.Exec(ctx, `UPDATE tdrs SET first_by = $2, first_at = now() WHERE id = $1`, id, by); err != nil {
 				return fmt.Errorf("first approval of tdr %d: %w", id, err)
 			}
-			return audit.Write(ctx, tx, by, "tdr.approve.first", fmt.Sprint(id), map[string]any{"amount_paise": amount, "limit_paise": s.limit()})
+			return audit.Write(ctx, tx, by, "tdr.approve.first", fmt.Sprint(id), map[string]any{"amount_paise": amount})
 		}
 		var paymentID uuid.UUID
 		err = tx.QueryRow(ctx, `SELECT id FROM payments WHERE hold_id = $1 AND state = 'SUCCESS' ORDER BY resolved_at LIMIT 1`, holdID).Scan(&paymentID)

@@ -41,11 +41,10 @@ func wallet(t *testing.T, s *teststack.Stack, user int64) int64 {
 }
 
 // A TDR for a train over 3 hours late: refused outside its time limits
-// and with a bad delay; filed once; above the limit the first approver
-// cannot approve it again, a second finance person does, and the refund
-// (reason TDR) is paid back to the wallet by the refund job. Below the
-// limit one approval does; a refusal needs an answer, is final and moves
-// nothing. Every step is in the audit log with its person.
+// and with a bad delay; filed once; the first approver cannot approve it
+// again, a second finance person does, and the refund (reason TDR) is
+// paid back to the wallet by the refund job; a small claim too takes two;
+// a refusal needs an answer, is final and moves nothing. Every step is in the audit log with its person.
 func TestTDRFiledApprovedByTwoAndRefunded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -63,7 +62,7 @@ func TestTDRFiledApprovedByTwoAndRefunded(t *testing.T) {
 		FROM trains tr JOIN train_stops st ON st.train_number = tr.number WHERE tr.number = '12951' AND st.station_code = 'BVI'`,
 		date.Format(time.DateOnly)).Scan(&departs), "departure")
 	now := departs.Add(2 * time.Hour)
-	svc := &tdr.Service{Pool: s.Pool, Refunds: payment.NewRefunds(s.River), LimitPaise: fare - 1, Now: func() time.Time { return now }}
+	svc := &tdr.Service{Pool: s.Pool, Refunds: payment.NewRefunds(s.River), Now: func() time.Time { return now }}
 	late := tdr.Claim{Reason: tdr.TrainLate, LateMinutes: 200}
 
 	early := &tdr.Service{Pool: s.Pool, Now: func() time.Time { return departs.Add(-25 * time.Hour) }}
@@ -139,14 +138,22 @@ func TestTDRFiledApprovedByTwoAndRefunded(t *testing.T) {
 		t.Fatalf("approval of a decided TDR: %v", err)
 	}
 
-	// Below the limit: one person.
-	one := &tdr.Service{Pool: s.Pool, Refunds: payment.NewRefunds(s.River), LimitPaise: fare, Now: svc.Now}
-	smallT, err := one.File(ctx, users[1], small, tdr.Claim{Reason: tdr.TrainNotRun, Note: "cancelled at BVI"})
+	// However small the claim, one person's approval moves no money: a
+	// TDR has no gateway's word, so it takes two people.
+	smallT, err := svc.File(ctx, users[1], small, tdr.Claim{Reason: tdr.TrainNotRun, Note: "cancelled at BVI"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if done, err := one.Approve(ctx, smallT.ID, "finance1"); err != nil || !done {
-		t.Fatalf("one approval at the limit: %v %v", done, err)
+	if done, err := svc.Approve(ctx, smallT.ID, "finance1"); err != nil || done {
+		t.Fatalf("one approval of a small claim: done %v, %v", done, err)
+	}
+	var asked int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE p.hold_id = $1`, small).Scan(&asked), "refunds")
+	if asked != 0 {
+		t.Fatalf("one approval of a small claim requested %d refunds", asked)
+	}
+	if done, err := svc.Approve(ctx, smallT.ID, "finance2"); err != nil || !done {
+		t.Fatalf("the second person's approval of a small claim: %v %v", done, err)
 	}
 
 	// Refused: an answer is needed, nothing moves, and it is final.
@@ -178,7 +185,7 @@ func TestTDRFiledApprovedByTwoAndRefunded(t *testing.T) {
 		got = append(got, a)
 	}
 	want := []string{fmt.Sprintf("user:%d tdr.file", users[0]), "finance1 tdr.approve.first", "finance2 tdr.approve",
-		fmt.Sprintf("user:%d tdr.file", users[1]), "finance1 tdr.approve", fmt.Sprintf("user:%d tdr.file", users[2]), "finance2 tdr.refuse"}
+		fmt.Sprintf("user:%d tdr.file", users[1]), "finance1 tdr.approve.first", "finance2 tdr.approve", fmt.Sprintf("user:%d tdr.file", users[2]), "finance2 tdr.refuse"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("audit:\n%v\nwant\n%v", got, want)
 	}

@@ -26,14 +26,13 @@ func (p *Pages) tdrRoutes(public, signedIn chi.Router) {
 }
 
 func (p *Pages) tdrService() *tdr.Service {
-	return &tdr.Service{Pool: p.cfg.Pool, LimitPaise: p.cfg.TDRLimitPaise}
+	return &tdr.Service{Pool: p.cfg.Pool}
 }
 
 func (p *Pages) rules(w http.ResponseWriter, r *http.Request) {
-	svc := p.tdrService()
 	rl := tdr.DefaultRules()
 	p.render(w, r, http.StatusOK, "Tatkal rules", views.SiteFrame{}, views.SiteRules(views.RulesPage{LateHours: int(rl.LateThreshold.Hours()),
-		NotRunHours: int(rl.NotRunWithin.Hours()), OpensHours: int(rl.OpensBefore.Hours()), TwoPeopleAbove: india.Decimal(svc.Limit())}))
+		NotRunHours: int(rl.NotRunWithin.Hours()), OpensHours: int(rl.OpensBefore.Hours())}))
 }
 
 func (p *Pages) tdrPage(w http.ResponseWriter, r *http.Request) {

@@ -47,9 +47,6 @@ type Config struct {
 	Banners *banner.Store
 	// Signup opens accounts (signup.go); nil: its pages are not mounted.
 	Signup *signup.Service
-	// TDRLimitPaise: above it a TDR takes two finance people, as the
-	// rules page says (0: tdr.DefaultLimitPaise).
-	TDRLimitPaise int64
 }
 
 // Pages are the passenger pages.

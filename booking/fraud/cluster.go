@@ -644,3 +644,11 @@ func saveClusters(ctx context.Context, q Querier, window time.Time, clusters []C
 	}
 	return nil
 }
+
+// FlaggedMembers are the members the cluster flags.
+func (c Cluster) FlaggedMembers() []int64 {
+	if c.Flagged {
+		return c.Members
+	}
+	return nil
+}

@@ -243,7 +243,7 @@ func PlanPopulation(p Population) (Plan, error) {
 	}
 	name := func(surname string) string {
 		if surname == "" {
-			surname = surnames[r.IntN(len(surnames))]
+			surname = drawSurname(r)
 		}
 		return firstNames[r.IntN(len(firstNames))] + " " + surname
 	}
@@ -403,7 +403,7 @@ func PlanPopulation(p Population) (Plan, error) {
 		// limit's number) also book the same grandparent, and in a joint
 		// family both grandparents. A device takes two accounts and the
 		// address three (the live limits): past them, one's own.
-		surname := surnames[r.IntN(len(surnames))]
+		surname := drawSurname(r)
 		size := 2 + r.IntN(2)
 		if r.IntN(6) == 0 {
 			size = 4 + r.IntN(2)
@@ -446,8 +446,8 @@ func PlanPopulation(p Population) (Plan, error) {
 				elderHolds = append(elderHolds, s.HeldAt)
 				forElders++
 			}
-			if r.IntN(10) < 7 {
-				u.Saved, u.SavedAt = s.Passengers[:1], u.Created.Add(48*time.Hour)
+			if r.IntN(10) < 7 { // themselves, and the grandparents they book
+				u.Saved, u.SavedAt = s.Passengers, u.Created.Add(48*time.Hour)
 			}
 			pl.Accounts = append(pl.Accounts, u)
 		}
@@ -755,6 +755,30 @@ func (a Adversary) valid() bool {
 	return true
 }
 
+// rareSurnames are the long tail: most Indians carry a surname few others
+// in one window carry.
+var rareSurnames = strings.Fields(`Agarwal Ahluwalia Anand Apte Arora Awasthi Bajaj Bakshi Banerjee Barua Basu Bhat Bhatia
+	Bhattacharya Bhonsle Biswas Borah Chakraborty Chandra Chatterjee Chaudhary Chopra Dalal Dasgupta Datta Deshmukh Deshpande
+	Dhillon Dixit Dubey Dutta Gadgil Gaikwad Ganguly Garg Goswami Grewal Hegde Hooda Jadhav Jha Kamath Kapoor Karnik Kashyap
+	Khanna Kohli Krishnan Kulkarni Lal Madan Mahajan Malhotra Mane Mathur Mehra Mukherjee Naidu Namboodiri Narang Nayak Oberoi
+	Padmanabhan Pandey Pandit Parekh Pathak Pawar Phadke Prasad Puri Rajan Rajput Ranade Rastogi Rathore Saini Saxena Sen Sengupta
+	Sethi Shetty Shinde Shukla Sinha Sodhi Srinivasan Subramanian Suri Tandon Thakur Tiwari Trivedi Upadhyay Vaidya Varma Vyas
+	Wadhwa Walia Chawla Bhalla Luthra Sachdeva Talwar Ahuja Kaul Raina Dhar Handa Chadha Kalra Sabharwal Sood Goyal Mittal Bansal
+	Singhal Jindal Khurana Bedi Marwah Nanda`)
+
+// drawSurname draws as a window's passengers are named: one in five a
+// very common surname, three in ten one of the frequent ones, half from
+// the long tail.
+func drawSurname(r *rand.Rand) string {
+	switch x := r.IntN(10); {
+	case x < 2:
+		return commonSurnames[r.IntN(len(commonSurnames))]
+	case x < 5:
+		return surnames[r.IntN(len(surnames))]
+	}
+	return rareSurnames[r.IntN(len(rareSurnames))]
+}
+
 // commonSurnames are the surnames millions of unrelated Indians carry: a
 // household is not shown by them alone.
 var commonSurnames = []string{"Kumar", "Singh", "Sharma", "Yadav", "Patel", "Das"}
@@ -844,7 +868,7 @@ func planAdversary(r *rand.Rand, p Population, pl *Plan, k planKit) {
 	}
 	// a party of customers: mostly one family travelling together
 	party := func(n int) []Passenger {
-		sn := surnames[r.IntN(len(surnames))]
+		sn := drawSurname(r)
 		out := make([]Passenger, n)
 		for i := range out {
 			if r.IntN(4) == 0 {
@@ -1047,7 +1071,7 @@ func planAdversary(r *rand.Rand, p Population, pl *Plan, k planKit) {
 		// the home /24, relatives of one surname, now and then the home
 		// device or the parent's phone on two of them.
 		n := 2 + r.IntN(3)
-		sn := surnames[r.IntN(len(surnames))]
+		sn := drawSurname(r)
 		home := k.ispIP()
 		cardNo := k.card()
 		dev := fmt.Sprintf("dev-%s-home-%d", k.tag, family)
@@ -1133,6 +1157,7 @@ func planAdversary(r *rand.Rand, p Population, pl *Plan, k planKit) {
 				u.Signal.Passengers = append(u.Signal.Passengers, elders...)
 			}
 			saveSelf(&u)
+			u.Saved = u.Signal.Passengers // themselves and the grandparents
 			pl.Accounts = append(pl.Accounts, u)
 		}
 		family++

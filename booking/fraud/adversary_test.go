@@ -135,3 +135,37 @@ func TestAdversarialQuality(t *testing.T) {
 		}
 	}
 }
+
+// TestNearMissesListWhatFellShort: the members scoring between NearMiss ×
+// MemberScore and MemberScore are listed, highest first, with their why;
+// flagged members and low scores are not.
+func TestNearMissesListWhatFellShort(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	g, err := Generate(ctx, b.env.Pool, b.rec, AdversarialPopulation(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	if _, err := (Clusterer{Config: cfg}).Run(ctx, b.env.Pool, g.OpensAt); err != nil {
+		t.Fatal(err)
+	}
+	near, err := NearMisses(ctx, b.env.Pool, cfg, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(near) == 0 {
+		t.Fatal("no near miss in an adversarial window")
+	}
+	flagged := flaggedUsers(t, b, g.OpensAt)
+	for i, n := range near {
+		if flagged[n.UserID] || n.Score < cfg.NearMiss*cfg.MemberScore-1e-6 || n.Score >= cfg.MemberScore || n.Why == "" {
+			t.Errorf("near miss %+v (flagged %v)", n, flagged[n.UserID])
+		}
+		if i > 0 && n.Score > near[i-1].Score {
+			t.Errorf("near misses out of order at %d", i)
+		}
+	}
+	t.Logf("%d near misses; first %+v", len(near), near[0])
+}

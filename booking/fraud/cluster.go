@@ -169,6 +169,9 @@ type Result struct {
 	Signals  int
 	Edges    int // this window's edges
 	Clusters []Cluster
+	// Labels: what the analysts' decisions said of each link kind, and the
+	// factor its weight ran with (learn.go).
+	Labels map[string]KindLabel
 }
 
 // Flagged counts the flagged clusters of a run.
@@ -386,6 +389,11 @@ func (c Clusterer) Run(ctx context.Context, q Querier, window time.Time) (Result
 		cfg = c.Tune(cfg)
 	}
 	res := Result{Window: window}
+	cfg, labels, err := learn(ctx, q, cfg)
+	if err != nil {
+		return res, err
+	}
+	res.Labels = labels
 	if err := q.QueryRow(ctx, `SELECT count(*) FROM fraud_signals WHERE window_opens_at = $1`, window).Scan(&res.Signals); err != nil {
 		return res, fmt.Errorf("fraud cluster %s: count signals: %w", window, err)
 	}

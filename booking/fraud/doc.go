@@ -49,7 +49,10 @@
 // a rare surname) has its scores quartered. A cluster is flagged when a
 // member is; members just below are near misses (NearMisses). A CLEAR
 // leaves an allow-list entry per member (fraud_allow, AllowFor): their links
-// among themselves are not held against them again until it expires.
+// among themselves are not held against them again until it expires. The
+// decisions' labels scale each kind's weight (learn.go): the smoothed share
+// of the decided clusters carrying it that were confirmed, over 0.5,
+// between 0.5 and 1.5, once five are decided (Result.Labels says by how much).
 //
 // TestAdversarialQuality holds the detector to ring recall ≥ 0.9 and
 // innocents flagged ≤ 1 % on AdversarialPopulation (README: five seeds,

@@ -16,6 +16,7 @@ import (
 	"tatkal/booking/kyc"
 	"tatkal/booking/lab/testenv"
 	"tatkal/booking/lab/teststack"
+	"tatkal/booking/signup"
 )
 
 var phoneSeq atomic.Int64
@@ -259,14 +260,29 @@ func TestIdentityThroughKYC(t *testing.T) {
 		t.Fatal("the identity number is kept in users")
 	}
 
-	// A second account: the same number is refused before the verifier is
-	// asked; a number the register knows under another name is a mismatch.
+	// A second account: the same number is refused once the verifier has
+	// said they are its holder (never before: that would tell anyone which
+	// numbers have accounts); a number the register knows under another
+	// name is a mismatch.
 	other := &client{base: s.Server.URL, token: signUp(t, s, newPhone()), http: c.http}
 	wantProblem(t, other.post(t, "/v1/account/identity", id), http.StatusConflict, "ID_IN_USE")
 	known := aadhaar("34567890123")
 	mustExec(t, s, `INSERT INTO kyc.people (number_hash, name, birth_year) SELECT encode(sha256(('kycsim|' || $1)::bytea), 'hex'), 'ravi kumar', 1980`, known)
 	wantProblem(t, other.post(t, "/v1/account/identity", map[string]any{"aadhaar": known, "name": "Asha Rao", "year_of_birth": 1990, "consent": true}),
 		http.StatusBadRequest, "KYC_MISMATCH")
+	// Five questions a day: a script testing numbers and names through our
+	// verifier stops there, and the verifier is not asked the sixth.
+	for i := 3; i <= signup.IdentityAttemptsPerDay; i++ {
+		wantProblem(t, other.post(t, "/v1/account/identity", map[string]any{"aadhaar": known, "name": "Asha Rao", "year_of_birth": 1990 + i, "consent": true}),
+			http.StatusBadRequest, "KYC_MISMATCH")
+	}
+	wantProblem(t, other.post(t, "/v1/account/identity", map[string]any{"aadhaar": known, "name": "Ravi Kumar", "year_of_birth": 1980, "consent": true}),
+		http.StatusTooManyRequests, "KYC_TOO_MANY")
+	var refusals int
+	teststack.Must(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = 'IDENTITY_REFUSED'`).Scan(&refusals), "audited")
+	if refusals != signup.IdentityAttemptsPerDay-1 {
+		t.Fatalf("%d refusals audited, want %d", refusals, signup.IdentityAttemptsPerDay-1)
+	}
 }
 
 // TestPasswordResetBySMS: a reset code goes to an account's number only

@@ -407,6 +407,11 @@ func (s *Service) Reset(ctx context.Context, phone, code, password string) error
 	return err
 }
 
+// IdentityAttemptsPerDay bounds the identity checks an account asks of
+// the verifier a day (a passenger who mistypes has several; a script
+// testing numbers does not get far).
+const IdentityAttemptsPerDay = 5
+
 // Identity is what a passenger gives the verifier, with their consent.
 type Identity struct {
 	Number      string
@@ -439,18 +444,24 @@ func (s *Service) VerifyIdentity(ctx context.Context, userID int64, id Identity)
 	idHash := s.identityHash(num)
 	acct := Account{UserID: userID}
 	var status string
-	var taken bool
-	if err := s.cfg.Pool.QueryRow(ctx, `SELECT login, id_verification_status, created_at,
-			EXISTS (SELECT 1 FROM users o WHERE o.kyc_hash = $2 AND o.id <> $1)
-		FROM users WHERE id = $1`, userID, idHash).Scan(&acct.Login, &status, &acct.CreatedAt, &taken); err != nil {
+	var attempts int
+	// Each question to the verifier is counted against the account's day
+	// first, in one statement under the row's lock, so concurrent asks
+	// cannot pass the bound together. Whether a number is in use here is
+	// told only after the verifier has said the person is its holder.
+	if err := s.cfg.Pool.QueryRow(ctx, `UPDATE users SET
+			kyc_attempts = CASE WHEN id_verification_status = 'VERIFIED' THEN kyc_attempts
+				WHEN kyc_attempt_day = current_date THEN kyc_attempts + 1 ELSE 1 END,
+			kyc_attempt_day = current_date
+		WHERE id = $1 RETURNING login, id_verification_status, created_at, kyc_attempts`, userID).Scan(&acct.Login, &status, &acct.CreatedAt, &attempts); err != nil {
 		return Account{}, fmt.Errorf("verify identity of %d: read account: %w", userID, err)
 	}
 	if status == "VERIFIED" {
 		acct.Verified = true
 		return acct, nil
 	}
-	if taken {
-		return Account{}, errIDInUse
+	if attempts > IdentityAttemptsPerDay {
+		return Account{}, booking.Errorf(booking.ELIMIT, "KYC_TOO_MANY", "You have asked for an identity check %d times today; try again tomorrow or visit a reservation counter.", IdentityAttemptsPerDay)
 	}
 	// The same question asks with the same key, so a retry after a lost
 	// answer gets the verifier's first decision.
@@ -460,6 +471,12 @@ func (s *Service) VerifyIdentity(ctx context.Context, userID int64, id Identity)
 	if err != nil {
 		s.cfg.Log.Warn("identity verifier did not decide", "user", userID, "err", err)
 		return Account{}, booking.Errorf(booking.EUNAVAIL, "KYC_UNAVAILABLE", "The identity service is not answering right now. Nothing was changed; try again in a few minutes.")
+	}
+	if res.Status == kyc.Mismatch || res.Status == kyc.InvalidNumber {
+		who := "user:" + strconv.FormatInt(userID, 10)
+		if err := audit.Write(ctx, s.cfg.Pool, who, "IDENTITY_REFUSED", who, map[string]any{"status": res.Status, "attempt": attempts}); err != nil {
+			s.cfg.Log.Warn("audit identity refusal", "user", userID, "err", err)
+		}
 	}
 	switch res.Status {
 	case kyc.Mismatch:

@@ -201,8 +201,8 @@ func TestHeadersMetricsAndTimeouts(t *testing.T) {
 		t.Errorf("metrics listener: %d %.300s", resp.StatusCode, b)
 	}
 	servers := m.HTTPServers()
-	if len(servers) != 5 {
-		t.Errorf("servers: %v, want app, metrics, psp, prs and msg", servers)
+	if len(servers) != 6 {
+		t.Errorf("servers: %v, want app, metrics, psp, prs, msg and kyc", servers)
 	}
 	for name, srv := range servers {
 		if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 {

@@ -22,6 +22,7 @@ func TestMetricsOffLoopbackNeedsAToken(t *testing.T) {
 		"TATKAL_SESSION_KEY":     strings.Repeat("f", 64),
 		"TATKAL_FRAUD_KEY":       strings.Repeat("9", 64),
 		"TATKAL_MSG_KEY":         strings.Repeat("8", 64),
+		"TATKAL_ID_KEYS":         "k1=" + strings.Repeat("7", 64),
 		"DATABASE_URL":           "postgres://127.0.0.1:1/none?connect_timeout=1", // reached only past the checks
 	} {
 		t.Setenv(k, v)

@@ -43,7 +43,7 @@ func TestOperatorDeploysOnAnEmptyDatabase(t *testing.T) {
 		// Nobody listens there: nothing here calls the outside parties.
 		"TATKAL_PSP_URL=http://127.0.0.1:1", "TATKAL_PRS_URL=http://127.0.0.1:1", "TATKAL_MSG_URL=http://127.0.0.1:1",
 		// Secrets made as SECURITY.md says (openssl rand -hex 32).
-		"TATKAL_SESSION_KEY="+randomHex(t, 32), "TATKAL_FRAUD_KEY="+randomHex(t, 32), "TATKAL_MSG_KEY="+randomHex(t, 32),
+		"TATKAL_SESSION_KEY="+randomHex(t, 32), "TATKAL_FRAUD_KEY="+randomHex(t, 32), "TATKAL_MSG_KEY="+randomHex(t, 32), "TATKAL_ID_KEYS=k1="+randomHex(t, 32),
 		"TATKAL_PRS_KEY="+randomHex(t, 32),
 		"TATKAL_WEBHOOK_SECRETS=swiftpay="+randomHex(t, 32)+",bharatpg="+randomHex(t, 32),
 		"TATKAL_PSP_API_KEYS=swiftpay="+randomHex(t, 32)+",bharatpg="+randomHex(t, 32),

@@ -18,8 +18,8 @@ import (
 )
 
 // TDRs: passengers' claims of a full refund for a train that ran over 3
-// hours late or did not run (booking/tdr). Finance decides: one person at
-// or below the approval limit, two different people above it; the refund
+// hours late or did not run (booking/tdr). Finance decides: two different
+// people approve, however small the claim, one refuses; the refund
 // goes through the payment refund path. Finance and admin only; every
 // step audited, refused ones too.
 

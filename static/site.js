@@ -145,6 +145,9 @@
     if (!window.Worker) return false;
     var w;
     try { w = new Worker(box.getAttribute("data-worker")); } catch (e) { return false; }
+    // A worker script that fails to load throws nothing here: its error
+    // sends the passenger to the SMS code rather than a Hold that waits.
+    w.onerror = function () { w.terminate(); noWorker(box); };
     w.onmessage = function (e) {
       if (e.data.progress != null) { if (bar) bar.value = e.data.progress; return; }
       if (bar) bar.value = 100;
@@ -385,7 +388,16 @@
       apply();
     });
   }
+  // Until the first sync answers, the clock is the page's own: the server's
+  // time as it rendered the countdown, so a phone's clock running fast
+  // does not show the window open early.
+  function seedOffset() {
+    var el = document.querySelector("[data-server-time]");
+    var t = el && Date.parse(el.getAttribute("data-server-time"));
+    if (t && offsetMs === 0) offsetMs = t - Date.now();
+  }
   function init() {
+    seedOffset();
     validation();
     passengerLimit();
     solve();

@@ -166,14 +166,21 @@ func (p *Pages) checkAdmission(r *http.Request, key string) (func(context.Contex
 	if p.cfg.Admission == nil {
 		return nil, nil
 	}
+	// A form without a proof is refused inside Hold too, after the
+	// window's check: a passenger without JavaScript who holds early is
+	// told when it opens, not to wait for a check their page cannot run.
+	var missing error
 	proof := admission.Proof{Challenge: r.PostFormValue("challenge"), Nonce: r.PostFormValue("nonce")}
 	if r.PostFormValue("otp_mode") == "1" {
 		proof = admission.Proof{Type: admission.ProofOTP, Code: strings.TrimSpace(r.PostFormValue("otp"))}
 		if proof.Code == "" {
-			return nil, booking.Errorf(booking.EINVALID, "OTP_FORMAT", "Type the 6-digit code sent by SMS, then hold.")
+			missing = booking.Errorf(booking.EINVALID, "OTP_FORMAT", "Type the 6-digit code sent by SMS, then hold.")
 		}
 	} else if proof.Challenge == "" || proof.Nonce == "" {
-		return nil, booking.Errorf(booking.EINVALID, "CHALLENGE_REQUIRED", "Wait for the booking check to finish (the bar above the button), then hold.")
+		missing = booking.Errorf(booking.EINVALID, "CHALLENGE_REQUIRED", "Wait for the booking check to finish (the bar above the button), then hold.")
+	}
+	if missing != nil {
+		return func(context.Context) error { return missing }, nil
 	}
 	c := p.admCaller(r)
 	return func(ctx context.Context) error { return p.cfg.Admission.CheckHold(ctx, c, proof, key) }, nil

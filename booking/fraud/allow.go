@@ -54,15 +54,13 @@ func dropAllowed(ctx context.Context, q Querier, window time.Time, edges []Edge)
 }
 
 // AllowCleared writes the allow-list entries of a CLEAR decision: each
-// member it cleared (fraud_decision_members, written before it in the
-// same transaction), until ttl from now; never the cluster's other
-// members, whom other decisions of the case may ban. The review's CLEAR
-// calls it in the decision's transaction.
-func AllowCleared(ctx context.Context, q Querier, decisionID int64, ttl time.Duration) error {
+// member of its cluster, until ttl from now. The review's CLEAR calls it
+// in the decision's transaction.
+func AllowCleared(ctx context.Context, q Querier, decisionID, clusterID int64, ttl time.Duration) error {
 	if _, err := q.Exec(ctx, `INSERT INTO fraud_allow (decision_id, user_id, expires_at)
-		SELECT $1, user_id, now() + $2::float8 * interval '1 second' FROM fraud_decision_members WHERE decision_id = $1
-		ON CONFLICT DO NOTHING`, decisionID, ttl.Seconds()); err != nil {
-		return fmt.Errorf("fraud allow-list decision %d: %w", decisionID, err)
+		SELECT $1, user_id, now() + $3::float8 * interval '1 second' FROM fraud_cluster_members WHERE cluster_id = $2
+		ON CONFLICT DO NOTHING`, decisionID, clusterID, ttl.Seconds()); err != nil {
+		return fmt.Errorf("fraud allow-list cluster %d: %w", clusterID, err)
 	}
 	return nil
 }

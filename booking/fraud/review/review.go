@@ -350,7 +350,7 @@ func (s *Service) Decide(ctx context.Context, analystID, clusterID int64, d Deci
 			}
 		}
 		if d.Outcome == Clear { // the same desk is not flagged again next window
-			if err := fraud.AllowCleared(ctx, tx, out.ID, fraud.AllowFor); err != nil {
+			if err := fraud.AllowCleared(ctx, tx, out.ID, clusterID, fraud.AllowFor); err != nil {
 				return err
 			}
 		}

@@ -28,11 +28,9 @@ type KindLabel struct {
 // learn scales cfg's weights by the labelled decisions (see LearnMin).
 func learn(ctx context.Context, q Querier, cfg Config) (Config, map[string]KindLabel, error) {
 	rows, err := q.Query(ctx, `
-		SELECT k.kind, count(*), count(*) FILTER (WHERE d.label = 'CONFIRMED')
+		SELECT k.kind, count(*), count(*) FILTER (WHERE d.outcome <> 'CLEAR')
 		FROM fraud_decisions d JOIN fraud_clusters c ON c.id = d.cluster_id
 		CROSS JOIN LATERAL jsonb_object_keys(coalesce(c.evidence->'kinds', '{}'::jsonb)) AS k(kind)
-		-- the analysts' labels: a WATCH is UNSURE and teaches nothing
-		WHERE d.label IN ('CLEAR', 'CONFIRMED')
 		GROUP BY k.kind`)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("fraud learn: %w", err)

@@ -25,8 +25,8 @@ func TestLabelsScaleWeights(t *testing.T) {
 				VALUES ($1, 1, true, 2, jsonb_build_object('kinds', $2::jsonb), 'CLOSED') RETURNING id`, time.Now(), kinds).Scan(&id); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.env.Pool.Exec(ctx, `INSERT INTO fraud_decisions (cluster_id, analyst_id, outcome, reason_code, needs_approval, label)
-				VALUES ($1, $2, $3, $4, false, CASE $3 WHEN 'CLEAR' THEN 'CLEAR' WHEN 'WATCH' THEN 'UNSURE' ELSE 'CONFIRMED' END)`, id, analyst, outcome, reason); err != nil {
+			if _, err := b.env.Pool.Exec(ctx, `INSERT INTO fraud_decisions (cluster_id, analyst_id, outcome, reason_code, needs_approval)
+				VALUES ($1, $2, $3, $4, false)`, id, analyst, outcome, reason); err != nil {
 				t.Fatal(err)
 			}
 		}

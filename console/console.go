@@ -216,7 +216,6 @@ func (c *Console) Routes(r chi.Router) {
 			r.With(c.roles(Admin)).Post("/user-grants/{id}/reject", c.grantReject)
 			c.financeRoutes(r) // finance.go
 			c.fraudRoutes(r)   // fraud.go
-			r.With(c.roles(Fraud, Admin)).Get("/fraud/near-misses.json", c.fraudNearMisses)
 			r.With(c.roles(Admin)).HandleFunc("/river", c.river)
 			r.With(c.roles(Admin)).HandleFunc("/river/*", c.river)
 		})

@@ -14,77 +14,45 @@ import (
 )
 
 // Edge kinds: what can link two accounts, and how much each says on its
-// own when two accounts share it (Config.Weights). A key shared by more
-// accounts says less about each pair (rarity, in edgesSQL): a card on two
-// accounts is a strong link, a corporate card on twelve a weak one per
-// pair; a passenger name many accounts book is weak. No weak kind (a /24,
-// a burst, a solve time) links on its own: in a Tatkal rush thousands of
-// honest people coincide on those. Whether a linked account is flagged is
-// decided per member (score.go): what it shares, and whether it travels
-// itself or resells.
+// own. No single weak kind (a shared /24, a hold in the same few
+// milliseconds, the same solve time, a common passenger name) reaches
+// EdgeThreshold: in a Tatkal rush thousands of honest people coincide on
+// those. A shared device or instrument does not reach it alone either:
+// families share both. What a ring cannot avoid is several of them at once
+// across many accounts.
 const (
-	KindDevice     = "device"     // same device binding
-	KindInstrument = "instrument" // same UPI address
-	KindCard       = "card"       // same card (the gateway's fingerprint)
-	KindBank       = "bank"       // same net-banking account
-	KindPhone      = "phone"      // verified on the same phone
-	// KindUPI is what InstrumentKind calls a UPI address; its links are KindInstrument's.
-	KindUPI           = "upi"
-	KindPassengerID   = "passenger_id"    // same passenger ID number (hashed)
-	KindPassengerName = "passenger_name"  // same normalised passenger name and age
-	KindNameSound     = "passenger_sound" // same NameKey, ages at most one apart
-	KindNet24Early    = "net24_early"     // same /24 within seconds of the opening
-	KindLoginSeq      = "login_seq"       // sequential logins or the same mailbox
-	KindHoldBurst     = "hold_burst"      // holds within a few ms of each other
-	KindSameSolve     = "same_solve"      // identical challenge solve time
+	KindDevice        = "device"         // same device binding
+	KindInstrument    = "instrument"     // same UPI address, card or bank account
+	KindPassengerID   = "passenger_id"   // same passenger ID number (hashed)
+	KindPassengerName = "passenger_name" // same normalised passenger name and age
+	KindNet24Early    = "net24_early"    // same /24 within seconds of the opening
+	KindLoginSeq      = "login_seq"      // sequential logins or the same mailbox
+	KindHoldBurst     = "hold_burst"     // holds within a few ms of each other
+	KindSameSolve     = "same_solve"     // identical challenge solve time
 	// KindRefusedPassenger links an account whose hold the passenger limit
 	// refused with the accounts holding (or also trying) that passenger:
 	// a third account reaching for someone two others already booked that
 	// day. A family's third sibling trying the grandmother does it too, so
-	// it weighs as a shared passenger ID and families stay spared by what
-	// they book, as for any link.
+	// it weighs as a shared passenger ID and families stay spared by their
+	// size and their kinship, as for any link.
 	KindRefusedPassenger = "refused_passenger"
 )
 
-// softKinds say something only when several passengers match: one
-// stranger of the same name and age is a coincidence a big window makes
-// dozens of times.
-var softKinds = map[string]bool{KindPassengerName: true, KindNameSound: true}
-
-// weakKindSet never count as a link of their own (Config.anchorKinds).
-var weakKindSet = map[string]bool{KindNet24Early: true, KindHoldBurst: true, KindSameSolve: true}
-
 // Config holds the clustering thresholds; DefaultConfig is calibrated on
-// AdversarialPopulation, on signals a fraud team trusts (see score.go).
+// the Generate population (see the test).
 type Config struct {
 	Weights       map[string]float64
-	EdgeThreshold float64 // a pair below this is not an edge
-	// MinMembers: a cluster smaller than this is never flagged (2: a
-	// pair sharing a card and booking strangers is a ring of two).
-	MinMembers int
-	// MinScore: nor one whose summed edge weight is below this.
-	MinScore float64
-	// MemberScore: a member is flagged from this score (score.go); a
-	// member from NearMiss × MemberScore is a near miss an analyst may
-	// browse.
-	MemberScore float64
-	NearMiss    float64
-	// OwnSavedBefore: a passenger on the account's master list saved at
-	// least this long before the opening is its own traveller (a tout
-	// saves its customers the night before).
-	OwnSavedBefore time.Duration
-	// CommonSurname: a surname carried by more than this share of the
-	// window's passengers does not show a household on its own.
-	CommonSurname float64
+	EdgeThreshold float64       // a pair below this is not an edge
+	MinMembers    int           // a cluster smaller than this is never flagged: families and offices
+	MinScore      float64       // nor one whose summed edge weight is below this
 	EarlyMS       int64         // "within seconds of opening"
 	BurstMS       int64         // "within a few ms"
 	CliqueMax     int           // a key shared by more accounts links them as a star, not all pairs
 	Lookback      time.Duration // how far back earlier windows' edges are joined in
 	MaxEvidence   int           // edges kept in a cluster's evidence
 	// KinShare: a cluster whose passengers carry one surname at least this
-	// often, on one home address block, of a household's size, and booking
-	// their own people or a rare surname, books for relatives: its members'
-	// scores are lowered (score.go). 0: off.
+	// often books for relatives, a household (a joint family on the home
+	// devices and UPI address), not a ring booking for customers. 0: off.
 	KinShare float64
 }
 
@@ -92,24 +60,19 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Weights: map[string]float64{
-			KindDevice: 0.6, KindInstrument: 0.6, KindCard: 0.8, KindBank: 0.8, KindPhone: 0.8,
-			KindPassengerID: 0.6, KindPassengerName: 0.3, KindNameSound: 0.35,
-			KindNet24Early: 0.15, KindLoginSeq: 0.35, KindHoldBurst: 0.15, KindSameSolve: 0.15,
+			KindDevice: 0.4, KindInstrument: 0.5, KindPassengerID: 0.6, KindPassengerName: 0.3,
+			KindNet24Early: 0.2, KindLoginSeq: 0.35, KindHoldBurst: 0.15, KindSameSolve: 0.15,
 			KindRefusedPassenger: 0.6,
 		},
-		EdgeThreshold:  0.32,
-		MinMembers:     2,
-		MinScore:       0.5,
-		MemberScore:    0.75,
-		NearMiss:       0.5,
-		OwnSavedBefore: 3 * 24 * time.Hour,
-		CommonSurname:  0.02,
-		EarlyMS:        10_000,
-		BurstMS:        5,
-		CliqueMax:      20,
-		Lookback:       30 * 24 * time.Hour,
-		MaxEvidence:    200,
-		KinShare:       0.6,
+		EdgeThreshold: 0.55,
+		MinMembers:    4,
+		MinScore:      2.0,
+		EarlyMS:       10_000,
+		BurstMS:       5,
+		CliqueMax:     20,
+		Lookback:      30 * 24 * time.Hour,
+		MaxEvidence:   200,
+		KinShare:      0.6,
 	}
 }
 
@@ -138,9 +101,6 @@ type Cluster struct {
 	Score    float64
 	Flagged  bool
 	Evidence ClusterEvidence
-	// Scores: each member's score and verdict (score.go); a cluster is
-	// flagged when one of its members is.
-	Scores map[int64]MemberScore
 }
 
 // ClusterEvidence is what an analyst reads: why, which kinds, which edges.
@@ -154,13 +114,6 @@ type ClusterEvidence struct {
 	// members, and KinShare the share of passengers who carry it.
 	Surname  string  `json:"surname,omitempty"`
 	KinShare float64 `json:"kin_share,omitempty"`
-	// Household: the cluster books for relatives (score.go), and its
-	// members' scores were lowered for it.
-	Household bool `json:"household,omitempty"`
-	// Members: each member's score, verdict and why.
-	Members map[int64]MemberScore `json:"members,omitempty"`
-
-	all []Edge // every edge, for scoring
 }
 
 // Result summarises one clustering run.
@@ -169,9 +122,6 @@ type Result struct {
 	Signals  int
 	Edges    int // this window's edges
 	Clusters []Cluster
-	// Labels: what the analysts' decisions said of each link kind, and the
-	// factor its weight ran with (learn.go).
-	Labels map[string]KindLabel
 }
 
 // Flagged counts the flagged clusters of a run.
@@ -220,9 +170,7 @@ WITH sig AS MATERIALIZED (
 	FROM fraud_signals WHERE window_opens_at = $1
 ), keyed AS (
 	SELECT 'device' AS kind, device_id COLLATE "C" AS k, user_id FROM sig WHERE device_id <> ''
-	UNION SELECT CASE split_part(instrument_fp, ':', 1) WHEN 'card' THEN 'card' WHEN 'bank' THEN 'bank' ELSE 'instrument' END,
-		instrument_fp COLLATE "C", user_id FROM sig WHERE instrument_fp <> ''
-	UNION SELECT 'phone', u.phone_hash COLLATE "C", u.id FROM users u WHERE u.id IN (SELECT user_id FROM sig) AND u.phone_hash IS NOT NULL
+	UNION SELECT 'instrument', instrument_fp COLLATE "C", user_id FROM sig WHERE instrument_fp <> ''
 	UNION SELECT 'passenger_id', p.id_hash COLLATE "C", s.user_id FROM sig s JOIN fraud_signal_passengers p USING (hold_id) WHERE p.id_hash <> ''
 	UNION SELECT 'passenger_name', (p.name_norm || '|' || p.age) COLLATE "C", s.user_id FROM sig s JOIN fraud_signal_passengers p USING (hold_id)
 	UNION SELECT 'net24_early', ip_net24::text COLLATE "C", user_id FROM sig WHERE ip_net24 IS NOT NULL AND since_open_ms BETWEEN 0 AND $2
@@ -233,14 +181,6 @@ WITH sig AS MATERIALIZED (
 		SELECT kind, k, user_id, count(*) OVER w AS n, min(user_id) OVER w AS hub
 		FROM keyed WINDOW w AS (PARTITION BY kind, k)
 	) g WHERE n > 1
-), sounds AS MATERIALIZED (
-	-- passengers by how their names sound, with how many accounts book
-	-- that sound at any age (a common name says little)
-	SELECT x.user_id, x.name_key, x.age, c.n FROM (
-		SELECT DISTINCT s.user_id, p.name_key COLLATE "C" AS name_key, p.age
-		FROM sig s JOIN fraud_signal_passengers p USING (hold_id) WHERE p.name_key <> '') x
-	JOIN (SELECT p.name_key COLLATE "C" AS name_key, count(DISTINCT s.user_id) AS n
-	      FROM sig s JOIN fraud_signal_passengers p USING (hold_id) WHERE p.name_key <> '' GROUP BY 1) c USING (name_key)
 ), logins AS MATERIALIZED (
 	-- the mailbox without +tags and dots; its local part split into a stem
 	-- and a trailing number
@@ -284,12 +224,6 @@ WITH sig AS MATERIALIZED (
 	SELECT 'login_seq', LEAST(a.user_id, b.user_id), GREATEST(a.user_id, b.user_id), 2
 	FROM logins a JOIN logins b ON a.mailbox = b.mailbox AND a.user_id < b.user_id
 	UNION ALL
-	-- one row per name two accounts book at ages at most one apart; the
-	-- sound's rarity is its n
-	SELECT DISTINCT 'passenger_sound', LEAST(a.user_id, b.user_id), GREATEST(a.user_id, b.user_id), a.n
-	FROM sounds a JOIN sounds b ON a.name_key = b.name_key AND a.user_id < b.user_id AND abs(a.age - b.age) <= 1
-	WHERE 'passenger_sound' = ANY($8) AND a.n <= 50
-	UNION ALL
 	-- one row per passenger key an account tried and another holds or tried
 	SELECT 'refused_passenger', ua, ub, 2 FROM (
 		SELECT DISTINCT t.k, LEAST(t.user_id, o.user_id) AS ua, GREATEST(t.user_id, o.user_id) AS ub
@@ -324,19 +258,10 @@ WITH sig AS MATERIALIZED (
 		SELECT 1 FROM fraud_signals a JOIN fraud_signals b ON b.window_opens_at = $1 AND b.user_id = c.ub
 		WHERE a.window_opens_at = $1 AND a.user_id = c.ua
 		  AND b.held_at BETWEEN a.held_at - $3::float8 * interval '1 millisecond' AND a.held_at + $3::float8 * interval '1 millisecond')
-), per_kind_raw AS (
-	SELECT p.kind, p.ua, p.ub, count(*)::int AS shared, max(p.n)::int AS grp, w.weight AS base
+), per_kind AS (
+	SELECT p.kind, p.ua, p.ub, count(*)::int AS shared, max(p.n)::int AS grp, w.weight
 	FROM pairs p JOIN unnest($5::text[], $6::float8[]) AS w(kind, weight) ON w.kind = p.kind
 	GROUP BY p.kind, p.ua, p.ub, w.weight
-), per_kind AS (
-	-- a key says less the more accounts share it: sqrt(2/n), 1 for a pair
-	-- (a name sound counts as rare up to 8 accounts); passengers say more
-	-- the more of them two accounts share (up to twice, at three)
-	SELECT kind, ua, ub, shared, grp,
-	       round((base * least(1.0, sqrt(CASE WHEN kind = 'passenger_sound' THEN 8.0 ELSE 2.0 END / greatest(grp, 2)))
-	             * CASE WHEN kind IN ('passenger_id', 'passenger_name', 'passenger_sound', 'refused_passenger')
-	                    THEN 1 + 0.5 * (least(shared, 3) - 1) ELSE 1 END)::numeric, 4)::float8 AS weight
-	FROM per_kind_raw
 ), edges AS (
 	SELECT ua, ub, sum(weight) AS weight,
 	       jsonb_agg(jsonb_build_object('kind', kind, 'weight', weight, 'shared', shared, 'group', grp) ORDER BY weight DESC, kind) AS evidence
@@ -348,8 +273,7 @@ SELECT $1, ua, ub, weight, evidence FROM edges
 
 // weakKinds are the kinds edgesSQL can look up for candidate pairs only;
 // the others are always paired in full.
-var weakKinds = []string{KindNet24Early, KindSameSolve, KindHoldBurst, KindPassengerName, KindDevice, KindInstrument, KindPassengerID,
-	KindCard, KindBank, KindPhone}
+var weakKinds = []string{KindNet24Early, KindSameSolve, KindHoldBurst, KindPassengerName, KindDevice, KindInstrument, KindPassengerID}
 
 // anchorKinds returns the kinds whose pairs are candidates: all but the
 // lightest weak kinds whose weights together stay below EdgeThreshold. A
@@ -389,11 +313,6 @@ func (c Clusterer) Run(ctx context.Context, q Querier, window time.Time) (Result
 		cfg = c.Tune(cfg)
 	}
 	res := Result{Window: window}
-	cfg, labels, err := learn(ctx, q, cfg)
-	if err != nil {
-		return res, err
-	}
-	res.Labels = labels
 	if err := q.QueryRow(ctx, `SELECT count(*) FROM fraud_signals WHERE window_opens_at = $1`, window).Scan(&res.Signals); err != nil {
 		return res, fmt.Errorf("fraud cluster %s: count signals: %w", window, err)
 	}
@@ -419,11 +338,8 @@ func (c Clusterer) Run(ctx context.Context, q Querier, window time.Time) (Result
 	if err != nil {
 		return res, err
 	}
-	if edges, err = dropAllowed(ctx, q, window, edges); err != nil {
-		return res, err
-	}
-	res.Clusters = components(window, prune(edges), cfg)
-	if err := score(ctx, q, window, res.Clusters, cfg); err != nil {
+	res.Clusters = components(window, edges, cfg)
+	if err := kinship(ctx, q, window, res.Clusters, cfg); err != nil {
 		return res, err
 	}
 	if err := saveClusters(ctx, q, window, res.Clusters); err != nil {
@@ -512,7 +428,6 @@ func components(window time.Time, edges []Edge, cfg Config) []Cluster {
 	for _, cl := range byRoot {
 		slices.Sort(cl.Members)
 		cl.Evidence.EdgesTotal = len(cl.Evidence.Edges)
-		cl.Evidence.all = slices.Clone(cl.Evidence.Edges)
 		sort.Slice(cl.Evidence.Edges, func(i, j int) bool {
 			a, b := cl.Evidence.Edges[i], cl.Evidence.Edges[j]
 			if a.Weight != b.Weight {
@@ -526,6 +441,8 @@ func components(window time.Time, edges []Edge, cfg Config) []Cluster {
 		if len(cl.Evidence.Edges) > cfg.MaxEvidence {
 			cl.Evidence.Edges = cl.Evidence.Edges[:cfg.MaxEvidence]
 		}
+		cl.Flagged = len(cl.Members) >= cfg.MinMembers && cl.Score >= cfg.MinScore
+		cl.Evidence.Why = why(cl, cfg)
 		out = append(out, *cl)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -535,6 +452,77 @@ func components(window time.Time, edges []Edge, cfg Config) []Cluster {
 		return out[i].Members[0] < out[j].Members[0]
 	})
 	return out
+}
+
+// kinship reads the surnames of the passengers the flagged clusters'
+// members booked in the window and unflags a cluster whose passengers
+// mostly share one: relatives, as a joint family books them. A ring books
+// for customers, strangers to each other.
+func kinship(ctx context.Context, q Querier, window time.Time, clusters []Cluster, cfg Config) error {
+	if cfg.KinShare <= 0 {
+		return nil
+	}
+	var users []int64
+	for _, cl := range clusters {
+		if cl.Flagged {
+			users = append(users, cl.Members...)
+		}
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	// The passengers they tried to book and were refused count too: a
+	// relative refused the grandmother tried a relative.
+	rows, err := q.Query(ctx, `
+		SELECT s.user_id, split_part(p.name_norm, ' ', -1) FROM fraud_signals s JOIN fraud_signal_passengers p USING (hold_id)
+		WHERE s.window_opens_at = $1 AND s.user_id = ANY($2) AND p.name_norm <> ''
+		UNION ALL
+		SELECT r.user_id, split_part(n, ' ', -1) FROM fraud_refused_attempts r CROSS JOIN LATERAL unnest(r.name_norms) AS n
+		WHERE r.window_opens_at = $1 AND r.user_id = ANY($2) AND n <> ''`, window, users)
+	if err != nil {
+		return fmt.Errorf("fraud cluster %s: surnames: %w", window, err)
+	}
+	surnames := map[int64][]string{}
+	for rows.Next() {
+		var u int64
+		var sn string
+		if err := rows.Scan(&u, &sn); err != nil {
+			rows.Close()
+			return fmt.Errorf("fraud cluster %s: surnames: %w", window, err)
+		}
+		surnames[u] = append(surnames[u], sn)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("fraud cluster %s: surnames: %w", window, err)
+	}
+	for i := range clusters {
+		cl := &clusters[i]
+		if !cl.Flagged {
+			continue
+		}
+		count, total := map[string]int{}, 0
+		for _, m := range cl.Members {
+			for _, sn := range surnames[m] {
+				count[sn]++
+				total++
+			}
+		}
+		if total == 0 {
+			continue
+		}
+		for sn, n := range count {
+			if n > count[cl.Evidence.Surname] || (n == count[cl.Evidence.Surname] && sn < cl.Evidence.Surname) {
+				cl.Evidence.Surname = sn
+			}
+		}
+		cl.Evidence.KinShare = float64(count[cl.Evidence.Surname]) / float64(total)
+		if cl.Evidence.KinShare >= cfg.KinShare {
+			cl.Flagged = false
+			cl.Evidence.Why = why(cl, cfg)
+		}
+	}
+	return nil
 }
 
 // memberKey spells sorted members as PostgreSQL prints a bigint[].
@@ -567,26 +555,16 @@ func why(cl *Cluster, cfg Config) []string {
 	for _, k := range kinds {
 		out = append(out, fmt.Sprintf("%d of %d links: %s", cl.Evidence.Kinds[k], cl.Evidence.EdgesTotal, k))
 	}
-	flagged, best := 0, 0.0
-	for _, ms := range cl.Scores {
-		if ms.Flagged {
-			flagged++
-		}
-		best = max(best, ms.Score)
-	}
-	if cl.Evidence.Household {
-		out = append(out, fmt.Sprintf("%.0f%% of the passengers are named %s, on one home address block: a household booking for relatives (members' scores quartered)",
-			100*cl.Evidence.KinShare, cl.Evidence.Surname))
-	}
 	switch {
 	case cl.Flagged:
-		out = append(out, fmt.Sprintf("flagged: %d of %d accounts score at least %.2f", flagged, len(cl.Members), cfg.MemberScore))
+		out = append(out, fmt.Sprintf("flagged: %d accounts, score %.2f (at least %d accounts and %.2f)", len(cl.Members), cl.Score, cfg.MinMembers, cfg.MinScore))
+	case cfg.KinShare > 0 && cl.Evidence.KinShare >= cfg.KinShare && len(cl.Members) >= cfg.MinMembers && cl.Score >= cfg.MinScore:
+		out = append(out, fmt.Sprintf("not flagged: %.0f%% of the passengers are named %s (at least %.0f%%): a household booking for relatives",
+			100*cl.Evidence.KinShare, cl.Evidence.Surname, 100*cfg.KinShare))
 	case len(cl.Members) < cfg.MinMembers:
-		out = append(out, fmt.Sprintf("not flagged: %d accounts, fewer than %d", len(cl.Members), cfg.MinMembers))
-	case cl.Score < cfg.MinScore:
-		out = append(out, fmt.Sprintf("not flagged: links sum to %.2f, below %.2f", cl.Score, cfg.MinScore))
+		out = append(out, fmt.Sprintf("not flagged: %d accounts, the size of a family or office", len(cl.Members)))
 	default:
-		out = append(out, fmt.Sprintf("not flagged: the highest member score is %.2f, below %.2f", best, cfg.MemberScore))
+		out = append(out, fmt.Sprintf("not flagged: score %.2f below %.2f", cl.Score, cfg.MinScore))
 	}
 	return out
 }
@@ -641,23 +619,17 @@ func saveClusters(ctx context.Context, q Querier, window time.Time, clusters []C
 	sizes := make([]int, len(todo))
 	evidence := make([]string, len(todo))
 	var memberCluster, memberUser []int64
-	var memberScore []float64
-	var memberFlag []bool
-	var memberWhy []string
 	for j, i := range todo {
 		cl := &clusters[i]
 		cl.ID = ids[j]
-		cl.Evidence.Members = cl.Scores
 		ev, err := json.Marshal(cl.Evidence)
 		if err != nil {
 			return fmt.Errorf("fraud cluster %s: evidence: %w", window, err)
 		}
 		scores[j], flagged[j], sizes[j], evidence[j] = cl.Score, cl.Flagged, len(cl.Members), string(ev)
 		for _, m := range cl.Members {
-			ms := cl.Scores[m]
 			memberCluster = append(memberCluster, cl.ID)
 			memberUser = append(memberUser, m)
-			memberScore, memberFlag, memberWhy = append(memberScore, ms.Score), append(memberFlag, ms.Flagged), append(memberWhy, ms.Why)
 		}
 	}
 	if _, err := q.Exec(ctx, `
@@ -667,21 +639,9 @@ func saveClusters(ctx context.Context, q Querier, window time.Time, clusters []C
 		window, ids, scores, flagged, sizes, evidence); err != nil {
 		return fmt.Errorf("fraud cluster %s: insert clusters: %w", window, err)
 	}
-	if _, err := q.Exec(ctx, `INSERT INTO fraud_cluster_members (cluster_id, user_id, score, flagged, why)
-		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::float8[], $4::bool[], $5::text[])`,
-		memberCluster, memberUser, memberScore, memberFlag, memberWhy); err != nil {
+	if _, err := q.Exec(ctx, `INSERT INTO fraud_cluster_members (cluster_id, user_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])`,
+		memberCluster, memberUser); err != nil {
 		return fmt.Errorf("fraud cluster %s: insert members: %w", window, err)
 	}
 	return nil
-}
-
-// FlaggedMembers are the members the cluster flags.
-func (c Cluster) FlaggedMembers() []int64 {
-	var out []int64
-	for _, m := range c.Members {
-		if c.Scores[m].Flagged {
-			out = append(out, m)
-		}
-	}
-	return out
 }

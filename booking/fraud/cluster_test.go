@@ -10,13 +10,13 @@ import (
 	"time"
 )
 
-// flaggedUsers reads, from the database, every flagged member of the
-// window's clusters.
+// flaggedUsers reads, from the database, every account in a flagged open
+// cluster of the window.
 func flaggedUsers(t *testing.T, b bundle, window time.Time) map[int64]bool {
 	t.Helper()
 	rows, err := b.env.Pool.Query(context.Background(), `
 		SELECT m.user_id FROM fraud_cluster_members m JOIN fraud_clusters c ON c.id = m.cluster_id
-		WHERE c.window_opens_at = $1 AND c.flagged AND m.flagged`, window)
+		WHERE c.window_opens_at = $1 AND c.flagged`, window)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,9 +35,8 @@ func flaggedUsers(t *testing.T, b bundle, window time.Time) map[int64]bool {
 	return out
 }
 
-// TestClusteringQuality is the classic population's measure over 5 seeds:
-// recall of ring accounts ≥ 0.9, honest or family accounts flagged ≤ 1 %
-// (the adversarial population's own test is TestAdversarialQuality), over the five
+// TestClusteringQuality is the issue's measure over 5 seeds: recall of ring
+// accounts ≥ 0.95, honest or family accounts flagged ≤ 1 %, over the five
 // populations together (the rings are of mixed discipline, so one small
 // population may miss an account or two). The population is the one the
 // API path plays, within the live limits: a ring shares no device or
@@ -107,8 +106,8 @@ func clusteringQuality(t *testing.T, pop Population) {
 			}
 			// The bounds are over the 5 seeds (below); one seed's 36 ring
 			// accounts may miss a careless-free account or two, never half.
-			if recall < 0.8 {
-				t.Errorf("ring recall %.3f < 0.8 in one population", recall)
+			if recall < 0.85 {
+				t.Errorf("ring recall %.3f < 0.85 in one population", recall)
 			}
 			if fpr > 0.02 {
 				t.Errorf("honest or family accounts flagged %.4f > 0.02 in one population", fpr)
@@ -137,8 +136,8 @@ func clusteringQuality(t *testing.T, pop Population) {
 		recall, fpr := float64(tot.ringFound)/float64(tot.rings), float64(tot.fp)/float64(tot.innocents)
 		t.Logf("over %d seeds: ring recall %d/%d = %.3f; honest+family flagged %d/%d = %.4f",
 			seeds, tot.ringFound, tot.rings, recall, tot.fp, tot.innocents, fpr)
-		if recall < 0.9 {
-			t.Errorf("ring recall over %d seeds %.3f < 0.9", seeds, recall)
+		if recall < 0.95 {
+			t.Errorf("ring recall over %d seeds %.3f < 0.95", seeds, recall)
 		}
 		if fpr > 0.01 {
 			t.Errorf("honest or family accounts flagged over %d seeds %.4f > 0.01", seeds, fpr)
@@ -148,14 +147,12 @@ func clusteringQuality(t *testing.T, pop Population) {
 
 // TestFamiliesScoreLow: a population of families only (2-3 accounts on one
 // device and home IP, often one payer, sometimes the same grandmother; one
-// in six a joint family of 4-5 on two devices), within the live limits, is
-// linked but hardly flagged: what spares the linked ones is that they book
-// their own people as a household, not that they are small.
+// in six a joint family of 4-5 on two devices) is linked but never flagged.
 func TestFamiliesScoreLow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	g, err := Generate(ctx, b.env.Pool, b.rec, Population{Families: 150, Honest: 200, Seed: 42, WithinLimits: true})
+	g, err := Generate(ctx, b.env.Pool, b.rec, Population{Families: 150, Honest: 200, Seed: 42})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,47 +160,48 @@ func TestFamiliesScoreLow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	linked, households := 0, 0
+	linked := 0
 	for _, c := range res.Clusters {
 		for _, m := range c.Members {
 			if _, ok := g.Family[m]; ok {
 				linked++
 			}
 		}
-		if c.Evidence.Household {
+	}
+	if linked < len(g.Family)/2 {
+		t.Errorf("only %d of %d family accounts linked: the family population does not exercise the device rule", linked, len(g.Family))
+	}
+	if n := len(flaggedUsers(t, b, g.OpensAt)); n != 0 {
+		t.Errorf("%d family or honest accounts flagged, want 0", n)
+	}
+	// Joint families are as large and as linked as a small ring: what
+	// spares them is that they book relatives.
+	cfg := DefaultConfig()
+	households := 0
+	for _, c := range res.Clusters {
+		if len(c.Members) >= cfg.MinMembers && c.Score >= cfg.MinScore {
 			households++
-			if !strings.Contains(strings.Join(c.Evidence.Why, "; "), "household") {
-				t.Errorf("household %v without the word in its why: %q", c.Members, c.Evidence.Why)
+			if c.Evidence.KinShare < cfg.KinShare || !strings.Contains(strings.Join(c.Evidence.Why, "; "), "household") {
+				t.Errorf("cluster %v (score %.2f) kin share %.2f, why %q", c.Members, c.Score, c.Evidence.KinShare, c.Evidence.Why)
 			}
 		}
 	}
-	if linked < len(g.Family)/2 {
-		t.Errorf("only %d of %d family accounts linked: the family population does not exercise the rules", linked, len(g.Family))
-	}
-	flagged := len(flaggedUsers(t, b, g.OpensAt))
-	t.Logf("%d of %d family accounts linked, %d households, %d accounts flagged", linked, len(g.Family), households, flagged)
-	// families without a master list that share a device and a payer are
-	// what is left (about 6 %): a pair of them looks like a ring of two
-	if flagged*100 > 8*len(g.Family) {
-		t.Errorf("%d of %d family accounts flagged, want at most 8 %%", flagged, len(g.Family))
-	}
 	if households == 0 {
-		t.Fatal("no household found: the population does not exercise the kinship rule")
+		t.Fatal("no joint family reaches a ring's size and score: the population does not exercise the kinship rule")
 	}
-	cfg := DefaultConfig()
 	cfg.KinShare = 0
 	if _, err := (Clusterer{Config: cfg}).Run(ctx, b.env.Pool, g.OpensAt); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(flaggedUsers(t, b, g.OpensAt)); n <= flagged {
-		t.Errorf("without the kinship rule %d accounts flagged, with it %d: the rule spares nobody", n, flagged)
+	if n := len(flaggedUsers(t, b, g.OpensAt)); n == 0 {
+		t.Error("without the kinship rule no joint family is flagged: the rule is not what spares them")
 	}
+	t.Logf("%d joint families as linked as a ring, spared as households", households)
 }
 
 // TestWeakSignalsAloneDoNotLink shows the calibration is not vacuous: the
 // honest population does coincide on the weak kinds (a /24, a burst, a solve
-// time), and an edge threshold below them links honest people, yet a
-// member held only by weak kinds is never flagged.
+// time, a name), and an edge threshold below them would flag honest people.
 func TestWeakSignalsAloneDoNotLink(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -214,35 +212,26 @@ func TestWeakSignalsAloneDoNotLink(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.EdgeThreshold = 0.15
-	res, err := (Clusterer{Config: cfg}).Run(ctx, b.env.Pool, g.OpensAt)
-	if err != nil {
+	if _, err := (Clusterer{Config: cfg}).Run(ctx, b.env.Pool, g.OpensAt); err != nil {
 		t.Fatal(err)
 	}
-	honest := map[int64]bool{}
-	for _, id := range g.Honest {
-		honest[id] = true
-	}
 	loose := 0
-	for _, c := range res.Clusters {
-		for _, m := range c.Members {
-			if honest[m] {
-				loose++
-			}
+	flagged := flaggedUsers(t, b, g.OpensAt)
+	for _, id := range g.Honest {
+		if flagged[id] {
+			loose++
 		}
 	}
 	if loose < len(g.Honest)/10 {
-		t.Fatalf("threshold 0.15 linked only %d honest accounts: the population has no weak coincidences to ignore", loose)
+		t.Fatalf("threshold 0.15 flagged only %d honest accounts: the population has no weak coincidences to ignore", loose)
 	}
-	for _, th := range []float64{0.15, DefaultConfig().EdgeThreshold} {
-		cfg.EdgeThreshold = th
-		if _, err := (Clusterer{Config: cfg}).Run(ctx, b.env.Pool, g.OpensAt); err != nil {
-			t.Fatal(err)
-		}
-		flagged := flaggedUsers(t, b, g.OpensAt)
-		for _, id := range g.Honest {
-			if flagged[id] {
-				t.Errorf("honest account %d flagged at threshold %.2f", id, th)
-			}
+	if _, err := (Clusterer{Config: DefaultConfig()}).Run(ctx, b.env.Pool, g.OpensAt); err != nil {
+		t.Fatal(err)
+	}
+	flagged = flaggedUsers(t, b, g.OpensAt)
+	for _, id := range g.Honest {
+		if flagged[id] {
+			t.Errorf("honest account %d flagged at the default threshold", id)
 		}
 	}
 }
@@ -350,7 +339,7 @@ func TestEdgeKinds(t *testing.T) {
 		return []Passenger{{Name: name, Age: age, IDType: "PAN", IDRef: id}}
 	}
 	cases := []struct {
-		kind string // "" : must not link; "a+b": linked by both
+		kind string // "" : must not link
 		a, b acct
 	}{}
 	add := func(kind string, a, b acct) {
@@ -377,16 +366,10 @@ func TestEdgeKinds(t *testing.T) {
 	{
 		a, c := base("pn-a"), base("pn-b")
 		a.sig.Passengers, c.sig.Passengers = pass("Lalita  Kumari", 52, "X1"), pass("lalita kumari.", 52, "X2")
-		add(KindPassengerName+"+"+KindNameSound, a, c)
-		d, e := base("pn-c"), base("pn-d") // same name, a year apart: only as it sounds
+		add(KindPassengerName, a, c)
+		d, e := base("pn-c"), base("pn-d") // same name, another age
 		d.sig.Passengers, e.sig.Passengers = pass("Hema Rao", 20, "Y1"), pass("Hema Rao", 21, "Y2")
-		add(KindNameSound, d, e)
-		f, h := base("pn-e"), base("pn-f") // retyped, swapped, another ID, a year off
-		f.sig.Passengers, h.sig.Passengers = pass("Suresh Kumar", 40, "Z1"), pass("KUMAAR Sursh.", 41, "Z2")
-		add(KindNameSound, f, h)
-		i, j := base("pn-g"), base("pn-h") // same name, two years apart
-		i.sig.Passengers, j.sig.Passengers = pass("Hema Rao", 30, "Y3"), pass("Hema Rao", 32, "Y4")
-		add("", i, j)
+		add("", d, e)
 	}
 	{
 		a, c := base("net-a"), base("net-b")
@@ -395,7 +378,7 @@ func TestEdgeKinds(t *testing.T) {
 		add(KindNet24Early, a, c)
 		d, e := base("net-c"), base("net-d") // same /24 but a minute after opening
 		d.sig.IP, e.sig.IP = netipFrom(201), netipFrom(201).Next()
-		d.sig.HeldAt, e.sig.HeldAt = at(600_500), at(601_500)
+		d.sig.HeldAt, e.sig.HeldAt = at(60_000), at(61_000)
 		add("", d, e)
 	}
 	{
@@ -406,10 +389,10 @@ func TestEdgeKinds(t *testing.T) {
 	}
 	{
 		a, c := base("burst-a"), base("burst-b")
-		a.sig.HeldAt, c.sig.HeldAt = at(290_000), at(290_003)
+		a.sig.HeldAt, c.sig.HeldAt = at(90_000), at(90_003)
 		add(KindHoldBurst, a, c)
 		d, e := base("burst-c"), base("burst-d")
-		d.sig.HeldAt, e.sig.HeldAt = at(295_000), at(295_020)
+		d.sig.HeldAt, e.sig.HeldAt = at(95_000), at(95_020)
 		add("", d, e)
 	}
 	{
@@ -461,7 +444,7 @@ func TestEdgeKinds(t *testing.T) {
 		switch {
 		case tc.kind == "" && len(kinds) > 0:
 			t.Errorf("%s–%s linked by %v, want no link", tc.a.login, tc.b.login, kinds)
-		case tc.kind != "" && strings.Join(slices.Sorted(slices.Values(kinds)), "+") != tc.kind:
+		case tc.kind != "" && (len(kinds) != 1 || kinds[0] != tc.kind):
 			t.Errorf("%s–%s linked by %v, want [%s]", tc.a.login, tc.b.login, kinds, tc.kind)
 		}
 	}
@@ -476,8 +459,7 @@ func TestEdgeKinds(t *testing.T) {
 func TestAnchoredEdgesMatchAllPairs(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultConfig()
-	if got, want := cfg.anchorKinds(), []string{KindBank, KindCard, KindDevice, KindHoldBurst, KindInstrument, KindLoginSeq,
-		KindPassengerID, KindPassengerName, KindNameSound, KindPhone, KindRefusedPassenger}; !slices.Equal(got, want) {
+	if got, want := cfg.anchorKinds(), []string{KindDevice, KindInstrument, KindLoginSeq, KindPassengerID, KindPassengerName, KindRefusedPassenger}; !slices.Equal(got, want) {
 		t.Fatalf("anchor kinds %v, want %v", got, want)
 	}
 	b := setup(t)
@@ -521,8 +503,7 @@ func TestAnchoredEdgesMatchAllPairs(t *testing.T) {
 		return out
 	}
 	anchored := edges(edgesSQL, g.OpensAt, cfg.EarlyMS, cfg.BurstMS, cfg.CliqueMax, kinds, weights, cfg.EdgeThreshold, cfg.anchorKinds())
-	// every kind paired in full: the same query with every kind an anchor
-	all := edges(edgesSQL, g.OpensAt, cfg.EarlyMS, cfg.BurstMS, cfg.CliqueMax, kinds, weights, cfg.EdgeThreshold, kinds)
+	all := edges(edgesSQLAllPairs, g.OpensAt, cfg.EarlyMS, cfg.BurstMS, cfg.CliqueMax, kinds, weights, cfg.EdgeThreshold)
 	if len(all) < 50 {
 		t.Fatalf("only %d edges: the population links too little to compare", len(all))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -39,67 +38,7 @@ type Population struct {
 	// it (the direct path's tests) rings and families share as much as
 	// they draw: more links than the live path lets a ring make.
 	WithinLimits bool
-
-	// Adversarial shapes (issue 37), planned within the live limits
-	// whatever WithinLimits says: rings built not to be caught and honest
-	// people who look like rings. Each account is labelled (Account.Shape).
-	Adversary Adversary
 }
-
-// Adversary counts the adversarial shapes of a population: rings that try
-// to beat the detector, and honest look-alikes of every shape a ring has.
-type Adversary struct {
-	// Evasive rings rotate devices, addresses and instruments per account
-	// and fire each customer from two accounts under a retyped name, a
-	// different ID document and an age off by one.
-	Evasive int
-	// OneThing rings share one strong thing only (in turn a card, a bank
-	// account, a phone), their customers and devices their own.
-	OneThing int
-	// Small rings of two and three accounts, as the live limits split a
-	// ring into.
-	Small int
-	// SurnameRings book customers who share one common surname, from one
-	// shop's address block, to pass as a household.
-	SurnameRings int
-	// Desks: an office's employees booking themselves with one corporate card.
-	Desks int
-	// Hostels: students behind one NAT /24, a few booking a friend.
-	Hostels int
-	// ParentCards: a household paying with a parent's card (sometimes verified on the parent's phone).
-	ParentCards int
-	// Relatives: an honest account booking one passenger a ring also booked.
-	Relatives int
-	// BigFamilies: joint families of four to six accounts of a common surname.
-	BigFamilies int
-}
-
-// AdversarialPopulation is the population the README's figures are
-// measured on (issue 37): the classic rings and families, a background of
-// honest accounts, and every adversarial shape.
-func AdversarialPopulation(seed uint64) Population {
-	return Population{Rings: 3, RingSize: 6, Families: 30, Honest: 1200, Seed: seed, WithinLimits: true,
-		Adversary: Adversary{Evasive: 3, OneThing: 6, Small: 6, SurnameRings: 2,
-			Desks: 2, Hostels: 2, ParentCards: 10, Relatives: 4, BigFamilies: 6}}
-}
-
-// Shapes of generated accounts: what each label means is in Adversary.
-const (
-	ShapeRing        = "ring"         // the classic ring: shared devices, proxy, customers, burst
-	ShapeEvasive     = "ring-evasive" // rotating everything, retyped customers
-	ShapeRingCard    = "ring-card"    // one card, nothing else
-	ShapeRingBank    = "ring-bank"    // one bank account, nothing else
-	ShapeRingPhone   = "ring-phone"   // one phone, nothing else
-	ShapeRingSmall   = "ring-small"   // two or three accounts
-	ShapeRingSurname = "ring-surname" // customers of one common surname
-	ShapeHonest      = "honest"
-	ShapeFamily      = "family"
-	ShapeDesk        = "desk"
-	ShapeHostel      = "hostel"
-	ShapeParentCard  = "parent-card"
-	ShapeRelative    = "relative"
-	ShapeBigFamily   = "big-family"
-)
 
 // Generated is who is who in a generated population.
 type Generated struct {
@@ -108,7 +47,6 @@ type Generated struct {
 	Ring    map[int64]int // account -> ring number
 	Family  map[int64]int // account -> family number
 	Honest  []int64
-	Shape   map[int64]string // account -> its shape (Shape*)
 }
 
 // Caps so a typo cannot fill the database.
@@ -137,15 +75,9 @@ type Account struct {
 	// Verified is the direct path's: through the API every account
 	// verifies its phone first, as Tatkal needs.
 	Verified bool
-	Phone    string // its mobile number: ten digits, its own unless its shape shares one
+	Phone    string // its own mobile number: ten digits, unique in the plan
 	Ring     int    // -1 if none
 	Family   int    // -1 if none
-	Shape    string // what it is (Shape*)
-	// Saved are the passengers on its master list and SavedAt when they
-	// were saved: an honest account's own people, long before; a tout's
-	// customers, the night before.
-	Saved   []Passenger
-	SavedAt time.Time
 	// Signal is what its hold shows: DeviceID (the device it binds), IP,
 	// SolveMS, HeldAt, Passengers, and Instrument, how it pays, spelt
 	// "upi:<address>" or "card:<number>".
@@ -175,12 +107,9 @@ type Plan struct {
 
 // Who says who is who, given the accounts' ids by login.
 func (pl Plan) Who(ids map[string]int64) Generated {
-	g := Generated{OpensAt: pl.OpensAt, Ring: map[int64]int{}, Family: map[int64]int{}, Shape: map[int64]string{}}
+	g := Generated{OpensAt: pl.OpensAt, Ring: map[int64]int{}, Family: map[int64]int{}}
 	for _, a := range pl.Accounts {
 		id, ok := ids[a.Login]
-		if ok {
-			g.Shape[id] = a.Shape
-		}
 		switch {
 		case !ok:
 		case a.Ring >= 0:
@@ -210,7 +139,7 @@ const (
 func PlanPopulation(p Population) (Plan, error) {
 	switch {
 	case p.Rings < 0 || p.Rings > maxRings, p.RingSize < 0 || p.RingSize > maxRingSize,
-		p.Families < 0 || p.Families > maxFamilies, p.Honest < 0 || p.Honest > maxHonest, !p.Adversary.valid():
+		p.Families < 0 || p.Families > maxFamilies, p.Honest < 0 || p.Honest > maxHonest:
 		return Plan{}, fmt.Errorf("%w: population out of bounds (rings ≤ %d of ≤ %d, families ≤ %d, honest ≤ %d)",
 			ErrInvalid, maxRings, maxRingSize, maxFamilies, maxHonest)
 	}
@@ -243,7 +172,7 @@ func PlanPopulation(p Population) (Plan, error) {
 	}
 	name := func(surname string) string {
 		if surname == "" {
-			surname = drawSurname(r)
+			surname = surnames[r.IntN(len(surnames))]
 		}
 		return firstNames[r.IntN(len(firstNames))] + " " + surname
 	}
@@ -271,14 +200,7 @@ func PlanPopulation(p Population) (Plan, error) {
 		return true
 	}
 	account := func(ring, family int, login string, created time.Time, verified bool) Account {
-		shape := ShapeHonest
-		switch {
-		case ring >= 0:
-			shape = ShapeRing
-		case family >= 0:
-			shape = ShapeFamily
-		}
-		return Account{Login: login, Created: created, Verified: verified, Phone: phone(), Ring: ring, Family: family, Shape: shape}
+		return Account{Login: login, Created: created, Verified: verified, Phone: phone(), Ring: ring, Family: family}
 	}
 
 	for k := range p.Rings {
@@ -403,7 +325,7 @@ func PlanPopulation(p Population) (Plan, error) {
 		// limit's number) also book the same grandparent, and in a joint
 		// family both grandparents. A device takes two accounts and the
 		// address three (the live limits): past them, one's own.
-		surname := drawSurname(r)
+		surname := surnames[r.IntN(len(surnames))]
 		size := 2 + r.IntN(2)
 		if r.IntN(6) == 0 {
 			size = 4 + r.IntN(2)
@@ -446,9 +368,6 @@ func PlanPopulation(p Population) (Plan, error) {
 				elderHolds = append(elderHolds, s.HeldAt)
 				forElders++
 			}
-			if r.IntN(10) < 7 { // themselves, and the grandparents they book
-				u.Saved, u.SavedAt = s.Passengers, u.Created.Add(48*time.Hour)
-			}
 			pl.Accounts = append(pl.Accounts, u)
 		}
 		if p.WithinLimits && forElders == planAccountsPerPassenger {
@@ -476,13 +395,8 @@ func PlanPopulation(p Population) (Plan, error) {
 		for range 1 + r.IntN(3) {
 			s.Passengers = append(s.Passengers, Passenger{Name: name(""), Age: 5 + r.IntN(70), IDType: "AADHAAR", IDRef: ident()})
 		}
-		if r.IntN(10) < 6 { // most keep themselves on their master list
-			u.Saved, u.SavedAt = s.Passengers[:1], u.Created.Add(24*time.Hour)
-		}
 		pl.Accounts = append(pl.Accounts, u)
 	}
-	planAdversary(r, p, &pl, planKit{opens: opens, tag: tag, phone: phone, name: name, ispIP: ispIP, login: honestLogin,
-		hold: honestHold, ident: ident, card: card, share: share, account: account})
 	return pl, nil
 }
 
@@ -553,9 +467,6 @@ func Generate(ctx context.Context, q Querier, rec Recorder, p Population) (Gener
 
 	ids, err := CreateAccounts(ctx, q, pl, "generated-no-login", false)
 	if err != nil {
-		return g, err
-	}
-	if err := savePlanned(ctx, q, rec, pl, ids); err != nil {
 		return g, err
 	}
 	who := pl.Who(ids)
@@ -630,38 +541,6 @@ func CreateAccounts(ctx context.Context, q Querier, pl Plan, passwordHash string
 	return ids, nil
 }
 
-// savePlanned writes what the API path would have made the accounts do
-// before the window: their verified phones (keyed-hashed, as the OTP
-// check stores them) and their saved passengers.
-func savePlanned(ctx context.Context, q Querier, rec Recorder, pl Plan, ids map[string]int64) error {
-	var users []int64
-	var phones []string
-	var pu []int64
-	var pname, pref, ptype []string
-	var page []int32
-	var pat []time.Time
-	for _, u := range pl.Accounts {
-		id := ids[u.Login]
-		if h := rec.PhoneHash(u.Phone); h != "" && u.Verified {
-			users, phones = append(users, id), append(phones, h)
-		}
-		for _, ps := range u.Saved {
-			pu, pname, page, ptype, pref, pat = append(pu, id), append(pname, ps.Name), append(page, int32(ps.Age)),
-				append(ptype, ps.IDType), append(pref, ps.IDRef), append(pat, u.SavedAt)
-		}
-	}
-	if _, err := q.Exec(ctx, `UPDATE users u SET phone_hash = v.h FROM unnest($1::bigint[], $2::text[]) AS v(id, h) WHERE u.id = v.id`,
-		users, phones); err != nil {
-		return fmt.Errorf("generate phones: %w", err)
-	}
-	if _, err := q.Exec(ctx, `INSERT INTO passenger_master (user_id, name, age, gender, id_type, id_ref, validated, created_at)
-		SELECT u, n, a, 'F', t, r, true, c FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::text[], $6::timestamptz[]) AS v(u, n, a, t, r, c)`,
-		pu, pname, page, ptype, pref, pat); err != nil {
-		return fmt.Errorf("generate saved passengers: %w", err)
-	}
-	return nil
-}
-
 // Quality is how a clustering run did on a generated population.
 type Quality struct {
 	RingFound, Rings           int // ring accounts flagged, of all ring accounts
@@ -669,27 +548,17 @@ type Quality struct {
 	FamilyFlagged, FamilyTotal int
 	Signals, Edges             int
 	Clusters, FlaggedClusters  int
-	// ByShape: accounts flagged and in all, per shape (Generated.Shape).
-	ByShape map[string][2]int
 }
 
 // Measure compares a run's flagged clusters with who is who.
 func Measure(res Result, g Generated) Quality {
 	q := Quality{Rings: len(g.Ring), Innocents: len(g.Family) + len(g.Honest), FamilyTotal: len(g.Family),
 		Signals: res.Signals, Edges: res.Edges, Clusters: len(res.Clusters), FlaggedClusters: res.Flagged()}
-	q.ByShape = map[string][2]int{}
-	for _, sh := range g.Shape {
-		n := q.ByShape[sh]
-		n[1]++
-		q.ByShape[sh] = n
-	}
 	for _, c := range res.Clusters {
-		for _, m := range c.FlaggedMembers() {
-			if sh, ok := g.Shape[m]; ok {
-				n := q.ByShape[sh]
-				n[0]++
-				q.ByShape[sh] = n
-			}
+		if !c.Flagged {
+			continue
+		}
+		for _, m := range c.Members {
 			if _, ring := g.Ring[m]; ring {
 				q.RingFound++
 				continue
@@ -722,453 +591,6 @@ func (q Quality) String() string {
 	if n := q.RingFound + q.Flagged; n > 0 {
 		precision = fmt.Sprintf("%d/%d = %.3f", q.RingFound, n, float64(q.RingFound)/float64(n))
 	}
-	shapes := slices.Sorted(maps.Keys(q.ByShape))
-	var by []string
-	for _, sh := range shapes {
-		by = append(by, fmt.Sprintf("%s %d/%d", sh, q.ByShape[sh][0], q.ByShape[sh][1]))
-	}
-	return fmt.Sprintf("%d signals, %d edges, %d clusters (%d flagged)\nring recall %d/%d; honest or family accounts flagged %d/%d (family %d/%d); precision of flagged accounts %s\nflagged by shape: %s",
-		q.Signals, q.Edges, q.Clusters, q.FlaggedClusters, q.RingFound, q.Rings, q.Flagged, q.Innocents, q.FamilyFlagged, q.FamilyTotal, precision, strings.Join(by, ", "))
-}
-
-// planKit is what PlanPopulation draws with, handed to planAdversary.
-type planKit struct {
-	opens   time.Time
-	tag     string
-	phone   func() string
-	name    func(surname string) string
-	ispIP   func() netip.Addr
-	login   func() string
-	hold    func() time.Time
-	ident   func() string
-	card    func() string
-	share   func(key string, limit int) bool
-	account func(ring, family int, login string, created time.Time, verified bool) Account
-}
-
-func (a Adversary) valid() bool {
-	for _, n := range []int{a.Evasive, a.OneThing, a.Small, a.SurnameRings, a.Desks, a.Hostels, a.ParentCards, a.Relatives, a.BigFamilies} {
-		if n < 0 || n > maxRings {
-			return false
-		}
-	}
-	return true
-}
-
-// rareSurnames are the long tail: most Indians carry a surname few others
-// in one window carry.
-var rareSurnames = strings.Fields(`Agarwal Ahluwalia Anand Apte Arora Awasthi Bajaj Bakshi Banerjee Barua Basu Bhat Bhatia
-	Bhattacharya Bhonsle Biswas Borah Chakraborty Chandra Chatterjee Chaudhary Chopra Dalal Dasgupta Datta Deshmukh Deshpande
-	Dhillon Dixit Dubey Dutta Gadgil Gaikwad Ganguly Garg Goswami Grewal Hegde Hooda Jadhav Jha Kamath Kapoor Karnik Kashyap
-	Khanna Kohli Krishnan Kulkarni Lal Madan Mahajan Malhotra Mane Mathur Mehra Mukherjee Naidu Namboodiri Narang Nayak Oberoi
-	Padmanabhan Pandey Pandit Parekh Pathak Pawar Phadke Prasad Puri Rajan Rajput Ranade Rastogi Rathore Saini Saxena Sen Sengupta
-	Sethi Shetty Shinde Shukla Sinha Sodhi Srinivasan Subramanian Suri Tandon Thakur Tiwari Trivedi Upadhyay Vaidya Varma Vyas
-	Wadhwa Walia Chawla Bhalla Luthra Sachdeva Talwar Ahuja Kaul Raina Dhar Handa Chadha Kalra Sabharwal Sood Goyal Mittal Bansal
-	Singhal Jindal Khurana Bedi Marwah Nanda`)
-
-// drawSurname draws as a window's passengers are named: one in five a
-// very common surname, three in ten one of the frequent ones, half from
-// the long tail.
-func drawSurname(r *rand.Rand) string {
-	switch x := r.IntN(10); {
-	case x < 2:
-		return commonSurnames[r.IntN(len(commonSurnames))]
-	case x < 5:
-		return surnames[r.IntN(len(surnames))]
-	}
-	return rareSurnames[r.IntN(len(rareSurnames))]
-}
-
-// commonSurnames are the surnames millions of unrelated Indians carry: a
-// household is not shown by them alone.
-var commonSurnames = []string{"Kumar", "Singh", "Sharma", "Yadav", "Patel", "Das"}
-
-// retype is how a tout's script spells a customer again so the exact
-// passenger limit does not know them: a letter doubled or dropped, a vowel
-// spelt long, sh for s, the names swapped, the age one off, another ID
-// document. Sometimes the name is left as it was and only the ID changes.
-func retype(r *rand.Rand, p Passenger, ident func() string) Passenger {
-	words := strings.Fields(p.Name)
-	w := r.IntN(len(words))
-	word := words[w]
-	switch r.IntN(7) {
-	case 0: // a vowel spelt long
-		for i, c := range word {
-			if i > 0 && strings.ContainsRune("aeiou", c) {
-				long := map[rune]string{'a': "aa", 'e': "ee", 'i': "ee", 'o': "oo", 'u': "oo"}[c]
-				word = word[:i] + long + word[i+1:]
-				break
-			}
-		}
-	case 1: // a letter doubled
-		if len(word) > 2 {
-			i := 1 + r.IntN(len(word)-2)
-			word = word[:i] + word[i:i+1] + word[i:]
-		}
-	case 2: // a vowel dropped
-		for i, c := range word {
-			if i > 0 && strings.ContainsRune("aeiou", c) {
-				word = word[:i] + word[i+1:]
-				break
-			}
-		}
-	case 3: // sh for s and back, w for v
-		switch {
-		case strings.Contains(word, "sh"):
-			word = strings.Replace(word, "sh", "s", 1)
-		case strings.Contains(word, "s"):
-			word = strings.Replace(word, "s", "sh", 1)
-		case strings.Contains(word, "v"):
-			word = strings.Replace(word, "v", "w", 1)
-		}
-	case 4: // the names swapped
-		slices.Reverse(words)
-		w = -1
-	case 5: // upper case and a stray dot
-		word = strings.ToUpper(word) + "."
-	}
-	if w >= 0 {
-		words[w] = word
-	}
-	out := Passenger{Name: strings.Join(words, " "), Age: p.Age, IDType: "AADHAAR", IDRef: ident()}
-	if r.IntN(3) > 0 {
-		out.Age = max(1, p.Age+[]int{-1, 1}[r.IntN(2)])
-	}
-	if r.IntN(2) == 0 {
-		out.IDType, out.IDRef = "PAN", panRef(r)
-	}
-	return out
-}
-
-// panRef draws a PAN's shape: five letters, four digits, a letter.
-func panRef(r *rand.Rand) string {
-	b := make([]byte, 10)
-	for i := range b {
-		switch {
-		case i >= 5 && i < 9:
-			b[i] = byte('0' + r.IntN(10))
-		default:
-			b[i] = byte('A' + r.IntN(26))
-		}
-	}
-	return string(b)
-}
-
-// planAdversary appends the adversarial shapes (Adversary) to pl: rings
-// numbered after the classic ones, families after theirs, every account
-// labelled. The sharing stays within the live limits of today (a device
-// on two accounts, a UPI address on three, a passenger's exact name or ID
-// on two), as a ring learns them; cards and phones are not counted live.
-func planAdversary(r *rand.Rand, p Population, pl *Plan, k planKit) {
-	a := p.Adversary
-	ring := p.Rings
-	family := p.Families
-	adult := func(surname string) Passenger {
-		return Passenger{Name: k.name(surname), Age: 18 + r.IntN(55), IDType: "AADHAAR", IDRef: k.ident()}
-	}
-	// a party of customers: mostly one family travelling together
-	party := func(n int) []Passenger {
-		sn := drawSurname(r)
-		out := make([]Passenger, n)
-		for i := range out {
-			if r.IntN(4) == 0 {
-				out[i] = adult("")
-			} else {
-				out[i] = adult(sn)
-			}
-		}
-		return out
-	}
-	old := func() time.Time { return k.opens.Add(-time.Duration(90+r.IntN(2500)) * 24 * time.Hour) }
-	// half a ring's accounts are new, half bought aged
-	young := func() time.Time {
-		if r.IntN(2) == 0 {
-			return k.opens.Add(-time.Duration(60+r.IntN(700)) * 24 * time.Hour)
-		}
-		return k.opens.Add(-time.Duration(3+r.IntN(60)) * 24 * time.Hour)
-	}
-	// a script that waits a human moment: not in a burst, solve times of a person
-	touted := func(s *Signal) { s.HeldAt, s.SolveMS = k.hold(), 1500+r.IntN(7000) }
-	own := func(u *Account, ring bool) {
-		s := &u.Signal
-		s.DeviceID = fmt.Sprintf("dev-%s-%s-%d", k.tag, u.Shape, len(pl.Accounts))
-		s.IP, s.Attested = k.ispIP(), r.IntN(10) < 7
-		s.Instrument = fmt.Sprintf("upi:own-%s-%d@upi", k.tag, len(pl.Accounts))
-		if ring {
-			touted(s)
-		} else {
-			s.HeldAt, s.SolveMS = k.hold(), 1500+r.IntN(7000)
-		}
-	}
-	newRing := func(shape string) Account {
-		u := k.account(ring, -1, k.login(), young(), true)
-		u.Shape = shape
-		own(&u, true)
-		return u
-	}
-	newHonest := func(shape string, fam int) Account {
-		u := k.account(-1, fam, k.login(), old(), r.IntN(4) > 0)
-		u.Shape = shape
-		own(&u, false)
-		return u
-	}
-	saveSelf := func(u *Account) {
-		u.Saved, u.SavedAt = u.Signal.Passengers[:1], u.Created.Add(time.Duration(1+r.IntN(200))*24*time.Hour)
-		if u.SavedAt.After(k.opens) {
-			u.SavedAt = u.Created
-		}
-	}
-
-	for range a.Evasive {
-		// Each account holds two small parties; party i rides accounts i
-		// and i+1 around the ring, retyped on the second, so every account
-		// meets two others through a customer and through nothing else.
-		n := 4 + r.IntN(3)
-		parties := make([][]Passenger, n)
-		for i := range parties {
-			parties[i] = party(1 + r.IntN(2))
-		}
-		for i := range n {
-			u := newRing(ShapeEvasive)
-			if r.IntN(3) == 0 {
-				u.Signal.Instrument = k.card()
-			}
-			u.Signal.Passengers = append(slices.Clone(parties[i]), retypeAll(r, parties[(i+n-1)%n], k.ident)...)
-			// the customers saved on the account the night before, as the script needs them
-			u.Saved, u.SavedAt = u.Signal.Passengers, k.opens.Add(-14*time.Hour)
-			pl.Accounts = append(pl.Accounts, u)
-		}
-		ring++
-	}
-	for i := range a.OneThing {
-		// One strong thing shared by every account, in turn a card, a bank
-		// account, a phone (the per-person cap lets a phone's two verified
-		// accounts hold); customers of their own.
-		shape := []string{ShapeRingCard, ShapeRingBank, ShapeRingPhone}[i%3]
-		n := 3 + r.IntN(3)
-		if shape == ShapeRingPhone {
-			n = 2
-		}
-		thing := map[string]string{ShapeRingCard: k.card(), ShapeRingBank: fmt.Sprintf("nb:nba_%s_%d", k.tag, i), ShapeRingPhone: k.phone()}[shape]
-		for range n {
-			u := newRing(shape)
-			u.Signal.Passengers = party(2 + r.IntN(3))
-			if shape == ShapeRingPhone {
-				u.Phone = thing
-			} else {
-				u.Signal.Instrument = thing
-			}
-			pl.Accounts = append(pl.Accounts, u)
-		}
-		ring++
-	}
-	for i := range a.Small {
-		// Two or three accounts: a device on two, the ring's UPI address,
-		// and a customer booked twice.
-		n := 2 + i%2
-		dev := fmt.Sprintf("dev-%s-small-%d", k.tag, i)
-		upi := fmt.Sprintf("upi:tout.small%d.%s@upi", i, k.tag)
-		shared := adult("")
-		for j := range n {
-			u := newRing(ShapeRingSmall)
-			u.Signal.Passengers = party(1 + r.IntN(3))
-			if j < 2 {
-				u.Signal.DeviceID = dev
-				u.Signal.Passengers = append(u.Signal.Passengers, shared)
-			}
-			if j > 0 && k.share(upi, planAccountsPerUPI) {
-				u.Signal.Instrument = upi
-			}
-			pl.Accounts = append(pl.Accounts, u)
-		}
-		ring++
-	}
-	for i := range a.SurnameRings {
-		// A classic ring, but every customer carries one common surname,
-		// booked from one shop's address block, the shop's card.
-		sn := commonSurnames[i%len(commonSurnames)]
-		n := 4 + r.IntN(3)
-		shop := [3]byte{49, 2 + byte(i%50), byte(r.IntN(200))}
-		dev := fmt.Sprintf("dev-%s-shop-%d", k.tag, i)
-		card := k.card()
-		customers := make([]Passenger, 2*n)
-		for j := range customers {
-			customers[j] = adult(sn)
-		}
-		used := make([]int, len(customers))
-		for j := range n {
-			u := newRing(ShapeRingSurname)
-			u.Signal.IP = netip.AddrFrom4([4]byte{shop[0], shop[1], shop[2], byte(1 + r.IntN(254))})
-			if j < 2 {
-				u.Signal.DeviceID = dev
-			}
-			if r.IntN(2) == 0 {
-				u.Signal.Instrument = card
-			}
-			for _, c := range r.Perm(len(customers))[:2+r.IntN(2)] {
-				if used[c] < planAccountsPerPassenger {
-					used[c]++
-					u.Signal.Passengers = append(u.Signal.Passengers, customers[c])
-				}
-			}
-			if len(u.Signal.Passengers) == 0 {
-				u.Signal.Passengers = []Passenger{adult(sn)}
-			}
-			pl.Accounts = append(pl.Accounts, u)
-		}
-		ring++
-	}
-	for i := range a.Desks {
-		// An office's travel desk: employees' own old accounts, each
-		// booking themselves (now and then a colleague), all paying with
-		// the corporate card from the office's /24 in the first seconds.
-		n := 6 + r.IntN(7)
-		corp := k.card()
-		office := [3]byte{14, 1 + byte(i%50), byte(r.IntN(200))}
-		for range n {
-			u := newHonest(ShapeDesk, -1)
-			u.Verified = true
-			u.Signal.IP = netip.AddrFrom4([4]byte{office[0], office[1], office[2], byte(1 + r.IntN(254))})
-			u.Signal.HeldAt = k.opens.Add(time.Duration(300+r.IntN(6000)) * time.Millisecond)
-			u.Signal.Instrument = corp
-			u.Signal.Passengers = []Passenger{adult("")}
-			if r.IntN(4) == 0 {
-				u.Signal.Passengers = append(u.Signal.Passengers, adult(""))
-			}
-			saveSelf(&u)
-			pl.Accounts = append(pl.Accounts, u)
-		}
-	}
-	for i := range a.Hostels {
-		// A hostel: students behind one NAT /24, each booking themselves
-		// home; one in four also books a friend who books too (the friend's
-		// exact name and ID on two accounts, within the limit).
-		n := 12 + r.IntN(12)
-		nat := [3]byte{117, 1 + byte(i%50), byte(r.IntN(200))}
-		first := len(pl.Accounts)
-		for range n {
-			u := newHonest(ShapeHostel, -1)
-			u.Created = k.opens.Add(-time.Duration(30+r.IntN(1200)) * 24 * time.Hour)
-			u.Signal.IP = netip.AddrFrom4([4]byte{nat[0], nat[1], nat[2], byte(1 + r.IntN(254))})
-			u.Signal.HeldAt = k.opens.Add(time.Duration(200+r.IntN(8000)) * time.Millisecond)
-			u.Signal.Passengers = []Passenger{{Name: k.name(""), Age: 18 + r.IntN(6), IDType: "STUDENT_ID", IDRef: fmt.Sprintf("ST%s%05d", k.tag, len(pl.Accounts))}}
-			saveSelf(&u)
-			pl.Accounts = append(pl.Accounts, u)
-		}
-		booked := map[int]bool{}
-		for j := first; j < len(pl.Accounts); j++ {
-			if r.IntN(4) == 0 {
-				friend := first + r.IntN(len(pl.Accounts)-first)
-				if friend != j && !booked[friend] {
-					booked[friend] = true
-					pl.Accounts[j].Signal.Passengers = append(pl.Accounts[j].Signal.Passengers, pl.Accounts[friend].Signal.Passengers[0])
-				}
-			}
-		}
-	}
-	for range a.ParentCards {
-		// A household paying with a parent's card: two to four accounts on
-		// the home /24, relatives of one surname, now and then the home
-		// device or the parent's phone on two of them.
-		n := 2 + r.IntN(3)
-		sn := drawSurname(r)
-		home := k.ispIP()
-		cardNo := k.card()
-		dev := fmt.Sprintf("dev-%s-home-%d", k.tag, family)
-		parentPhone := k.phone()
-		for j := range n {
-			u := newHonest(ShapeParentCard, family)
-			u.Signal.IP = home
-			u.Signal.Instrument = cardNo
-			if j < 2 && r.IntN(3) == 0 {
-				u.Signal.DeviceID = dev
-			}
-			if j < 2 && r.IntN(3) == 0 {
-				u.Phone = parentPhone
-			}
-			u.Signal.Passengers = []Passenger{adult(sn)}
-			if r.IntN(3) == 0 {
-				u.Signal.Passengers = append(u.Signal.Passengers, adult(sn))
-			}
-			saveSelf(&u)
-			pl.Accounts = append(pl.Accounts, u)
-		}
-		family++
-	}
-	// A relative of a ring's customer: an honest account booking the
-	// customer (one of theirs) and themselves, linked to the ring by that
-	// one booking. Only customers held by one ring account, so the
-	// passenger limit lets the relative hold.
-	var once []Passenger
-	held := map[string]int{}
-	for _, u := range pl.Accounts {
-		if u.Ring >= 0 {
-			for _, ps := range u.Signal.Passengers {
-				held[ps.IDRef]++
-			}
-		}
-	}
-	for _, u := range pl.Accounts {
-		if u.Ring >= 0 && u.Shape != ShapeEvasive {
-			for _, ps := range u.Signal.Passengers {
-				if held[ps.IDRef] == 1 {
-					once = append(once, ps)
-				}
-			}
-		}
-	}
-	for range a.Relatives {
-		if len(once) == 0 {
-			break
-		}
-		j := r.IntN(len(once))
-		kin := once[j]
-		once = slices.Delete(once, j, j+1)
-		u := newHonest(ShapeRelative, -1)
-		sn := strings.Fields(kin.Name)
-		u.Signal.Passengers = []Passenger{adult(sn[len(sn)-1]), kin}
-		saveSelf(&u)
-		pl.Accounts = append(pl.Accounts, u)
-	}
-	for i := range a.BigFamilies {
-		// A joint family of a common surname: four to six accounts on the
-		// home /24, two home devices, the home UPI address on three, the
-		// grandparents booked by two of them.
-		n := 4 + r.IntN(3)
-		sn := commonSurnames[(i+1)%len(commonSurnames)]
-		home := k.ispIP()
-		upi := fmt.Sprintf("upi:home.%d.%s@upi", family, k.tag)
-		elders := []Passenger{adult(sn), adult(sn)}
-		elders[0].Age, elders[1].Age = 60+r.IntN(20), 60+r.IntN(20)
-		for j := range n {
-			u := newHonest(ShapeBigFamily, family)
-			u.Signal.IP = home
-			if dev := fmt.Sprintf("dev-%s-joint-%d-%d", k.tag, family, j/2); k.share(dev, planAccountsPerDevice) {
-				u.Signal.DeviceID = dev
-			}
-			if r.IntN(2) == 0 && k.share(upi, planAccountsPerUPI) {
-				u.Signal.Instrument = upi
-			}
-			u.Signal.Passengers = []Passenger{adult(sn)}
-			if r.IntN(5) == 0 {
-				u.Signal.Passengers[0] = adult("") // married in
-			}
-			if j < 2 {
-				u.Signal.Passengers = append(u.Signal.Passengers, elders...)
-			}
-			saveSelf(&u)
-			u.Saved = u.Signal.Passengers // themselves and the grandparents
-			pl.Accounts = append(pl.Accounts, u)
-		}
-		family++
-	}
-}
-
-// retypeAll retypes every passenger of a party.
-func retypeAll(r *rand.Rand, ps []Passenger, ident func() string) []Passenger {
-	out := make([]Passenger, len(ps))
-	for i, p := range ps {
-		out[i] = retype(r, p, ident)
-	}
-	return out
+	return fmt.Sprintf("%d signals, %d edges, %d clusters (%d flagged)\nring recall %d/%d; honest or family accounts flagged %d/%d (family %d/%d); precision of flagged accounts %s",
+		q.Signals, q.Edges, q.Clusters, q.FlaggedClusters, q.RingFound, q.Rings, q.Flagged, q.Innocents, q.FamilyFlagged, q.FamilyTotal, precision)
 }

@@ -62,7 +62,7 @@ func TestQueuedSignalsAreRecordedByTheDrain(t *testing.T) {
 		FROM fraud_signals WHERE hold_id = $1`, hold, other).Scan(&solve, &booking, &at, &device, &instr, &pax, &left, &others); err != nil {
 		t.Fatal(err)
 	}
-	if solve != 456 || booking != 91 || !at.Equal(heldAt) || device != "dev-q" || instr != "upi:"+b.rec.hash("instrument", "upi:ravi@okbank") || pax != 1 {
+	if solve != 456 || booking != 91 || !at.Equal(heldAt) || device != "dev-q" || instr != b.rec.hash("instrument", "upi:ravi@okbank") || pax != 1 {
 		t.Errorf("recorded: solve %d booking %d held %v (want %v) device %q instrument %q passengers %d", solve, booking, at, heldAt, device, instr, pax)
 	}
 	if left != 0 || others != 0 {

@@ -22,7 +22,7 @@ func TestScheduleRunsClosedWindows(t *testing.T) {
 	ctx := context.Background()
 	closed := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
 	open := time.Now().Add(-5 * time.Minute).Truncate(time.Second) // before its first early pass
-	g, err := Generate(ctx, b.env.Pool, b.rec, Population{Rings: 2, RingSize: 5, Honest: 40, Seed: 11, OpensAt: closed})
+	g, err := Generate(ctx, b.env.Pool, b.rec, Population{Rings: 2, RingSize: 5, Families: 5, Honest: 40, Seed: 11, OpensAt: closed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -127,8 +126,6 @@ type batch struct {
 	PName []string    `json:"p_name"`
 	PAge  []int32     `json:"p_age"`
 	PID   []string    `json:"p_id"`
-	// PKey is each passenger's NameKey; batches queued before it had none.
-	PKey []string `json:"p_key,omitempty"`
 
 	// Refused are the attempts the passenger limit refused in the same
 	// group commit, in the same columns (Holds: the ids the refused holds
@@ -204,7 +201,7 @@ func (r Recorder) add(b *batch, s Signal, seen map[uuid.UUID]bool) error {
 	}
 	instr := ""
 	if s.Instrument != "" {
-		instr = InstrumentKind(s.Instrument) + ":" + r.hash("instrument", strings.ToLower(strings.TrimSpace(s.Instrument)))
+		instr = r.hash("instrument", strings.ToLower(strings.TrimSpace(s.Instrument)))
 	}
 	b.Holds, b.Bookings, b.Shards, b.Users = append(b.Holds, s.HoldID), append(b.Bookings, booking), append(b.Shards, s.ShardID), append(b.Users, s.UserID)
 	b.Devices, b.IPs, b.Attested, b.Solves = append(b.Devices, s.DeviceID), append(b.IPs, ip), append(b.Attested, s.Attested), append(b.Solves, solve)
@@ -212,7 +209,6 @@ func (r Recorder) add(b *batch, s Signal, seen map[uuid.UUID]bool) error {
 	for j, p := range s.Passengers {
 		b.PHold, b.PSeq, b.PName = append(b.PHold, s.HoldID), append(b.PSeq, int32(j)), append(b.PName, names[j])
 		b.PAge, b.PID = append(b.PAge, int32(p.Age)), append(b.PID, r.idHash(p.IDType, p.IDRef))
-		b.PKey = append(b.PKey, NameKey(p.Name))
 	}
 	return nil
 }
@@ -222,15 +218,7 @@ func (b *batch) merge(o batch) {
 	b.Holds, b.Bookings, b.Shards, b.Users = append(b.Holds, o.Holds...), append(b.Bookings, o.Bookings...), append(b.Shards, o.Shards...), append(b.Users, o.Users...)
 	b.Devices, b.IPs, b.Attested, b.Solves = append(b.Devices, o.Devices...), append(b.IPs, o.IPs...), append(b.Attested, o.Attested...), append(b.Solves, o.Solves...)
 	b.Helds, b.Instrs = append(b.Helds, o.Helds...), append(b.Instrs, o.Instrs...)
-	// a batch queued before name keys had none: pad, so the columns stay aligned
-	for len(b.PKey) < len(b.PName) {
-		b.PKey = append(b.PKey, "")
-	}
 	b.PHold, b.PSeq, b.PName, b.PAge, b.PID = append(b.PHold, o.PHold...), append(b.PSeq, o.PSeq...), append(b.PName, o.PName...), append(b.PAge, o.PAge...), append(b.PID, o.PID...)
-	b.PKey = append(b.PKey, o.PKey...)
-	for len(b.PKey) < len(b.PName) {
-		b.PKey = append(b.PKey, "")
-	}
 	if o.Refused != nil {
 		if b.Refused == nil {
 			b.Refused = &batch{}
@@ -281,11 +269,10 @@ func (b batch) write(ctx context.Context, q Querier) error {
 		// Passengers are fixed at hold time: a second recording keeps the
 		// first. Those of a signal the join dropped are left out with it.
 		if _, err := q.Exec(ctx, `
-			INSERT INTO fraud_signal_passengers (hold_id, seq, name_norm, age, id_hash, name_key)
-			SELECT p.hold_id, p.seq, p.name_norm, p.age, p.id_hash, coalesce(p.name_key, '')
-			FROM unnest($1::uuid[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[]) AS p(hold_id, seq, name_norm, age, id_hash, name_key)
+			INSERT INTO fraud_signal_passengers (hold_id, seq, name_norm, age, id_hash)
+			SELECT p.* FROM unnest($1::uuid[], $2::int[], $3::text[], $4::int[], $5::text[]) AS p(hold_id, seq, name_norm, age, id_hash)
 			WHERE EXISTS (SELECT 1 FROM fraud_signals f WHERE f.hold_id = p.hold_id)
-			ON CONFLICT (hold_id, seq) DO NOTHING`, b.PHold, b.PSeq, b.PName, b.PAge, b.PID, b.PKey); err != nil {
+			ON CONFLICT (hold_id, seq) DO NOTHING`, b.PHold, b.PSeq, b.PName, b.PAge, b.PID); err != nil {
 			return fmt.Errorf("fraud record passengers: %w", err)
 		}
 	}
@@ -306,23 +293,23 @@ func (b batch) writeRefused(ctx context.Context, q Querier) error {
 	tag, err := q.Exec(ctx, `
 		WITH p AS (
 			SELECT hold_id, array_agg(name ORDER BY seq) AS names, array_agg(age ORDER BY seq) AS ages,
-			       array_agg(id ORDER BY seq) AS ids, array_agg(coalesce(nk, '') ORDER BY seq) AS keys
-			FROM unnest($9::uuid[], $10::int[], $11::text[], $12::int[], $13::text[], $14::text[]) AS p(hold_id, seq, name, age, id, nk)
+			       array_agg(id ORDER BY seq) AS ids
+			FROM unnest($9::uuid[], $10::int[], $11::text[], $12::int[], $13::text[]) AS p(hold_id, seq, name, age, id)
 			GROUP BY hold_id
 		)
 		INSERT INTO fraud_refused_attempts (attempt_id, shard_id, user_id, window_opens_at, device_id, ip, ip_net24,
-			attested, solve_ms, attempted_at, since_open_ms, name_norms, ages, id_hashes, name_keys)
+			attested, solve_ms, attempted_at, since_open_ms, name_norms, ages, id_hashes)
 		SELECT v.id, v.shard_id, v.user_id, s.window_opens_at, v.device_id, v.ip::inet,
 			network(set_masklen(v.ip::inet, CASE WHEN family(v.ip::inet) = 6 THEN 48 ELSE 24 END))::cidr,
 			v.attested, v.solve_ms, v.at, floor(extract(epoch FROM v.at - s.window_opens_at) * 1000)::bigint,
-			p.names, p.ages, p.ids, p.keys
+			p.names, p.ages, p.ids
 		FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::bool[], $7::int[], $8::timestamptz[])
 		     AS v(id, shard_id, user_id, device_id, ip, attested, solve_ms, at)
 		JOIN p ON p.hold_id = v.id
 		JOIN users u ON u.id = v.user_id
 		JOIN inventory_shards s ON s.id = v.shard_id
 		ON CONFLICT (attempt_id) DO NOTHING`,
-		b.Holds, b.Shards, b.Users, b.Devices, b.IPs, b.Attested, b.Solves, b.Helds, b.PHold, b.PSeq, b.PName, b.PAge, b.PID, b.PKey)
+		b.Holds, b.Shards, b.Users, b.Devices, b.IPs, b.Attested, b.Solves, b.Helds, b.PHold, b.PSeq, b.PName, b.PAge, b.PID)
 	if err != nil {
 		return fmt.Errorf("fraud record refused attempts: %w", err)
 	}
@@ -387,75 +374,7 @@ func (r Recorder) PassengerKeys(p Passenger) []string {
 	if name := NormaliseName(p.Name); name != "" {
 		keys = append(keys, "n"+r.hash("name-age", fmt.Sprintf("%s|%d", name, p.Age)))
 	}
-	// The name as it sounds, at its age and the next: a retyped name one
-	// year off shares one of them with the original (30: 30 and 31; 31:
-	// 31 and 32), so a new ID document and a typo do not make a new
-	// passenger.
-	if nk := NameKey(p.Name); nk != "" {
-		keys = append(keys, "f"+r.hash("namekey-age", fmt.Sprintf("%s|%d", nk, p.Age)),
-			"f"+r.hash("namekey-age", fmt.Sprintf("%s|%d", nk, p.Age+1)))
-	}
 	return keys
-}
-
-// InstrumentKind names what a raw instrument is: "card" (a card's
-// fingerprint, "card:…"), "bank" (a net-banking account, "nb:…") or "upi"
-// (a UPI address, "upi:…" or bare). Recorded before its hash, so a shared
-// card and a shared UPI address are links of their own kinds.
-func InstrumentKind(raw string) string {
-	switch {
-	case strings.HasPrefix(raw, "card:"):
-		return KindCard
-	case strings.HasPrefix(raw, "nb:"):
-		return KindBank
-	}
-	return KindUPI
-}
-
-// NameKey is how a passenger's name sounds, for matching a retyped name:
-// each word of the normalised name reduced to its consonant skeleton
-// (first letter kept; sh, ph, th, kh, gh, bh, dh, ch and w folded into one
-// sound; doubled letters and vowels dropped), one-letter words (initials)
-// dropped and the words sorted, so "Ramesh Kumaar", "KUMAR Rmesh." and
-// "Ramesh Kumar" are one key. "" for a name with no word of two letters.
-func NameKey(name string) string {
-	words := strings.Fields(NormaliseName(name))
-	var out []string
-	for _, w := range words {
-		if len([]rune(w)) < 2 {
-			continue
-		}
-		if k := skeleton(w); k != "" {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	key := strings.Join(out, " ")
-	if len(key) > 60 {
-		key = key[:60]
-	}
-	return key
-}
-
-// skeleton folds one word: see NameKey.
-func skeleton(w string) string {
-	r := strings.NewReplacer("sh", "s", "ph", "f", "th", "t", "kh", "k", "gh", "g", "bh", "b", "dh", "d", "ch", "c",
-		"w", "v", "z", "j", "q", "k", "x", "ks", "ck", "k")
-	w = r.Replace(w)
-	var b strings.Builder
-	var last rune
-	for i, c := range w {
-		vowel := strings.ContainsRune("aeiouy", c)
-		switch {
-		case i == 0:
-			b.WriteRune(c)
-		case vowel, c == 'h', c == last:
-		default:
-			b.WriteRune(c)
-		}
-		last = c
-	}
-	return b.String()
 }
 
 // NormalisePhone folds an Indian mobile number to its ten digits ("+91

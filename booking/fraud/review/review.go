@@ -14,7 +14,6 @@ import (
 	"tatkal/booking"
 	"tatkal/booking/audit"
 	"tatkal/booking/db"
-	"tatkal/booking/fraud"
 )
 
 // Outcomes of a decision, mildest first (graduated responses).
@@ -347,11 +346,6 @@ func (s *Service) Decide(ctx context.Context, analystID, clusterID int64, d Deci
 		if whole {
 			if _, err := tx.Exec(ctx, `UPDATE fraud_clusters SET status = 'CLOSED', claimed_by = NULL, claimed_until = NULL WHERE id = $1`, clusterID); err != nil {
 				return fmt.Errorf("close cluster: %w", err)
-			}
-		}
-		if d.Outcome == Clear { // the same desk is not flagged again next window
-			if err := fraud.AllowCleared(ctx, tx, out.ID, clusterID, fraud.AllowFor); err != nil {
-				return err
 			}
 		}
 		return audit.Write(ctx, tx, login, "fraud.decide", fmt.Sprintf("cluster:%d", clusterID), map[string]any{

@@ -421,16 +421,14 @@ func (a *abuser) payFor(ctx context.Context, holdID string, refused func(string,
 	method, inst := "UPI", a.acct.Signal.Instrument
 	if n, ok := strings.CutPrefix(inst, "card:"); ok {
 		method, inst = "CARD", n
-	} else if n, ok := strings.CutPrefix(inst, "nb:"); ok { // a bank account's net-banking login
-		method, inst = "NB", n
 	} else {
 		inst = strings.TrimPrefix(inst, "upi:")
 	}
 	var p answer
 	for attempt := 0; attempt < 4; attempt++ {
 		body := fmt.Sprintf(`{"hold_id":%q,"method":%q,"vpa":%q,"idempotency_key":"abuse-pay-%s-%d"}`, holdID, method, inst, a.login, attempt)
-		if method == "CARD" || method == "NB" {
-			body = fmt.Sprintf(`{"hold_id":%q,"method":%q,"bank":"SBI","idempotency_key":"abuse-pay-%s-%d"}`, holdID, method, a.login, attempt)
+		if method == "CARD" {
+			body = fmt.Sprintf(`{"hold_id":%q,"method":"CARD","idempotency_key":"abuse-pay-%s-%d"}`, holdID, a.login, attempt)
 		}
 		p = a.call(ctx, "POST", "/v1/payments/initiate", nil, body, true)
 		if p.code == 200 || p.code == 201 {
@@ -463,11 +461,8 @@ func (a *abuser) payFor(ctx context.Context, holdID string, refused func(string,
 		u = a.run.pspURL + "/gw/" + p.str("gateway") + "/pay/" + p.str("psp_ref")
 	}
 	form := url.Values{"otp": {"123456"}}
-	switch method {
-	case "CARD":
+	if method == "CARD" {
 		form.Set("card_number", inst)
-	case "NB":
-		form = url.Values{"user_id": {inst}, "password": {"x"}}
 	}
 	if code := a.decide(ctx, u+"/approve", form.Encode()); code != http.StatusSeeOther {
 		refused("approve", answer{code: code})

@@ -13,7 +13,7 @@ import (
 )
 
 // SeedAbuseUsage is the one line of `tatkal seed abuse`.
-const SeedAbuseUsage = `tatkal seed abuse [--adversarial] [--rings K] [--ring-size M] [--families F] [--honest N] [--seed S] [--cluster] [--url URL | --direct [--within-limits]] [--speed X]`
+const SeedAbuseUsage = `tatkal seed abuse [--rings K] [--ring-size M] [--families F] [--honest N] [--seed S] [--cluster] [--url URL | --direct [--within-limits]] [--speed X]`
 
 // SeedAbuse is `tatkal seed abuse`: a population of rings that share
 // devices, instruments and passengers, families that share a device, and
@@ -43,12 +43,8 @@ func SeedAbuse(ctx context.Context, cfg app.Config, args []string, out io.Writer
 	url := fs.String("url", "", "drive this running deployment (it must trust this machine in TATKAL_TRUSTED_PROXIES) instead of an own stack")
 	speed := fs.Float64("speed", 1, "run the rush this many times faster than real time")
 	fs.BoolVar(&p.WithinLimits, "within-limits", false, "with --direct: plan the sharing within the live limits, as the API path always does")
-	adversarial := fs.Bool("adversarial", false, "the README's population (fraud.AdversarialPopulation): rings built to evade and honest look-alikes of every shape; --rings, --families and --honest are ignored")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	if *adversarial {
-		p = fraud.AdversarialPopulation(p.Seed)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("seed abuse: unexpected %q; %s", fs.Arg(0), SeedAbuseUsage)
